@@ -1,0 +1,63 @@
+// The op interface the model's layer loop is written against. A backend implements each op; the CPU backend
+// is the reference every other backend is checked against. All activations are row-major float arrays on the
+// host:
+// "[n_tok][n]" means n_tok rows of n contiguous floats.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "model/config.h"
+#include "model/weights.h"
+#include "runtime/kv_cache.h"
+
+namespace tilellm {
+
+// cos/sin of every rotation angle, precomputed once per session: [pos < n_pos][i < rope_dim/2][cos, sin],
+// angle = pos * freq_scale * base^(-2i/rope_dim), computed in double then rounded.
+struct RopeTable {
+  int64_t n_pos = 0;
+  int64_t n_half = 0;
+  std::vector<float> cos_sin;
+  RopeTable() = default;
+  RopeTable(int64_t n_pos, int64_t rope_dim, float base, float freq_scale);
+  const float* at(int64_t pos) const { return cos_sin.data() + size_t(pos * n_half * 2); }
+};
+
+struct AttnParams {
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;  // query head h reads KV head h / (n_head / n_head_kv)
+  int64_t head_dim = 0;
+  float scale = 1.0f;  // applied to q·k before the softmax
+  int64_t window = 0;  // >0: a query at position p sees keys at positions p-window+1 .. p only
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // out[t][:] = scale * row ids[t] of table (dequantized). out: [n_tok][table.n_in]
+  virtual void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) = 0;
+  // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for each of n_rows rows of n floats. y may alias x.
+  virtual void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) = 0;
+  // y[t] = W x[t]. x: [n_tok][w.n_in], y: [n_tok][w.n_out]
+  virtual void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) = 0;
+  // Rotates the first rope_dim dims of every head in place. x: [n_tok][n_heads][head_dim]; pos: [n_tok]
+  virtual void rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim,
+                    const int32_t* pos, const RopeTable& table, RopeMode mode) = 0;
+  // Writes K and V rows of n_tok tokens into the cache at their positions. k, v: [n_tok][kv_dim]
+  virtual void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
+                        int64_t n_tok) = 0;
+  // Causal attention of n_tok queries over the cached keys/values of `layer` (already holding these tokens).
+  // q: [n_tok][n_head][head_dim]; out: [n_tok][n_head][head_dim]
+  virtual void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
+                         const AttnParams& p, float* out) = 0;
+  // out = act(gate) * up, elementwise over n floats.
+  virtual void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) = 0;
+  // acc += x, elementwise over n floats.
+  virtual void add(float* acc, const float* x, int64_t n) = 0;
+};
+
+}  // namespace tilellm

@@ -1,0 +1,32 @@
+// The CPU backend: the reference for every other backend. Each op lives in its own file (embedding.cpp,
+// rmsnorm.cpp, matmul.cpp, rope.cpp, kv_store.cpp, attention.cpp, glu.cpp, add.cpp) and is split across the
+// session's thread pool.
+#pragma once
+
+#include "backends/backend.h"
+#include "runtime/thread_pool.h"
+
+namespace tilellm {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(ThreadPool& pool) : pool_(pool) {}
+  std::string_view name() const override { return "cpu"; }
+
+  void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) override;
+  void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
+  void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override;
+  void rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim, const int32_t* pos,
+            const RopeTable& table, RopeMode mode) override;
+  void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
+                int64_t n_tok) override;
+  void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
+                 const AttnParams& p, float* out) override;
+  void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
+  void add(float* acc, const float* x, int64_t n) override;
+
+ private:
+  ThreadPool& pool_;
+};
+
+}  // namespace tilellm

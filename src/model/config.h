@@ -1,0 +1,60 @@
+// Architecture hyper-parameters, read from GGUF metadata (`<arch>.*` keys). Nothing here is hard-coded per
+// model file; the only per-architecture facts are the ones the architecture itself defines (e.g. Gemma's
+// embedding scale).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "format/gguf.h"
+
+namespace tilellm {
+
+enum class Arch { Llama, Gemma3 };
+
+// How RoPE pairs the dimensions of a head: Norm rotates (x[2i], x[2i+1]) (llama's GGUF layout, whose
+// converter permutes q/k for it); Neox rotates (x[i], x[i + rope_dim/2]).
+enum class RopeMode { Norm, Neox };
+
+enum class FfnAct { SiLU, GeluTanh };
+
+struct ModelConfig {
+  Arch arch = Arch::Llama;
+  std::string arch_name;  // general.architecture
+  std::string name;       // general.name (for display)
+
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;    // per-head size of q and k (key_length)
+  int64_t head_dim_v = 0;  // per-head size of v (value_length)
+  int64_t n_ff = 0;
+  int64_t n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+
+  RopeMode rope_mode = RopeMode::Norm;
+  int64_t rope_dim = 0;            // leading dims of each head that rotate
+  float rope_base = 10000.0f;      // global layers
+  float rope_base_swa = 10000.0f;  // sliding-window (local) layers
+  float rope_freq_scale = 1.0f;    // linear position scaling: position * scale
+
+  int64_t sliding_window = 0;         // 0: no local layers
+  std::vector<uint8_t> layer_is_swa;  // [n_layer]: 1 if the layer attends within sliding_window only
+
+  FfnAct ffn_act = FfnAct::SiLU;
+  float embed_scale = 1.0f;          // token embedding multiplier (Gemma: sqrt(n_embd))
+  float attn_scale = 0.0f;           // query scale before softmax
+  bool qk_norm = false;              // per-head RMSNorm of q and k before RoPE
+  bool post_norms = false;           // RMSNorm of the attention and FFN outputs before each residual add
+  float final_logit_softcap = 0.0f;  // 0: off; else logits = cap * tanh(logits / cap)
+
+  static ModelConfig from_gguf(const GgufFile& f);
+  int64_t q_dim() const { return n_head * head_dim; }
+  int64_t kv_dim() const { return n_head_kv * head_dim; }
+  int64_t kv_dim_v() const { return n_head_kv * head_dim_v; }
+};
+
+}  // namespace tilellm

@@ -1,0 +1,44 @@
+// The layer loop, written once against the Backend op interface for every supported architecture.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/backend.h"
+#include "model/model.h"
+#include "runtime/aligned.h"
+#include "runtime/kv_cache.h"
+
+namespace tilellm {
+
+// Activations for up to n_batch tokens, allocated once per session; every array is row-major [token][...].
+struct ForwardScratch {
+  ForwardScratch(const ModelConfig& c, int64_t n_batch);
+  int64_t n_batch;
+  AlignedBuffer x;     // [n_batch][n_embd]   residual stream
+  AlignedBuffer xn;    // [n_batch][n_embd]   normed input of a block
+  AlignedBuffer q;     // [n_batch][q_dim]
+  AlignedBuffer k;     // [n_batch][kv_dim]
+  AlignedBuffer v;     // [n_batch][kv_dim]
+  AlignedBuffer attn;  // [n_batch][q_dim]    attention output before the projection
+  AlignedBuffer o;     // [n_batch][n_embd]   block output before the residual add
+  AlignedBuffer gate;  // [n_batch][n_ff]
+  AlignedBuffer up;    // [n_batch][n_ff]
+  AlignedBuffer pos;   // [n_batch] int32 positions
+};
+
+struct ForwardContext {
+  const Model& model;
+  Backend& backend;
+  KvCache& kv;
+  const RopeTable& rope_global;
+  const RopeTable& rope_local;  // sliding-window layers (same as global when the model has none)
+  ForwardScratch& s;
+};
+
+// Runs n_tok (<= n_batch) tokens at positions n_past.. through the model, writing their K/V into the cache.
+// Logits: when `logits` is non-null, the logits of the last `n_logits` tokens of this batch are written to it
+// as [n_logits][n_vocab].
+void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n_tok, int64_t n_past, float* logits,
+             int64_t n_logits);
+
+}  // namespace tilellm

@@ -1,0 +1,58 @@
+// A session: one conversation's state over a loaded model — the FB-KV cache, the RoPE tables, the activation
+// scratch, the thread pool and the logits. Everything is allocated in the constructor; eval() allocates
+// nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backends/cpu/cpu_backend.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "runtime/kv_cache.h"
+#include "runtime/thread_pool.h"
+
+namespace tilellm {
+
+struct SessionOptions {
+  int64_t n_ctx = 0;     // tokens the cache holds; 0: the model's training context, capped at 4096
+  int n_threads = 0;     // 0: one per hardware thread
+  int64_t n_batch = 64;  // tokens per forward pass while evaluating a prompt
+  GgmlType kv_type = GgmlType::F16;
+  bool logits_all = false;  // keep the logits of every token of an eval() call (perplexity, logit dumps)
+};
+
+class Session {
+ public:
+  Session(const Model& model, const SessionOptions& opts);
+
+  // Appends tokens at positions n_past().. and runs them through the model. Throws tilellm::Error, leaving
+  // the session unchanged, when they do not fit in the context.
+  void eval(const int32_t* tokens, int64_t n);
+  // Logits [n_vocab] of the last token of the last eval() call.
+  const float* logits() const;
+  // With logits_all: logits of the i-th token of the last eval() call.
+  const float* logits_at(int64_t i) const;
+
+  int64_t n_past() const { return n_past_; }
+  int64_t n_ctx() const { return kv_.n_ctx(); }
+  void reset() { n_past_ = 0; }
+  const Model& model() const { return model_; }
+  const KvCache& kv_cache() const { return kv_; }
+  int n_threads() const { return pool_.size(); }
+
+ private:
+  const Model& model_;
+  SessionOptions opts_;
+  ThreadPool pool_;
+  CpuBackend backend_;
+  KvCache kv_;
+  RopeTable rope_global_;
+  RopeTable rope_local_;
+  ForwardScratch scratch_;
+  AlignedBuffer logits_;  // [n_ctx or 1][n_vocab]
+  int64_t n_past_ = 0;
+  int64_t last_n_ = 0;
+};
+
+}  // namespace tilellm
