@@ -37,6 +37,8 @@ class Session {
   int64_t n_past() const { return n_past_; }
   int64_t n_ctx() const { return kv_.n_ctx(); }
   void reset() { n_past_ = 0; }
+  // Forgets every cached token from position n on (the cache rows are simply overwritten later).
+  void truncate(int64_t n) { n_past_ = n < n_past_ ? (n < 0 ? 0 : n) : n_past_; }
   const Model& model() const { return model_; }
   const KvCache& kv_cache() const { return kv_; }
   int n_threads() const { return pool_.size(); }

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Configures and builds everything this machine supports into build/ (Release, warnings on).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
