@@ -1,0 +1,94 @@
+#include "model/weights.h"
+
+#include <string_view>
+
+#include "format/error.h"
+#include "format/quants.h"
+
+namespace tilellm {
+namespace {
+
+const GgufTensor& find_tensor(const GgufFile& f, const std::string& name) {
+  const GgufTensor* t = f.tensor(name);
+  if (!t) fail("{}: tensor '{}' is missing (required by the architecture)", f.path(), name);
+  return *t;
+}
+
+std::string shape_str(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+void check_type(const GgufFile& f, const GgufTensor& t) {
+  if (!is_supported(t.type)) {
+    fail("{}: tensor '{}' has type {}, which this engine cannot load", f.path(), t.name, type_name(t.type));
+  }
+}
+
+Weight matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out) {
+  const GgufTensor& t = find_tensor(f, name);
+  if (t.ne.size() != 2 || t.ne[0] != n_in || t.ne[1] != n_out) {
+    fail("{}: tensor '{}' has shape {}, the architecture requires [{}, {}]", f.path(), name, shape_str(t.ne),
+         n_in, n_out);
+  }
+  check_type(f, t);
+  Weight w;
+  w.name = name;
+  w.type = t.type;
+  w.data = t.data;
+  w.n_in = n_in;
+  w.n_out = n_out;
+  w.row_bytes = row_size(t.type, n_in);
+  return w;
+}
+
+std::vector<float> vec(const GgufFile& f, const std::string& name, int64_t n) {
+  const GgufTensor& t = find_tensor(f, name);
+  if (t.nelements() != n || t.ne[0] != n) {
+    fail("{}: tensor '{}' has shape {}, the architecture requires [{}]", f.path(), name, shape_str(t.ne), n);
+  }
+  check_type(f, t);
+  std::vector<float> out(static_cast<size_t>(n));
+  dequantize_row(t.type, t.data, out.data(), n);
+  return out;
+}
+
+}  // namespace
+
+ModelWeights ModelWeights::bind(const GgufFile& f, const ModelConfig& c) {
+  ModelWeights w;
+  w.tok_embd = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab);
+  w.output_norm = vec(f, "output_norm.weight", c.n_embd);
+  if (f.tensor("output.weight")) {
+    w.output = matrix(f, "output.weight", c.n_embd, c.n_vocab);
+  } else {
+    w.output = w.tok_embd;
+    w.tied_output = true;
+  }
+  w.layers.resize(size_t(c.n_layer));
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    LayerWeights& L = w.layers[size_t(il)];
+    const std::string p = "blk." + std::to_string(il) + ".";
+    L.attn_norm = vec(f, p + "attn_norm.weight", c.n_embd);
+    L.wq = matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim());
+    L.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim());
+    L.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.kv_dim_v());
+    L.wo = matrix(f, p + "attn_output.weight", c.n_head * c.head_dim_v, c.n_embd);
+    L.ffn_norm = vec(f, p + "ffn_norm.weight", c.n_embd);
+    L.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
+    L.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
+    L.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    if (c.qk_norm) {
+      L.q_norm = vec(f, p + "attn_q_norm.weight", c.head_dim);
+      L.k_norm = vec(f, p + "attn_k_norm.weight", c.head_dim);
+    }
+    if (c.post_norms) {
+      L.post_attn_norm = vec(f, p + "post_attention_norm.weight", c.n_embd);
+      L.post_ffn_norm = vec(f, p + "post_ffw_norm.weight", c.n_embd);
+    }
+  }
+  return w;
+}
+
+}  // namespace tilellm

@@ -1,0 +1,76 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+
+#include "format/error.h"
+
+namespace tilellm {
+namespace {
+
+int64_t context_size(const Model& m, const SessionOptions& o) {
+  const int64_t n = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(m.config().n_ctx_train, 4096);
+  if (n > (int64_t(1) << 24)) fail("context size {} is too large", n);
+  return n;
+}
+
+}  // namespace
+
+Session::Session(const Model& model, const SessionOptions& opts)
+    : model_(model),
+      opts_(opts),
+      pool_(opts.n_threads > 0 ? opts.n_threads : ThreadPool::default_threads()),
+      backend_(pool_),
+      kv_(model.config().n_layer, context_size(model, opts), model.config().n_head_kv,
+          model.config().head_dim, opts.kv_type),
+      rope_global_(kv_.n_ctx(), model.config().rope_dim, model.config().rope_base,
+                   model.config().rope_freq_scale),
+      rope_local_(model.config().sliding_window > 0
+                      ? RopeTable(kv_.n_ctx(), model.config().rope_dim, model.config().rope_base_swa,
+                                  model.config().rope_freq_scale)
+                      : RopeTable()),
+      scratch_(model.config(), std::clamp<int64_t>(opts.n_batch, 1, kv_.n_ctx())),
+      logits_(size_t((opts.logits_all ? kv_.n_ctx() : 1) * model.config().n_vocab) * sizeof(float)) {
+  if (opts.n_batch <= 0) fail("batch size must be positive, got {}", opts.n_batch);
+}
+
+void Session::eval(const int32_t* tokens, int64_t n) {
+  if (n <= 0) return;
+  if (n_past_ + n > kv_.n_ctx()) {
+    fail(
+        "{} tokens do not fit in the context: {} are already in it and the "
+        "context size is {} (raise it with -c)",
+        n, n_past_, kv_.n_ctx());
+  }
+  const int64_t V = model_.config().n_vocab;
+  for (int64_t t = 0; t < n; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= V) fail("token id {} is outside the vocabulary of {}", tokens[t], V);
+  }
+  ForwardContext ctx{
+      model_,  backend_, kv_, rope_global_, model_.config().sliding_window > 0 ? rope_local_ : rope_global_,
+      scratch_};
+  float* out = logits_.as<float>();
+  for (int64_t b = 0; b < n; b += scratch_.n_batch) {
+    const int64_t nb = std::min(scratch_.n_batch, n - b);
+    if (opts_.logits_all) {
+      forward(ctx, tokens + b, nb, n_past_ + b, out + b * V, nb);
+    } else {
+      // Only the very last token's logits are wanted.
+      forward(ctx, tokens + b, nb, n_past_ + b, b + nb == n ? out : nullptr, 1);
+    }
+  }
+  n_past_ += n;
+  last_n_ = n;
+}
+
+const float* Session::logits() const {
+  const int64_t V = model_.config().n_vocab;
+  return opts_.logits_all ? logits_.as<float>() + (last_n_ - 1) * V : logits_.as<float>();
+}
+
+const float* Session::logits_at(int64_t i) const {
+  if (!opts_.logits_all) fail("internal: logits_at() needs a session made with logits_all");
+  if (i < 0 || i >= last_n_) fail("internal: logits row {} of a batch of {}", i, last_n_);
+  return logits_.as<float>() + i * model_.config().n_vocab;
+}
+
+}  // namespace tilellm
