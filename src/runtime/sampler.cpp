@@ -79,8 +79,7 @@ void Sampler::mark_window() {
 }
 
 // Step 1, part two: the logit of token i after the penalty. Dividing a negative logit would raise it, so
-// llama.cpp multiplies those instead and the penalty always pushes a repeated token down (for repeat_penalty
-// > 1).
+// llama.cpp multiplies those instead: a penalty > 1 always pushes a repeated token down.
 float Sampler::logit_at(const float* logits, size_t i) const {
   float l = logits[i];
   if (std::isnan(l)) fail("sampler: logit of token {} is NaN", i);
@@ -164,8 +163,7 @@ size_t Sampler::top_p_cut(size_t n, bool sorted, double sum) {
           std::partition(b + m, b + n, [&](const TokenProb& c) { return bucket(c.logit) <= cut; });
       std::sort(b + m, mid, before);
       if (walk(static_cast<size_t>(mid - b))) return i;
-      // Summation order differs between the buckets and the walk; if rounding left the walk short, order the
-      // rest.
+      // Summation order differs between the buckets and the walk; if rounding left it short, sort the rest.
       std::sort(mid, b + n, before);
       if (walk(n)) return i;
     }

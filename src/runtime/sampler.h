@@ -3,33 +3,28 @@
 //
 // Chain (the order of llama.cpp's common sampler with mirostat off; DRY, typical-p, XTC and top-n-sigma are
 // not implemented, which equals llama.cpp with those at their "off" defaults):
-//   1. repetition penalty  every token seen in the last `repeat_last_n` accepted tokens gets, once (however
-//   often it
-//                          occurred): logit > 0 -> logit / repeat_penalty, logit <= 0 -> logit *
-//                          repeat_penalty.
-//   2. top-k               keep the k highest logits.
-//   3. top-p               softmax (at temperature 1) over what is left, sorted descending; keep the shortest
-//   prefix
-//                          whose cumulative probability reaches top_p.
-//   4. min-p               keep tokens whose logit >= max_logit + ln(min_p), i.e. p >= min_p * p_max
-//   (temperature 1).
-//   5. temperature         divide the surviving logits by `temperature`. llama.cpp applies it here, after the
-//                          filters, so the filters never depend on the temperature; only the final draw does.
-//   6. draw                softmax over the survivors, then one draw (algorithm below).
+//   1. Repetition penalty. Every token seen in the last `repeat_last_n` accepted tokens is penalized once,
+//      however often it occurred: logit > 0 -> logit / repeat_penalty, logit <= 0 -> logit * repeat_penalty.
+//   2. Top-k. Keep the k highest logits.
+//   3. Top-p. Softmax (at temperature 1) over what is left, sorted descending; keep the shortest prefix whose
+//      cumulative probability reaches top_p.
+//   4. Min-p. Keep tokens whose logit >= max_logit + ln(min_p), i.e. p >= min_p * p_max (temperature 1).
+//   5. Temperature. Divide the surviving logits by `temperature`. llama.cpp applies it here, after the
+//      filters, so the filters never depend on the temperature; only the final draw does.
+//   6. Draw. Softmax over the survivors, then one draw (algorithm below).
 // temperature <= 0 replaces 3-6 by argmax over the penalized logits, ties going to the lowest id (the filters
-// always keep the top token, so this is what llama.cpp's chain yields as well); greedy draws no random
+// always keep the top token, so this is what llama.cpp's chain yields as well). Greedy draws no random
 // number.
 //
 // Ordering: whenever the chain sorts, it sorts by (logit descending, id ascending), so ties at a top-k or
 // top-p boundary keep the lower ids and every result is a pure function of (params, accepted tokens, logits,
 // draws so far).
 //
-// Draw algorithm (fixed, so a seed reproduces a run on every platform with IEEE floats and libstdc++/libc++
-// alike):
-//   rng  = std::mt19937_64 seeded with params.seed (seed 0 is an ordinary seed, not "random"); reset()
-//   reseeds it. u    = (rng() >> 11) * 2^-53                          uniform double in [0, 1), one rng()
-//   call per draw w_i  = expf(logit_i - max_logit) over the survivors in their current order, S = sum w_i
-//   (double) pick the first i with  w_0 + ... + w_i  >  u * S      (zero-weight tokens can never be picked)
+// Draw algorithm (fixed, so a seed reproduces a run on every platform with IEEE floats):
+//   rng = std::mt19937_64 seeded with params.seed (0 is an ordinary seed, not "random"); reset() reseeds it.
+//   u   = (rng() >> 11) * 2^-53, a uniform double in [0, 1); one rng() call per draw.
+//   w_i = expf(logit_i - max_logit) over the survivors in their current order; S = sum of w_i (in double).
+//   The pick is the first i with w_0 + ... + w_i > u * S, so a zero-weight token can never be picked.
 //
 // Memory: the constructor allocates every buffer (candidates: n_vocab entries; penalty window: repeat_last_n
 // ids; penalty marks: n_vocab stamps). sample() and accept() never allocate, so they are safe inside the
@@ -38,7 +33,7 @@
 // Cost per call, n = n_vocab: greedy and top-k are one pass over the logits (top-k keeps a k-entry heap, so
 // k=40 of a 262k vocabulary sorts nothing else). Without top-k, top-p sorts only the tokens that can be in
 // the nucleus: first the best 256, then, if their mass is short of top_p, those in the logit buckets that
-// reach it.
+// reach it; an active min-p bounds that set first, since both filters keep a prefix of the same order.
 #pragma once
 
 #include <array>
@@ -55,9 +50,9 @@ struct SamplerParams {
   float top_p = 0.95f;          // must lie in (0, 1]; 1: off
   float min_p = 0.05f;          // <= 0: off; must be <= 1
   float repeat_penalty = 1.0f;  // 1: off; must be finite and > 0. llama.cpp semantics (see step 1 above)
-  int repeat_last_n = 64;       // window of recent accepted tokens the penalty looks at; 0: off; must be >= 0
-                           // (llama.cpp's -1 = "context size" is the caller's to resolve: pass the number)
-  uint64_t seed = 0;  // same seed + same accepted tokens + same logits -> same choices
+  int repeat_last_n = 64;       // window of recent accepted tokens the penalty looks at; 0: off; >= 0
+  uint64_t seed = 0;            // same seed + same accepted tokens + same logits -> same choices
+  // llama.cpp's repeat_last_n = -1 ("the context size") is the caller's to resolve: pass the number.
 };
 
 // One candidate after the chain: its id, its logit after penalty and temperature, and its probability of

@@ -9,13 +9,13 @@
 // the Jinja text.
 //
 // Reference templates (tests/data/chat/*.json holds jinja2 renderings of each, checked by the tests):
-//   ChatML  SmolLM2-135M-Instruct ("<|im_start|>role\ncontent<|im_end|>\n"; a model-specific default system
-//   turn) Gemma   google/gemma-3-*-it   ("<start_of_turn>user|model\n" + trimmed content + "<end_of_turn>\n")
-//   Llama2  Llama-2-*-chat-hf     ("[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] answer </s><s>[INST] ...")
-//   Llama3  Meta-Llama-3-8B-Instruct ("<|start_header_id|>role<|end_header_id|>\n\n" + trimmed +
-//   "<|eot_id|>") Phi3    Phi-3.5-mini-instruct ("<|role|>\ncontent<|end|>\n"; "<|endoftext|>" closes a
-//   conversation rendered
-//           without a generation prompt)
+//   ChatML  SmolLM2-135M-Instruct: "<|im_start|>role\ncontent<|im_end|>\n", plus its own default system turn.
+//   Gemma   google/gemma-3-*-it: "<start_of_turn>user|model\n" + trimmed content + "<end_of_turn>\n".
+//   Llama2  Llama-2-*-chat-hf: "[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] answer </s><s>[INST] ...".
+//   Llama3  Meta-Llama-3-8B-Instruct: "<|start_header_id|>role<|end_header_id|>\n\n" + trimmed content
+//           + "<|eot_id|>".
+//   Phi3    Phi-3.5-mini-instruct: "<|role|>\ncontent<|end|>\n"; without a generation prompt the text ends
+//           with "<|endoftext|>".
 //
 // Output contract: the text contains special-token texts ("<|im_start|>", "<start_of_turn>", Llama 2's later
 // "<s>") and must be tokenized with parse_special = true. The leading BOS is never included (the tokenizer
@@ -37,10 +37,9 @@ struct ChatMessage {
 };
 
 // The format for a model: from the markers in its Jinja template when present and recognised, checked in
-// llama.cpp's order — "<|im_start|>" ChatML; "[INST]" Llama2; "<|end|>" with "<|user|>" or "<|assistant|>"
-// Phi3;
-// "<start_of_turn>" Gemma; "<|start_header_id|>" Llama3. Otherwise (absent, empty or unrecognised, e.g. a
-// Zephyr-style template) from the architecture name: gemma* -> Gemma, phi3 -> Phi3, anything else -> ChatML.
+// llama.cpp's order: "<|im_start|>" ChatML; "[INST]" Llama2; "<|end|>" with "<|user|>" or "<|assistant|>"
+// Phi3; "<start_of_turn>" Gemma; "<|start_header_id|>" Llama3. Otherwise (absent, empty or unrecognised,
+// e.g. a Zephyr-style template) from the architecture name: gemma* -> Gemma, phi3 -> Phi3, else ChatML.
 ChatFormat detect_chat_format(const std::optional<std::string>& jinja_template, std::string_view arch);
 
 // llama.cpp's names: "chatml", "gemma", "llama2", "llama3", "phi3".
@@ -51,9 +50,9 @@ std::optional<ChatFormat> chat_format_from_name(std::string_view name);
 // A format plus the literals one model's template adds to it.
 struct ChatTemplate {
   ChatFormat format = ChatFormat::ChatML;
-  // ChatML only: the system turn the model's template inserts when the conversation does not start with a
-  // system message (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging Face"). Empty:
-  // none.
+  // ChatML only: the system text the model's template inserts when the conversation does not start with a
+  // system message (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging Face").
+  // Empty: none.
   std::string default_system;
 };
 

@@ -434,7 +434,11 @@ TEST(Sampler, sample_and_accept_do_not_allocate) {
   void* volatile probe = ::operator new(16);  // a direct call: new-expressions may be elided by the optimizer
   ::operator delete(probe);
   g_count_allocs = false;
-  if (g_allocs.load() == 0) GTEST_SKIP() << "another global operator new replacement is linked in";
+  if (g_allocs.load() == 0) {
+    GTEST_SKIP()
+        << "another test file's global operator new replacement is linked into this program; its own "
+           "decode-loop test counts the sampler's allocations there";
+  }
 
   g_allocs = 0;
   g_count_allocs = true;
