@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Whole-model check: the engine's logits at every position equal the independent NumPy float64 forward pass
+(tests/reference/forward.py) within a relative L2 error of 1e-3.
+
+Run by CTest as `check_model_logits.py TILELLM_BINARY CASE`, CASE one of:
+  tiny-<arch>-<type>   a random tiny model written by make_tiny_model.py (covers F32/F16/Q8_0/Q4_0/Q5_0 weights,
+                       grouped-query attention, gemma3's q/k norms, post-norms and a 5-token sliding window that a
+                       20-token sequence crosses), KV cache f32 and f16
+  smollm2 | gemma3     the real models (models/), on prompts tokenized by the engine, KV cache f32 and f16
+
+Tolerances: with an f32 KV cache (the float path) the only differences are float32 rounding (measured ~3e-6), so
+it is held to the 1e-3 the product promises. The default f16 cache rounds every cached K/V element to 11
+significant bits (relative error up to 2^-11 each); through 30 layers that grows to a measured 4e-4 (Gemma 3) to
+4e-3 (SmolLM2, whose attention is sharper), so the f16 path is held to 1e-2 — still far below what flips a token.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+import forward  # noqa: E402
+
+MODELS = os.environ.get("TILELLM_MODELS_DIR", os.path.join(ROOT, "models"))
+REAL = {
+    "smollm2": ("SmolLM2-135M-Instruct.Q4_1.gguf",
+                ["The capital of France is Paris. Its river is the Seine.",
+                 "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n# Ünïcödé ✓"]),
+    "gemma3": ("gemma-3-270m-q4_k_m.gguf", ["Water boils at 100 degrees Celsius, which is 212°F; 日本語も少し。"]),
+}
+TINY_TOKENS = [5, 9, 14, 3, 7, 21, 33, 2, 8, 40, 11, 12, 13, 60, 61, 3, 4, 5, 6, 7]
+LIMITS = {"f32": 1e-3, "f16": 1e-2}
+
+
+def rel_l2(cand: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(cand - ref, axis=1) / np.linalg.norm(ref, axis=1)
+
+
+def engine_logits(binary: str, model: str, tokens: list[int], cache: str, tmp: str) -> np.ndarray:
+    out = os.path.join(tmp, f"logits_{cache}.npy")
+    subprocess.run([binary, "dump-logits", "-m", model, "--tokens", ",".join(map(str, tokens)), "-o", out,
+                    "--cache-type", cache, "-t", "2"], check=True, stderr=subprocess.DEVNULL)
+    return np.load(out).astype(np.float64)
+
+
+def tokenize(binary: str, model: str, text: str) -> list[int]:
+    r = subprocess.run([binary, "tokenize", "-m", model, "-p", text, "--ids"], check=True, capture_output=True,
+                       text=True)
+    return [int(x) for x in r.stdout.strip().strip("[]").split(",")]
+
+
+def check(binary: str, model: str, tokens: list[int], tmp: str, limits: dict) -> bool:
+    ref = forward.forward(forward.load(model), tokens)
+    ok = True
+    for cache, limit in limits.items():
+        cand = engine_logits(binary, model, tokens, cache, tmp)
+        if cand.shape != ref.shape:
+            print(f"  {cache}: shape {cand.shape} != reference {ref.shape}")
+            return False
+        err = rel_l2(cand, ref)
+        agree = float(np.mean(cand.argmax(1) == ref.argmax(1)))
+        good = bool(err.max() < limit)
+        ok &= good
+        print(f"  {os.path.basename(model)} n={len(tokens)} cache={cache}: max rel L2 {err.max():.3e} "
+              f"(limit {limit:g}), argmax agreement {agree:.0%} -> {'OK' if good else 'FAIL'}")
+    return ok
+
+
+def main() -> int:
+    binary, case = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory() as tmp:
+        if case.startswith("tiny-"):
+            _, arch, wtype = case.split("-")
+            model = os.path.join(tmp, "tiny.gguf")
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "reference", "make_tiny_model.py"), model,
+                            "--arch", arch, "--type", wtype, "--seed", "7"], check=True)
+            ok = check(binary, model, TINY_TOKENS, tmp, LIMITS)
+        else:
+            file, prompts = REAL[case]
+            model = os.path.join(MODELS, file)
+            if not os.path.exists(model):
+                print(f"model {model} is missing: run scripts/fetch_models.sh")
+                return 1
+            ok = True
+            for p in prompts:
+                ok &= check(binary, model, tokenize(binary, model, p), tmp, LIMITS)
+    print("1 passed, 0 failed" if ok else "0 passed, 1 failed")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
