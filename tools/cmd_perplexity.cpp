@@ -1,0 +1,100 @@
+// `tilellm perplexity`: llama-perplexity's method, so the numbers compare directly. The text is tokenized
+// once (with BOS when the model wants it) and cut into chunks of n_ctx tokens; each chunk starts from an
+// empty cache (its first token replaced by BOS when the model uses one), and only the second half of each
+// chunk is scored, so every scored token has at least n_ctx/2 tokens of context:
+//   nll = -log softmax(logits[j])[token[j+1]]  for j in [n_ctx/2, n_ctx-1)
+//   PPL = exp(mean nll),  error = PPL * sqrt((mean nll^2 - mean(nll)^2) / (count - 1))
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "commands.h"
+#include "common.h"
+#include "format/error.h"
+
+namespace tilellm::cli {
+namespace {
+
+struct PplArgs {
+  ModelArgs model;
+  std::string file;
+  int64_t chunks = -1;
+};
+
+// log softmax(logits)[target], in double.
+double log_prob(const float* logits, int64_t n, int32_t target) {
+  float mx = logits[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(double(logits[i] - mx));
+  return double(logits[target] - mx) - std::log(sum);
+}
+
+void perplexity(PplArgs a) {
+  std::ifstream in(a.file, std::ios::binary);
+  if (!in) fail("{}: cannot open the text file", a.file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+
+  if (a.model.ctx == 0) a.model.ctx = 512;
+  auto model = load_model(a.model);
+  const Tokenizer& tok = model->tokenizer();
+  const std::vector<int32_t> tokens = tok.encode(text, true, false);
+  const int64_t n_ctx = a.model.ctx;
+  if (int64_t(tokens.size()) < 2 * n_ctx) {
+    fail("{} tokenizes to {} tokens; perplexity with a context of {} needs at least {}", a.file,
+         tokens.size(), n_ctx, 2 * n_ctx);
+  }
+  int64_t n_chunk = int64_t(tokens.size()) / n_ctx;
+  if (a.chunks > 0) n_chunk = std::min(n_chunk, a.chunks);
+
+  SessionOptions so = session_options(a.model);
+  so.logits_all = true;
+  so.n_batch = std::min<int64_t>(std::max<int64_t>(so.n_batch, 1), n_ctx);
+  Session session(*model, so);
+  const int64_t V = model->config().n_vocab;
+  const int64_t first = n_ctx / 2;
+  std::fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, scoring the last %lld of each\n",
+               tokens.size(), (long long)n_chunk, (long long)n_ctx, (long long)(n_ctx - first - 1));
+
+  std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
+  double nll = 0.0, nll2 = 0.0;
+  int64_t count = 0;
+  for (int64_t c = 0; c < n_chunk; ++c) {
+    std::copy(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx, chunk.begin());
+    if (tok.add_bos() && tok.bos() >= 0) chunk[0] = tok.bos();
+    session.reset();
+    session.eval(chunk.data(), n_ctx);
+    for (int64_t j = first; j < n_ctx - 1; ++j) {
+      const double v = -log_prob(session.logits_at(j), V, tokens[size_t(c * n_ctx + j + 1)]);
+      nll += v;
+      nll2 += v * v;
+      ++count;
+    }
+    std::printf("[%lld]%.4f,", (long long)(c + 1), std::exp(nll / double(count)));
+    std::fflush(stdout);
+  }
+  std::printf("\n");
+  const double mean = nll / double(count);
+  const double ppl = std::exp(mean);
+  double var = nll2 / double(count) - mean * mean;
+  const double err = var > 0 && count > 1 ? std::sqrt(var / double(count - 1)) * ppl : 0.0;
+  std::printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, err);
+}
+
+}  // namespace
+
+void register_perplexity(CLI::App& app) {
+  auto a = std::make_shared<PplArgs>();
+  CLI::App* sub =
+      app.add_subcommand("perplexity", "perplexity of a text file, computed like llama-perplexity");
+  add_model_args(sub, a->model);
+  sub->add_option("-f,--file", a->file, "text file")->required();
+  sub->add_option("--chunks", a->chunks, "most chunks to evaluate (-1: all)");
+
+  sub->callback([a] { perplexity(*a); });
+}
+
+}  // namespace tilellm::cli

@@ -1,0 +1,14 @@
+// Each subcommand registers itself on the app; its callback runs when it is chosen.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tilellm::cli {
+
+void register_run(CLI::App& app);
+void register_chat(CLI::App& app);
+void register_perplexity(CLI::App& app);
+void register_tokenize(CLI::App& app);
+void register_dump_logits(CLI::App& app);
+
+}  // namespace tilellm::cli

@@ -1,0 +1,101 @@
+#include "common.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "format/error.h"
+
+namespace tilellm::cli {
+namespace {
+
+constexpr const char* kDefaultModel = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+// The default model lives in models/ of the working directory or, for a build tree, of the source tree.
+std::string default_model_path() {
+  namespace fs = std::filesystem;
+  const fs::path candidates[] = {fs::path("models") / kDefaultModel,
+                                 fs::path(TILELLM_SOURCE_DIR) / "models" / kDefaultModel};
+  for (const auto& p : candidates) {
+    if (fs::exists(p)) return p.string();
+  }
+  fail(
+      "no model given (-m) and the default model {} is not in ./models or {}/models; run "
+      "scripts/fetch_models.sh",
+      kDefaultModel, TILELLM_SOURCE_DIR);
+}
+
+}  // namespace
+
+void add_model_args(CLI::App* app, ModelArgs& a) {
+  app->add_option("-m,--model", a.model,
+                  "GGUF model file (default: models/" + std::string(kDefaultModel) + ")");
+  app->add_option("-t,--threads", a.threads, "CPU threads (default: all)")->check(CLI::NonNegativeNumber);
+  app->add_option("-c,--ctx-size", a.ctx, "context size in tokens (default: model's, at most 4096)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("-b,--batch-size", a.batch, "prompt tokens per forward pass")->check(CLI::PositiveNumber);
+  app->add_option("--cache-type", a.kv_type, "KV cache element type")->check(CLI::IsMember({"f16", "f32"}));
+}
+
+void add_sampler_args(CLI::App* app, SamplerParams& p) {
+  app->add_option("--temp", p.temperature, "temperature (0: greedy)")->capture_default_str();
+  app->add_option("--top-k", p.top_k, "top-k (0: off)")->capture_default_str();
+  app->add_option("--top-p", p.top_p, "top-p (1: off)")->capture_default_str();
+  app->add_option("--min-p", p.min_p, "min-p (0: off)")->capture_default_str();
+  app->add_option("--repeat-penalty", p.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
+  app->add_option("--repeat-last-n", p.repeat_last_n, "tokens the penalty looks back")->capture_default_str();
+  app->add_option("-s,--seed", p.seed, "random seed")->capture_default_str();
+}
+
+std::unique_ptr<Model> load_model(const ModelArgs& a) {
+  const std::string path = a.model.empty() ? default_model_path() : a.model;
+  LoadOptions lo;
+  const bool tty = isatty(STDERR_FILENO);
+  if (tty) {
+    lo.progress = [](size_t done, size_t total) {
+      const int pct = total ? int(100.0 * double(done) / double(total)) : 100;
+      std::fprintf(stderr, "\rloading model: %3d%% [%-40s]", pct,
+                   std::string(size_t(pct * 40 / 100), '#').c_str());
+      if (done == total) std::fprintf(stderr, "\n");
+    };
+  }
+  auto m = Model::load(path, lo);
+  const ModelConfig& c = m->config();
+  std::fprintf(stderr, "model: %s (%s, %lld layers, %.1fM params, %.1f MiB)\n", path.c_str(),
+               c.arch_name.c_str(), (long long)c.n_layer, double(m->n_params()) / 1e6,
+               double(m->weight_bytes()) / (1 << 20));
+  return m;
+}
+
+SessionOptions session_options(const ModelArgs& a) {
+  SessionOptions o;
+  o.n_threads = a.threads;
+  o.n_ctx = a.ctx;
+  o.n_batch = a.batch;
+  o.kv_type = a.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
+  return o;
+}
+
+std::vector<int32_t> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string part = s.substr(i, j - i);
+    try {
+      size_t used = 0;
+      const long v = std::stol(part, &used);
+      if (used != part.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(part);
+      ids.push_back(int32_t(v));
+    } catch (const std::exception&) {
+      fail("'{}' is not a token id (expected a comma-separated list of non-negative integers)", part);
+    }
+    i = j + 1;
+  }
+  if (ids.empty()) fail("no token ids given");
+  return ids;
+}
+
+}  // namespace tilellm::cli

@@ -1,0 +1,31 @@
+// tilellm: the command-line front end. Subcommands: run, chat, perplexity, tokenize, dump-logits.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "commands.h"
+#include "format/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"TileLLM: on-device LLM inference for GGUF models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tilellm 0.1.0");
+  tilellm::cli::register_run(app);
+  tilellm::cli::register_chat(app);
+  tilellm::cli::register_perplexity(app);
+  tilellm::cli::register_tokenize(app);
+  tilellm::cli::register_dump_logits(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const tilellm::Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: out of memory\n");
+    return 1;
+  }
+  return 0;
+}
