@@ -32,7 +32,8 @@ class GgufWriter {
     for (int32_t x : v) pod(x);
   }
   // Adds a tensor with raw bytes of ggml type `type` and dims ne (ne[0] contiguous).
-  void tensor(const std::string& name, const std::vector<uint64_t>& ne, uint32_t type, const std::vector<uint8_t>& bytes) {
+  void tensor(const std::string& name, const std::vector<uint64_t>& ne, uint32_t type,
+              const std::vector<uint8_t>& bytes) {
     tensors_.push_back({name, ne, type, bytes});
   }
   void tensor_f32(const std::string& name, const std::vector<uint64_t>& ne, const std::vector<float>& v) {

@@ -1,5 +1,6 @@
-// A tiny random `llama` or `gemma3` model written as a GGUF file, for tests that need a whole model without the
-// real ones: every hyper-parameter small and odd where the architecture allows, weights random (never zero).
+// A tiny random `llama` or `gemma3` model written as a GGUF file, for tests that need a whole model without
+// the real ones: every hyper-parameter small and odd where the architecture allows, weights random (never
+// zero).
 #pragma once
 
 #include <random>
@@ -12,11 +13,11 @@ namespace tilellm::test {
 struct TinySpec {
   std::string arch = "llama";
   uint32_t n_embd = 48, n_layer = 3, n_head = 6, n_head_kv = 2, n_ff = 80, n_vocab = 67, ctx = 256;
-  uint32_t head_dim = 0;  // 0: n_embd / n_head
+  uint32_t head_dim = 0;        // 0: n_embd / n_head
   uint32_t sliding_window = 5;  // gemma3 only
   uint64_t seed = 1;
-  std::string omit_tensor;      // leave this tensor out (a broken file)
-  std::string transpose_tensor; // store this matrix with its two dimensions swapped (a wrong shape)
+  std::string omit_tensor;       // leave this tensor out (a broken file)
+  std::string transpose_tensor;  // store this matrix with its two dimensions swapped (a wrong shape)
 };
 
 inline GgufWriter tiny_model(const TinySpec& s) {
@@ -79,14 +80,18 @@ inline GgufWriter tiny_model(const TinySpec& s) {
   const float ws = 0.3f;
   w.tensor_f32("token_embd.weight", {s.n_embd, s.n_vocab}, rnd(size_t(s.n_embd) * s.n_vocab, 1.0f));
   w.tensor_f32("output_norm.weight", {s.n_embd}, norm(s.n_embd));
-  if (s.arch == "llama") w.tensor_f32("output.weight", {s.n_embd, s.n_vocab}, rnd(size_t(s.n_embd) * s.n_vocab, ws));
+  if (s.arch == "llama")
+    w.tensor_f32("output.weight", {s.n_embd, s.n_vocab}, rnd(size_t(s.n_embd) * s.n_vocab, ws));
   for (uint32_t il = 0; il < s.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     w.tensor_f32(p + "attn_norm.weight", {s.n_embd}, norm(s.n_embd));
     w.tensor_f32(p + "attn_q.weight", {s.n_embd, hd * s.n_head}, rnd(size_t(s.n_embd) * hd * s.n_head, ws));
-    w.tensor_f32(p + "attn_k.weight", {s.n_embd, hd * s.n_head_kv}, rnd(size_t(s.n_embd) * hd * s.n_head_kv, ws));
-    w.tensor_f32(p + "attn_v.weight", {s.n_embd, hd * s.n_head_kv}, rnd(size_t(s.n_embd) * hd * s.n_head_kv, ws));
-    w.tensor_f32(p + "attn_output.weight", {hd * s.n_head, s.n_embd}, rnd(size_t(s.n_embd) * hd * s.n_head, ws));
+    w.tensor_f32(p + "attn_k.weight", {s.n_embd, hd * s.n_head_kv},
+                 rnd(size_t(s.n_embd) * hd * s.n_head_kv, ws));
+    w.tensor_f32(p + "attn_v.weight", {s.n_embd, hd * s.n_head_kv},
+                 rnd(size_t(s.n_embd) * hd * s.n_head_kv, ws));
+    w.tensor_f32(p + "attn_output.weight", {hd * s.n_head, s.n_embd},
+                 rnd(size_t(s.n_embd) * hd * s.n_head, ws));
     w.tensor_f32(p + "ffn_norm.weight", {s.n_embd}, norm(s.n_embd));
     w.tensor_f32(p + "ffn_gate.weight", {s.n_embd, s.n_ff}, rnd(size_t(s.n_embd) * s.n_ff, ws));
     w.tensor_f32(p + "ffn_up.weight", {s.n_embd, s.n_ff}, rnd(size_t(s.n_embd) * s.n_ff, ws));
