@@ -3,61 +3,12 @@
 // must add none.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
-
+#include "../common/alloc_counter.h"
 #include "../common/paths.h"
 #include "format/error.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
-
-namespace {
-std::atomic<long> g_allocations{0};
-}
-
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-  return operator new(n);
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  const std::size_t al = static_cast<std::size_t>(a);
-  if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  return operator new(n, a);
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
 
 namespace tilellm {
 namespace {
@@ -78,19 +29,19 @@ void check_no_decode_allocations(const std::string& file) {
   session.eval(prompt.data(), int64_t(prompt.size()));
   for (int32_t t : prompt) sampler.accept(t);
 
-  const long before = g_allocations.load();
+  const long before = test::allocation_count();
   for (int step = 0; step < 32; ++step) {
     const int32_t id = sampler.sample(session.logits());
     sampler.accept(id);
     session.eval(&id, 1);
   }
-  const long after = g_allocations.load();
+  const long after = test::allocation_count();
   EXPECT_EQ(after - before, 0) << "allocations during 32 decode steps";
   EXPECT_EQ(session.n_past(), int64_t(prompt.size()) + 32);
 
   // The counter itself works: an allocation outside decode is seen.
   auto* probe = new std::vector<int>(3);
-  EXPECT_GT(g_allocations.load(), after);
+  EXPECT_GT(test::allocation_count(), after);
   delete probe;
 }
 

@@ -15,37 +15,9 @@
 #include <set>
 #include <vector>
 
+#include "../common/alloc_counter.h"
 #include "format/error.h"
 #include "runtime/sampler.h"
-
-// Allocation counter for the no-allocation test. Declared weak so that another test file in this program may
-// replace the global operator new as well without a link clash; the test checks that this counter is the live
-// one.
-namespace {
-std::atomic<bool> g_count_allocs{false};
-std::atomic<long> g_allocs{0};
-}  // namespace
-
-__attribute__((weak)) void* operator new(std::size_t n) {
-  if (g_count_allocs.load(std::memory_order_relaxed)) g_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-__attribute__((weak)) void* operator new[](std::size_t n) {
-  return ::operator new(n);
-}
-__attribute__((weak)) void operator delete(void* p) noexcept {
-  std::free(p);
-}
-__attribute__((weak)) void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-__attribute__((weak)) void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-__attribute__((weak)) void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
 
 namespace tilellm {
 namespace {
@@ -427,28 +399,18 @@ TEST(Sampler, sample_and_accept_do_not_allocate) {
   g.temperature = 0;
   Sampler greedy(g, n);
 
-  // Self-check: if another definition of operator new won at link time, this counter is dead; say so rather
-  // than pass vacuously.
-  g_allocs = 0;
-  g_count_allocs = true;
-  void* volatile probe = ::operator new(16);  // a direct call: new-expressions may be elided by the optimizer
-  ::operator delete(probe);
-  g_count_allocs = false;
-  if (g_allocs.load() == 0) {
-    GTEST_SKIP()
-        << "another test file's global operator new replacement is linked into this program; its own "
-           "decode-loop test counts the sampler's allocations there";
-  }
-
-  g_allocs = 0;
-  g_count_allocs = true;
+  const long before = test::allocation_count();
   for (int i = 0; i < 60; ++i) {
     const int32_t t = s.sample((i % 2 ? flat : peaked).data());
     s.accept(t);
     greedy.accept(greedy.sample(peaked.data()));
   }
-  g_count_allocs = false;
-  EXPECT_EQ(g_allocs.load(), 0);
+  EXPECT_EQ(test::allocation_count() - before, 0);
+  // The counter is live in this program: a direct call is seen (new-expressions may be elided by the
+  // optimizer).
+  void* volatile probe = ::operator new(16);
+  ::operator delete(probe);
+  EXPECT_EQ(test::allocation_count() - before, 1);
 }
 
 }  // namespace
