@@ -18,6 +18,7 @@ class KvCache {
  public:
   KvCache(int64_t n_layer, int64_t n_ctx, int64_t n_head_kv, int64_t head_dim, GgmlType type);
 
+  int64_t n_layer() const { return n_layer_; }
   int64_t n_ctx() const { return n_ctx_; }
   int64_t kv_dim() const { return kv_dim_; }
   GgmlType type() const { return type_; }
@@ -30,6 +31,7 @@ class KvCache {
   size_t row_bytes() const { return row_bytes_; }
 
  private:
+  int64_t n_layer_;
   int64_t n_ctx_;
   int64_t kv_dim_;
   GgmlType type_;

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "backends/cpu/cpu_backend.h"
+#include "format/error.h"
 #include "format/fp16.h"
 
 namespace tilellm {
@@ -33,6 +34,17 @@ inline void load_row(const uint8_t* row, GgmlType type, int64_t n, float* out) {
 
 void CpuBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
                            int64_t n_tok, const AttnParams& p, float* out) {
+  if (p.head_dim > kMaxHeadDim) fail("attention: head size {} exceeds {}", p.head_dim, kMaxHeadDim);
+  if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_head_kv * p.head_dim != kv.kv_dim()) {
+    fail("attention: {} heads over {} KV heads of size {} do not fit a cache row of {}", p.n_head,
+         p.n_head_kv, p.head_dim, kv.kv_dim());
+  }
+  if (layer < 0 || layer >= kv.n_layer())
+    fail("attention: layer {} outside the cache's {}", layer, kv.n_layer());
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (pos[t] < 0 || pos[t] >= kv.n_ctx())
+      fail("position {} is outside the KV cache of {}", pos[t], kv.n_ctx());
+  }
   const int64_t hd = p.head_dim;
   const int64_t group = p.n_head / p.n_head_kv;
   const uint8_t* kplane = kv.plane(layer, 0);

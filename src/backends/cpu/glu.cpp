@@ -11,10 +11,13 @@ void CpuBackend::glu(const float* gate, const float* up, float* out, int64_t n, 
     if (act == FfnAct::SiLU) {
       for (int64_t i = b; i < e; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
     } else {
+      // 0.5 x (1 + tanh z) written as x / (1 + e^(-2z)): the same function, but without the cancellation of
+      // 1 + tanh z for very negative z, so it keeps full relative precision there.
       constexpr float kSqrt2OverPi = 0.7978845608028654f;
       for (int64_t i = b; i < e; ++i) {
         const float x = gate[i];
-        out[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * up[i];
+        const float z = kSqrt2OverPi * (x + 0.044715f * x * x * x);
+        out[i] = x / (1.0f + std::exp(-2.0f * z)) * up[i];
       }
     }
   });

@@ -10,6 +10,8 @@ namespace tilellm {
 
 void CpuBackend::kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
                           int64_t n_tok) {
+  if (layer < 0 || layer >= kv.n_layer())
+    fail("kv_store: layer {} outside the cache's {}", layer, kv.n_layer());
   const int64_t d = kv.kv_dim();
   for (int64_t t = 0; t < n_tok; ++t) {
     if (pos[t] < 0 || pos[t] >= kv.n_ctx())

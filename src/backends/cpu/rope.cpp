@@ -22,6 +22,10 @@ RopeTable::RopeTable(int64_t n_pos_, int64_t rope_dim, float base, float freq_sc
 
 void CpuBackend::rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim,
                       const int32_t* pos, const RopeTable& table, RopeMode mode) {
+  if (rope_dim != 2 * table.n_half || rope_dim > head_dim) {
+    fail("rope: {} rotated dims do not match the table's {} (head size {})", rope_dim, 2 * table.n_half,
+         head_dim);
+  }
   const int64_t half = rope_dim / 2;
   for (int64_t t = 0; t < n_tok; ++t) {
     if (pos[t] < 0 || pos[t] >= table.n_pos)
