@@ -86,10 +86,15 @@ struct Tokenizer::Impl {
 
   std::vector<int32_t> eog;             // sorted
   std::vector<int32_t> special_tokens;  // control/user-defined/unknown ids, longest text first
-  std::vector<std::string> pieces;      // [n_vocab] token_to_piece(id, render_special=true)
+  // Trie over the special-token texts, to find in one pass which of them occur in a text at all (Gemma has
+  // 6k of them). Edge key: node << 8 | byte -> child node; node 0 is the root.
+  std::unordered_map<uint64_t, int32_t> trie_next;
+  std::vector<int32_t> trie_special;  // [node] index into special_tokens of the text ending here, or -1
+  std::vector<std::string> pieces;    // [n_vocab] token_to_piece(id, render_special=true)
 
   void load(const GgufFile& f);
   void detect_special_tokens();
+  void build_trie();
   std::string make_piece(int32_t id) const;
   std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
 };
@@ -212,6 +217,8 @@ void Tokenizer::Impl::load(const GgufFile& f) {
   std::sort(special_tokens.begin(), special_tokens.end(),
             [&](int32_t a, int32_t b) { return vocab.text[a].size() > vocab.text[b].size(); });
 
+  build_trie();
+
   pieces.resize(n);
   for (int32_t id = 0; id < n_vocab; ++id) pieces[id] = make_piece(id);
 
@@ -239,6 +246,19 @@ void Tokenizer::Impl::load(const GgufFile& f) {
     for (std::string_view t : {"<unk>", "<s>", "<|endoftext|>"}) set_attr(t, kAttrRstrip, false);
   } else if (general_name.find("modern-bert") != std::string::npos) {
     set_attr("[MASK]", kAttrLstrip, true);
+  }
+}
+
+void Tokenizer::Impl::build_trie() {
+  trie_special.assign(1, -1);
+  for (size_t i = 0; i < special_tokens.size(); ++i) {
+    int32_t node = 0;
+    for (unsigned char c : vocab.text[special_tokens[i]]) {
+      auto [it, inserted] = trie_next.try_emplace((uint64_t(node) << 8) | c, int32_t(trie_special.size()));
+      if (inserted) trie_special.push_back(-1);
+      node = it->second;
+    }
+    trie_special[node] = static_cast<int32_t>(i);
   }
 }
 
@@ -384,15 +404,27 @@ std::vector<Fragment> Tokenizer::Impl::partition(std::string_view text, bool par
   if (text.empty()) return frags;
   frags.push_back({-1, 0, text.size()});
 
-  std::array<bool, 256> present{};  // bytes occurring in the text: a token starting with another can't match
-  for (unsigned char c : text) present[c] = true;
+  // Which special tokens occur anywhere in the text (as indices into special_tokens, so in cut-out order). A
+  // token absent from the whole text cannot occur in a fragment of it, so only these need searching below.
+  std::vector<int32_t> occurring;
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    int32_t node = 0;
+    for (size_t j = pos; j < text.size(); ++j) {
+      auto it = trie_next.find((uint64_t(node) << 8) | static_cast<unsigned char>(text[j]));
+      if (it == trie_next.end()) break;
+      node = it->second;
+      if (trie_special[node] >= 0) occurring.push_back(trie_special[node]);
+    }
+  }
+  std::sort(occurring.begin(), occurring.end());
+  occurring.erase(std::unique(occurring.begin(), occurring.end()), occurring.end());
 
   std::vector<Fragment> next;
-  for (int32_t id : special_tokens) {
+  for (int32_t index : occurring) {
+    const int32_t id = special_tokens[index];
     const uint32_t a = vocab.attr[id];
     if (!parse_special && (a & (kAttrControl | kAttrUnknown))) continue;
     const std::string& tt = vocab.text[id];
-    if (tt.size() > text.size() || !present[static_cast<unsigned char>(tt[0])]) continue;
 
     bool changed = false;
     next.clear();

@@ -5,9 +5,12 @@ For every model under --models-dir this runs llama.cpp's `llama-tokenize` on eac
 modes (add_special + parse_special, and neither), and writes tests/data/tokenizer/<model stem>.json:
 
     {"model": "<file name>", "reference": "<llama-tokenize --version>",
-     "cases": [{"text": "...", "add_special": true, "parse_special": true, "ids": [...]}, ...]}
+     "cases": [{"text": "...", "add_special": true, "parse_special": true, "ids": [...],
+                "decoded": "...", "decoded_special": "..."}, ...]}
 
-Strings that are not valid UTF-8 are stored as "text_hex" instead of "text". The corpus is fixed strings covering
+"decoded"/"decoded_special" are llama_detokenize(ids, remove_special=false, unparse_special=false/true), taken
+through llama-cpp-python's bindings when they import (source tests/reference/llama_cpp_env.sh first); without
+them only ids are recorded. Strings that are not valid UTF-8 are stored as "<field>_hex" instead. The corpus is fixed strings covering
 ASCII, accents, CJK, emoji, code, whitespace runs, numbers, contractions, mixed scripts and special-token texts,
 plus seeded random mixtures of the same ingredients (the seed is fixed, so reruns give the same corpus).
 
@@ -29,6 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TOOL = "/root/.cache/tilellm/llama_cpp_python-0.3.36/vendor/llama.cpp/build/bin/llama-tokenize"
 MODELS = ["SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf"]
+# llama.cpp's vocabulary-only GGUFs: Llama 2 SPM (TinyLlama's tokenizer), Phi-3 SPM (strips after specials),
+# Llama 3, Qwen2, GPT-2, StarCoder, Command-R, and two files without tokenizer.ggml.pre ("default" regexes).
+LLAMA_VOCABS = ["llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2", "starcoder", "command-r", "gpt-neox",
+                "aquila"]
 
 FIXED: list[str | bytes] = [
     # empty and whitespace only
@@ -113,6 +120,67 @@ def tokenize(tool: str, model: Path, data: bytes, add_special: bool, parse_speci
     return json.loads(line)
 
 
+class Detokenizer:
+    """llama_detokenize(remove_special=false) through llama-cpp-python's ctypes bindings (optional)."""
+
+    def __init__(self, model: Path):
+        import ctypes
+        import llama_cpp
+        import llama_cpp._logger
+
+        self.ctypes, self.lib = ctypes, llama_cpp
+        llama_cpp._logger.set_verbose(False)  # silence llama.cpp's load log
+        llama_cpp.llama_backend_init()
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        self.model = llama_cpp.llama_model_load_from_file(str(model).encode(), params)
+        if not self.model:
+            raise RuntimeError(f"llama.cpp cannot load {model}")
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+
+    def __call__(self, ids: list[int], unparse_special: bool) -> bytes:
+        arr = (self.lib.llama_token * max(1, len(ids)))(*ids)
+        size = 64 + 16 * len(ids)
+        while True:
+            buf = self.ctypes.create_string_buffer(size)
+            n = self.lib.llama_detokenize(self.vocab, arr, len(ids), buf, size, False, unparse_special)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n
+
+    def close(self) -> None:
+        self.lib.llama_model_free(self.model)
+
+
+def write_goldens(path: Path, name: str, reference: str, cases: list[dict]) -> None:
+    # One case per line keeps diffs of regenerated goldens readable.
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("{" + f'"model": {json.dumps(name)},\n"reference": {json.dumps(reference)},\n"cases": [\n')
+        f.write(",\n".join(json.dumps(c, ensure_ascii=False) for c in cases))
+        f.write("\n]}\n")
+
+
+def add_decodings(path: Path, model: Path) -> None:
+    """--decode-only: fill in the decode fields of an existing goldens file."""
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    detok = Detokenizer(model)
+    for case in doc["cases"]:
+        for k in ("decoded", "decoded_hex", "decoded_special", "decoded_special_hex"):
+            case.pop(k, None)
+        case.update(text_field("decoded", detok(case["ids"], False)))
+        case.update(text_field("decoded_special", detok(case["ids"], True)))
+    detok.close()
+    write_goldens(path, doc["model"], doc["reference"], doc["cases"])
+
+
+def text_field(name: str, data: bytes) -> dict:
+    try:
+        return {name: data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {name + "_hex": data.hex()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-tokenize", default=os.environ.get("LLAMA_TOKENIZE", DEFAULT_TOOL))
@@ -120,6 +188,13 @@ def main() -> int:
     ap.add_argument("--out-dir", default=str(ROOT / "tests" / "data" / "tokenizer"))
     ap.add_argument("--random", type=int, default=150, help="number of seeded random strings")
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--model", action="append", default=[],
+                    help="GGUF file to record instead of the default models (repeatable)")
+    ap.add_argument("--llama-vocabs", action="store_true",
+                    help="record llama.cpp's own vocabulary-only test files (models/ggml-vocab-*.gguf next to its "
+                    "build) for the tokenizer families the two real models do not cover")
+    ap.add_argument("--decode-only", action="store_true",
+                    help="keep the recorded ids, only (re)compute the decode fields with the bindings")
     args = ap.parse_args()
 
     if not os.access(args.llama_tokenize, os.X_OK):
@@ -132,11 +207,19 @@ def main() -> int:
     corpus: list[str | bytes] = FIXED + random_corpus(args.random)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in MODELS:
-        model = Path(args.models_dir) / name
+    models = [Path(m) for m in args.model] or [Path(args.models_dir) / m for m in MODELS]
+    if args.llama_vocabs:
+        vocab_dir = Path(args.llama_tokenize).resolve().parents[2] / "models"
+        models = [vocab_dir / f"ggml-vocab-{v}.gguf" for v in LLAMA_VOCABS]
+    for model in models:
+        name = model.name
         if not model.exists():
             print(f"missing {model}; run scripts/fetch_models.sh", file=sys.stderr)
             return 1
+        if args.decode_only:
+            add_decodings(out_dir / (model.stem + ".json"), model)
+            print(f"{out_dir / (model.stem + '.json')}: decodings added")
+            continue
         jobs = []
         for text in corpus:
             data = text if isinstance(text, bytes) else text.encode("utf-8")
@@ -144,17 +227,24 @@ def main() -> int:
                 jobs.append((text, data, add_special, parse_special))
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
             results = list(ex.map(lambda j: tokenize(args.llama_tokenize, model, j[1], j[2], j[3]), jobs))
+        detok = None
+        try:
+            detok = Detokenizer(model)
+        except ImportError as e:
+            print(f"no llama_cpp bindings ({e}); recording ids only. For the decode goldens: "
+                  "source tests/reference/llama_cpp_env.sh", file=sys.stderr)
         cases = []
         for (text, data, add_special, parse_special), ids in zip(jobs, results):
             case = {"text_hex": data.hex()} if isinstance(text, bytes) else {"text": text}
             case.update({"add_special": add_special, "parse_special": parse_special, "ids": ids})
+            if detok:  # what llama_detokenize makes of these ids, without and with special-token texts
+                case.update(text_field("decoded", detok(ids, False)))
+                case.update(text_field("decoded_special", detok(ids, True)))
             cases.append(case)
-        path = out_dir / (Path(name).stem + ".json")
-        # One case per line keeps diffs of regenerated goldens readable.
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("{" + f'"model": {json.dumps(name)},\n"reference": {json.dumps(reference)},\n"cases": [\n')
-            f.write(",\n".join(json.dumps(c, ensure_ascii=False) for c in cases))
-            f.write("\n]}\n")
+        if detok:
+            detok.close()
+        path = out_dir / (model.stem + ".json")
+        write_goldens(path, name, reference, cases)
         print(f"{path}: {len(cases)} cases")
     return 0
 

@@ -72,28 +72,68 @@ std::string ids_str(const std::vector<int32_t>& ids) {
   return s.str();
 }
 
-// Runs every golden case of `json_name` against `tok`; returns {matched, total}.
-std::pair<int, int> check_goldens(const Tokenizer& tok, const std::string& json_path) {
+struct GoldenResult {
+  int matched = 0, total = 0;                // encode ids
+  int decode_matched = 0, decode_total = 0;  // decode / decode with special texts
+};
+
+// A text field of a golden case, stored as "<name>" or, when not valid UTF-8, "<name>_hex"; false if absent.
+bool golden_text(const nlohmann::json& c, const std::string& name, std::string& out) {
+  if (c.contains(name)) {
+    out = c.at(name).get<std::string>();
+    return true;
+  }
+  if (c.contains(name + "_hex")) {
+    out = from_hex(c.at(name + "_hex").get<std::string>());
+    return true;
+  }
+  return false;
+}
+
+// Runs every golden case of `json_path` against `tok`: encode must give the ids, and decode of those ids must
+// give what llama_detokenize gave (where recorded).
+GoldenResult check_goldens(const Tokenizer& tok, const std::string& json_path) {
+  GoldenResult r;
   std::ifstream in(json_path);
   EXPECT_TRUE(in.good()) << "missing goldens " << json_path << " (tests/reference/make_tokenizer_goldens.py)";
-  if (!in.good()) return {0, 0};
+  if (!in.good()) return r;
   const nlohmann::json doc = nlohmann::json::parse(in);
-  int matched = 0, total = 0, reported = 0;
+  int reported = 0;
   for (const auto& c : doc.at("cases")) {
-    const std::string text = c.contains("text_hex") ? from_hex(c.at("text_hex").get<std::string>())
-                                                    : c.at("text").get<std::string>();
+    std::string text;
+    golden_text(c, "text", text);
     const auto want = c.at("ids").get<std::vector<int32_t>>();
     const auto got = tok.encode(text, c.at("add_special").get<bool>(), c.at("parse_special").get<bool>());
-    ++total;
+    ++r.total;
     if (got == want) {
-      ++matched;
+      ++r.matched;
     } else if (reported++ < 10) {
       ADD_FAILURE() << "text " << show(text) << " add_special=" << c.at("add_special")
                     << " parse_special=" << c.at("parse_special") << "\n  llama.cpp: " << ids_str(want)
                     << "\n  ours:      " << ids_str(got);
     }
+    for (bool special : {false, true}) {
+      std::string decoded;
+      if (!golden_text(c, special ? "decoded_special" : "decoded", decoded)) continue;
+      ++r.decode_total;
+      const std::string ours = tok.decode(want, special);
+      if (ours == decoded) {
+        ++r.decode_matched;
+      } else if (reported++ < 10) {
+        ADD_FAILURE() << "decode" << (special ? " (special)" : "") << " of " << ids_str(want)
+                      << "\n  llama.cpp: " << show(decoded) << "\n  ours:      " << show(ours);
+      }
+    }
   }
-  return {matched, total};
+  return r;
+}
+
+void report(const std::string& what, const GoldenResult& r) {
+  std::printf("[ goldens  ] %s: %d/%d strings encode as llama.cpp, %d/%d decodes match\n", what.c_str(),
+              r.matched, r.total, r.decode_matched, r.decode_total);
+  EXPECT_GT(r.total, 0);
+  EXPECT_EQ(r.matched, r.total);
+  EXPECT_EQ(r.decode_matched, r.decode_total);
 }
 
 std::string golden_path(const std::string& model) {
@@ -104,19 +144,49 @@ std::string golden_path(const std::string& model) {
 TEST(Tokenizer, smollm2_ids_equal_llama_cpp_goldens) {
   const Tokenizer* tok = load(kSmol);
   ASSERT_NE(tok, nullptr);
-  auto [ok, n] = check_goldens(*tok, golden_path(kSmol));
-  std::printf("[ goldens  ] %s: %d/%d strings match llama.cpp\n", kSmol, ok, n);
-  EXPECT_GT(n, 0);
-  EXPECT_EQ(ok, n);
+  report(kSmol, check_goldens(*tok, golden_path(kSmol)));
 }
 
 TEST(Tokenizer, gemma3_ids_equal_llama_cpp_goldens) {
   const Tokenizer* tok = load(kGemma);
   ASSERT_NE(tok, nullptr);
-  auto [ok, n] = check_goldens(*tok, golden_path(kGemma));
-  std::printf("[ goldens  ] %s: %d/%d strings match llama.cpp\n", kGemma, ok, n);
-  EXPECT_GT(n, 0);
-  EXPECT_EQ(ok, n);
+  report(kGemma, check_goldens(*tok, golden_path(kGemma)));
+}
+
+// llama.cpp's vocabulary-only test GGUFs (Llama 2 SPM = TinyLlama's tokenizer, Phi-3, Llama 3, Qwen2, GPT-2,
+// StarCoder, Command-R, and "default" pre-tokenizer files) live in its source tree, which is the reference
+// oracle of tests/reference/llama_cpp_env.sh rather than part of this repository.
+std::string llama_vocab_dir() {
+  if (const char* d = std::getenv("TILELLM_LLAMA_VOCAB_DIR")) return d;
+  std::string cache;
+  if (const char* c = std::getenv("TILELLM_CACHE")) {
+    cache = c;
+  } else if (const char* h = std::getenv("HOME")) {
+    cache = std::string(h) + "/.cache/tilellm";
+  }
+  return cache + "/llama_cpp_python-0.3.36/vendor/llama.cpp/models";
+}
+
+TEST(Tokenizer, llama_cpp_reference_vocabularies_equal_goldens) {
+  const std::string dir = llama_vocab_dir();
+  if (!fs::exists(dir)) {
+    GTEST_SKIP() << "llama.cpp's vocabulary test files are not at " << dir
+                 << " (run tests/reference/llama_cpp_env.sh build, or set TILELLM_LLAMA_VOCAB_DIR)";
+  }
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(std::string(TILELLM_SOURCE_DIR) + "/tests/data/tokenizer")) {
+    const std::string stem = e.path().stem().string();
+    if (stem.rfind("ggml-vocab-", 0) != 0) continue;
+    SCOPED_TRACE(stem);
+    const std::string vocab = dir + "/" + stem + ".gguf";
+    ASSERT_TRUE(fs::exists(vocab)) << vocab;
+    auto gguf = GgufFile::open(vocab);
+    auto tok = Tokenizer::from_gguf(*gguf);
+    report(stem + " (" + std::string(tok->model_name()) + "/" + std::string(tok->pre_name()) + ")",
+           check_goldens(*tok, e.path().string()));
+    ++files;
+  }
+  EXPECT_GT(files, 0);
 }
 
 TEST(Tokenizer, metadata_of_real_models) {
@@ -227,8 +297,10 @@ TEST(Tokenizer, encodes_10kb_of_text_fast) {
     std::string text;
     std::mt19937 rng(7);
     while (text.size() < 10 * 1024) {
+      // Chat markup too: with parse_special every '<' makes the special-token search look closer.
       text +=
-          "The quick brown fox jumps over the lazy dog, 12345 times; caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD! ";
+          "<|im_start|>user\n<start_of_turn>model\n<b>The quick brown fox jumps over the lazy dog, 12345 "
+          "times; caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD! ";
       text += random_utf8(rng, 20);
       text += "\n";
     }
