@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# llama.cpp as the external oracle for goldens (tests/data/goldens) and perplexity numbers (docs/REFERENCE.md).
+#
+# We pin llama.cpp through the llama-cpp-python 0.3.36 source distribution: it vendors one llama.cpp tree and ships
+# the pure-Python ctypes bindings that make_model_goldens.py uses. Nothing of it is committed to this repository;
+# it lives in ~/.cache/tilellm (override with TILELLM_CACHE).
+#
+# Usage
+#   source tests/reference/llama_cpp_env.sh          # export the variables below (build must exist)
+#   tests/reference/llama_cpp_env.sh build           # download the sdist and build llama.cpp if absent
+#   tests/reference/llama_cpp_env.sh check           # print versions and verify the Python bindings load
+#
+# Exports
+#   LLAMA_CPP_PY_DIR   the unpacked sdist (…/llama_cpp_python-0.3.36)
+#   LLAMA_CPP_DIR      its vendored llama.cpp source tree
+#   LLAMA_CPP_BIN      the build's bin/ (llama-perplexity, llama-tokenize, …, and the shared libraries)
+#   LLAMA_CPP_LIB_PATH read by llama_cpp/llama_cpp.py to find libllama.so (instead of the wheel's own copy)
+#   PYTHONPATH         prefixed with LLAMA_CPP_PY_DIR so that `import llama_cpp` finds the pure-Python package
+#
+# The Python package needs numpy, typing-extensions, diskcache and jinja2 (pip install them; all pure Python
+# except numpy). The build is CPU-only, Release, shared libraries, no CURL:
+#   cmake -S vendor/llama.cpp -B vendor/llama.cpp/build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+#         -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
+#   cmake --build vendor/llama.cpp/build -j2 --target llama-perplexity llama-tokenize llama-simple llama-bench
+
+LLAMA_CPP_PY_VERSION=0.3.36
+_tl_cache="${TILELLM_CACHE:-$HOME/.cache/tilellm}"
+export LLAMA_CPP_PY_DIR="$_tl_cache/llama_cpp_python-$LLAMA_CPP_PY_VERSION"
+export LLAMA_CPP_DIR="$LLAMA_CPP_PY_DIR/vendor/llama.cpp"
+export LLAMA_CPP_BIN="$LLAMA_CPP_DIR/build/bin"
+export LLAMA_CPP_LIB_PATH="$LLAMA_CPP_BIN"
+case ":${PYTHONPATH:-}:" in
+    *":$LLAMA_CPP_PY_DIR:"*) ;;
+    *) export PYTHONPATH="$LLAMA_CPP_PY_DIR${PYTHONPATH:+:$PYTHONPATH}" ;;
+esac
+
+_tl_build() {
+    set -euo pipefail
+    mkdir -p "$_tl_cache"
+    if [ ! -d "$LLAMA_CPP_DIR" ]; then
+        (cd "$_tl_cache" &&
+            pip download --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_CPP_PY_VERSION" -d . &&
+            tar xzf "llama_cpp_python-$LLAMA_CPP_PY_VERSION.tar.gz")
+    fi
+    if [ ! -x "$LLAMA_CPP_BIN/llama-perplexity" ] || [ ! -e "$LLAMA_CPP_BIN/libllama.so" ]; then
+        cmake -S "$LLAMA_CPP_DIR" -B "$LLAMA_CPP_DIR/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+            -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
+        cmake --build "$LLAMA_CPP_DIR/build" -j"${JOBS:-2}" \
+            --target llama-perplexity llama-tokenize llama-simple llama-bench
+    fi
+    python3 -c 'import typing_extensions, diskcache, jinja2' 2>/dev/null ||
+        pip install typing-extensions diskcache jinja2
+}
+
+_tl_check() {
+    echo "llama-cpp-python: $LLAMA_CPP_PY_VERSION ($LLAMA_CPP_PY_DIR)"
+    echo "llama.cpp build:  $LLAMA_CPP_BIN"
+    python3 - <<'EOF'
+import llama_cpp
+print("python bindings:", llama_cpp.__version__, "system info:", llama_cpp.llama_print_system_info().decode())
+EOF
+}
+
+# Executed (not sourced): run the sub-command.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    case "${1:-check}" in
+        build) _tl_build ;;
+        check) _tl_check ;;
+        *) echo "usage: $0 [build|check]   (or: source $0)" >&2; exit 2 ;;
+    esac
+fi
