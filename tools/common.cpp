@@ -35,7 +35,14 @@ void add_model_args(CLI::App* app, ModelArgs& a) {
   app->add_option("-c,--ctx-size", a.ctx, "context size in tokens (default: model's, at most 4096)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("-b,--batch-size", a.batch, "prompt tokens per forward pass")->check(CLI::PositiveNumber);
-  app->add_option("--cache-type", a.kv_type, "KV cache element type")->check(CLI::IsMember({"f16", "f32"}));
+  app->add_option("--cache-type", a.kv_type, "KV cache element type")
+      ->check(CLI::IsMember({"f16", "f32"}))
+      ->capture_default_str();
+  app->add_option(
+         "--activations", a.activations,
+         "matmul activations: q8 = quantized per weight type like llama.cpp (fast), f32 = exact float path")
+      ->check(CLI::IsMember({"q8", "f32"}))
+      ->capture_default_str();
 }
 
 void add_sampler_args(CLI::App* app, SamplerParams& p) {
@@ -74,6 +81,7 @@ SessionOptions session_options(const ModelArgs& a) {
   o.n_ctx = a.ctx;
   o.n_batch = a.batch;
   o.kv_type = a.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
+  o.activations = a.activations == "f32" ? ActivationMode::F32 : ActivationMode::Quantized;
   return o;
 }
 

@@ -13,13 +13,20 @@ int64_t context_size(const Model& m, const SessionOptions& o) {
   return n;
 }
 
+// The widest matmul input (n_embd, n_ff or the attention width) times the tokens of one forward pass.
+int64_t max_activation_elems(const Model& m, const SessionOptions& o) {
+  const ModelConfig& c = m.config();
+  const int64_t widest = std::max({c.n_embd, c.n_ff, c.n_head * c.head_dim_v});
+  return widest * std::clamp<int64_t>(o.n_batch, 1, context_size(m, o));
+}
+
 }  // namespace
 
 Session::Session(const Model& model, const SessionOptions& opts)
     : model_(model),
       opts_(opts),
       pool_(opts.n_threads > 0 ? opts.n_threads : ThreadPool::default_threads()),
-      backend_(pool_),
+      backend_(pool_, opts.activations, max_activation_elems(model, opts)),
       kv_(model.config().n_layer, context_size(model, opts), model.config().n_head_kv,
           model.config().head_dim, opts.kv_type),
       rope_global_(kv_.n_ctx(), model.config().rope_dim, model.config().rope_base,

@@ -20,6 +20,7 @@ struct SessionOptions {
   int64_t n_batch = 64;  // tokens per forward pass while evaluating a prompt
   GgmlType kv_type = GgmlType::F16;
   bool logits_all = false;  // keep the logits of every token of an eval() call (perplexity, logit dumps)
+  ActivationMode activations = ActivationMode::Quantized;  // see backends/cpu/cpu_backend.h
 };
 
 class Session {

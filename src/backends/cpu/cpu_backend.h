@@ -4,13 +4,25 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "runtime/aligned.h"
 #include "runtime/thread_pool.h"
 
 namespace tilellm {
 
+// How matmul treats activations.
+//   Quantized (default): like llama.cpp, each activation row is quantized once per matmul to the format its
+//   weight
+//     type pairs with (Q8_0, Q8_1, Q8_K, F16, BF16; see format/quants_q8.h) and dotted with integer
+//     arithmetic. This is the fast path, and it tracks llama.cpp's numbers closely.
+//   F32: exact dequantized weights times float32 activations — the float path the NumPy reference checks to
+//   1e-3.
+enum class ActivationMode { Quantized, F32 };
+
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(ThreadPool& pool) : pool_(pool) {}
+  // max_act_elems: the most activation elements one matmul will see (n_batch * widest input), which sizes the
+  // quantized-activation scratch once, here.
+  CpuBackend(ThreadPool& pool, ActivationMode mode = ActivationMode::F32, int64_t max_act_elems = 0);
   std::string_view name() const override { return "cpu"; }
 
   void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) override;
@@ -27,6 +39,9 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool& pool_;
+  ActivationMode mode_;
+  int64_t max_act_elems_;
+  AlignedBuffer act_q_;  // quantized activation rows of the current matmul: [n_tok][activation_row_size]
 };
 
 }  // namespace tilellm
