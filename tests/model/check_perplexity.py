@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Perplexity of a real model on the shipped public-domain text against the recorded references
+(tests/data/goldens/perplexity.json, made by tests/reference/make_model_goldens.py):
+
+  default path (8-bit activations, like llama.cpp):  within 1% of llama.cpp's llama-perplexity
+  float path (--activations f32):                    within 0.1% of the NumPy float64 reference forward pass
+
+    check_perplexity.py TILELLM_BINARY MODEL_FILE CTX
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODELS = os.environ.get("TILELLM_MODELS_DIR", os.path.join(ROOT, "models"))
+
+
+def run_ppl(binary: str, model: str, text: str, ctx: str, activations: str) -> float:
+    r = subprocess.run([binary, "perplexity", "-m", model, "-f", text, "-c", ctx, "-t", "2", "--activations",
+                        activations], capture_output=True, text=True)
+    m = re.search(r"^Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)$", r.stdout, re.M)
+    if r.returncode != 0 or not m:
+        sys.exit(f"perplexity run failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return float(m.group(1))
+
+
+def main() -> int:
+    binary, model_file, ctx = sys.argv[1], sys.argv[2], sys.argv[3]
+    model = os.path.join(MODELS, model_file)
+    if not os.path.exists(model):
+        print(f"model {model} is missing: run scripts/fetch_models.sh")
+        return 1
+    ref = json.load(open(os.path.join(ROOT, "tests", "data", "goldens", "perplexity.json")))[model_file][ctx]
+    text = os.path.join(ROOT, ref["text"])
+    ok = True
+    for activations, want, limit, who in (("q8", ref["ppl"], 0.01, "llama.cpp"),
+                                          ("f32", ref["ref_ppl"], 0.001, "NumPy reference")):
+        got = run_ppl(binary, model, text, ctx, activations)
+        rel = abs(got - want) / want
+        good = rel <= limit
+        ok &= good
+        print(f"{model_file} -c {ctx} --activations {activations}: PPL {got:.4f}, {who} {want:.4f}, "
+              f"difference {100 * rel:.2f}% (limit {100 * limit:g}%) -> {'OK' if good else 'FAIL'}")
+    print("1 passed, 0 failed" if ok else "0 passed, 1 failed")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
