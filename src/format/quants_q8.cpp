@@ -355,10 +355,13 @@ int act_slot_of(GgmlType t, int* block_shift) {
   }
 }
 
+// The fastest table this CPU runs: AVX-512 VNNI, AVX-VNNI, AVX2, then the scalar reference.
 const Q8KernelTable& best_kernels() {
   static const Q8KernelTable* const best = [] {
-    const Q8KernelTable* avx2 = q8_detail::avx2_q8_kernels();
-    return avx2 ? avx2 : &q8_detail::scalar_q8_kernels();
+    if (const Q8KernelTable* k = q8_detail::avx512vnni_q8_kernels()) return k;
+    if (const Q8KernelTable* k = q8_detail::avxvnni_q8_kernels()) return k;
+    if (const Q8KernelTable* k = q8_detail::avx2_q8_kernels()) return k;
+    return &q8_detail::scalar_q8_kernels();
   }();
   return *best;
 }
@@ -458,6 +461,16 @@ const char* quant_q8_isa_name() {
 
 void set_quant_q8_isa_for_testing(bool allow_simd) {
   g_active.store(allow_simd ? &best_kernels() : &q8_detail::scalar_q8_kernels(), std::memory_order_relaxed);
+}
+
+bool select_quant_q8_isa_for_testing(std::string_view isa) {
+  const Q8KernelTable* k = nullptr;
+  if (isa == "scalar") k = &q8_detail::scalar_q8_kernels();
+  if (isa == "avx2") k = q8_detail::avx2_q8_kernels();
+  if (isa == "avxvnni") k = q8_detail::avxvnni_q8_kernels();
+  if (isa == "avx512vnni") k = q8_detail::avx512vnni_q8_kernels();
+  if (k) g_active.store(k, std::memory_order_relaxed);
+  return k != nullptr;
 }
 
 }  // namespace tilellm

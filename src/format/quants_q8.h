@@ -26,8 +26,9 @@
 //    bound is derived in tests/format/test_quants_q8.cpp).
 //  - All functions are thread-safe and allocation-free. Unsupported types or lengths throw tilellm::Error
 //    naming the type. Rows and activations are read byte-wise: no alignment requirement.
-//  - The kernels use AVX2+FMA+F16C when the CPU has them (picked at run time); a portable scalar path is
-//    always compiled and is the reference the vector path is tested against.
+//  - The kernels use AVX2+FMA+F16C when the CPU has them, with AVX-VNNI or AVX-512 (VL, BW, VNNI; 256-bit
+//    vectors) where present, picked at run time; a portable scalar path is always compiled and is the
+//    reference the vector paths are tested against.
 //
 // Typical use, one matmul y = W x (W: n_out rows of n elements of type wt):
 //   const GgmlType at = activation_type(wt);
@@ -38,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "format/ggml_types.h"
 #include "format/quants.h"
@@ -89,11 +91,15 @@ float dot_row_q(GgmlType weight_type, const void* row, const void* xq, int64_t n
 void dot_row_q_multi(GgmlType weight_type, const void* row, int64_t n, const void* xq, size_t xq_stride,
                      int n_vec, float* y, int64_t y_stride);
 
-// The instruction set these kernels use now: "avx2" (AVX2+FMA+F16C) or "scalar". Recorded in benchmark rows.
+// The instruction set these kernels use now: "avx512vnni", "avxvnni" (AVX2+FMA+F16C+AVX-VNNI), "avx2"
+// (AVX2+FMA+F16C) or "scalar". Recorded in benchmark rows.
 const char* quant_q8_isa_name();
 
 // Tests only: false forces the portable scalar path, true restores the best path this CPU supports. Not
-// meant to be called while other threads run kernels (they may see either path; both give valid results).
+// meant to be called while other threads run kernels (they may see either path; all give valid results).
 void set_quant_q8_isa_for_testing(bool allow_simd);
+// Tests only: selects one path by name ("scalar", "avx2", "avxvnni", "avx512vnni"); returns false, changing
+// nothing, when this build or CPU cannot run it.
+bool select_quant_q8_isa_for_testing(std::string_view isa);
 
 }  // namespace tilellm

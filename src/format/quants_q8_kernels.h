@@ -1,5 +1,7 @@
 // Internal to the quantized-activation kernels: the per-ISA kernel tables that quants_q8.cpp dispatches
-// through. quants_q8.cpp holds the scalar table (the reference), quants_q8_avx2.cpp the AVX2+FMA+F16C one.
+// through. quants_q8.cpp holds the scalar table (the reference); quants_q8_avx2.cpp (AVX2+FMA+F16C),
+// quants_q8_avxvnni.cpp (the same plus AVX-VNNI) and quants_q8_avx512vnni.cpp (AVX-512 VL/BW/VNNI, 256-bit
+// vectors) compile the x86 kernels of quants_q8_x86.inc.
 // Arguments are validated before a kernel is called; kernels trust them.
 #pragma once
 
@@ -41,5 +43,9 @@ struct Q8KernelTable {
 const Q8KernelTable& scalar_q8_kernels();
 // The AVX2+FMA+F16C table, or nullptr when this build or this CPU cannot run it.
 const Q8KernelTable* avx2_q8_kernels();
+// The AVX2+FMA+F16C+AVX-VNNI table, or nullptr when this build or this CPU cannot run it.
+const Q8KernelTable* avxvnni_q8_kernels();
+// The AVX512F/VL/BW/VNNI table (256-bit vectors), or nullptr when this build or this CPU cannot run it.
+const Q8KernelTable* avx512vnni_q8_kernels();
 
 }  // namespace tilellm::q8_detail

@@ -2,9 +2,9 @@
 //
 // Oracle: fixtures written by tests/reference/make_q8_cases.py: ggml's activation quantizers re-implemented
 // in NumPy (expected bytes), and float64 dot products of independently decoded weights with the dequantized
-// activations. Every check runs on the vector path the CPU offers and on the portable scalar path (forced
-// through set_quant_q8_isa_for_testing). A second, C++-side reference (dequantize_row from quants.h) checks
-// long random rows on both paths.
+// activations. Every check runs on each kernel path (scalar, avx2, avxvnni, avx512vnni; selected through
+// select_quant_q8_isa_for_testing, skipped only where the CPU lacks the instructions). A second, C++-side
+// reference (dequantize_row from quants.h) checks long random rows on every path.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -122,7 +122,7 @@ std::vector<Case> load_cases(GgmlType wt) {
 //    accumulators per row (chains of n_blocks / 2 per lane), dot_row_q_multi with more than four rows adds
 //    one addition per chunk (at most n_blocks); combining partial sums costs at most 6 levels.
 // So L <= 2 * n_blocks + 16 for the block types. The plain types round each product once and keep at least 8
-// chains of n / 8 plus a tail of at most 15: L <= n / 8 + 32. The float64 oracle's own error (~n 2^-53) is
+// chains of n / 8 plus a tail of at most 31: L <= n / 8 + 32. The float64 oracle's own error (~n 2^-53) is
 // negligible. extra_roundings adds to L for oracles whose weights were rounded to float once more.
 double dot_tolerance(GgmlType wt, int64_t n, double abs_sum, int extra_roundings = 0) {
   const int64_t block = type_traits(wt).block_size;
@@ -154,18 +154,23 @@ double q8_1_s_rounding(GgmlType wt, const uint8_t* row, const uint8_t* act, int6
 
 // ---- Fixture-driven tests, on both paths ----
 
+const char* const kIsas[] = {"scalar", "avx2", "avxvnni", "avx512vnni"};
+
 struct Param {
   GgmlType type;
-  bool simd;
+  const char* isa;
 };
 
 std::string param_name(const testing::TestParamInfo<Param>& info) {
-  return std::string(type_name(info.param.type)) + (info.param.simd ? "_simd" : "_scalar");
+  return std::string(type_name(info.param.type)) + "_" + info.param.isa;
 }
 
 class Q8Kernels : public testing::TestWithParam<Param> {
  protected:
-  void SetUp() override { set_quant_q8_isa_for_testing(GetParam().simd); }
+  void SetUp() override {
+    if (!select_quant_q8_isa_for_testing(GetParam().isa))
+      GTEST_SKIP() << "this CPU cannot run " << GetParam().isa;
+  }
   void TearDown() override { set_quant_q8_isa_for_testing(true); }
 };
 
@@ -235,8 +240,7 @@ TEST_P(Q8Kernels, dot_row_q_multi_matches_reference_with_strides_and_many_rows) 
 std::vector<Param> all_params() {
   std::vector<Param> p;
   for (GgmlType t : kWeightTypes) {
-    p.push_back({t, true});
-    p.push_back({t, false});
+    for (const char* isa : kIsas) p.push_back({t, isa});
   }
   return p;
 }
@@ -313,18 +317,24 @@ TEST(Q8Errors, unsupported_types_and_bad_lengths_are_clear_errors) {
 
 // ---- Dispatch and SIMD-vs-scalar on long random rows ----
 
-TEST(Q8Dispatch, simd_path_is_used_when_the_cpu_has_avx2_fma_f16c) {
+TEST(Q8Dispatch, the_best_path_the_cpu_runs_is_used) {
   set_quant_q8_isa_for_testing(true);
 #if defined(__x86_64__) || defined(__i386__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-  const bool cpu = f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  EXPECT_STREQ(quant_q8_isa_name(), cpu ? "avx2" : "scalar");
+  const bool avx2 = f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool vnni = __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+  EXPECT_STREQ(quant_q8_isa_name(), !avx2 ? "scalar" : avx512 ? "avx512vnni" : vnni ? "avxvnni" : "avx2");
+  EXPECT_EQ(select_quant_q8_isa_for_testing("avx2"), avx2);
 #else
   EXPECT_STREQ(quant_q8_isa_name(), "scalar");
 #endif
+  EXPECT_FALSE(select_quant_q8_isa_for_testing("avx1024"));
   set_quant_q8_isa_for_testing(false);
   EXPECT_STREQ(quant_q8_isa_name(), "scalar");
+  EXPECT_TRUE(select_quant_q8_isa_for_testing("scalar"));
   set_quant_q8_isa_for_testing(true);
 }
 
@@ -435,7 +445,7 @@ Reference reference_dot(GgmlType wt, const uint8_t* row, const uint8_t* act, int
   return r;
 }
 
-TEST(Q8Dispatch, simd_and_scalar_agree_on_long_random_rows) {
+TEST(Q8Dispatch, every_path_matches_the_reference_on_long_random_rows) {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd;
   std::uniform_real_distribution<float> spread(-6.0f, 6.0f);
@@ -451,25 +461,24 @@ TEST(Q8Dispatch, simd_and_scalar_agree_on_long_random_rows) {
       x[i] = nd(rng) * scale;
     }
     const size_t ab = activation_row_size(at, n);
-    std::vector<uint8_t> act_simd(ab * n_vec), act_scalar(ab * n_vec);
-    set_quant_q8_isa_for_testing(true);
-    for (int j = 0; j < n_vec; ++j) quantize_activations(at, x.data() + j * n, act_simd.data() + j * ab, n);
-    set_quant_q8_isa_for_testing(false);
-    for (int j = 0; j < n_vec; ++j) quantize_activations(at, x.data() + j * n, act_scalar.data() + j * ab, n);
-    ASSERT_EQ(act_simd, act_scalar) << type_name(at) << ": SIMD and scalar quantizers differ";
+    std::vector<uint8_t> act(ab * n_vec);
+    ASSERT_TRUE(select_quant_q8_isa_for_testing("scalar"));
+    for (int j = 0; j < n_vec; ++j) quantize_activations(at, x.data() + j * n, act.data() + j * ab, n);
 
-    for (bool simd : {true, false}) {
-      set_quant_q8_isa_for_testing(simd);
+    for (const char* isa : kIsas) {
+      if (!select_quant_q8_isa_for_testing(isa)) continue;
+      std::vector<uint8_t> act_isa(ab * n_vec);
+      for (int j = 0; j < n_vec; ++j) quantize_activations(at, x.data() + j * n, act_isa.data() + j * ab, n);
+      ASSERT_EQ(act_isa, act) << type_name(at) << ": the " << isa << " quantizer differs from the scalar one";
       std::vector<float> multi(n_vec);
-      dot_row_q_multi(wt, row.data(), n, act_simd.data(), ab, n_vec, multi.data(), 1);
+      dot_row_q_multi(wt, row.data(), n, act.data(), ab, n_vec, multi.data(), 1);
       for (int j = 0; j < n_vec; ++j) {
-        const Reference ref = reference_dot(wt, row.data(), act_simd.data() + j * ab, n);
+        const Reference ref = reference_dot(wt, row.data(), act.data() + j * ab, n);
         // One more rounding: dequantize_row rounds offset weights to float.
         const double tol = dot_tolerance(wt, n, ref.abs_sum, 1);
-        EXPECT_NEAR(dot_row_q(wt, row.data(), act_simd.data() + j * ab, n), ref.dot, tol)
-            << type_name(wt) << (simd ? " simd" : " scalar") << " vec " << j;
-        EXPECT_NEAR(multi[j], ref.dot, tol)
-            << type_name(wt) << (simd ? " simd" : " scalar") << " multi vec " << j;
+        EXPECT_NEAR(dot_row_q(wt, row.data(), act.data() + j * ab, n), ref.dot, tol)
+            << type_name(wt) << " " << isa << " vec " << j;
+        EXPECT_NEAR(multi[j], ref.dot, tol) << type_name(wt) << " " << isa << " multi vec " << j;
       }
     }
     set_quant_q8_isa_for_testing(true);
@@ -478,8 +487,8 @@ TEST(Q8Dispatch, simd_and_scalar_agree_on_long_random_rows) {
 
 TEST(Q8Quantize, zero_rows_quantize_to_zero_and_dot_to_zero) {
   for (GgmlType at : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K}) {
-    for (bool simd : {true, false}) {
-      set_quant_q8_isa_for_testing(simd);
+    for (const char* isa : kIsas) {
+      if (!select_quant_q8_isa_for_testing(isa)) continue;
       std::vector<float> x(512, 0.0f);
       std::vector<uint8_t> out(activation_row_size(at, 512), 0x55);
       quantize_activations(at, x.data(), out.data(), 512);

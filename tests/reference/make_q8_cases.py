@@ -2,9 +2,16 @@
 """Reference cases for the quantized-activation kernels (src/format/quants_q8.*): ggml's activation quantizers
 re-implemented in NumPy, and float64 dot products of weight rows with the quantized activations.
 
-    python3 tests/reference/make_q8_cases.py            # writes tests/data/q8/*.bin
+    python3 tests/reference/make_q8_cases.py                    # writes tests/data/q8/*.bin
+    python3 tests/reference/make_q8_cases.py --check-llama-cpp  # checks the fixtures against libggml-cpu
 
 Output is deterministic (fixed seed): a re-run reproduces the committed fixtures byte for byte.
+
+--check-llama-cpp loads the llama.cpp build of tests/reference/llama_cpp_env.sh ($LLAMA_CPP_BIN, else the
+default cache path) and verifies, for every fixture case, that ggml's own from_float functions
+(quantize_row_q8_0/q8_1/q8_K, ggml_cpu_fp32_to_fp16/bf16, as llama.cpp's matmul calls them on this CPU)
+produce the expected activation bytes, and that ggml's vec_dot of the row with them lies within the C++
+test's error bound of the expected dot product. It writes nothing.
 
 Activation quantizers, written from the format definitions in float32 arithmetic wherever ggml uses float, so
 that every rounding happens where ggml's does (numpy float32 operations round once, to nearest even):
@@ -52,6 +59,8 @@ File format, little-endian, one file per weight type named <WEIGHT TYPE>.bin (e.
     f64[n_vec]  dot   f64[n_vec]  abs_sum   f64[n_vec]  dot_deq
 """
 
+import ctypes
+import glob
 import os
 import struct
 import sys
@@ -342,7 +351,80 @@ def write_type(rng, wtype):
     return len(out)
 
 
+# ---- Cross-check against llama.cpp's own functions ----
+
+GGML_FROM_FLOAT = {T.Q8_0: "quantize_row_q8_0", T.Q8_1: "quantize_row_q8_1", T.Q8_K: "quantize_row_q8_K",
+                   T.F16: "ggml_cpu_fp32_to_fp16", T.BF16: "ggml_cpu_fp32_to_bf16"}
+GGML_VEC_DOT = {T.F32: "ggml_vec_dot_f32", T.F16: "ggml_vec_dot_f16", T.BF16: "ggml_vec_dot_bf16",
+                T.Q4_0: "ggml_vec_dot_q4_0_q8_0", T.Q4_1: "ggml_vec_dot_q4_1_q8_1", T.Q5_0: "ggml_vec_dot_q5_0_q8_0",
+                T.Q5_1: "ggml_vec_dot_q5_1_q8_1", T.Q8_0: "ggml_vec_dot_q8_0_q8_0", T.Q4_K: "ggml_vec_dot_q4_K_q8_K",
+                T.Q5_K: "ggml_vec_dot_q5_K_q8_K", T.Q6_K: "ggml_vec_dot_q6_K_q8_K"}
+
+
+def read_fixture(path):
+    data = open(path, "rb").read()
+    assert data[:4] == b"TLQ8"
+    _, wtype, act, count = struct.unpack_from("<IIII", data, 4)
+    pos = 20
+    cases = []
+    for _ in range(count):
+        n, n_vec, row_bytes, act_bytes = struct.unpack_from("<IIII", data, pos)
+        pos += 16
+        row = data[pos:pos + row_bytes]
+        pos += row_bytes
+        x = np.frombuffer(data, "<f4", n * n_vec, pos).reshape(n_vec, n)
+        pos += 4 * n * n_vec
+        acts = [data[pos + j * act_bytes: pos + (j + 1) * act_bytes] for j in range(n_vec)]
+        pos += act_bytes * n_vec
+        dot, abs_sum = (np.frombuffer(data, "<f8", n_vec, pos + 8 * n_vec * k) for k in range(2))
+        pos += 24 * n_vec
+        cases.append((n, row, x, acts, dot, abs_sum))
+    assert pos == len(data)
+    return T(wtype), T(act), cases
+
+
+def check_llama_cpp():
+    default = os.path.expanduser("~/.cache/tilellm/llama_cpp_python-0.3.36/vendor/llama.cpp/build/bin")
+    lib = ctypes.CDLL(os.path.join(os.environ.get("LLAMA_CPP_BIN", default), "libggml-cpu.so"))
+    lib.ggml_cpu_init()  # fills ggml's half -> float table, used by the vec_dot functions
+    failures = 0
+    for path in sorted(glob.glob(os.path.join(OUT, "*.bin"))):
+        wtype, act, cases = read_fixture(path)
+        block = GGML_QUANT_SIZES[wtype][0]
+        worst = 0.0
+        for n, row, x, acts, dot, abs_sum in cases:
+            for j, want in enumerate(acts):
+                if act == T.F32:
+                    got = x[j].astype("<f4").tobytes()
+                else:
+                    out = ctypes.create_string_buffer(len(want))
+                    xj = np.ascontiguousarray(x[j])
+                    getattr(lib, GGML_FROM_FLOAT[act])(xj.ctypes.data_as(ctypes.c_void_p), out, ctypes.c_int64(n))
+                    got = out.raw
+                if got != want:
+                    failures += 1
+                    print(f"{wtype.name}: n={n} vec {j}: ggml's activation bytes differ", file=sys.stderr)
+                s = ctypes.c_float()
+                getattr(lib, GGML_VEC_DOT[wtype])(ctypes.c_int(n), ctypes.byref(s), ctypes.c_size_t(0),
+                                                  ctypes.c_char_p(row), ctypes.c_size_t(0), ctypes.c_char_p(want),
+                                                  ctypes.c_size_t(0), ctypes.c_int(1))
+                # The C++ test's bound (test_quants_q8.cpp, dot_tolerance).
+                L = n / 8 + 32 if block == 1 else 2 * (n // block) + 16
+                err = abs(s.value - dot[j])
+                worst = max(worst, err / abs_sum[j] if abs_sum[j] else 0.0)
+                if err > L * 2.0 ** -24 * abs_sum[j] + 1e-35:
+                    failures += 1
+                    print(f"{wtype.name}: n={n} vec {j}: ggml's dot {s.value} vs {dot[j]}", file=sys.stderr)
+        print(f"{wtype.name:5s} x {act.name:4s}: {len(cases)} cases; max |ggml - dot| / abs_sum = {worst:.2e}")
+    if failures:
+        sys.exit(f"{failures} mismatches against llama.cpp")
+    print("activation bytes identical to ggml's; ggml's dot products within the test's bound")
+
+
 def main():
+    if "--check-llama-cpp" in sys.argv[1:]:
+        check_llama_cpp()
+        return
     os.makedirs(OUT, exist_ok=True)
     rng = np.random.default_rng(SEED)
     total = 0
