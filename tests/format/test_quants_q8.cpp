@@ -445,43 +445,61 @@ Reference reference_dot(GgmlType wt, const uint8_t* row, const uint8_t* act, int
   return r;
 }
 
+// Row lengths that reach every code path: 4608 = 18 x 256 = 144 x 32 runs past the chunks that
+// dot_row_q_multi decodes at a time; 34 and 5 blocks of 32 end in partial groups of two and one blocks (the
+// fixtures have three); 1001 and 2 x 256 are odd lengths for the plain and K types.
+std::vector<int64_t> random_row_lengths(GgmlType wt) {
+  switch (type_traits(wt).block_size) {
+    case 32:
+      return {4608, 34 * 32, 5 * 32};
+    case 256:
+      return {4608, 2 * 256};
+    default:
+      return {4608, 1001};
+  }
+}
+
 TEST(Q8Dispatch, every_path_matches_the_reference_on_long_random_rows) {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd;
   std::uniform_real_distribution<float> spread(-6.0f, 6.0f);
-  const int64_t n = 4608;  // 18 x 256, 144 x 32: beyond every chunk the multi-row kernels use
   for (GgmlType wt : kWeightTypes) {
-    const GgmlType at = activation_type(wt);
-    const std::vector<uint8_t> row = random_row(wt, n, rng);
-    const int n_vec = 6;
-    std::vector<float> x(n * n_vec);
-    float scale = 1.0f;  // changes every 32 elements: blocks of very different magnitudes
-    for (int64_t i = 0; i < n * n_vec; ++i) {
-      if (i % 32 == 0) scale = std::exp2(spread(rng));
-      x[i] = nd(rng) * scale;
-    }
-    const size_t ab = activation_row_size(at, n);
-    std::vector<uint8_t> act(ab * n_vec);
-    ASSERT_TRUE(select_quant_q8_isa_for_testing("scalar"));
-    for (int j = 0; j < n_vec; ++j) quantize_activations(at, x.data() + j * n, act.data() + j * ab, n);
-
-    for (const char* isa : kIsas) {
-      if (!select_quant_q8_isa_for_testing(isa)) continue;
-      std::vector<uint8_t> act_isa(ab * n_vec);
-      for (int j = 0; j < n_vec; ++j) quantize_activations(at, x.data() + j * n, act_isa.data() + j * ab, n);
-      ASSERT_EQ(act_isa, act) << type_name(at) << ": the " << isa << " quantizer differs from the scalar one";
-      std::vector<float> multi(n_vec);
-      dot_row_q_multi(wt, row.data(), n, act.data(), ab, n_vec, multi.data(), 1);
-      for (int j = 0; j < n_vec; ++j) {
-        const Reference ref = reference_dot(wt, row.data(), act.data() + j * ab, n);
-        // One more rounding: dequantize_row rounds offset weights to float.
-        const double tol = dot_tolerance(wt, n, ref.abs_sum, 1);
-        EXPECT_NEAR(dot_row_q(wt, row.data(), act.data() + j * ab, n), ref.dot, tol)
-            << type_name(wt) << " " << isa << " vec " << j;
-        EXPECT_NEAR(multi[j], ref.dot, tol) << type_name(wt) << " " << isa << " multi vec " << j;
+    for (const int64_t n : random_row_lengths(wt)) {
+      const GgmlType at = activation_type(wt);
+      const std::vector<uint8_t> row = random_row(wt, n, rng);
+      const int n_vec = 6;
+      std::vector<float> x(n * n_vec);
+      float scale = 1.0f;  // changes every 32 elements: blocks of very different magnitudes
+      for (int64_t i = 0; i < n * n_vec; ++i) {
+        if (i % 32 == 0) scale = std::exp2(spread(rng));
+        x[i] = nd(rng) * scale;
       }
+      const size_t ab = activation_row_size(at, n);
+      std::vector<uint8_t> act(ab * n_vec);
+      ASSERT_TRUE(select_quant_q8_isa_for_testing("scalar"));
+      for (int j = 0; j < n_vec; ++j) quantize_activations(at, x.data() + j * n, act.data() + j * ab, n);
+
+      for (const char* isa : kIsas) {
+        if (!select_quant_q8_isa_for_testing(isa)) continue;
+        std::vector<uint8_t> act_isa(ab * n_vec);
+        for (int j = 0; j < n_vec; ++j)
+          quantize_activations(at, x.data() + j * n, act_isa.data() + j * ab, n);
+        ASSERT_EQ(act_isa, act) << type_name(at) << ": the " << isa
+                                << " quantizer differs from the scalar one";
+        std::vector<float> multi(n_vec);
+        dot_row_q_multi(wt, row.data(), n, act.data(), ab, n_vec, multi.data(), 1);
+        for (int j = 0; j < n_vec; ++j) {
+          const Reference ref = reference_dot(wt, row.data(), act.data() + j * ab, n);
+          // One more rounding: dequantize_row rounds offset weights to float.
+          const double tol = dot_tolerance(wt, n, ref.abs_sum, 1);
+          EXPECT_NEAR(dot_row_q(wt, row.data(), act.data() + j * ab, n), ref.dot, tol)
+              << type_name(wt) << " n=" << n << " " << isa << " vec " << j;
+          EXPECT_NEAR(multi[j], ref.dot, tol)
+              << type_name(wt) << " n=" << n << " " << isa << " multi vec " << j;
+        }
+      }
+      set_quant_q8_isa_for_testing(true);
     }
-    set_quant_q8_isa_for_testing(true);
   }
 }
 
