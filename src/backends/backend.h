@@ -15,13 +15,14 @@
 namespace tilellm {
 
 // cos/sin of every rotation angle, precomputed once per session: [pos < n_pos][i < rope_dim/2][cos, sin],
-// angle = pos * freq_scale * base^(-2i/rope_dim), computed in double then rounded.
+// angle = pos * freq_scale * base^(-2i/rope_dim) / factor[i], computed in double then rounded. The optional
+// per-pair factors are Llama 3.1's `rope_freqs.weight`.
 struct RopeTable {
   int64_t n_pos = 0;
   int64_t n_half = 0;
   std::vector<float> cos_sin;
   RopeTable() = default;
-  RopeTable(int64_t n_pos, int64_t rope_dim, float base, float freq_scale);
+  RopeTable(int64_t n_pos, int64_t rope_dim, float base, float freq_scale, const float* factors = nullptr);
   const float* at(int64_t pos) const { return cos_sin.data() + size_t(pos * n_half * 2); }
 };
 

@@ -66,6 +66,7 @@ ModelWeights ModelWeights::bind(const GgufFile& f, const ModelConfig& c) {
     w.output = w.tok_embd;
     w.tied_output = true;
   }
+  if (f.tensor("rope_freqs.weight")) w.rope_freqs = vec(f, "rope_freqs.weight", c.rope_dim / 2);
   w.layers.resize(size_t(c.n_layer));
   for (int64_t il = 0; il < c.n_layer; ++il) {
     LayerWeights& L = w.layers[size_t(il)];
@@ -88,7 +89,48 @@ ModelWeights ModelWeights::bind(const GgufFile& f, const ModelConfig& c) {
       L.post_ffn_norm = vec(f, p + "post_ffw_norm.weight", c.n_embd);
     }
   }
+  // A tensor this implementation does not use (a bias, an expert, a vision tower...) means the file describes
+  // a model variant it would run wrongly: refuse it by name rather than produce quietly wrong text.
+  for (const GgufTensor& t : f.tensors()) {
+    if (!w.uses(t.name, c)) {
+      fail(
+          "{}: tensor '{}' is not part of the {} architecture as this engine implements it (unsupported "
+          "variant)",
+          f.path(), t.name, c.arch_name);
+    }
+  }
   return w;
+}
+
+bool ModelWeights::uses(const std::string& name, const ModelConfig& c) const {
+  if (name == "token_embd.weight" || name == "output_norm.weight" || name == "output.weight" ||
+      name == "rope_freqs.weight") {
+    return true;
+  }
+  if (name.rfind("blk.", 0) != 0) return false;
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string::npos) return false;
+  const std::string layer = name.substr(4, dot - 4);
+  if (layer.empty() || layer.size() > 6 || layer.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoll(layer) >= c.n_layer) {
+    return false;
+  }
+  static const char* kCommon[] = {"attn_norm.weight", "attn_q.weight",      "attn_k.weight",
+                                  "attn_v.weight",    "attn_output.weight", "ffn_norm.weight",
+                                  "ffn_gate.weight",  "ffn_up.weight",      "ffn_down.weight"};
+  static const char* kQkNorm[] = {"attn_q_norm.weight", "attn_k_norm.weight"};
+  static const char* kPostNorm[] = {"post_attention_norm.weight", "post_ffw_norm.weight"};
+  const std::string rest = name.substr(dot + 1);
+  for (const char* n : kCommon) {
+    if (rest == n) return true;
+  }
+  for (const char* n : kQkNorm) {
+    if (c.qk_norm && rest == n) return true;
+  }
+  for (const char* n : kPostNorm) {
+    if (c.post_norms && rest == n) return true;
+  }
+  return false;
 }
 
 }  // namespace tilellm

@@ -40,9 +40,13 @@ struct ModelWeights {
   std::vector<float> output_norm;  // [n_embd]
   Weight output;                   // [n_vocab][n_embd]; the embedding itself when the model ties them
   bool tied_output = false;
+  std::vector<float>
+      rope_freqs;  // [rope_dim/2] per-pair divisors of the RoPE frequencies (Llama 3.1), or empty
   std::vector<LayerWeights> layers;
 
   static ModelWeights bind(const GgufFile& f, const ModelConfig& c);
+  // Whether a tensor of this name is one the architecture's layer loop reads.
+  bool uses(const std::string& name, const ModelConfig& c) const;
 };
 
 }  // namespace tilellm

@@ -30,7 +30,8 @@ Session::Session(const Model& model, const SessionOptions& opts)
       kv_(model.config().n_layer, context_size(model, opts), model.config().n_head_kv,
           model.config().head_dim, opts.kv_type),
       rope_global_(kv_.n_ctx(), model.config().rope_dim, model.config().rope_base,
-                   model.config().rope_freq_scale),
+                   model.config().rope_freq_scale,
+                   model.weights().rope_freqs.empty() ? nullptr : model.weights().rope_freqs.data()),
       rope_local_(model.config().sliding_window > 0
                       ? RopeTable(kv_.n_ctx(), model.config().rope_dim, model.config().rope_base_swa,
                                   model.config().rope_freq_scale)

@@ -208,6 +208,24 @@ TEST(Gguf, model_rejects_missing_tensor) {
   expect_bind_error(s, {"blk.2.attn_k_norm.weight", "missing"});
 }
 
+TEST(Gguf, model_rejects_tensor_it_would_ignore) {
+  // A bias the llama layer loop does not apply would make the output quietly wrong: the load must refuse it.
+  const std::string p = tmp_path("bias.gguf");
+  auto w = test::tiny_model(test::TinySpec{});
+  w.tensor_f32("blk.0.attn_q.bias", {48}, std::vector<float>(48, 0.5f));
+  w.write(p);
+  auto f = GgufFile::open(p);
+  try {
+    ModelWeights::bind(*f, ModelConfig::from_gguf(*f));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'blk.0.attn_q.bias' is not part of the llama architecture"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(p);
+}
+
 TEST(Gguf, model_rejects_unknown_architecture) {
   test::TinySpec s;
   s.arch = "mamba";

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Whole-model check: the engine's logits at every position equal the independent NumPy float64 forward pass
-(tests/reference/forward.py) within a relative L2 error of 1e-3.
+"""Whole-model check of the float path (--activations f32): the engine's logits at every position equal the
+independent NumPy float64 forward pass (tests/reference/forward.py) within a relative L2 error of 1e-3. (The
+default 8-bit-activation path is held to llama.cpp by tests/model/test_goldens.cpp and check_perplexity.py.)
 
 Run by CTest as `check_model_logits.py TILELLM_BINARY CASE`, CASE one of:
-  tiny-<arch>-<type>   a random tiny model written by make_tiny_model.py (covers F32/F16/Q8_0/Q4_0/Q5_0 weights,
+  tiny-<arch>-<type>[-<flag>]  a random tiny model written by make_tiny_model.py (covers F32/F16/Q8_0/Q4_0/Q5_0 weights,
                        grouped-query attention, gemma3's q/k norms, post-norms and a 5-token sliding window that a
                        20-token sequence crosses), KV cache f32 and f16
   smollm2 | gemma3     the real models (models/), on prompts tokenized by the engine, KV cache f32 and f16
@@ -46,7 +47,7 @@ def rel_l2(cand: np.ndarray, ref: np.ndarray) -> np.ndarray:
 def engine_logits(binary: str, model: str, tokens: list[int], cache: str, tmp: str) -> np.ndarray:
     out = os.path.join(tmp, f"logits_{cache}.npy")
     subprocess.run([binary, "dump-logits", "-m", model, "--tokens", ",".join(map(str, tokens)), "-o", out,
-                    "--cache-type", cache, "-t", "2"], check=True, stderr=subprocess.DEVNULL)
+                    "--cache-type", cache, "--activations", "f32", "-t", "2"], check=True, stderr=subprocess.DEVNULL)
     return np.load(out).astype(np.float64)
 
 
@@ -77,10 +78,11 @@ def main() -> int:
     binary, case = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as tmp:
         if case.startswith("tiny-"):
-            _, arch, wtype = case.split("-")
+            _, arch, wtype, *extra = case.split("-", 3)
             model = os.path.join(tmp, "tiny.gguf")
             subprocess.run([sys.executable, os.path.join(ROOT, "tests", "reference", "make_tiny_model.py"), model,
-                            "--arch", arch, "--type", wtype, "--seed", "7"], check=True)
+                            "--arch", arch, "--type", wtype, "--seed", "7"] + [f"--{e}" for e in extra],
+                           check=True)
             ok = check(binary, model, TINY_TOKENS, tmp, LIMITS)
         else:
             file, prompts = REAL[case]

@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--type", choices=sorted(TYPES), default="f32", help="type of the 2-D weight matrices")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--window", type=int, default=5, help="gemma3 sliding window")
+    ap.add_argument("--rope-freqs", action="store_true", help="add Llama 3.1-style rope_freqs.weight factors")
     a = ap.parse_args()
 
     rng = np.random.default_rng(a.seed)
@@ -82,6 +83,8 @@ def main() -> None:
     def vec(name: str, n: int) -> None:
         w.add_tensor(name, (1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32))
 
+    if a.rope_freqs:  # per-pair frequency divisors, as Llama 3.1 files carry them
+        w.add_tensor("rope_freqs.weight", (1.0 + 7.0 * rng.random(head_dim // 2)).astype(np.float32))
     mat("token_embd.weight", n_embd, n_vocab, 1.0)
     vec("output_norm.weight", n_embd)
     if a.arch == "llama":
