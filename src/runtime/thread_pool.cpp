@@ -1,8 +1,37 @@
 #include "runtime/thread_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TILELLM_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define TILELLM_PAUSE() asm volatile("yield")
+#else
+#define TILELLM_PAUSE() ((void)0)
+#endif
+
 namespace tilellm {
+namespace {
+
+// A waiting thread first spins with pause hints (the next op is usually microseconds away), then yields its
+// core between checks (so that on an oversubscribed machine the thread it waits for can run), and a worker
+// finally sleeps: about a millisecond in all, longer than the gap between two ops, shorter than a user's
+// pause.
+constexpr int kPauseSpins = 2000;
+constexpr int kYieldSpins = 2000;
+
+inline void backoff(int spins) {
+  if (spins < kPauseSpins) {
+    TILELLM_PAUSE();
+  } else {
+    sched_yield();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   workers_.reserve(size_t(n_threads_ - 1));
@@ -12,7 +41,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
@@ -39,36 +68,43 @@ void ThreadPool::run(int64_t n, int64_t grain, Fn fn, void* ctx) {
     fn(ctx, 0, n, 0);
     return;
   }
-  {
+  fn_ = fn;
+  ctx_ = ctx;
+  n_ = n;
+  chunk_ = chunk;
+  next_.store(0, std::memory_order_relaxed);
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  // seq_cst on generation_ and sleepers_: a worker that registered as a sleeper before this bump is seen here
+  // and notified; one that registers after it sees the bump in its wait predicate.
+  generation_.fetch_add(1);
+  if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lk(mu_);
-    fn_ = fn;
-    ctx_ = ctx;
-    n_ = n;
-    chunk_ = chunk;
-    next_.store(0, std::memory_order_relaxed);
-    active_.store(n_threads_ - 1, std::memory_order_relaxed);
-    ++generation_;
+    wake_.notify_all();
   }
-  wake_.notify_all();
   work_on_current(0);
-  std::unique_lock<std::mutex> lk(mu_);
-  done_cv_.wait(lk, [this] { return active_.load(std::memory_order_acquire) == 0; });
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) backoff(spins);
 }
 
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    {
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int spins = 0; g == seen; g = generation_.load(std::memory_order_acquire)) {
+      if (stop_.load(std::memory_order_relaxed)) return;
+      if (++spins < kPauseSpins + kYieldSpins) {
+        backoff(spins);
+        continue;
+      }
       std::unique_lock<std::mutex> lk(mu_);
-      wake_.wait(lk, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      sleepers_.fetch_add(1);
+      wake_.wait(lk, [&] { return stop_.load() || generation_.load() != seen; });
+      sleepers_.fetch_sub(1);
+      spins = 0;
     }
+    if (stop_.load(std::memory_order_relaxed)) return;
+    seen = g;
     work_on_current(index);
-    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lk(mu_);
-      done_cv_.notify_one();
-    }
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
