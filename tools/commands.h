@@ -10,5 +10,6 @@ void register_chat(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_dump_logits(CLI::App& app);
+void register_bench(CLI::App& app);
 
 }  // namespace tilellm::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   tilellm::cli::register_perplexity(app);
   tilellm::cli::register_tokenize(app);
   tilellm::cli::register_dump_logits(app);
+  tilellm::cli::register_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

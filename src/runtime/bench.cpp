@@ -1,0 +1,536 @@
+#include "runtime/bench.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "format/error.h"
+#include "runtime/aligned.h"
+
+namespace tilellm::bench {
+namespace {
+
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+// Value kinds decide how a field is written in JSON (llama-bench quotes strings, not numbers).
+enum class Kind { Str, Int, Float };
+
+// One output cell: a field name, how JSON writes it, and its text (numbers as llama-bench prints them:
+// integers plain, rates with "%f"). Order: llama-bench's field order for the fields that mean something on a
+// CPU engine, then ours.
+struct Cell {
+  const char* name;
+  Kind kind;
+  std::string text;
+};
+
+std::vector<Cell> cells(const Row& r) {
+  return {
+      {"build_commit", Kind::Str, r.build_commit},
+      {"build_number", Kind::Int, "0"},
+      {"cpu_info", Kind::Str, r.cpu_info},
+      {"gpu_info", Kind::Str, ""},
+      {"backends", Kind::Str, "CPU"},
+      {"model_filename", Kind::Str, r.model_filename},
+      {"model_type", Kind::Str, r.model_type},
+      {"model_size", Kind::Int, std::to_string(r.model_size)},
+      {"model_n_params", Kind::Int, std::to_string(r.model_n_params)},
+      {"n_batch", Kind::Int, std::to_string(r.n_batch)},
+      {"n_ubatch", Kind::Int, std::to_string(r.n_batch)},
+      {"n_threads", Kind::Int, std::to_string(r.n_threads)},
+      {"type_k", Kind::Str, r.type_k},
+      {"type_v", Kind::Str, r.type_v},
+      {"n_gpu_layers", Kind::Int, "0"},
+      {"n_prompt", Kind::Int, std::to_string(r.test.n_prompt)},
+      {"n_gen", Kind::Int, std::to_string(r.test.n_gen)},
+      {"n_depth", Kind::Int, std::to_string(r.test.n_depth)},
+      {"test_time", Kind::Str, r.test_time},
+      {"avg_ns", Kind::Int, std::to_string(r.avg_ns())},
+      {"stddev_ns", Kind::Int, std::to_string(r.stddev_ns())},
+      {"avg_ts", Kind::Float, std::to_string(r.avg_ts())},
+      {"stddev_ts", Kind::Float, std::to_string(r.stddev_ts())},
+      {"backend", Kind::Str, r.backend},
+      {"cpu_set", Kind::Str, r.cpu_set},
+      {"weights_mode", Kind::Str, r.weights_mode},
+      {"activations", Kind::Str, r.activations},
+      {"commit", Kind::Str, r.build_commit},
+      {"weight_bytes_per_token", Kind::Int, std::to_string(r.weight_bytes_per_token)},
+  };
+}
+
+nlohmann::ordered_json to_json(const Row& r) {
+  nlohmann::ordered_json j;
+  for (const Cell& c : cells(r)) {
+    switch (c.kind) {
+      case Kind::Str:
+        j[c.name] = c.text;
+        break;
+      case Kind::Int:
+        j[c.name] = std::stoll(c.text);
+        break;
+      case Kind::Float:
+        j[c.name] = std::stod(c.text);
+        break;
+    }
+  }
+  j["samples_ns"] = r.samples_ns;
+  j["samples_ts"] = r.samples_ts();
+  return j;
+}
+
+std::string csv_quote(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + "\"";
+}
+
+class CsvPrinter final : public Printer {
+ public:
+  std::string header() override {
+    std::string h;
+    for (const auto& n : field_names()) {
+      if (!h.empty()) h += ',';
+      h += n;
+    }
+    return h + "\n";
+  }
+  std::string row(const Row& r) override {
+    std::string line;
+    for (const Cell& c : cells(r)) {
+      if (!line.empty()) line += ',';
+      line += csv_quote(c.text);
+    }
+    return line + "\n";
+  }
+};
+
+class JsonPrinter final : public Printer {
+ public:
+  std::string header() override { return "[\n"; }
+  std::string row(const Row& r) override {
+    std::string s = first_ ? "" : ",\n";
+    first_ = false;
+    // Indented by two inside the array, like llama-bench's.
+    std::string body = to_json(r).dump(2);
+    std::string indented = "  ";
+    for (char c : body) {
+      indented += c;
+      if (c == '\n') indented += "  ";
+    }
+    return s + indented;
+  }
+  std::string footer() override { return first_ ? "]\n" : "\n]\n"; }
+
+ private:
+  bool first_ = true;
+};
+
+class JsonlPrinter final : public Printer {
+ public:
+  std::string row(const Row& r) override { return to_json(r).dump() + "\n"; }
+};
+
+// Pads to |width| display columns (UTF-8 aware, for "±"): left-aligned when width < 0, else right-aligned.
+std::string pad(const std::string& s, int width) {
+  size_t cols = 0;
+  for (unsigned char c : s) cols += (c & 0xC0) != 0x80;  // count code points, not continuation bytes
+  const size_t w = size_t(std::abs(width));
+  if (cols >= w) return s;
+  const std::string fill(w - cols, ' ');
+  return width < 0 ? s + fill : fill + s;
+}
+
+// llama-bench's table: | model | size | params | backend | threads | test | t/s |, right-aligned numbers.
+class MdPrinter final : public Printer {
+ public:
+  std::string header() override {
+    std::string h = "|";
+    std::string rule = "|";
+    for (const auto& c : columns()) {
+      h += ' ';
+      h += pad(c.title, c.width);
+      h += " |";
+      rule += ' ';
+      rule.append(size_t(std::abs(c.width) - 1), '-');
+      rule += c.width > 0 ? ": |" : "- |";
+    }
+    return h + "\n" + rule + "\n";
+  }
+  std::string row(const Row& r) override {
+    commit_ = r.build_commit;
+    const std::string size = r.model_size < (uint64_t(1) << 30)
+                                 ? fmt::format("{:.2f} MiB", double(r.model_size) / (1 << 20))
+                                 : fmt::format("{:.2f} GiB", double(r.model_size) / (1 << 30));
+    const std::string params = r.model_n_params < 1000000000
+                                   ? fmt::format("{:.2f} M", double(r.model_n_params) / 1e6)
+                                   : fmt::format("{:.2f} B", double(r.model_n_params) / 1e9);
+    const std::string cells[] = {r.model_type,
+                                 size,
+                                 params,
+                                 "CPU",
+                                 std::to_string(r.n_threads),
+                                 test_name(r.test),
+                                 fmt::format("{:.2f} ± {:.2f}", r.avg_ts(), r.stddev_ts())};
+    std::string line = "|";
+    size_t i = 0;
+    for (const auto& c : columns()) {
+      line += ' ';
+      line += pad(cells[i++], c.width);
+      line += " |";
+    }
+    return line + "\n";
+  }
+  std::string footer() override {
+    return fmt::format("\nbuild: {}\n", commit_.empty() ? "unknown" : commit_);
+  }
+
+ private:
+  struct Column {
+    const char* title;
+    int width;  // negative: left-aligned
+  };
+  static const std::vector<Column>& columns() {
+    static const std::vector<Column> c = {{"model", -30}, {"size", 10}, {"params", 10}, {"backend", -10},
+                                          {"threads", 7}, {"test", 15}, {"t/s", 20}};
+    return c;
+  }
+  std::string commit_;
+};
+
+void append_range(std::string& out, int a, int b) {
+  if (!out.empty()) out += ',';
+  out += a == b ? std::to_string(a) : fmt::format("{}-{}", a, b);
+}
+
+}  // namespace
+
+std::string test_name(const TestSpec& t) {
+  std::string s;
+  if (t.n_prompt > 0 && t.n_gen == 0) {
+    s = fmt::format("pp{}", t.n_prompt);
+  } else if (t.n_gen > 0 && t.n_prompt == 0) {
+    s = fmt::format("tg{}", t.n_gen);
+  } else {
+    s = fmt::format("pp{}+tg{}", t.n_prompt, t.n_gen);
+  }
+  if (t.n_depth > 0) s += fmt::format(" @ d{}", t.n_depth);
+  return s;
+}
+
+std::vector<int64_t> parse_int_list(const std::string& s, const std::string& what) {
+  std::vector<int64_t> out;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string part = s.substr(i, j - i);
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || v < 0) {
+      fail("{}: '{}' is not a non-negative integer (expected a comma list such as 128,512)", what, part);
+    }
+    out.push_back(v);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::vector<TestSpec> make_tests(const std::vector<int64_t>& p, const std::vector<int64_t>& n,
+                                 const std::vector<int64_t>& pg, const std::vector<int64_t>& d) {
+  if (pg.size() % 2 != 0) fail("-pg takes pairs of prompt,gen token counts, got {} numbers", pg.size());
+  std::vector<TestSpec> tests;
+  const std::vector<int64_t> depths = d.empty() ? std::vector<int64_t>{0} : d;
+  for (int64_t nd : depths) {
+    for (int64_t np : p) {
+      if (np > 0) tests.push_back({np, 0, nd});
+    }
+    for (int64_t ng : n) {
+      if (ng > 0) tests.push_back({0, ng, nd});
+    }
+    for (size_t i = 0; i < pg.size(); i += 2) {
+      if (pg[i] > 0 || pg[i + 1] > 0) tests.push_back({pg[i], pg[i + 1], nd});
+    }
+  }
+  return tests;
+}
+
+double mean(const std::vector<double>& v) {
+  if (v.empty()) return 0.0;
+  double s = 0.0;
+  for (double x : v) s += x;
+  return s / double(v.size());
+}
+
+double stddev(const std::vector<double>& v) {
+  if (v.size() < 2) return 0.0;
+  const double m = mean(v);
+  double s = 0.0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / double(v.size() - 1));
+}
+
+uint64_t Row::avg_ns() const {
+  if (samples_ns.empty()) return 0;
+  uint64_t s = 0;
+  for (uint64_t x : samples_ns) s += x;
+  return s / samples_ns.size();
+}
+
+uint64_t Row::stddev_ns() const {
+  return uint64_t(stddev(std::vector<double>(samples_ns.begin(), samples_ns.end())));
+}
+
+std::vector<double> Row::samples_ts() const {
+  std::vector<double> ts;
+  const double n_tok = double(test.n_prompt + test.n_gen);
+  for (uint64_t ns : samples_ns) ts.push_back(ns ? 1e9 * n_tok / double(ns) : 0.0);
+  return ts;
+}
+
+double Row::avg_ts() const {
+  return mean(samples_ts());
+}
+double Row::stddev_ts() const {
+  return stddev(samples_ts());
+}
+
+Format parse_format(const std::string& s) {
+  if (s == "md") return Format::Md;
+  if (s == "csv") return Format::Csv;
+  if (s == "json") return Format::Json;
+  if (s == "jsonl") return Format::Jsonl;
+  fail("unknown output format '{}' (expected md, csv, json or jsonl)", s);
+}
+
+std::unique_ptr<Printer> make_printer(Format f) {
+  switch (f) {
+    case Format::Md:
+      return std::make_unique<MdPrinter>();
+    case Format::Csv:
+      return std::make_unique<CsvPrinter>();
+    case Format::Json:
+      return std::make_unique<JsonPrinter>();
+    case Format::Jsonl:
+      return std::make_unique<JsonlPrinter>();
+  }
+  fail("internal: unknown format");
+}
+
+const std::vector<std::string>& field_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const Cell& c : cells(Row{})) n.emplace_back(c.name);
+    return n;
+  }();
+  return names;
+}
+
+std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t seed) {
+  const Model& m = s.model();
+  const int64_t V = m.config().n_vocab;
+  const Tokenizer& tok = m.tokenizer();
+  const bool bos = tok.add_bos() && tok.bos() >= 0;
+  std::mt19937 rng(seed);
+  auto random_ids = [&](int64_t n, bool first_bos) {
+    std::vector<int32_t> ids(size_t(std::max<int64_t>(n, 0)));
+    for (auto& id : ids) id = int32_t(rng() % uint32_t(V));
+    if (first_bos && !ids.empty()) ids[0] = tok.bos();
+    return ids;
+  };
+  // All token ids are drawn before timing; the timed region is only eval() calls.
+  const std::vector<int32_t> depth = random_ids(t.n_depth, bos);
+  const std::vector<int32_t> prompt = random_ids(t.n_prompt, bos && t.n_depth == 0);
+  const std::vector<int32_t> gen = random_ids(t.n_gen, bos && t.n_depth == 0 && t.n_prompt == 0);
+
+  s.reset();
+  s.eval(depth.data(), int64_t(depth.size()));
+  // Warm-up: the whole prompt and one decode step, like llama-bench.
+  s.eval(prompt.data(), int64_t(prompt.size()));
+  if (!gen.empty()) s.eval(gen.data(), 1);
+
+  std::vector<uint64_t> samples;
+  for (int r = 0; r < reps; ++r) {
+    s.truncate(t.n_depth);
+    const uint64_t t0 = now_ns();
+    s.eval(prompt.data(), int64_t(prompt.size()));
+    for (int32_t id : gen) s.eval(&id, 1);
+    samples.push_back(now_ns() - t0);
+  }
+  return samples;
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t c = line.find(':');
+      if (c == std::string::npos) break;
+      size_t b = line.find_first_not_of(" \t", c + 1);
+      return b == std::string::npos ? "unknown" : line.substr(b);
+    }
+  }
+  return "unknown";
+}
+
+std::string cpu_affinity_list() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return "unknown";
+  std::string out;
+  int start = -1;
+  for (int c = 0; c <= CPU_SETSIZE; ++c) {
+    const bool in = c < CPU_SETSIZE && CPU_ISSET(c, &set);
+    if (in && start < 0) start = c;
+    if (!in && start >= 0) {
+      append_range(out, start, c - 1);
+      start = -1;
+    }
+  }
+  return out;
+}
+
+std::string utc_now_rfc3339() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string file_type_name(int64_t ftype) {
+  switch (ftype) {
+    case 0:
+      return "all F32";
+    case 1:
+      return "F16";
+    case 2:
+      return "Q4_0";
+    case 3:
+      return "Q4_1";
+    case 7:
+      return "Q8_0";
+    case 8:
+      return "Q5_0";
+    case 9:
+      return "Q5_1";
+    case 10:
+      return "Q2_K - Medium";
+    case 11:
+      return "Q3_K - Small";
+    case 12:
+      return "Q3_K - Medium";
+    case 13:
+      return "Q3_K - Large";
+    case 14:
+      return "Q4_K - Small";
+    case 15:
+      return "Q4_K - Medium";
+    case 16:
+      return "Q5_K - Small";
+    case 17:
+      return "Q5_K - Medium";
+    case 18:
+      return "Q6_K";
+    case 32:
+      return "BF16";
+    default:
+      return "unknown";
+  }
+}
+
+std::string model_type(const Model& m) {
+  const double p = double(m.n_params());
+  const std::string params = p >= 1e9 ? fmt::format("{:.1f}B", p / 1e9) : fmt::format("{:.0f}M", p / 1e6);
+  return fmt::format("{} {} {}", m.config().arch_name, params,
+                     file_type_name(m.file().get_int_or("general.file_type", -1)));
+}
+
+uint64_t weight_bytes_per_token(const Model& m) {
+  const ModelWeights& w = m.weights();
+  auto bytes = [](const Weight& x) { return uint64_t(x.row_bytes) * uint64_t(x.n_out); };
+  uint64_t total = bytes(w.output) + w.tok_embd.row_bytes;
+  for (const LayerWeights& l : w.layers) {
+    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) + bytes(l.w_up) +
+             bytes(l.w_down);
+  }
+  return total;
+}
+
+MemBandwidth measure_membw(size_t buffer_bytes, int n_threads, int reps) {
+  n_threads = std::max(n_threads, 1);
+  const size_t n_words = buffer_bytes / sizeof(uint64_t);
+  AlignedBuffer src(n_words * sizeof(uint64_t));
+  AlignedBuffer dst(n_words * sizeof(uint64_t));
+  // Touch every page first so that page faults are not timed.
+  std::memset(src.as(), 1, n_words * sizeof(uint64_t));
+  std::memset(dst.as(), 0, n_words * sizeof(uint64_t));
+  const uint64_t* s = src.as<uint64_t>();
+  uint64_t* d = dst.as<uint64_t>();
+
+  auto run = [&](auto&& body) {
+    std::vector<std::thread> threads;
+    const uint64_t t0 = now_ns();
+    for (int i = 0; i < n_threads; ++i) {
+      const size_t a = n_words * size_t(i) / size_t(n_threads);
+      const size_t b = n_words * size_t(i + 1) / size_t(n_threads);
+      threads.emplace_back([&body, i, a, b] { body(size_t(i), a, b); });
+    }
+    for (auto& t : threads) t.join();
+    return now_ns() - t0;
+  };
+  std::vector<uint64_t> sums(size_t(n_threads) * 8, 0);  // one cache line per thread
+  uint64_t best_copy = UINT64_MAX, best_read = UINT64_MAX;
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    best_copy = std::min(best_copy, run([&](size_t, size_t a, size_t b) {
+                           std::memcpy(d + a, s + a, (b - a) * sizeof(uint64_t));
+                         }));
+    best_read = std::min(best_read, run([&](size_t t, size_t a, size_t b) {
+                           // Four independent sums so that the loop is bound by loads, not by one add chain.
+                           uint64_t x0 = 0, x1 = 0, x2 = 0, x3 = 0;
+                           size_t i = a;
+                           for (; i + 4 <= b; i += 4) {
+                             x0 += s[i];
+                             x1 += s[i + 1];
+                             x2 += s[i + 2];
+                             x3 += s[i + 3];
+                           }
+                           for (; i < b; ++i) x0 += s[i];
+                           sums[t * 8] += x0 + x1 + x2 + x3;
+                         }));
+  }
+  // Keep the sums observable so that the reads cannot be optimised away.
+  volatile uint64_t sink = 0;
+  for (uint64_t x : sums) sink = sink + x;
+  (void)sink;
+
+  MemBandwidth bw;
+  bw.buffer_bytes = n_words * sizeof(uint64_t);
+  bw.n_threads = n_threads;
+  bw.copy_gbs = 2.0 * double(bw.buffer_bytes) / double(best_copy);
+  bw.read_gbs = double(bw.buffer_bytes) / double(best_read);
+  return bw;
+}
+
+}  // namespace tilellm::bench

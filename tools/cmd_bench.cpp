@@ -1,0 +1,251 @@
+// `tilellm bench`: llama-bench's tests, options and output formats on TileLLM (see runtime/bench.h), and
+// `--membw`, the machine's memory bandwidth for the decode roofline.
+//
+//   tilellm bench -m a.gguf,b.gguf -p 128,512 -n 64 -pg 512,128 -t 1,2 -r 5 -o json
+//
+// Every model x threads x depth x test is one row. Each row gets its own session whose context is sized to
+// fit the test (depth + prompt + gen tokens) unless -c asks for more.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "commands.h"
+#include "common.h"
+#include "format/error.h"
+#include "runtime/bench.h"
+
+namespace tilellm::cli {
+namespace {
+
+struct BenchArgs {
+  std::vector<std::string> models;
+  std::vector<std::string> n_prompt{"512"};
+  std::vector<std::string> n_gen{"128"};
+  std::vector<std::string> pg;
+  std::vector<std::string> depth{"0"};
+  std::vector<std::string> threads;
+  int reps = 5;
+  std::string output = "md";
+  std::string activations = "q8";
+  std::string kv_type = "f16";
+  int64_t ctx = 0;
+  int64_t batch = 64;
+  uint32_t seed = 1234;
+  bool membw = false;
+  int64_t membw_mib = 256;
+};
+
+// "a,b" "c" -> a b c
+std::vector<std::string> split_all(const std::vector<std::string>& v) {
+  std::vector<std::string> out;
+  for (const auto& s : v) {
+    size_t i = 0;
+    while (i <= s.size()) {
+      size_t j = s.find(',', i);
+      if (j == std::string::npos) j = s.size();
+      if (j > i) out.push_back(s.substr(i, j - i));
+      i = j + 1;
+    }
+  }
+  return out;
+}
+
+// CLI11 reads llama-bench's "-pg 512,128" as -p with the value "g" followed by "512,128"; move every such
+// pair to pg. When -p itself was not given, llama-bench's default prompt test stays.
+void take_pg_from_p(std::vector<std::string>& p, std::vector<std::string>& pg) {
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == "g") {
+      if (i + 1 == p.size()) fail("-pg needs a 'prompt,gen' pair");
+      pg.push_back(p[++i]);
+    } else {
+      rest.push_back(p[i]);
+    }
+  }
+  p = rest.empty() ? std::vector<std::string>{"512"} : rest;
+}
+
+std::vector<int64_t> ints(const std::vector<std::string>& v, const char* what) {
+  std::vector<int64_t> out;
+  for (const auto& s : v) {
+    for (int64_t x : bench::parse_int_list(s, what)) out.push_back(x);
+  }
+  return out;
+}
+
+// The commit of the source tree this binary was built from, read at run time (no build-system step needed).
+std::string source_commit() {
+  const std::string cmd =
+      std::string("git -C '") + TILELLM_SOURCE_DIR + "' rev-parse --short HEAD 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return "unknown";
+  char buf[64] = {};
+  const bool ok = std::fgets(buf, sizeof(buf), p) != nullptr;
+  const int rc = pclose(p);
+  std::string s = ok ? buf : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return rc == 0 && !s.empty() ? s : "unknown";
+}
+
+std::vector<int> thread_counts(const BenchArgs& a) {
+  std::vector<int> t;
+  for (int64_t x : ints(a.threads, "-t")) {
+    if (x < 1 || x > 4096) fail("-t: thread count {} is out of range", x);
+    t.push_back(int(x));
+  }
+  if (t.empty()) t.push_back(int(std::max(1u, std::thread::hardware_concurrency())));
+  return t;
+}
+
+void run_membw(const BenchArgs& a, bench::Format f) {
+  if (a.membw_mib < 1) fail("--membw-mib must be at least 1");
+  const std::string commit = source_commit(), cpu = bench::cpu_model_name(),
+                    cpu_set = bench::cpu_affinity_list();
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  if (f == bench::Format::Md) {
+    std::printf("| %-30s | %7s | %10s | %14s | %14s |\n", "cpu", "threads", "buffer", "copy r+w GB/s",
+                "read GB/s");
+    std::printf("| %s | %s | %s | %s | %s |\n", std::string(30, '-').c_str(),
+                "------:", "---------:", "-------------:", "-------------:");
+  } else if (f == bench::Format::Csv) {
+    std::printf("cpu_info,cpu_set,commit,n_threads,buffer_bytes,membw_copy_gbs,membw_read_gbs\n");
+  }
+  for (int t : thread_counts(a)) {
+    const bench::MemBandwidth bw = bench::measure_membw(size_t(a.membw_mib) << 20, t, std::max(a.reps, 1));
+    nlohmann::ordered_json j;
+    j["cpu_info"] = cpu;
+    j["cpu_set"] = cpu_set;
+    j["commit"] = commit;
+    j["test_time"] = bench::utc_now_rfc3339();
+    j["n_threads"] = bw.n_threads;
+    j["buffer_bytes"] = bw.buffer_bytes;
+    j["membw_copy_gbs"] = bw.copy_gbs;
+    j["membw_read_gbs"] = bw.read_gbs;
+    switch (f) {
+      case bench::Format::Md:
+        std::printf("| %-30s | %7d | %6lld MiB | %14.2f | %14.2f |\n", cpu.c_str(), t, (long long)a.membw_mib,
+                    bw.copy_gbs, bw.read_gbs);
+        break;
+      case bench::Format::Csv:
+        std::printf("\"%s\",\"%s\",\"%s\",%d,%zu,%f,%f\n", cpu.c_str(), cpu_set.c_str(), commit.c_str(), t,
+                    bw.buffer_bytes, bw.copy_gbs, bw.read_gbs);
+        break;
+      case bench::Format::Json:
+        rows.push_back(j);
+        break;
+      case bench::Format::Jsonl:
+        std::printf("%s\n", j.dump().c_str());
+        break;
+    }
+    std::fflush(stdout);
+  }
+  if (f == bench::Format::Json) std::printf("%s\n", rows.dump(2).c_str());
+}
+
+void run_bench(BenchArgs a) {
+  take_pg_from_p(a.n_prompt, a.pg);
+  const bench::Format format = bench::parse_format(a.output);
+  if (a.membw) {
+    run_membw(a, format);
+    return;
+  }
+  if (a.reps < 1) fail("-r must be at least 1, got {}", a.reps);
+  const std::vector<std::string> models = split_all(a.models);
+  if (models.empty()) fail("no model given (-m)");
+  const std::vector<bench::TestSpec> tests =
+      bench::make_tests(ints(a.n_prompt, "-p"), ints(a.n_gen, "-n"), ints(a.pg, "-pg"), ints(a.depth, "-d"));
+  if (tests.empty()) fail("no tests to run (every -p, -n and -pg count is zero)");
+  const std::vector<int> threads = thread_counts(a);
+
+  const std::string commit = source_commit(), cpu = bench::cpu_model_name(),
+                    cpu_set = bench::cpu_affinity_list();
+  const bool tty = isatty(STDERR_FILENO);
+  std::unique_ptr<bench::Printer> printer = bench::make_printer(format);
+  std::fputs(printer->header().c_str(), stdout);
+  std::fflush(stdout);
+  for (const std::string& path : models) {
+    ModelArgs ma;
+    ma.model = path;
+    auto model = load_model(ma);
+    for (int nt : threads) {
+      for (const bench::TestSpec& t : tests) {
+        const int64_t need = t.n_depth + t.n_prompt + t.n_gen;
+        SessionOptions so;
+        so.n_threads = nt;
+        so.n_ctx = std::max<int64_t>(a.ctx, std::max<int64_t>(need, 1));
+        so.n_batch = a.batch;
+        so.kv_type = a.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
+        so.activations = a.activations == "f32" ? ActivationMode::F32 : ActivationMode::Quantized;
+        Session session(*model, so);
+
+        bench::Row r;
+        r.build_commit = commit;
+        r.cpu_info = cpu;
+        r.model_filename = path;
+        r.model_type = bench::model_type(*model);
+        r.model_size = model->weight_bytes();
+        r.model_n_params = model->n_params();
+        r.n_batch = a.batch;
+        r.n_threads = nt;
+        r.type_k = r.type_v = a.kv_type;
+        r.test = t;
+        r.cpu_set = cpu_set;
+        r.activations = a.activations;
+        r.weight_bytes_per_token = bench::weight_bytes_per_token(*model);
+        r.test_time = bench::utc_now_rfc3339();
+        if (tty) {
+          std::fprintf(stderr, "bench: %s, %d threads, %s: %d runs after a warm-up\n", path.c_str(), nt,
+                       bench::test_name(t).c_str(), a.reps);
+        }
+        r.samples_ns = bench::measure(session, t, a.reps, a.seed);
+        std::fputs(printer->row(r).c_str(), stdout);
+        std::fflush(stdout);
+      }
+    }
+  }
+  std::fputs(printer->footer().c_str(), stdout);
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "bench", "prompt-processing and generation speed, with llama-bench's tests, fields and formats");
+  sub->add_option("-m,--model", a->models, "GGUF model file(s); repeat or give a comma list");
+  sub->add_option("-p,--n-prompt", a->n_prompt, "prompt tokens per pp test, comma list (0: none)")
+      ->capture_default_str();
+  sub->add_option("-n,--n-gen", a->n_gen, "generated tokens per tg test, comma list (0: none)")
+      ->capture_default_str();
+  sub->add_option("--pg", a->pg, "pp+tg test as 'prompt,gen' (llama-bench's -pg also works); repeatable");
+  sub->add_option("-d,--n-depth", a->depth, "tokens already in the cache before each test, comma list")
+      ->capture_default_str();
+  sub->add_option("-r,--repetitions", a->reps, "timed runs per test")->capture_default_str();
+  sub->add_option("-t,--threads", a->threads, "thread counts, comma list (default: all hardware threads)");
+  sub->add_option("-o,--output", a->output, "output format")
+      ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}))
+      ->capture_default_str();
+  sub->add_option("--activations", a->activations,
+                  "matmul activations: q8 = quantized like llama.cpp, f32 = exact float path")
+      ->check(CLI::IsMember({"q8", "f32"}))
+      ->capture_default_str();
+  sub->add_option("--cache-type", a->kv_type, "KV cache element type")
+      ->check(CLI::IsMember({"f16", "f32"}))
+      ->capture_default_str();
+  sub->add_option("-c,--ctx-size", a->ctx, "context size (default: just enough for each test)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("-b,--batch-size", a->batch, "prompt tokens per forward pass")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--seed", a->seed, "seed of the random token ids")->capture_default_str();
+  sub->add_flag("--membw", a->membw,
+                "measure memory bandwidth instead (memcpy read+write and pure read, per -t thread count)");
+  sub->add_option("--membw-mib", a->membw_mib, "buffer size of --membw in MiB")->capture_default_str();
+  sub->callback([a] { run_bench(*a); });
+}
+
+}  // namespace tilellm::cli
