@@ -7,5 +7,5 @@ prompt=${1:-"Once upon a time"}
 shift || true
 scripts/setup.sh
 scripts/fetch_models.sh --default-only
-scripts/build.sh
+scripts/build.sh tilellm
 exec build/tilellm run -p "$prompt" "$@"
