@@ -16,6 +16,7 @@
 // does, and the floats are bit-identical to the scalar reference and the gguf package, signed zeros included.
 // Folding the offset into the addend, fma(q, d, -8d), would also be exact but gives +0 where (q - 8) * d
 // gives -0.
+#include "format/cpu_features.h"
 #include "format/fp16.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
@@ -370,13 +371,9 @@ const KernelTable kAvx2 = {
 
 namespace tilellm::quant_detail {
 
-// Outside the target region: this must run on CPUs without AVX. __builtin_cpu_supports also checks that the
-// OS saves the YMM registers; F16C is read from CPUID because not every compiler's builtin knows it.
+// Outside the target region: this must run on CPUs without AVX.
 const KernelTable* avx2_kernels() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-  const bool ok = f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok ? &kAvx2 : nullptr;
+  return cpu_features().avx2_fma_f16c ? &kAvx2 : nullptr;
 }
 
 }  // namespace tilellm::quant_detail

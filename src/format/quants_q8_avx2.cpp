@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "format/cpu_features.h"
 #include "format/fp16.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
@@ -44,13 +45,9 @@ namespace {
 
 namespace tilellm::q8_detail {
 
-// Outside the target region: this must run on CPUs without AVX. __builtin_cpu_supports also checks that the
-// OS saves the YMM registers; F16C is read from CPUID because not every compiler's builtin knows it.
+// Outside the target region: this must run on CPUs without AVX.
 const Q8KernelTable* avx2_q8_kernels() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-  const bool ok = f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok ? &kX86Kernels : nullptr;
+  return cpu_features().avx2_fma_f16c ? &kX86Kernels : nullptr;
 }
 
 }  // namespace tilellm::q8_detail

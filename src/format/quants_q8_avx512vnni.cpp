@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "format/cpu_features.h"
 #include "format/fp16.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
@@ -45,15 +46,9 @@ namespace {
 
 namespace tilellm::q8_detail {
 
-// Outside the target region. __builtin_cpu_supports also checks that the OS saves the AVX-512 state; F16C is
-// read from CPUID as in quants_q8_avx2.cpp.
+// Outside the target region: this must run on CPUs without AVX-512.
 const Q8KernelTable* avx512vnni_q8_kernels() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-  const bool ok = f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                  __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
-  return ok ? &kX86Kernels : nullptr;
+  return cpu_features().avx512_vnni ? &kX86Kernels : nullptr;
 }
 
 }  // namespace tilellm::q8_detail

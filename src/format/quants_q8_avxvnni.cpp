@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "format/cpu_features.h"
 #include "format/fp16.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
@@ -47,11 +48,7 @@ namespace tilellm::q8_detail {
 // Outside the target region. AVX-VNNI is CPUID leaf 7, sub-leaf 1, EAX bit 4; the rest as for AVX2
 // (__builtin_cpu_supports("avx2") also checks that the OS saves the YMM registers).
 const Q8KernelTable* avxvnni_q8_kernels() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-  const bool vnni = __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
-  const bool ok = f16c && vnni && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok ? &kX86Kernels : nullptr;
+  return cpu_features().avx_vnni ? &kX86Kernels : nullptr;
 }
 
 }  // namespace tilellm::q8_detail
