@@ -10,6 +10,10 @@ void register_chat(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_dump_logits(CLI::App& app);
+void register_gemm_speed(CLI::App& app);
+void register_gemv_bw(CLI::App& app);
+// The gemv-bw benchmark body, also run by `gemm-speed speed/GemvBW`.
+void gemv_bw_main(int threads, const std::vector<std::string>& shapes, const std::string& format);
 void register_bench(CLI::App& app);
 
 }  // namespace tilellm::cli

@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   tilellm::cli::register_perplexity(app);
   tilellm::cli::register_tokenize(app);
   tilellm::cli::register_dump_logits(app);
+  tilellm::cli::register_gemm_speed(app);
+  tilellm::cli::register_gemv_bw(app);
   tilellm::cli::register_bench(app);
   try {
     app.parse(argc, argv);

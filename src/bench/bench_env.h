@@ -1,0 +1,84 @@
+// What every benchmark row records about where it ran: CPU model, the threads' effective CPU set (from
+// sched_getaffinity, so taskset/cgroup limits show), the source commit, and a small statistics helper.
+// Header-only: used by the gemm-speed and gemv-bw subcommands.
+#pragma once
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tilellm::bench {
+
+inline std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown CPU";
+}
+
+// "0-1,4" and the number of CPUs in it.
+inline std::string cpu_set(int* count = nullptr) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "?";
+  std::string out;
+  int n = 0;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    int e = c;
+    while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set)) ++e;
+    if (!out.empty()) out += ',';
+    out += e == c ? std::to_string(c) : std::to_string(c) + "-" + std::to_string(e);
+    n += e - c + 1;
+    c = e;
+  }
+  if (count) *count = n;
+  return out;
+}
+
+// Short commit hash of the source tree (with "+dirty" for uncommitted changes), or "unknown".
+inline std::string source_commit(const char* source_dir) {
+  const std::string cmd =
+      std::string("git -C '") + source_dir + "' describe --always --dirty=+dirty --abbrev=10 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return "unknown";
+  char buf[128] = {};
+  const bool ok = std::fgets(buf, sizeof buf, p) != nullptr;
+  pclose(p);
+  std::string s = ok ? buf : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s.empty() ? "unknown" : s;
+}
+
+struct Stats {
+  double mean = 0, median = 0, min = 0, max = 0, stddev = 0;
+};
+
+inline Stats stats_of(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / double(n);
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  double ss = 0;
+  for (double x : v) ss += (x - s.mean) * (x - s.mean);
+  s.stddev = n > 1 ? std::sqrt(ss / double(n - 1)) : 0.0;
+  return s;
+}
+
+}  // namespace tilellm::bench

@@ -1,0 +1,89 @@
+// GEMM kernels behind `tilellm gemm-speed` / `gemv-bw`: C[M,N] = A[M,K] x W^T, with W given as [N][K] (one
+// row per output channel), in the four modes MNN's GemmSpeed measures on the CPU:
+//   float   : fp32 weights and activations (MNN's x86 float path is fp32 at every precision setting);
+//   int8b0  : W8A8. Weights asymmetric uint8 per output channel, one (scale, offset) over all of K;
+//   int4b64 : W4A8. Weights asymmetric uint4, one (scale, offset) per 64 weights along K;
+//   w4a8    : W4A8 with per-channel uint4 weights (one block spanning K).
+// In the quantized modes the activations are quantized to int8 at run time, per row, symmetric:
+//   sa[m] = max_k |A[m,k]| / 127,  qa[m,k] = clamp(round(A[m,k] / sa[m]), -127, 127)
+// and a weight dequantizes as  w[n,k] = u[n,k] * scale[n,b] + offset[n,b]  (b = k / block, u unsigned), so
+//   C[m,n] = sa[m] * sum_b ( scale[n,b] * sum_{k in b} u[n,k]*qa[m,k]  +  offset[n,b] * sum_{k in b} qa[m,k]
+//   ).
+// The inner sums are exact int32 (vpdpbusd takes the unsigned weight codes and the signed activations as
+// they are); only the per-block float combination rounds. Scales and offsets are stored as fp16 (rounded at
+// quantization time, so dequantize() returns exactly what the kernels use).
+//
+// Every kernel has a portable scalar path, always compiled; the AVX-512 VNNI path is picked at run time.
+// Weights are packed once (outside any timed region) into 128-byte aligned buffers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/aligned.h"
+#include "runtime/thread_pool.h"
+
+namespace tilellm::gemm {
+
+enum class Isa { kScalar, kAvx512Vnni };
+// The best ISA this CPU runs (AVX512F/BW/VL + VNNI + FMA + F16C), else kScalar.
+Isa best_isa();
+const char* isa_name(Isa isa);
+
+// Output channels are handled in tiles of 16 (one zmm of fp32 or int32 lanes); N is padded to a multiple.
+inline constexpr int kTileN = 16;
+
+// ---- float -------------------------------------------------------------------------------------------
+struct PackedF32 {
+  int K = 0, N = 0, Np = 0;  // Np = N rounded up to kTileN
+  AlignedBuffer w;           // float [Np/16][K][16]: 16 output channels side by side per k
+};
+PackedF32 pack_f32(const float* W, int K, int N);  // W: [N][K]
+// C: [M][N]. pool may be null (single thread).
+void gemm_f32(const PackedF32& p, const float* A, int M, float* C, ThreadPool* pool, Isa isa);
+
+// ---- quantized weights ---------------------------------------------------------------------------------
+struct QuantMatrix {
+  int K = 0, N = 0;
+  int Kp = 0;       // K padded: to the block (block 64) or to the code group (4 k for 8-bit, 8 k for 4-bit)
+  int Np = 0;       // N padded to kTileN
+  int bits = 8;     // 8 or 4
+  int block = 0;    // k-values per (scale, offset) pair; equals Kp for per-channel ("block 0") modes
+  int nblocks = 0;  // Kp / block
+  // 8-bit codes: [Np/16][Kp/4][16 channels][4 k] uint8 (one zmm feeds vpdpbusd 16 channels x 4 k).
+  // 4-bit codes: [Np/16][Kp/8][64 bytes]; byte j holds channel j/4: k = 8g + j%4 in the low nibble and
+  //              k = 8g + 4 + j%4 in the high nibble, so (v & 15) and (v >> 4) are each an 8-bit group of 4.
+  AlignedBuffer codes;
+  // [Np/16][nblocks][2][16] fp16: the scales of 16 channels, then their offsets (64 bytes per block).
+  AlignedBuffer params;
+
+  size_t code_bytes() const { return size_t(Np) * Kp * bits / 8; }
+  size_t param_bytes() const { return size_t(Np) * nblocks * 2 * sizeof(uint16_t); }
+  float dequantize(int n, int k) const;  // the weight the kernels use, for references
+};
+
+// Asymmetric min/max quantization of W [N][K]. block = 0 means one block over all of K (Int8-Block0, W4A8);
+// block > 0 must divide K and be a multiple of 8 (throws tilellm::Error otherwise).
+QuantMatrix quantize_int8(const float* W, int K, int N, int block);  // gemm_int8b0.cpp
+QuantMatrix quantize_int4(const float* W, int K, int N, int block);  // gemm_int4b64.cpp
+
+// Run-time activation quantization (see the top of this file), sized for a matrix with Kp / block.
+struct QuantActs {
+  int M = 0, Kp = 0, block = 0, nblocks = 0;
+  AlignedBuffer q;       // int8 [M][Kp], zero past K
+  AlignedBuffer sums;    // int32 [M][nblocks]: sum of q over each block
+  AlignedBuffer scales;  // float [M]: sa
+  void resize(int M, const QuantMatrix& w);
+};
+void quantize_acts(const float* A, int M, int K, QuantActs& out, ThreadPool* pool);  // gemm_w4a8.cpp
+
+// C [M][N] from quantized weights and activations (either bit width).
+void gemm_quant(const QuantMatrix& w, const QuantActs& a, float* C, ThreadPool* pool, Isa isa);
+
+// Kernels per bit width (gemm_int8b0.cpp, gemm_int4b64.cpp): rows [m0,m1) x channel tiles [t0,t1).
+void gemm_q8_tiles(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t0, int t1,
+                   Isa isa);
+void gemm_q4_tiles(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t0, int t1,
+                   Isa isa);
+
+}  // namespace tilellm::gemm

@@ -1,0 +1,256 @@
+// The quantized GEMM kernel shared by the 8-bit and 4-bit weight modes (see bench/gemm.h for the math and
+// the layouts). Included by gemm_int8b0.cpp (BITS = 8) and gemm_int4b64.cpp (BITS = 4); the two differ
+// only in how one group of codes becomes a zmm of 16 channels x 4 k unsigned bytes.
+//
+// AVX-512 VNNI register tile: up to 4 rows x 2 channel tiles. Per 4 k: two weight zmm, one broadcast of 4
+// activation bytes per row, 8 vpdpbusd into int32 accumulators; at each block end the int32 sums are turned
+// into float and folded with the block's scale and offset. Every row block re-reads the tile pair's codes,
+// which stay in L2 (a pair of 16-channel tiles at K = 9728 is 304 KiB at 8 bits).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "bench/gemm.h"
+#include "format/error.h"
+#include "format/fp16.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tilellm::gemm::detail {
+
+// Bytes of packed codes per group and k per group.
+template <int BITS>
+struct QGroup {
+  static constexpr int kK = BITS == 8 ? 4 : 8;
+  static constexpr int kBytes = 64;
+};
+
+// Code u[n,k] from the packed layout.
+template <int BITS>
+inline int code_at(const QuantMatrix& w, int n, int k) {
+  const int t = n / kTileN, c = n % kTileN;
+  const uint8_t* codes = w.codes.as<uint8_t>();
+  if constexpr (BITS == 8) {
+    return codes[((size_t(t) * (w.Kp / 4) + k / 4) * kTileN + c) * 4 + k % 4];
+  } else {
+    const uint8_t v = codes[(size_t(t) * (w.Kp / 8) + k / 8) * 64 + c * 4 + k % 4];
+    return (k % 8) < 4 ? (v & 15) : (v >> 4);
+  }
+}
+
+template <int BITS>
+void q_tiles_scalar(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t0, int t1) {
+  const int8_t* qa = a.q.as<int8_t>();
+  const int32_t* sums = a.sums.as<int32_t>();
+  const float* sa = a.scales.as<float>();
+  const uint16_t* params = w.params.as<uint16_t>();
+  for (int t = t0; t < t1; ++t) {
+    const int nc = std::min(kTileN, w.N - t * kTileN);
+    for (int m = m0; m < m1; ++m) {
+      float acc[kTileN] = {};
+      for (int b = 0; b < w.nblocks; ++b) {
+        const uint16_t* pb = params + (size_t(t) * w.nblocks + b) * 2 * kTileN;
+        for (int c = 0; c < nc; ++c) {
+          int32_t isum = 0;
+          const int n = t * kTileN + c;
+          for (int k = b * w.block; k < (b + 1) * w.block; ++k) {
+            isum += code_at<BITS>(w, n, k) * int32_t(qa[size_t(m) * a.Kp + k]);
+          }
+          acc[c] += float(isum) * fp16_to_fp32(pb[c]);
+          acc[c] += float(sums[size_t(m) * a.nblocks + b]) * fp16_to_fp32(pb[kTileN + c]);
+        }
+      }
+      for (int c = 0; c < nc; ++c) C[size_t(m) * w.N + t * kTileN + c] = sa[m] * acc[c];
+    }
+  }
+}
+
+#if defined(__x86_64__)
+#define TILELLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
+
+// MR rows starting at row m, NT tiles starting at tile t.
+template <int BITS, int MR, int NT>
+TILELLM_AVX512 inline void q_micro(const QuantMatrix& w, const QuantActs& a, float* C, int m, int t) {
+  constexpr int GK = QGroup<BITS>::kK;
+  const int groups_per_tile = w.Kp / GK;
+  const uint8_t* codes = w.codes.as<uint8_t>();
+  const uint16_t* params = w.params.as<uint16_t>();
+  const int8_t* qa = a.q.as<int8_t>() + size_t(m) * a.Kp;
+  const int32_t* sums = a.sums.as<int32_t>() + size_t(m) * a.nblocks;
+  const __m512i nib = _mm512_set1_epi8(15);
+  __m512 facc[MR][NT];
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < NT; ++j) facc[r][j] = _mm512_setzero_ps();
+  for (int b = 0; b < w.nblocks; ++b) {
+    __m512i iacc[MR][NT];
+    for (int r = 0; r < MR; ++r)
+      for (int j = 0; j < NT; ++j) iacc[r][j] = _mm512_setzero_si512();
+    const int g0 = b * w.block / GK, g1 = (b + 1) * w.block / GK;
+    for (int g = g0; g < g1; ++g) {
+      if constexpr (BITS == 8) {
+        __m512i wv[NT];
+        for (int j = 0; j < NT; ++j) {
+          wv[j] = _mm512_load_si512(codes + (size_t(t + j) * groups_per_tile + g) * 64);
+        }
+        for (int r = 0; r < MR; ++r) {
+          int32_t x;
+          std::memcpy(&x, qa + size_t(r) * a.Kp + g * 4, 4);
+          const __m512i av = _mm512_set1_epi32(x);
+          for (int j = 0; j < NT; ++j) iacc[r][j] = _mm512_dpbusd_epi32(iacc[r][j], wv[j], av);
+        }
+      } else {
+        __m512i lo[NT], hi[NT];
+        for (int j = 0; j < NT; ++j) {
+          const __m512i v = _mm512_load_si512(codes + (size_t(t + j) * groups_per_tile + g) * 64);
+          lo[j] = _mm512_and_si512(v, nib);
+          hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+        }
+        for (int r = 0; r < MR; ++r) {
+          int32_t x0, x1;
+          std::memcpy(&x0, qa + size_t(r) * a.Kp + g * 8, 4);
+          std::memcpy(&x1, qa + size_t(r) * a.Kp + g * 8 + 4, 4);
+          const __m512i a0 = _mm512_set1_epi32(x0), a1 = _mm512_set1_epi32(x1);
+          for (int j = 0; j < NT; ++j) {
+            iacc[r][j] = _mm512_dpbusd_epi32(iacc[r][j], lo[j], a0);
+            iacc[r][j] = _mm512_dpbusd_epi32(iacc[r][j], hi[j], a1);
+          }
+        }
+      }
+    }
+    for (int j = 0; j < NT; ++j) {
+      const uint16_t* pb = params + (size_t(t + j) * w.nblocks + b) * 2 * kTileN;
+      const __m512 sc =
+          _mm512_maskz_cvtph_ps(0xffff, _mm256_load_si256(reinterpret_cast<const __m256i*>(pb)));
+      const __m512 of =
+          _mm512_maskz_cvtph_ps(0xffff, _mm256_load_si256(reinterpret_cast<const __m256i*>(pb + kTileN)));
+      for (int r = 0; r < MR; ++r) {
+        facc[r][j] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xffff, iacc[r][j]), sc, facc[r][j]);
+        facc[r][j] = _mm512_fmadd_ps(_mm512_set1_ps(float(sums[size_t(r) * a.nblocks + b])), of, facc[r][j]);
+      }
+    }
+  }
+  const float* sa = a.scales.as<float>() + m;
+  for (int r = 0; r < MR; ++r) {
+    for (int j = 0; j < NT; ++j) {
+      const int nc = std::min(kTileN, w.N - (t + j) * kTileN);
+      const __mmask16 mk = __mmask16((1u << nc) - 1u);
+      _mm512_mask_storeu_ps(C + size_t(m + r) * w.N + size_t(t + j) * kTileN, mk,
+                            _mm512_mul_ps(_mm512_set1_ps(sa[r]), facc[r][j]));
+    }
+  }
+}
+
+template <int BITS, int NT>
+TILELLM_AVX512 void q_rows(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t) {
+  int m = m0;
+  for (; m + 4 <= m1; m += 4) q_micro<BITS, 4, NT>(w, a, C, m, t);
+  switch (m1 - m) {
+    case 3:
+      q_micro<BITS, 3, NT>(w, a, C, m, t);
+      break;
+    case 2:
+      q_micro<BITS, 2, NT>(w, a, C, m, t);
+      break;
+    case 1:
+      q_micro<BITS, 1, NT>(w, a, C, m, t);
+      break;
+    default:
+      break;
+  }
+}
+
+template <int BITS>
+TILELLM_AVX512 void q_tiles_avx512(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t0,
+                                   int t1) {
+  for (int t = t0; t < t1; t += 2) {
+    if (t + 2 <= t1) {
+      q_rows<BITS, 2>(w, a, C, m0, m1, t);
+    } else {
+      q_rows<BITS, 1>(w, a, C, m0, m1, t);
+    }
+  }
+}
+#undef TILELLM_AVX512
+#endif
+
+template <int BITS>
+void q_tiles(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t0, int t1, Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx512Vnni) {
+    q_tiles_avx512<BITS>(w, a, C, m0, m1, t0, t1);
+    return;
+  }
+#endif
+  (void)isa;
+  q_tiles_scalar<BITS>(w, a, C, m0, m1, t0, t1);
+}
+
+// Asymmetric min/max quantization of one block of n values: fp16 scale and offset, codes in [0, qmax].
+inline void quantize_block(const float* x, int n, int qmax, uint16_t& scale16, uint16_t& offset16,
+                           uint8_t* u) {
+  float mn = x[0], mx = x[0];
+  for (int i = 1; i < n; ++i) {
+    mn = std::min(mn, x[i]);
+    mx = std::max(mx, x[i]);
+  }
+  float s = (mx - mn) / float(qmax);
+  if (!(s > 0.0f)) s = 1.0f;
+  scale16 = fp32_to_fp16(s);
+  offset16 = fp32_to_fp16(mn);
+  const float sf = fp16_to_fp32(scale16), of = fp16_to_fp32(offset16);
+  for (int i = 0; i < n; ++i) {
+    const float q = std::nearbyint((x[i] - of) / sf);
+    u[i] = uint8_t(std::clamp(q, 0.0f, float(qmax)));
+  }
+}
+
+// W [N][K] -> QuantMatrix with BITS-bit codes. block = 0: one block over all of K (K padded with zero codes
+// to the code group); block > 0: must divide K and be a multiple of 8.
+template <int BITS>
+QuantMatrix quantize_weights(const float* W, int K, int N, int block) {
+  constexpr int GK = QGroup<BITS>::kK;
+  constexpr int qmax = (1 << BITS) - 1;
+  if (K <= 0 || N <= 0) fail("gemm: K and N must be positive (K={}, N={})", K, N);
+  if (block < 0 || (block > 0 && (block % 8 != 0 || K % block != 0))) {
+    fail("gemm: block size {} must be a multiple of 8 that divides K={}", block, K);
+  }
+  QuantMatrix w;
+  w.K = K;
+  w.N = N;
+  w.bits = BITS;
+  w.Kp = block > 0 ? K : (K + GK - 1) / GK * GK;
+  w.block = block > 0 ? block : w.Kp;
+  w.nblocks = w.Kp / w.block;
+  w.Np = (N + kTileN - 1) / kTileN * kTileN;
+  w.codes = AlignedBuffer(w.code_bytes());
+  w.params = AlignedBuffer(w.param_bytes());
+  uint8_t* codes = w.codes.as<uint8_t>();
+  uint16_t* params = w.params.as<uint16_t>();
+  const int real_block = block > 0 ? block : K;
+  std::vector<uint8_t> u(static_cast<size_t>(real_block));
+  for (int n = 0; n < N; ++n) {
+    const int t = n / kTileN, c = n % kTileN;
+    for (int b = 0; b < w.nblocks; ++b) {
+      uint16_t* pb = params + (size_t(t) * w.nblocks + b) * 2 * kTileN;
+      quantize_block(W + size_t(n) * K + size_t(b) * real_block, real_block, qmax, pb[c], pb[kTileN + c],
+                     u.data());
+      for (int i = 0; i < real_block; ++i) {
+        const int k = b * w.block + i;
+        if constexpr (BITS == 8) {
+          codes[((size_t(t) * (w.Kp / 4) + k / 4) * kTileN + c) * 4 + k % 4] = u[size_t(i)];
+        } else {
+          uint8_t& v = codes[(size_t(t) * (w.Kp / 8) + k / 8) * 64 + c * 4 + k % 4];
+          v = uint8_t(v | (k % 8 < 4 ? u[size_t(i)] : u[size_t(i)] << 4));
+        }
+      }
+    }
+  }
+  return w;
+}
+
+}  // namespace tilellm::gemm::detail

@@ -1,0 +1,271 @@
+// GEMM kernels behind `tilellm gemm-speed` against an independent double-precision reference, and the MNN
+// GemmSpeed vocabulary (test names, argument parsing, the GPU-mode bitmask, exact output lines).
+//
+// The reference is plain loops in double over the dequantized weights (QuantMatrix::dequantize) and, for the
+// quantized modes, the int8 activations times their row scale -- the same rule the kernels apply -- so the
+// results agree to float rounding; the tolerance is relative to sum_k |a_k * w_k|.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "bench/gemm.h"
+#include "bench/gemm_speed.h"
+
+namespace tilellm::gemm {
+namespace {
+
+std::vector<float> random_matrix(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Checks C against the double reference at the given rows (all columns).
+void expect_close_f32(const PackedF32& p, const std::vector<float>& W, const std::vector<float>& A, int M,
+                      const std::vector<float>& C, const std::vector<int>& rows) {
+  const int K = p.K, N = p.N;
+  for (int m : rows) {
+    for (int n = 0; n < N; ++n) {
+      double ref = 0.0, mag = 0.0;
+      for (int k = 0; k < K; ++k) {
+        const double t = double(A[size_t(m) * K + k]) * double(W[size_t(n) * K + k]);
+        ref += t;
+        mag += std::fabs(t);
+      }
+      ASSERT_NEAR(C[size_t(m) * N + n], ref, 1e-5 * mag + 1e-6) << "m=" << m << " n=" << n << " M=" << M;
+    }
+  }
+}
+
+void expect_close_quant(const QuantMatrix& w, const QuantActs& a, const std::vector<float>& C,
+                        const std::vector<int>& rows) {
+  const int K = w.K, N = w.N;
+  for (int m : rows) {
+    const double sa = a.scales.as<float>()[m];
+    const int8_t* q = a.q.as<int8_t>() + size_t(m) * a.Kp;
+    for (int n = 0; n < N; ++n) {
+      double ref = 0.0, mag = 0.0;
+      for (int k = 0; k < K; ++k) {
+        const double t = sa * double(q[k]) * double(w.dequantize(n, k));
+        ref += t;
+        mag += std::fabs(t);
+      }
+      ASSERT_NEAR(C[size_t(m) * N + n], ref, 1e-5 * mag + 1e-6) << "m=" << m << " n=" << n;
+    }
+  }
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v{Isa::kScalar};
+  if (best_isa() == Isa::kAvx512Vnni) v.push_back(Isa::kAvx512Vnni);
+  return v;
+}
+
+struct Shape {
+  int M, K, N;
+};
+
+// Every default shape at M = 1 and M = 3 (odd: a partial row block), plus odd custom shapes (N not a
+// multiple of 16, an odd number of tiles, K not a multiple of 4 or 8).
+std::vector<Shape> shapes_for(bool block64) {
+  std::vector<Shape> v;
+  for (const auto& s : default_configs()) {
+    for (int M : {1, 3}) v.push_back({M, s.K, s.N});
+  }
+  v.push_back({5, 128, 40});
+  v.push_back({7, 192, 17});
+  v.push_back({2, 64, 1});
+  if (!block64) {
+    v.push_back({3, 13, 33});
+    v.push_back({6, 1, 5});
+    v.push_back({9, 301, 48});
+  }
+  return v;
+}
+
+std::vector<int> check_rows(int M) {
+  return M <= 3 ? std::vector<int>{0, M - 1} : std::vector<int>{0, M / 2, M - 1};
+}
+
+TEST(Gemm, f32_matches_double_reference_at_default_and_odd_shapes) {
+  ThreadPool pool(2);
+  for (const Shape& s : shapes_for(false)) {
+    const auto W = random_matrix(size_t(s.N) * s.K, 1);
+    const auto A = random_matrix(size_t(s.M) * s.K, 2);
+    const PackedF32 p = pack_f32(W.data(), s.K, s.N);
+    for (Isa isa : isas()) {
+      std::vector<float> C(size_t(s.M) * s.N, NAN);
+      gemm_f32(p, A.data(), s.M, C.data(), &pool, isa);
+      SCOPED_TRACE(testing::Message() << isa_name(isa) << " M=" << s.M << " K=" << s.K << " N=" << s.N);
+      expect_close_f32(p, W, A, s.M, C, check_rows(s.M));
+    }
+  }
+}
+
+void check_quant_mode(int bits, int block) {
+  ThreadPool pool(2);
+  for (const Shape& s : shapes_for(block > 0)) {
+    const auto W = random_matrix(size_t(s.N) * s.K, 3);
+    const auto A = random_matrix(size_t(s.M) * s.K, 4);
+    const QuantMatrix w =
+        bits == 8 ? quantize_int8(W.data(), s.K, s.N, block) : quantize_int4(W.data(), s.K, s.N, block);
+    QuantActs a;
+    a.resize(s.M, w);
+    quantize_acts(A.data(), s.M, s.K, a, &pool);
+    for (Isa isa : isas()) {
+      std::vector<float> C(size_t(s.M) * s.N, NAN);
+      gemm_quant(w, a, C.data(), &pool, isa);
+      SCOPED_TRACE(testing::Message() << isa_name(isa) << " bits=" << bits << " block=" << block
+                                      << " M=" << s.M << " K=" << s.K << " N=" << s.N);
+      expect_close_quant(w, a, C, check_rows(s.M));
+    }
+  }
+}
+
+TEST(Gemm, int8_block0_matches_double_reference) {
+  check_quant_mode(8, 0);
+}
+TEST(Gemm, int4_block64_matches_double_reference) {
+  check_quant_mode(4, 64);
+}
+TEST(Gemm, w4a8_per_channel_matches_double_reference) {
+  check_quant_mode(4, 0);
+}
+
+// The quantizers themselves: every dequantized weight lies within half a step of the original.
+TEST(Gemm, quantized_weights_round_to_nearest_code) {
+  const int K = 192, N = 20;
+  const auto W = random_matrix(size_t(N) * K, 5);
+  for (int bits : {8, 4}) {
+    for (int block : {0, 64}) {
+      const QuantMatrix w =
+          bits == 8 ? quantize_int8(W.data(), K, N, block) : quantize_int4(W.data(), K, N, block);
+      const float step = 2.0f / float((1 << bits) - 1);  // values span at most [-1, 1]
+      for (int n = 0; n < N; ++n) {
+        for (int k = 0; k < K; ++k) {
+          ASSERT_NEAR(w.dequantize(n, k), W[size_t(n) * K + k], 0.51f * step + 2e-3f) << bits << " " << block;
+        }
+      }
+    }
+  }
+}
+
+TEST(Gemm, activation_quantization_is_symmetric_per_row_with_block_sums) {
+  const int M = 3, K = 130;
+  auto A = random_matrix(size_t(M) * K, 6);
+  A[5] = 2.5f;  // row 0's max
+  const auto W = random_matrix(size_t(16) * K, 7);
+  const QuantMatrix w = quantize_int4(W.data(), K, 16, 0);
+  QuantActs a;
+  a.resize(M, w);
+  quantize_acts(A.data(), M, K, a, nullptr);
+  EXPECT_FLOAT_EQ(a.scales.as<float>()[0], 2.5f / 127.0f);
+  EXPECT_EQ(a.q.as<int8_t>()[5], 127);
+  for (int m = 0; m < M; ++m) {
+    int sum = 0;
+    for (int k = 0; k < a.Kp; ++k) sum += a.q.as<int8_t>()[size_t(m) * a.Kp + k];
+    EXPECT_EQ(a.sums.as<int32_t>()[m], sum);
+    for (int k = K; k < a.Kp; ++k) EXPECT_EQ(a.q.as<int8_t>()[size_t(m) * a.Kp + k], 0);
+  }
+}
+
+TEST(Gemm, block64_requires_k_multiple_of_64) {
+  const auto W = random_matrix(size_t(16) * 100, 8);
+  EXPECT_THROW(quantize_int4(W.data(), 100, 16, 64), Error);
+}
+
+// ---- MNN vocabulary ------------------------------------------------------------------------------------
+
+TEST(GemmSpeedArgs, test_names_map_to_mnn_modes_in_order) {
+  EXPECT_EQ(*modes_for_test("speed/GemmSpeedAll"),
+            (std::vector<Mode>{Mode::kFloat, Mode::kInt8B0, Mode::kInt4B64}));
+  EXPECT_EQ(*modes_for_test("speed/GemmSpeedFloat"), std::vector<Mode>{Mode::kFloat});
+  EXPECT_EQ(*modes_for_test("speed/GemmSpeedInt8"), std::vector<Mode>{Mode::kInt8B0});
+  EXPECT_EQ(*modes_for_test("speed/GemmSpeedInt4"), std::vector<Mode>{Mode::kInt4B64});
+  EXPECT_EQ(*modes_for_test("GemmSpeedInt4A8"), std::vector<Mode>{Mode::kInt4A8});
+  EXPECT_FALSE(modes_for_test("speed/GemmSpeedInt2").has_value());
+  EXPECT_EQ(int(Mode::kInt4B64), 1);
+  EXPECT_EQ(int(Mode::kInt8B0), 2);
+}
+
+TEST(GemmSpeedArgs, int4b64_skips_k_not_multiple_of_64_and_maxm_limits_m) {
+  EXPECT_FALSE(config_runs({2561, 4096, 0}, 8, Mode::kInt4B64));
+  EXPECT_TRUE(config_runs({2561, 4096, 0}, 8, Mode::kInt8B0));
+  EXPECT_TRUE(config_runs({2561, 4096, 0}, 8, Mode::kFloat));
+  EXPECT_TRUE(config_runs({2560, 4096, 0}, 512, Mode::kInt4B64));
+  EXPECT_TRUE(config_runs({2560, 4096, 32}, 32, Mode::kFloat));
+  EXPECT_FALSE(config_runs({2560, 4096, 32}, 128, Mode::kFloat));
+}
+
+TEST(GemmSpeedArgs, backend_and_precision_accept_mnn_numbers_and_names) {
+  EXPECT_EQ(parse_backend("0"), Backend::kCpu);
+  EXPECT_EQ(parse_backend("1"), Backend::kMetal);
+  EXPECT_EQ(parse_backend("2"), Backend::kCuda);
+  EXPECT_EQ(parse_backend("3"), Backend::kOpenCL);
+  EXPECT_EQ(parse_backend("7"), Backend::kVulkan);
+  EXPECT_EQ(parse_backend("opencl"), Backend::kOpenCL);
+  EXPECT_THROW(parse_backend("4"), Error);
+  EXPECT_THROW(parse_backend("gpu"), Error);
+  EXPECT_EQ(parse_precision("0"), 0);
+  EXPECT_EQ(parse_precision("2"), 2);
+  EXPECT_EQ(parse_precision("low"), 2);
+  EXPECT_THROW(parse_precision("3"), Error);
+}
+
+TEST(GemmSpeedArgs, gpu_mode_bitmask_is_parsed_and_validated) {
+  const GpuMode g = parse_gpu_mode(68);
+  EXPECT_EQ(g.memory, kMemoryBuffer);
+  EXPECT_EQ(g.tuning, kTuningWide);
+  const GpuMode f = parse_gpu_mode(80);
+  EXPECT_EQ(f.memory, kMemoryBuffer);
+  EXPECT_EQ(f.tuning, kTuningFast);
+  const GpuMode d = parse_gpu_mode(0);  // OpenCL's defaults
+  EXPECT_EQ(d.memory, kMemoryImage);
+  EXPECT_EQ(d.tuning, kTuningWide);
+  EXPECT_EQ(parse_gpu_mode(129).tuning, kTuningNone);
+  EXPECT_THROW(parse_gpu_mode(32), Error);   // unknown bit
+  EXPECT_THROW(parse_gpu_mode(256), Error);  // unknown bit
+  EXPECT_THROW(parse_gpu_mode(192), Error);  // BUFFER and IMAGE
+  EXPECT_THROW(parse_gpu_mode(6), Error);    // HEAVY and WIDE
+  EXPECT_THROW(parse_gpu_mode(-1), Error);
+  EXPECT_EQ(parse_tuning("fast") | parse_gpu_memory("buffer"), 80);
+  EXPECT_THROW(parse_tuning("fastest"), Error);
+  EXPECT_THROW(parse_gpu_memory("texture"), Error);
+}
+
+TEST(GemmSpeedArgs, shape_flag_takes_k_n_and_optional_max_m) {
+  const ShapeConfig a = parse_shape("2560,4096");
+  EXPECT_EQ(a.K, 2560);
+  EXPECT_EQ(a.N, 4096);
+  EXPECT_EQ(a.maxM, 0);
+  const ShapeConfig b = parse_shape("896,4864,32");
+  EXPECT_EQ(b.maxM, 32);
+  EXPECT_THROW(parse_shape("2560"), Error);
+  EXPECT_THROW(parse_shape("2560,0"), Error);
+  EXPECT_THROW(parse_shape("2560,4096x"), Error);
+  EXPECT_THROW(parse_shape("2560,4096,8,1"), Error);
+}
+
+TEST(GemmSpeedOutput, cpu_line_is_mnn_printf_format) {
+  // The line from MNN's docs: M=32 K=2560 N=4096 at 3.768 ms (MNN printed 178.11 from its unrounded avg).
+  char expect[256];
+  std::snprintf(expect, sizeof expect, "  %-28s  M=%-5d K=%-5d N=%-5d  avg=%.3f ms  %.2f GFLOPS\n",
+                "float-gemm", 32, 2560, 4096, 3.768, 2.0 * 32 * 2560 * 4096 / (3.768 * 1e6));
+  EXPECT_EQ(cpu_line("float-gemm", 32, 2560, 4096, 3.768), expect);
+  EXPECT_EQ(cpu_line("float-gemm", 32, 2560, 4096, 3.768),
+            "  float-gemm                    M=32    K=2560  N=4096   avg=3.768 ms  178.10 GFLOPS\n");
+}
+
+TEST(GemmSpeedOutput, gpu_line_is_mnn_printf_format) {
+  EXPECT_EQ(
+      gpu_line("int4b64-gemm", 32, 2560, 4096, 1.633, 0.745),
+      "  int4b64-gemm                  M=32    K=2560  N=4096   total=1.633 ms (410.95 GFLOPS)  gpu=0.745 ms "
+      "(900.79 GFLOPS)\n");
+}
+
+}  // namespace
+}  // namespace tilellm::gemm
