@@ -446,6 +446,16 @@ float dot_row_q(GgmlType weight_type, const void* row, const void* xq, int64_t n
   return y;
 }
 
+void dot_rows_q(GgmlType weight_type, const void* rows, size_t row_bytes, int64_t n_rows, int64_t n,
+                const void* xq, float* y) {
+  int64_t n_blocks;
+  const WeightInfo info = checked_weight(weight_type, n, "dot_rows_q", &n_blocks);
+  const auto dot = active().dot[info.slot];
+  const uint8_t* r = static_cast<const uint8_t*>(rows);
+  for (int64_t i = 0; i < n_rows; ++i)
+    dot(r + size_t(i) * row_bytes, n_blocks, static_cast<const uint8_t*>(xq), 0, 1, y + i, 1);
+}
+
 void dot_row_q_multi(GgmlType weight_type, const void* row, int64_t n, const void* xq, size_t xq_stride,
                      int n_vec, float* y, int64_t y_stride) {
   int64_t n_blocks;

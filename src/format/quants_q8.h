@@ -86,6 +86,10 @@ void quantize_activations(GgmlType act_type, const float* x, void* out, int64_t 
 // activation_type(weight_type): integer block sums, scaled per block as ggml does, accumulated in float.
 float dot_row_q(GgmlType weight_type, const void* row, const void* xq, int64_t n);
 
+// Consecutive rows against one activation row: y[i] = dot_row_q(rows + i * row_bytes, xq) for i < n_rows.
+// The decode matmul's inner call: checks and dispatch happen once, not per row.
+void dot_rows_q(GgmlType weight_type, const void* rows, size_t row_bytes, int64_t n_rows, int64_t n,
+                const void* xq, float* y);
 // Several activation rows at once: y[j * y_stride] = dot_row_q(row, xq + j * xq_stride bytes) for j < n_vec.
 // Each weight block is decoded once and applied to every vector (prefill). y must not overlap the inputs.
 void dot_row_q_multi(GgmlType weight_type, const void* row, int64_t n, const void* xq, size_t xq_stride,

@@ -518,3 +518,33 @@ TEST(Q8Quantize, zero_rows_quantize_to_zero_and_dot_to_zero) {
 
 }  // namespace
 }  // namespace tilellm
+
+namespace tilellm {
+namespace {
+
+// dot_rows_q is dot_row_q over consecutive rows with the checks hoisted: results must be bit-identical.
+TEST(QuantsQ8, dot_rows_q_equals_dot_row_q_per_row) {
+  constexpr int64_t n = 7 * 32, n_rows = 13;
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.0f, 1.5f);
+  std::vector<float> w(static_cast<size_t>(n * n_rows)), x(static_cast<size_t>(n));
+  for (auto& v : w) v = nd(rng);
+  for (auto& v : x) v = nd(rng);
+  // A Q8_0 weight row and a Q8_0 activation row share one block format, so the activation quantizer makes
+  // rows.
+  const size_t rb = activation_row_size(GgmlType::Q8_0, n);
+  std::vector<uint8_t> rows(rb * n_rows), xq(rb);
+  for (int64_t r = 0; r < n_rows; ++r)
+    quantize_activations(GgmlType::Q8_0, &w[size_t(r * n)], &rows[r * rb], n);
+  quantize_activations(GgmlType::Q8_0, x.data(), xq.data(), n);
+  std::vector<float> y(n_rows, -1.0f);
+  dot_rows_q(GgmlType::Q8_0, rows.data(), rb, n_rows, n, xq.data(), y.data());
+  for (int64_t r = 0; r < n_rows; ++r) {
+    EXPECT_EQ(y[size_t(r)], dot_row_q(GgmlType::Q8_0, &rows[r * rb], xq.data(), n)) << "row " << r;
+    EXPECT_NE(y[size_t(r)], 0.0f);
+  }
+  EXPECT_THROW(dot_rows_q(GgmlType::Q2_K, rows.data(), rb, 1, n, xq.data(), y.data()), Error);
+}
+
+}  // namespace
+}  // namespace tilellm

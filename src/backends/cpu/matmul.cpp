@@ -34,7 +34,7 @@ void CpuBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float* y
     });
     if (n_tok == 1) {
       pool_.parallel_for(n_out, 16, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; ++r) y[r] = dot_row_q(w.type, w.row(r), xq, n_in);
+        dot_rows_q(w.type, w.row(b), w.row_bytes, e - b, n_in, xq, y + b);
       });
       return;
     }
