@@ -362,36 +362,41 @@ const char* const kAttnCases[] = {"attention_gqa_64", "attention_window_80", "at
                                   "attention_sharp_64"};
 
 TEST_F(CpuOps, AttentionMatchesPlainSoftmaxReference) {
-  for (const char* name : kAttnCases) {
-    SCOPED_TRACE(name);
-    const AttnCase a{OpCase(name)};
-    const AttnParams p = a.params();
-    const int64_t n_keys = a.window > 0 ? std::min(a.window, a.n_pos) : a.n_pos;
-    // Scores: a float dot product of head_dim terms, then the scale: error <= (head_dim + 2)u * score_abs.
-    // The softmax weights then err by twice that relative, plus ~n_keys u from the running denominator, and
-    // the weighted sum of values adds ~n_keys u of sum_j p_j |v_j| (= y_abs). So, relative to y_abs:
-    const double tol32 = 2.0 * double(a.head_dim + 2) * kU * a.score_abs + 2.0 * double(n_keys + 4) * kU;
-    // F16 cache: keys and values are rounded to half (2^-11 relative), which moves every score by up to
-    // 2^-11 * score_abs (twice that in the weights) and every value by 2^-11 relative.
-    const double tol16 = tol32 + (2.0 * a.score_abs + 1.0) * kU16;
+  for (bool simd : {true, false}) {
+    set_attention_simd_for_testing(simd);
+    SCOPED_TRACE(simd ? "simd row kernels" : "scalar row kernels");
+    for (const char* name : kAttnCases) {
+      SCOPED_TRACE(name);
+      const AttnCase a{OpCase(name)};
+      const AttnParams p = a.params();
+      const int64_t n_keys = a.window > 0 ? std::min(a.window, a.n_pos) : a.n_pos;
+      // Scores: a float dot product of head_dim terms, then the scale: error <= (head_dim + 2)u * score_abs.
+      // The softmax weights then err by twice that relative, plus ~n_keys u from the running denominator, and
+      // the weighted sum of values adds ~n_keys u of sum_j p_j |v_j| (= y_abs). So, relative to y_abs:
+      const double tol32 = 2.0 * double(a.head_dim + 2) * kU * a.score_abs + 2.0 * double(n_keys + 4) * kU;
+      // F16 cache: keys and values are rounded to half (2^-11 relative), which moves every score by up to
+      // 2^-11 * score_abs (twice that in the weights) and every value by 2^-11 relative.
+      const double tol16 = tol32 + (2.0 * a.score_abs + 1.0) * kU16;
 
-    for (GgmlType type : {GgmlType::F32, GgmlType::F16}) {
-      const std::string what = std::string(name) + (type == GgmlType::F32 ? ".f32" : ".f16");
-      const KvCache kv = cache_for(cpu2_, a, type);
-      const std::vector<float> out = run_both(nans(a.q.size()), [&](Backend& be, std::vector<float>& o) {
-        be.attention(a.q.data(), kv, 1, a.pos.data(), a.n_tok, p, o.data());
-      });
-      auto rel = [&](double tol) { return [&a, tol](size_t i) { return tol * double(a.y_abs[i]); }; };
-      if (type == GgmlType::F32) {
-        expect_within(what, out, a.y, rel(tol32));
-      } else {
-        // Against the reference on the half-rounded K/V the float32 bound holds; against exact K/V the
-        // half rounding adds its own.
-        expect_within(what + ".vs_f16_kv", out, a.y_f16, rel(tol32));
-        expect_within(what + ".vs_f32_kv", out, a.y, rel(tol16));
+      for (GgmlType type : {GgmlType::F32, GgmlType::F16}) {
+        const std::string what = std::string(name) + (type == GgmlType::F32 ? ".f32" : ".f16");
+        const KvCache kv = cache_for(cpu2_, a, type);
+        const std::vector<float> out = run_both(nans(a.q.size()), [&](Backend& be, std::vector<float>& o) {
+          be.attention(a.q.data(), kv, 1, a.pos.data(), a.n_tok, p, o.data());
+        });
+        auto rel = [&](double tol) { return [&a, tol](size_t i) { return tol * double(a.y_abs[i]); }; };
+        if (type == GgmlType::F32) {
+          expect_within(what, out, a.y, rel(tol32));
+        } else {
+          // Against the reference on the half-rounded K/V the float32 bound holds; against exact K/V the
+          // half rounding adds its own.
+          expect_within(what + ".vs_f16_kv", out, a.y_f16, rel(tol32));
+          expect_within(what + ".vs_f32_kv", out, a.y, rel(tol16));
+        }
       }
     }
   }
+  set_attention_simd_for_testing(true);
 }
 
 TEST_F(CpuOps, AttentionWithWindowOneReturnsTheCurrentValue) {

@@ -18,6 +18,10 @@ namespace tilellm {
 //   1e-3.
 enum class ActivationMode { Quantized, F32 };
 
+// Tests run the attention op on its portable path too: false forces the scalar row kernels, true restores the
+// best the CPU has.
+void set_attention_simd_for_testing(bool allow_simd);
+
 class CpuBackend final : public Backend {
  public:
   // max_act_elems: the most activation elements one matmul will see (n_batch * widest input), which sizes the
