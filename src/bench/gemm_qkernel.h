@@ -30,6 +30,15 @@ struct QGroup {
   static constexpr int kBytes = 64;
 };
 
+// Register tile of the AVX-512 kernel: rows x 16-channel tiles. 8-bit: 6 x 3 (18 int32 accumulators in the
+// k loop); 4-bit: 4 x 2 (the nibble split needs two code registers per tile, and the float accumulators of
+// the 64-k blocks stay live). The multithreaded driver hands out whole groups of kTiles tiles.
+template <int BITS>
+struct QShape {
+  static constexpr int kRows = BITS == 8 ? 6 : 4;
+  static constexpr int kTiles = BITS == 8 ? 3 : 2;
+};
+
 // Code u[n,k] from the packed layout.
 template <int BITS>
 inline int code_at(const QuantMatrix& w, int n, int k) {
@@ -73,6 +82,13 @@ void q_tiles_scalar(const QuantMatrix& w, const QuantActs& a, float* C, int m0, 
 #if defined(__x86_64__)
 #define TILELLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
 
+// acc += u8(w) . s8(x) per 32-bit lane. Inline asm rather than _mm512_dpbusd_epi32: GCC 12 copies the
+// accumulator around the builtin (and spills), which halved the kernel's throughput.
+TILELLM_AVX512 inline __m512i dpbusd(__m512i acc, __m512i w, __m512i x) {
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(x));
+  return acc;
+}
+
 // MR rows starting at row m, NT tiles starting at tile t.
 template <int BITS, int MR, int NT>
 TILELLM_AVX512 inline void q_micro(const QuantMatrix& w, const QuantActs& a, float* C, int m, int t) {
@@ -101,7 +117,7 @@ TILELLM_AVX512 inline void q_micro(const QuantMatrix& w, const QuantActs& a, flo
           int32_t x;
           std::memcpy(&x, qa + size_t(r) * a.Kp + g * 4, 4);
           const __m512i av = _mm512_set1_epi32(x);
-          for (int j = 0; j < NT; ++j) iacc[r][j] = _mm512_dpbusd_epi32(iacc[r][j], wv[j], av);
+          for (int j = 0; j < NT; ++j) iacc[r][j] = dpbusd(iacc[r][j], wv[j], av);
         }
       } else {
         __m512i lo[NT], hi[NT];
@@ -116,8 +132,8 @@ TILELLM_AVX512 inline void q_micro(const QuantMatrix& w, const QuantActs& a, flo
           std::memcpy(&x1, qa + size_t(r) * a.Kp + g * 8 + 4, 4);
           const __m512i a0 = _mm512_set1_epi32(x0), a1 = _mm512_set1_epi32(x1);
           for (int j = 0; j < NT; ++j) {
-            iacc[r][j] = _mm512_dpbusd_epi32(iacc[r][j], lo[j], a0);
-            iacc[r][j] = _mm512_dpbusd_epi32(iacc[r][j], hi[j], a1);
+            iacc[r][j] = dpbusd(iacc[r][j], lo[j], a0);
+            iacc[r][j] = dpbusd(iacc[r][j], hi[j], a1);
           }
         }
       }
@@ -147,9 +163,16 @@ TILELLM_AVX512 inline void q_micro(const QuantMatrix& w, const QuantActs& a, flo
 
 template <int BITS, int NT>
 TILELLM_AVX512 void q_rows(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t) {
+  constexpr int MR = QShape<BITS>::kRows;
   int m = m0;
-  for (; m + 4 <= m1; m += 4) q_micro<BITS, 4, NT>(w, a, C, m, t);
+  for (; m + MR <= m1; m += MR) q_micro<BITS, MR, NT>(w, a, C, m, t);
   switch (m1 - m) {
+    case 5:
+      q_micro<BITS, (5 < MR ? 5 : 1), NT>(w, a, C, m, t);
+      break;
+    case 4:
+      q_micro<BITS, (4 < MR ? 4 : 1), NT>(w, a, C, m, t);
+      break;
     case 3:
       q_micro<BITS, 3, NT>(w, a, C, m, t);
       break;
@@ -167,8 +190,12 @@ TILELLM_AVX512 void q_rows(const QuantMatrix& w, const QuantActs& a, float* C, i
 template <int BITS>
 TILELLM_AVX512 void q_tiles_avx512(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t0,
                                    int t1) {
-  for (int t = t0; t < t1; t += 2) {
-    if (t + 2 <= t1) {
+  constexpr int G = QShape<BITS>::kTiles;
+  for (int t = t0; t < t1; t += G) {
+    const int nt = std::min(G, t1 - t);
+    if (nt == G) {
+      q_rows<BITS, G>(w, a, C, m0, m1, t);
+    } else if (nt == 2) {
       q_rows<BITS, 2>(w, a, C, m0, m1, t);
     } else {
       q_rows<BITS, 1>(w, a, C, m0, m1, t);

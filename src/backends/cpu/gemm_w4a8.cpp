@@ -1,6 +1,6 @@
 // W4A8 (our "int4a8-gemm": per-channel uint4 weights, int8 activations) and what every quantized mode
 // shares: the run-time activation quantization, the dequantization used by references, and the
-// multithreaded driver that hands 16-channel tile pairs to the 8-bit or 4-bit kernel.
+// multithreaded driver that hands groups of 16-channel tiles to the 8-bit or 4-bit kernel.
 #include <algorithm>
 #include <cmath>
 
@@ -58,9 +58,10 @@ void quantize_acts(const float* A, int M, int K, QuantActs& out, ThreadPool* poo
 
 void gemm_quant(const QuantMatrix& w, const QuantActs& a, float* C, ThreadPool* pool, Isa isa) {
   const int tiles = w.Np / kTileN;
-  const int pairs = (tiles + 1) / 2;
+  const int G = w.bits == 8 ? detail::QShape<8>::kTiles : detail::QShape<4>::kTiles;
+  const int groups = (tiles + G - 1) / G;
   auto body = [&](int64_t b, int64_t e, int) {
-    const int t0 = int(b) * 2, t1 = std::min(tiles, int(e) * 2);
+    const int t0 = int(b) * G, t1 = std::min(tiles, int(e) * G);
     if (w.bits == 8) {
       gemm_q8_tiles(w, a, C, 0, a.M, t0, t1, isa);
     } else {
@@ -68,9 +69,9 @@ void gemm_quant(const QuantMatrix& w, const QuantActs& a, float* C, ThreadPool* 
     }
   };
   if (pool && pool->size() > 1) {
-    pool->parallel_for(pairs, 1, [&](int64_t b, int64_t e, int t) { body(b, e, t); });
+    pool->parallel_for(groups, 1, [&](int64_t b, int64_t e, int t) { body(b, e, t); });
   } else {
-    body(0, pairs, 0);
+    body(0, groups, 0);
   }
 }
 
