@@ -241,7 +241,8 @@ void gemm_speed(GemmSpeedArgs a) {
     if (!a.tuning.empty()) g.tuning = parse_tuning(a.tuning);
     if (!a.gpu_memory.empty()) g.memory = parse_gpu_memory(a.gpu_memory);
     std::printf("GemmSpeed backend=%d (%s) precision=%d numthread=%d\n", int(backend), backend_name(backend),
-                precision, a.third < 0 ? 0 : a.third);
+                precision,
+                a.third >= 0 ? a.third : (a.tuning.empty() && a.gpu_memory.empty() ? 0 : g.mask()));
     if (backend == Backend::kOpenCL) {
       std::printf("OpenCL memory mode: %s, tuning: %s\n", g.memory == kMemoryBuffer ? "BUFFER" : "IMAGE",
                   tuning_name(g.tuning));
