@@ -110,7 +110,10 @@ if [ -z "$tilellm" ]; then
         if [ -x "$here/$d/tilellm" ]; then tilellm="$here/$d/tilellm"; break; fi
     done
 fi
-[ -n "$tilellm" ] && [ -x "$tilellm" ] || { echo "error: no tilellm binary; build it or set TILELLM_BIN" >&2; exit 2; }
+if [ -z "$tilellm" ] || [ ! -x "$tilellm" ]; then
+    echo "error: no tilellm binary; build it or set TILELLM_BIN" >&2
+    exit 2
+fi
 
 out="${OUT_DIR:-$(mktemp -d /tmp/tilellm-compare.XXXXXX)}"
 mkdir -p "$out"
