@@ -2,10 +2,10 @@
 // the layouts). Included by gemm_int8b0.cpp (BITS = 8) and gemm_int4b64.cpp (BITS = 4); the two differ
 // only in how one group of codes becomes a zmm of 16 channels x 4 k unsigned bytes.
 //
-// AVX-512 VNNI register tile: up to 4 rows x 2 channel tiles. Per 4 k: two weight zmm, one broadcast of 4
-// activation bytes per row, 8 vpdpbusd into int32 accumulators; at each block end the int32 sums are turned
-// into float and folded with the block's scale and offset. Every row block re-reads the tile pair's codes,
-// which stay in L2 (a pair of 16-channel tiles at K = 9728 is 304 KiB at 8 bits).
+// AVX-512 VNNI register tile (QShape below): per 4 k, one weight zmm per channel tile, one broadcast of 4
+// activation bytes per row, and one vpdpbusd per (row, tile) into int32 accumulators; at each block end the
+// int32 sums are turned into float and folded with the block's scale and offset. Every row block re-reads
+// the tile group's codes, which stay in L2 (three 16-channel tiles at K = 9728 are 456 KiB at 8 bits).
 #pragma once
 
 #include <algorithm>
@@ -30,12 +30,13 @@ struct QGroup {
   static constexpr int kBytes = 64;
 };
 
-// Register tile of the AVX-512 kernel: rows x 16-channel tiles. 8-bit: 6 x 3 (18 int32 accumulators in the
-// k loop); 4-bit: 4 x 2 (the nibble split needs two code registers per tile, and the float accumulators of
-// the 64-k blocks stay live). The multithreaded driver hands out whole groups of kTiles tiles.
+// Register tile of the AVX-512 kernel: rows x 16-channel tiles. 8-bit: 8 x 3 (24 int32 accumulators in the
+// k loop, 3 weight loads and 8 broadcasts per 24 vpdpbusd); 4-bit: 4 x 2 (the nibble split needs two code
+// registers per tile, and the float accumulators of the 64-k blocks stay live). The multithreaded driver
+// hands out whole groups of kTiles tiles.
 template <int BITS>
 struct QShape {
-  static constexpr int kRows = BITS == 8 ? 6 : 4;
+  static constexpr int kRows = BITS == 8 ? 8 : 4;
   static constexpr int kTiles = BITS == 8 ? 3 : 2;
 };
 
@@ -164,9 +165,16 @@ TILELLM_AVX512 inline void q_micro(const QuantMatrix& w, const QuantActs& a, flo
 template <int BITS, int NT>
 TILELLM_AVX512 void q_rows(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t) {
   constexpr int MR = QShape<BITS>::kRows;
+  static_assert(MR <= 8, "the remainder switch below covers up to 7 rows");
   int m = m0;
   for (; m + MR <= m1; m += MR) q_micro<BITS, MR, NT>(w, a, C, m, t);
   switch (m1 - m) {
+    case 7:
+      q_micro<BITS, (7 < MR ? 7 : 1), NT>(w, a, C, m, t);
+      break;
+    case 6:
+      q_micro<BITS, (6 < MR ? 6 : 1), NT>(w, a, C, m, t);
+      break;
     case 5:
       q_micro<BITS, (5 < MR ? 5 : 1), NT>(w, a, C, m, t);
       break;
