@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "format/error.h"
+#include "runtime/cpu_set.h"
 
 namespace tilellm::cli {
 namespace {
@@ -35,6 +36,7 @@ void add_model_args(CLI::App* app, ModelArgs& a) {
   app->add_option("-c,--ctx-size", a.ctx, "context size in tokens (default: model's, at most 4096)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("-b,--batch-size", a.batch, "prompt tokens per forward pass")->check(CLI::PositiveNumber);
+  app->add_option("-C,--cpu-mask", a.cpu_mask, "pin threads to these CPUs (hex mask, e.g. 0x3)");
   app->add_option("--cache-type", a.kv_type, "KV cache element type")
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();
@@ -78,6 +80,7 @@ std::unique_ptr<Model> load_model(const ModelArgs& a) {
 SessionOptions session_options(const ModelArgs& a) {
   SessionOptions o;
   o.n_threads = a.threads;
+  if (!a.cpu_mask.empty()) o.cpus = parse_cpu_mask(a.cpu_mask);
   o.n_ctx = a.ctx;
   o.n_batch = a.batch;
   o.kv_type = a.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;

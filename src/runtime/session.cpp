@@ -25,7 +25,7 @@ int64_t max_activation_elems(const Model& m, const SessionOptions& o) {
 Session::Session(const Model& model, const SessionOptions& opts)
     : model_(model),
       opts_(opts),
-      pool_(opts.n_threads > 0 ? opts.n_threads : ThreadPool::default_threads()),
+      pool_(opts.n_threads > 0 ? opts.n_threads : ThreadPool::default_threads(), opts.cpus),
       backend_(pool_, opts.activations, max_activation_elems(model, opts)),
       kv_(model.config().n_layer, context_size(model, opts), model.config().n_head_kv,
           model.config().head_dim, opts.kv_type),

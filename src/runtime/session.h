@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "model/forward.h"
@@ -15,9 +16,10 @@
 namespace tilellm {
 
 struct SessionOptions {
-  int64_t n_ctx = 0;     // tokens the cache holds; 0: the model's training context, capped at 4096
-  int n_threads = 0;     // 0: one per hardware thread
-  int64_t n_batch = 64;  // tokens per forward pass while evaluating a prompt
+  int64_t n_ctx = 0;      // tokens the cache holds; 0: the model's training context, capped at 4096
+  int n_threads = 0;      // 0: one per hardware thread
+  std::vector<int> cpus;  // pin thread i to cpus[i % size]; empty: no pinning
+  int64_t n_batch = 64;   // tokens per forward pass while evaluating a prompt
   GgmlType kv_type = GgmlType::F16;
   bool logits_all = false;  // keep the logits of every token of an eval() call (perplexity, logit dumps)
   ActivationMode activations = ActivationMode::Quantized;  // see backends/cpu/cpu_backend.h

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "runtime/cpu_set.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define TILELLM_PAUSE() _mm_pause()
@@ -33,9 +35,16 @@ inline void backoff(int spins) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads, const std::vector<int>& cpus) : n_threads_(std::max(1, n_threads)) {
+  if (!cpus.empty()) pin_current_thread(cpus[0]);
   workers_.reserve(size_t(n_threads_ - 1));
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+  for (int i = 1; i < n_threads_; ++i) {
+    const int cpu = cpus.empty() ? -1 : cpus[size_t(i) % cpus.size()];
+    workers_.emplace_back([this, i, cpu] {
+      if (cpu >= 0) pin_current_thread(cpu);
+      worker(i);
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

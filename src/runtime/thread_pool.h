@@ -19,7 +19,8 @@ namespace tilellm {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);
+  // cpus: when not empty, thread i (the caller is thread 0) is pinned to cpus[i % cpus.size()].
+  explicit ThreadPool(int n_threads, const std::vector<int>& cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
