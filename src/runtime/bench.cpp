@@ -14,6 +14,7 @@
 
 #include "format/error.h"
 #include "runtime/aligned.h"
+#include "runtime/cpu_set.h"
 
 namespace tilellm::bench {
 namespace {
@@ -212,11 +213,6 @@ class MdPrinter final : public Printer {
   std::string commit_;
 };
 
-void append_range(std::string& out, int a, int b) {
-  if (!out.empty()) out += ',';
-  out += a == b ? std::to_string(a) : fmt::format("{}-{}", a, b);
-}
-
 }  // namespace
 
 std::string test_name(const TestSpec& t) {
@@ -394,20 +390,7 @@ std::string cpu_model_name() {
 }
 
 std::string cpu_affinity_list() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return "unknown";
-  std::string out;
-  int start = -1;
-  for (int c = 0; c <= CPU_SETSIZE; ++c) {
-    const bool in = c < CPU_SETSIZE && CPU_ISSET(c, &set);
-    if (in && start < 0) start = c;
-    if (!in && start >= 0) {
-      append_range(out, start, c - 1);
-      start = -1;
-    }
-  }
-  return out;
+  return affinity_list();
 }
 
 std::string utc_now_rfc3339() {
