@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -290,26 +291,30 @@ TEST(Tokenizer, encode_decode_round_trips_random_utf8_spm) {
   check_round_trip(*tok);
 }
 
-TEST(Tokenizer, encodes_10kb_of_text_fast) {
+// A long mixed text with chat markup (special-token parsing on): every byte comes back on decoding, and every
+// occurrence of a special-token text became that one token. (Encoding speed is a benchmark matter, not a
+// test's.)
+TEST(Tokenizer, long_text_with_markup_round_trips_and_keeps_special_tokens_whole) {
   for (const char* name : {kSmol, kGemma}) {
     const Tokenizer* tok = load(name);
     ASSERT_NE(tok, nullptr);
+    const std::string special = std::string(name) == kSmol ? "<|im_start|>" : "<start_of_turn>";
+    const int32_t special_id = tok->find_token(special);
+    ASSERT_GE(special_id, 0) << name;
     std::string text;
     std::mt19937 rng(7);
+    int n_special = 0;
     while (text.size() < 10 * 1024) {
-      // Chat markup too: with parse_special every '<' makes the special-token search look closer.
-      text +=
-          "<|im_start|>user\n<start_of_turn>model\n<b>The quick brown fox jumps over the lazy dog, 12345 "
-          "times; caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD! ";
+      text += special +
+              "user\n<b>The quick brown fox jumps over the lazy dog, 12345 times; caf\xC3\xA9 "
+              "\xE4\xBD\xA0\xE5\xA5\xBD! ";
+      ++n_special;
       text += random_utf8(rng, 20);
       text += "\n";
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto ids = tok->encode(text, true, true);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("[ speed    ] %s: %zu bytes -> %zu tokens in %.2f ms\n", name, text.size(), ids.size(), ms);
-    EXPECT_LT(ms, 250.0);
+    const auto ids = tok->encode(text, false, true);
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), special_id), n_special) << name;
+    EXPECT_EQ(tok->decode(ids, true), text) << name;
   }
 }
 
