@@ -45,6 +45,12 @@ class Backend {
   virtual void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) = 0;
   // y[t] = W x[t]. x: [n_tok][w.n_in], y: [n_tok][w.n_out]
   virtual void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) = 0;
+  // Several matmuls reading the same input (q/k/v; gate/up): ys[i][t] = ws[i] x[t] for i < n. A backend may
+  // share the input's preparation and one parallel region among them; by default they run one by one.
+  virtual void matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
+                             int64_t n_tok) {
+    for (int i = 0; i < n; ++i) matmul(*ws[i], x, n_tok, ys[i]);
+  }
   // Rotates the first rope_dim dims of every head in place. x: [n_tok][n_heads][head_dim]; pos: [n_tok]
   virtual void rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim,
                     const int32_t* pos, const RopeTable& table, RopeMode mode) = 0;

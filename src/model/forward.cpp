@@ -61,9 +61,11 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
 
     // Attention block.
     be.rmsnorm(x, L.attn_norm.data(), xn, n, E, c.rms_eps);
-    be.matmul(L.wq, xn, n, q);
-    be.matmul(L.wk, xn, n, k);
-    be.matmul(L.wv, xn, n, v);
+    {
+      const Weight* ws[3] = {&L.wq, &L.wk, &L.wv};
+      float* ys[3] = {q, k, v};
+      be.matmul_shared(ws, ys, 3, xn, n);
+    }
     if (c.qk_norm) {
       be.rmsnorm(q, L.q_norm.data(), q, n * c.n_head, c.head_dim, c.rms_eps);
       be.rmsnorm(k, L.k_norm.data(), k, n * c.n_head_kv, c.head_dim, c.rms_eps);
@@ -84,8 +86,11 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
 
     // Feed-forward block.
     be.rmsnorm(x, L.ffn_norm.data(), xn, n, E, c.rms_eps);
-    be.matmul(L.w_gate, xn, n, gate);
-    be.matmul(L.w_up, xn, n, up);
+    {
+      const Weight* ws[2] = {&L.w_gate, &L.w_up};
+      float* ys[2] = {gate, up};
+      be.matmul_shared(ws, ys, 2, xn, n);
+    }
     be.glu(gate, up, gate, n * c.n_ff, c.ffn_act);
     be.matmul(L.w_down, gate, n, o);
     if (c.post_norms) be.rmsnorm(o, L.post_ffn_norm.data(), o, n, E, c.rms_eps);

@@ -32,6 +32,8 @@ class CpuBackend final : public Backend {
   void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) override;
   void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
   void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override;
+  void matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
+                     int64_t n_tok) override;
   void rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim, const int32_t* pos,
             const RopeTable& table, RopeMode mode) override;
   void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
