@@ -8,42 +8,27 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
+
+#include "format/cpu_features.h"
+#include "runtime/cpu_set.h"
 
 namespace tilellm::bench {
 
 inline std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown CPU";
+  const std::string& m = cpu_features().model;
+  return m.empty() ? "unknown CPU" : m;
 }
 
 // "0-1,4" and the number of CPUs in it.
 inline std::string cpu_set(int* count = nullptr) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return "?";
-  std::string out;
-  int n = 0;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (!CPU_ISSET(c, &set)) continue;
-    int e = c;
-    while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set)) ++e;
-    if (!out.empty()) out += ',';
-    out += e == c ? std::to_string(c) : std::to_string(c) + "-" + std::to_string(e);
-    n += e - c + 1;
-    c = e;
+  if (count) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    *count = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   }
-  if (count) *count = n;
-  return out;
+  return affinity_list();
 }
 
 // Short commit hash of the source tree (with "+dirty" for uncommitted changes), or "unknown".

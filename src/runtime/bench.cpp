@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "format/cpu_features.h"
 #include "format/error.h"
 #include "runtime/aligned.h"
 #include "runtime/cpu_set.h"
@@ -376,17 +377,8 @@ std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t 
 }
 
 std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t c = line.find(':');
-      if (c == std::string::npos) break;
-      size_t b = line.find_first_not_of(" \t", c + 1);
-      return b == std::string::npos ? "unknown" : line.substr(b);
-    }
-  }
-  return "unknown";
+  const std::string& m = cpu_features().model;
+  return m.empty() ? "unknown" : m;
 }
 
 std::string cpu_affinity_list() {
