@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
