@@ -37,14 +37,12 @@ TEST(CpuSet, pinned_thread_reports_its_one_cpu) {
 }
 
 TEST(CpuSet, pinned_pool_computes_every_item_once) {
-  ThreadPool* pool = nullptr;
-  std::thread t([&] {
-    // Built on its own thread so that pinning the caller does not pin the test runner.
-    static ThreadPool p(3, {0});
-    pool = &p;
+  // Built on its own thread, so that pinning the caller (thread 0 of the pool) does not pin the test runner.
+  std::thread t([] {
+    ThreadPool pool(3, {0});
     std::vector<std::atomic<int>> hits(1001);
     for (int rep = 0; rep < 50; ++rep) {
-      pool->parallel_for(int64_t(hits.size()), 7, [&](int64_t b, int64_t e, int) {
+      pool.parallel_for(int64_t(hits.size()), 7, [&](int64_t b, int64_t e, int) {
         for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
       });
     }

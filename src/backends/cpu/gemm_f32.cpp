@@ -6,25 +6,16 @@
 #include <cstring>
 
 #include "bench/gemm.h"
+#include "format/cpu_features.h"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
 namespace tilellm::gemm {
 
 Isa best_isa() {
-#if defined(__x86_64__)
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-  if (f16c && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512vnni")) {
-    return Isa::kAvx512Vnni;
-  }
-#endif
-  return Isa::kScalar;
+  return cpu_features().avx512_vnni ? Isa::kAvx512Vnni : Isa::kScalar;
 }
 
 const char* isa_name(Isa isa) {
