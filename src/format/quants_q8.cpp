@@ -355,12 +355,15 @@ int act_slot_of(GgmlType t, int* block_shift) {
   }
 }
 
-// The fastest table this CPU runs: AVX-512 VNNI, AVX-VNNI, AVX2, then the scalar reference.
+// The fastest table this CPU runs: AVX-512 VNNI, AVX-VNNI, AVX2 (x86) or NEON with the dot product, NEON
+// (ARM), then the scalar reference. Tables of the other architecture are nullptr.
 const Q8KernelTable& best_kernels() {
   static const Q8KernelTable* const best = [] {
     if (const Q8KernelTable* k = q8_detail::avx512vnni_q8_kernels()) return k;
     if (const Q8KernelTable* k = q8_detail::avxvnni_q8_kernels()) return k;
     if (const Q8KernelTable* k = q8_detail::avx2_q8_kernels()) return k;
+    if (const Q8KernelTable* k = q8_detail::neondot_q8_kernels()) return k;
+    if (const Q8KernelTable* k = q8_detail::neon_q8_kernels()) return k;
     return &q8_detail::scalar_q8_kernels();
   }();
   return *best;
@@ -479,6 +482,8 @@ bool select_quant_q8_isa_for_testing(std::string_view isa) {
   if (isa == "avx2") k = q8_detail::avx2_q8_kernels();
   if (isa == "avxvnni") k = q8_detail::avxvnni_q8_kernels();
   if (isa == "avx512vnni") k = q8_detail::avx512vnni_q8_kernels();
+  if (isa == "neon") k = q8_detail::neon_q8_kernels();
+  if (isa == "neondot") k = q8_detail::neondot_q8_kernels();
   if (k) g_active.store(k, std::memory_order_relaxed);
   return k != nullptr;
 }

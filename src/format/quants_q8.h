@@ -27,8 +27,9 @@
 //  - All functions are thread-safe and allocation-free. Unsupported types or lengths throw tilellm::Error
 //    naming the type. Rows and activations are read byte-wise: no alignment requirement.
 //  - The kernels use AVX2+FMA+F16C when the CPU has them, with AVX-VNNI or AVX-512 (VL, BW, VNNI; 256-bit
-//    vectors) where present, picked at run time; a portable scalar path is always compiled and is the
-//    reference the vector paths are tested against.
+//    vectors) where present, picked at run time; on AArch64 they use Advanced SIMD, with the ARMv8.2 dot
+//    product where present. A portable scalar path is always compiled and is the reference the vector paths
+//    are tested against.
 //
 // Typical use, one matmul y = W x (W: n_out rows of n elements of type wt):
 //   const GgmlType at = activation_type(wt);
@@ -96,14 +97,15 @@ void dot_row_q_multi(GgmlType weight_type, const void* row, int64_t n, const voi
                      int n_vec, float* y, int64_t y_stride);
 
 // The instruction set these kernels use now: "avx512vnni", "avxvnni" (AVX2+FMA+F16C+AVX-VNNI), "avx2"
-// (AVX2+FMA+F16C) or "scalar". Recorded in benchmark rows.
+// (AVX2+FMA+F16C), "neondot" (Advanced SIMD + ARMv8.2 dot product), "neon" (ARMv8-A Advanced SIMD) or
+// "scalar". Recorded in benchmark rows.
 const char* quant_q8_isa_name();
 
 // Tests only: false forces the portable scalar path, true restores the best path this CPU supports. Not
 // meant to be called while other threads run kernels (they may see either path; all give valid results).
 void set_quant_q8_isa_for_testing(bool allow_simd);
-// Tests only: selects one path by name ("scalar", "avx2", "avxvnni", "avx512vnni"); returns false, changing
-// nothing, when this build or CPU cannot run it.
+// Tests only: selects one path by name ("scalar", "avx2", "avxvnni", "avx512vnni", "neon", "neondot");
+// returns false, changing nothing, when this build or CPU cannot run it.
 bool select_quant_q8_isa_for_testing(std::string_view isa);
 
 }  // namespace tilellm

@@ -1,7 +1,8 @@
 // Internal to the quantized-activation kernels: the per-ISA kernel tables that quants_q8.cpp dispatches
 // through. quants_q8.cpp holds the scalar table (the reference); quants_q8_avx2.cpp (AVX2+FMA+F16C),
 // quants_q8_avxvnni.cpp (the same plus AVX-VNNI) and quants_q8_avx512vnni.cpp (AVX-512 VL/BW/VNNI, 256-bit
-// vectors) compile the x86 kernels of quants_q8_x86.inc.
+// vectors) compile the x86 kernels of quants_q8_x86.inc; quants_q8_neon.cpp compiles the ARM kernels of
+// quants_q8_neon.inc twice (Advanced SIMD, and with the ARMv8.2 dot product).
 // Arguments are validated before a kernel is called; kernels trust them.
 #pragma once
 
@@ -47,5 +48,9 @@ const Q8KernelTable* avx2_q8_kernels();
 const Q8KernelTable* avxvnni_q8_kernels();
 // The AVX512F/VL/BW/VNNI table (256-bit vectors), or nullptr when this build or this CPU cannot run it.
 const Q8KernelTable* avx512vnni_q8_kernels();
+// The ARMv8-A Advanced SIMD table, or nullptr when this build or this CPU cannot run it.
+const Q8KernelTable* neon_q8_kernels();
+// The Advanced SIMD + ARMv8.2 dot product (SDOT) table, or nullptr when this build or this CPU cannot run it.
+const Q8KernelTable* neondot_q8_kernels();
 
 }  // namespace tilellm::q8_detail

@@ -2,9 +2,9 @@
 //
 // Oracle: fixtures written by tests/reference/make_q8_cases.py: ggml's activation quantizers re-implemented
 // in NumPy (expected bytes), and float64 dot products of independently decoded weights with the dequantized
-// activations. Every check runs on each kernel path (scalar, avx2, avxvnni, avx512vnni; selected through
-// select_quant_q8_isa_for_testing, skipped only where the CPU lacks the instructions). A second, C++-side
-// reference (dequantize_row from quants.h) checks long random rows on every path.
+// activations. Every check runs on each kernel path (scalar, avx2, avxvnni, avx512vnni, neon, neondot;
+// selected through select_quant_q8_isa_for_testing, skipped only where the CPU lacks the instructions). A
+// second, C++-side reference (dequantize_row from quants.h) checks long random rows on every path.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "format/cpu_features.h"
 #include "format/error.h"
 #include "format/fp16.h"
 #include "format/ggml_types.h"
@@ -154,7 +155,7 @@ double q8_1_s_rounding(GgmlType wt, const uint8_t* row, const uint8_t* act, int6
 
 // ---- Fixture-driven tests, on both paths ----
 
-const char* const kIsas[] = {"scalar", "avx2", "avxvnni", "avx512vnni"};
+const char* const kIsas[] = {"scalar", "avx2", "avxvnni", "avx512vnni", "neon", "neondot"};
 
 struct Param {
   GgmlType type;
@@ -328,6 +329,15 @@ TEST(Q8Dispatch, the_best_path_the_cpu_runs_is_used) {
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
   EXPECT_STREQ(quant_q8_isa_name(), !avx2 ? "scalar" : avx512 ? "avx512vnni" : vnni ? "avxvnni" : "avx2");
   EXPECT_EQ(select_quant_q8_isa_for_testing("avx2"), avx2);
+  EXPECT_FALSE(select_quant_q8_isa_for_testing("neon"));
+#elif defined(__aarch64__)
+  // Advanced SIMD is part of ARMv8-A; the dot product is optional and read from the kernel's HWCAP bits.
+  const bool dotprod = cpu_features().neon_dotprod;
+  EXPECT_STREQ(quant_q8_isa_name(), dotprod ? "neondot" : "neon");
+  EXPECT_TRUE(select_quant_q8_isa_for_testing("neon"));
+  EXPECT_STREQ(quant_q8_isa_name(), "neon");
+  EXPECT_EQ(select_quant_q8_isa_for_testing("neondot"), dotprod);
+  EXPECT_FALSE(select_quant_q8_isa_for_testing("avx2"));
 #else
   EXPECT_STREQ(quant_q8_isa_name(), "scalar");
 #endif
