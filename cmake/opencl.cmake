@@ -1,0 +1,29 @@
+# The OpenCL backend (src/backends/opencl): optional. Built into tilellm_core, with TILELLM_HAVE_OPENCL
+# defined, when the OpenCL headers and the ICD loader are found; without them the engine builds CPU-only.
+# Its kernels (src/backends/opencl/kernels/*.cl) are embedded into the binary as string literals at build time.
+find_package(OpenCL QUIET)
+if(NOT OpenCL_FOUND)
+  message(STATUS "OpenCL not found: building without the OpenCL backend")
+  return()
+endif()
+message(STATUS "OpenCL found (${OpenCL_LIBRARIES}): building the OpenCL backend")
+
+file(GLOB TILELLM_OPENCL_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backends/opencl/*.cpp)
+file(GLOB TILELLM_OPENCL_KERNELS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backends/opencl/kernels/*.cl)
+# "|"-joined: a ";" list would be split into separate command arguments.
+string(REPLACE ";" "|" TILELLM_OPENCL_KERNEL_LIST "${TILELLM_OPENCL_KERNELS}")
+set(TILELLM_OPENCL_EMBEDDED ${CMAKE_BINARY_DIR}/generated/opencl_kernels.cpp)
+add_custom_command(
+  OUTPUT ${TILELLM_OPENCL_EMBEDDED}
+  COMMAND ${CMAKE_COMMAND} "-DOUT=${TILELLM_OPENCL_EMBEDDED}" "-DKERNELS=${TILELLM_OPENCL_KERNEL_LIST}"
+          -P ${CMAKE_SOURCE_DIR}/cmake/embed_opencl_kernels.cmake
+  DEPENDS ${TILELLM_OPENCL_KERNELS} ${CMAKE_SOURCE_DIR}/cmake/embed_opencl_kernels.cmake
+  COMMENT "Embedding OpenCL kernels"
+  VERBATIM)
+target_sources(tilellm_core PRIVATE ${TILELLM_OPENCL_SOURCES} ${TILELLM_OPENCL_EMBEDDED})
+# 3.0 headers, so the 3.0 capability queries compile; the code calls only OpenCL 1.2 entry points (hence the
+# deprecated-1.2 switch: clCreateCommandQueue is the one a 1.2 device has) and treats a
+# query the device does not know as "absent", so it runs on 1.2 devices.
+target_compile_definitions(tilellm_core PUBLIC TILELLM_HAVE_OPENCL CL_TARGET_OPENCL_VERSION=300
+                                                  CL_USE_DEPRECATED_OPENCL_1_2_APIS)
+target_link_libraries(tilellm_core PUBLIC OpenCL::OpenCL)

@@ -1,0 +1,185 @@
+// OpenCL devices: enumeration, the capability struct every kernel choice is made from, the device profiles
+// that clamp it to real mobile GPUs' limits, and the runtime (context, queue, program builds, launches) with
+// the seed's runtime guards:
+//  - a program's source always ends with '\n';
+//  - build options stay under 1024 bytes; constants go into a generated header prepended to the source;
+//  - global sizes are rounded up to the kernel's preferred work-group multiple (the profile's, when one is
+//    set), and kernels guard their tail items;
+//  - every CL error is reported by name together with the call that failed (error.h).
+// Kernel variants are picked from Capabilities only, never from vendor or device-name strings.
+#pragma once
+
+#include <CL/cl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tilellm::opencl {
+
+// What the kernels may rely on, queried once per device and then clamped by the profile.
+struct Capabilities {
+  // Identification (printed, never used to choose a kernel).
+  std::string platform, name, vendor, device_version, driver_version, c_version;
+  int cl_major = 1, cl_minor = 2;  // from CL_DEVICE_VERSION "OpenCL <major>.<minor> ..."
+
+  uint32_t compute_units = 0;
+  size_t max_work_group_size = 0;    // CL_DEVICE_MAX_WORK_GROUP_SIZE
+  size_t wg_multiple = 1;            // preferred work-group size multiple (probe kernel, or the profile's)
+  uint64_t local_mem_bytes = 0;      // CL_DEVICE_LOCAL_MEM_SIZE
+  bool local_mem_dedicated = false;  // CL_LOCAL (on-chip) rather than CL_GLOBAL (emulated in memory)
+  uint64_t global_mem_bytes = 0;
+  uint64_t max_alloc_bytes = 0;  // CL_DEVICE_MAX_MEM_ALLOC_SIZE: the largest single buffer
+
+  bool fp16 = false;  // cl_khr_fp16: half arithmetic (half storage through vload_half is core OpenCL 1.2)
+  bool fp32_correctly_rounded_div_sqrt = false;  // may build with -cl-fp32-correctly-rounded-divide-sqrt
+
+  // Subgroups: `subgroups` means the kernels may call sub_group_reduce_add/max (cl_khr_subgroups). The sizes
+  // come from cl_intel_required_subgroup_size when present; 0 = not reported (the reductions do not need it).
+  bool subgroups = false;
+  uint32_t max_subgroups_per_wg = 0;  // OpenCL 2.1+/3.0 CL_DEVICE_MAX_NUM_SUB_GROUPS; 0 = none or not asked
+  std::vector<size_t> subgroup_sizes;
+  size_t max_subgroup_size = 0;
+
+  bool images = false;  // CL_DEVICE_IMAGE_SUPPORT
+  size_t image2d_max_width = 0, image2d_max_height = 0;
+
+  std::string profile = "none";  // the device profile applied (see profiles())
+};
+
+// A device profile: the published limits of a GPU family. apply_profile() takes the minimum of each limit and
+// the device's, turns off features the family lacks, and sets the work-group multiple to the family's, so the
+// constrained kernel paths run (and are tested) on any OpenCL device. Numbers and sources: docs/OPENCL.md.
+struct DeviceProfile {
+  std::string_view name;
+  uint64_t local_mem_bytes;
+  size_t max_work_group_size;
+  size_t wg_multiple;
+  size_t max_subgroup_size;  // 0: the family has no cl_khr_subgroups
+  bool fp16;
+  uint64_t max_alloc_bytes;
+  size_t image2d_max_width, image2d_max_height;
+};
+
+// "none" first (no clamping), then every GPU family profile.
+const std::vector<DeviceProfile>& profiles();
+// Throws tilellm::Error listing the known names for an unknown one.
+const DeviceProfile& find_profile(std::string_view name);
+void apply_profile(Capabilities& caps, const DeviceProfile& p);
+
+struct DeviceRef {
+  cl_platform_id platform;
+  cl_device_id device;
+};
+// Every device of every platform, platforms in ICD order; index i is `--device i`. Empty when no OpenCL
+// platform is installed (that is not an error here; opening a device is).
+std::vector<DeviceRef> list_devices();
+// Queries the capability struct of a device (including a probe kernel for the work-group multiple).
+Capabilities query_capabilities(const DeviceRef& d);
+// Human-readable, one "key: value" per line, for `tilellm devices`.
+std::string describe(const Capabilities& caps);
+
+// Owning handles for CL objects (release on destruction, move-only).
+template <typename T, cl_int (*Release)(T)>
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(T h) : h_(h) {}
+  ~Handle() {
+    if (h_) Release(h_);
+  }
+  Handle(Handle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Handle& operator=(Handle&& o) noexcept {
+    std::swap(h_, o.h_);
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  T get() const { return h_; }
+  explicit operator bool() const { return h_ != nullptr; }
+
+ private:
+  T h_ = nullptr;
+};
+using MemHandle = Handle<cl_mem, clReleaseMemObject>;
+using KernelHandle = Handle<cl_kernel, clReleaseKernel>;
+using ProgramHandle = Handle<cl_program, clReleaseProgram>;
+
+// A device buffer of `bytes` bytes.
+struct Buffer {
+  MemHandle mem;
+  size_t bytes = 0;
+  cl_mem get() const { return mem.get(); }
+};
+
+// A built kernel with the launch facts queried once: its preferred multiple (clamped to the profile's) and
+// the largest work-group it can run with on this device.
+struct Kernel {
+  KernelHandle handle;
+  std::string name;
+  size_t wg_multiple = 1;
+  size_t max_wg = 1;
+  cl_kernel get() const { return handle.get(); }
+};
+
+// One device opened for compute: its context, one in-order queue, and the capability struct (profile
+// applied). Programs are built from the embedded kernel sources (kernels.h).
+class Runtime {
+ public:
+  // device: index into list_devices(); profile: a profiles() name.
+  Runtime(int device, std::string_view profile);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const Capabilities& caps() const { return caps_; }
+  cl_context context() const { return context_; }
+  cl_command_queue queue() const { return queue_; }
+
+  // Builds one program from the op files `ops` (kernels/<op>.cl) behind the generated header and the shared
+  // helpers (kernels/common.cl, kernels/quants.cl). `extra_defines` are more "#define NAME VALUE" lines for
+  // the generated header. Throws with the build log on failure. One program for many ops costs one compiler
+  // invocation instead of one per op (the fixed cost dominates on PoCL and on mobile drivers alike).
+  ProgramHandle build(const std::vector<std::string_view>& ops, const std::string& extra_defines = "") const;
+  Kernel kernel(const ProgramHandle& program, const char* name) const;
+
+  Buffer alloc(size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE, const void* init = nullptr) const;
+  // Non-blocking write (the queue is in order; the host data must live until the next finish()/read).
+  void write(const Buffer& b, size_t offset, const void* src, size_t bytes) const;
+  // Blocking read: returns once every earlier command has finished and the data is on the host.
+  void read(const Buffer& b, size_t offset, void* dst, size_t bytes) const;
+  void finish() const;
+
+  // Enqueues a kernel over a `dims`-dimensional range. local == nullptr: the device picks the work-group
+  // and each global size is rounded up to the kernel's preferred multiple (the kernel guards the tail).
+  // With local sizes, each global size is rounded up to a multiple of its local size.
+  void launch(const Kernel& k, int dims, const size_t* global, const size_t* local) const;
+
+  // The generated header every program starts with (exposed for tests of the guards).
+  std::string generated_header(const std::string& extra_defines) const;
+
+ private:
+  DeviceRef dev_{};
+  Capabilities caps_;
+  cl_context context_ = nullptr;
+  cl_command_queue queue_ = nullptr;
+};
+
+// Sets kernel argument i (a cl_mem, a scalar, or local memory of `bytes` bytes).
+void set_arg(const Kernel& k, cl_uint i, size_t size, const void* value);
+template <typename T>
+void set_arg(const Kernel& k, cl_uint i, const T& v) {
+  set_arg(k, i, sizeof(T), &v);
+}
+inline void set_arg(const Kernel& k, cl_uint i, const Buffer& b) {
+  cl_mem m = b.get();
+  set_arg(k, i, sizeof(cl_mem), &m);
+}
+inline void set_local_arg(const Kernel& k, cl_uint i, size_t bytes) {
+  set_arg(k, i, bytes, nullptr);
+}
+
+}  // namespace tilellm::opencl

@@ -1,0 +1,37 @@
+// Token embedding lookup on the device: the ids go up, the dequantized (and scaled) rows come back.
+#include "backends/opencl/opencl_backend.h"
+#include "format/error.h"
+
+namespace tilellm {
+
+void OpenclBackend::embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) {
+  if (n_tok <= 0) return;
+  const DeviceWeight& dw = find_weight(table, "embed");
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (ids[t] < 0 || ids[t] >= table.n_out)
+      fail("token id {} is outside the vocabulary of {}", ids[t], table.n_out);
+  }
+  check_tokens(n_tok, "embed");
+  check_out(n_tok * dw.n_in, "embed");
+  rt_.write(ints_, 0, ids, size_t(n_tok) * sizeof(int32_t));
+  int ki = 0;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+    if (t == dw.type) break;
+    ++ki;
+  }
+  const opencl::Kernel& k = k_embed_[ki];
+  const cl_ulong row_bytes = dw.row_bytes;
+  const cl_int n = cl_int(dw.n_in), nt = cl_int(n_tok);
+  opencl::set_arg(k, 0, dw.buf);
+  opencl::set_arg(k, 1, row_bytes);
+  opencl::set_arg(k, 2, n);
+  opencl::set_arg(k, 3, ints_);
+  opencl::set_arg(k, 4, nt);
+  opencl::set_arg(k, 5, scale);
+  opencl::set_arg(k, 6, out_);
+  const size_t global[2] = {size_t(n), size_t(n_tok)};
+  rt_.launch(k, 2, global, nullptr);
+  rt_.read(out_, 0, out, size_t(n_tok * dw.n_in) * sizeof(float));
+}
+
+}  // namespace tilellm

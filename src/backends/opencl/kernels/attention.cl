@@ -1,0 +1,67 @@
+// Causal attention over the device FB-KV cache with block-wise online softmax, the CPU reference's
+// algorithm (cpu/attention.cpp): keys are visited in blocks of TL_ATTN_BLOCK = 32; per block
+//   m' = max(m, max_j s_j);  acc = acc e^(m - m') + sum_j e^(s_j - m') v_j;  l = l e^(m - m') + sum_j e^(s_j - m')
+// and out = acc * (1 / l) at the end. No scratch proportional to the context.
+//
+// One work-group of exactly 32 items per (token t, head h): item j scores key j of the block (a full q·k over
+// head_dim), the group reduces max and sum (common.cl), then item j owns accumulator elements j, j + 32, ...
+// q: [n_tok][n_head][head_dim]; out: same; pos: [n_tok] (checked by the host).
+// cache: the buffer holding this layer, [layer][K|V][pos < n_ctx][n_head_kv][head_dim] in the cache type
+// (TL_KV_F16: half, else float); layer_off: element offset of this layer's K plane.
+// Local memory: lq, lacc: float[head_dim]; lw, scratch: float[32].
+#define TL_ATTN_BLOCK 32
+#if TL_KV_F16
+#define TL_KV_T half
+#define TL_KV_GET(p, i) vload_half((i), (p))
+#else
+#define TL_KV_T float
+#define TL_KV_GET(p, i) ((p)[i])
+#endif
+
+__kernel void attention(__global const float* q, __global const TL_KV_T* cache, ulong layer_off, int n_ctx,
+                        int kv_dim, __global const int* pos, int n_head, int group, int head_dim, float scale,
+                        int window, __global float* out, __local float* lq, __local float* lacc,
+                        __local float* lw, __local float* scratch) {
+  const int r = get_group_id(0);  // t * n_head + h
+  const int t = r / n_head, h = r % n_head, kvh = h / group;
+  const int lid = get_local_id(0);
+  __global const float* qh = q + (ulong)r * head_dim;
+  for (int i = lid; i < head_dim; i += TL_ATTN_BLOCK) {
+    lq[i] = qh[i];
+    lacc[i] = 0.0f;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  __global const TL_KV_T* kbase = cache + layer_off + (ulong)kvh * head_dim;
+  __global const TL_KV_T* vbase = kbase + (ulong)n_ctx * kv_dim;
+  const int last = pos[t];
+  const int first = window > 0 ? max(0, last - window + 1) : 0;
+  float m = -INFINITY, l = 0.0f;
+  for (int j0 = first; j0 <= last; j0 += TL_ATTN_BLOCK) {
+    const int nb = min(TL_ATTN_BLOCK, last + 1 - j0);
+    float s = -INFINITY;
+    if (lid < nb) {
+      __global const TL_KV_T* krow = kbase + (ulong)(j0 + lid) * kv_dim;
+      float d = 0.0f;
+      for (int i = 0; i < head_dim; ++i) d += lq[i] * TL_KV_GET(krow, i);
+      s = d * scale;
+    }
+    const float m_new = fmax(m, tl_group_max(s, scratch));
+    const float corr = exp(m - m_new);  // 0 on the first block (m = -inf)
+    const float w = lid < nb ? exp(s - m_new) : 0.0f;
+    lw[lid] = w;
+    l = l * corr + tl_group_sum(w, scratch);  // its barriers also publish lw
+    for (int i = lid; i < head_dim; i += TL_ATTN_BLOCK) {
+      float a = lacc[i] * corr;
+      for (int j = 0; j < nb; ++j) a += lw[j] * TL_KV_GET(vbase + (ulong)(j0 + j) * kv_dim, i);
+      lacc[i] = a;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // lw is rewritten by the next block
+    m = m_new;
+  }
+  const float inv = 1.0f / l;
+  __global float* o = out + (ulong)r * head_dim;
+  for (int i = lid; i < head_dim; i += TL_ATTN_BLOCK) o[i] = lacc[i] * inv;
+}
+
+#undef TL_KV_T
+#undef TL_KV_GET

@@ -1,0 +1,15 @@
+// Matrix-vector products y[t] = W x[t] for F16 weights (exact half -> float, float arithmetic).
+// W: [n_out][n_in] halves (row_bytes = 2 n_in); x: [n_tok][n_in]; y: [n_tok][n_out].
+// One work-group per (output row r, token t): item i sums elements i, i + L, ... (L = the local size, a power
+// of two), then the group sums the partials (common.cl). scratch: __local float[L].
+__kernel void matmul_f16(__global const uchar* w, ulong row_bytes, int n_in, int n_out,
+                         __global const float* x, __global float* y, __local float* scratch) {
+  const int r = get_group_id(0), t = get_group_id(1);
+  const int lid = get_local_id(0), ls = get_local_size(0);
+  __global const uchar* row = w + (ulong)r * row_bytes;
+  __global const float* xt = x + (ulong)t * n_in;
+  float acc = 0.0f;
+  for (int i = lid; i < n_in; i += ls) acc += tl_f16_at(row, i) * xt[i];
+  acc = tl_group_sum(acc, scratch);
+  if (lid == 0) y[(ulong)t * n_out + r] = acc;
+}

@@ -1,0 +1,64 @@
+// GGML block formats, read byte-wise from a row in global memory (blocks are 18, 20 or 34 bytes, so only
+// 2-byte alignment holds; the halves are read with vload_half, core OpenCL 1.2, no cl_khr_fp16 needed).
+// Every weight is first formed exactly as the format defines it (the values of format/quants.h's
+// dequantize_row) and then used in float arithmetic: the device computes the CPU backend's float path.
+//
+// Layouts (per block of 32 weights; q = stored unsigned integer, d/m = halves):
+//   Q4_0 (18 B): half d; uchar qs[16]        w = d * (q - 8); element j < 16: low nibble of qs[j], j >= 16:
+//                                            high nibble of qs[j - 16]
+//   Q4_1 (20 B): half d; half m; uchar qs[16] w = d * q + m; nibbles as Q4_0
+//   Q8_0 (34 B): half d; char qs[32]          w = d * qs[j]
+//   F16: one half per element; F32: one float per element.
+
+float tl_half(__global const uchar* p) { return vload_half(0, (__global const half*)p); }
+
+float tl_f16_at(__global const uchar* row, int i) { return vload_half(i, (__global const half*)row); }
+
+float tl_q4_0_at(__global const uchar* row, int i) {
+  __global const uchar* b = row + (i / 32) * 18;
+  const int j = i % 32;
+  const int q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
+  return tl_half(b) * (float)(q - 8);
+}
+
+float tl_q4_1_at(__global const uchar* row, int i) {
+  __global const uchar* b = row + (i / 32) * 20;
+  const int j = i % 32;
+  const int q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
+  return tl_half(b) * (float)q + tl_half(b + 2);
+}
+
+float tl_q8_0_at(__global const uchar* row, int i) {
+  __global const uchar* b = row + (i / 32) * 34;
+  return tl_half(b) * (float)(char)b[2 + i % 32];
+}
+
+// sum_j w_j * x_j over one block of 32, with w_j the exact weights.
+float tl_dot_q4_0(__global const uchar* b, __global const float* x) {
+  const float d = tl_half(b);
+  float s = 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    const int q = b[2 + j];
+    s += (d * (float)((q & 15) - 8)) * x[j];
+    s += (d * (float)((q >> 4) - 8)) * x[j + 16];
+  }
+  return s;
+}
+
+float tl_dot_q4_1(__global const uchar* b, __global const float* x) {
+  const float d = tl_half(b), m = tl_half(b + 2);
+  float s = 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    const int q = b[4 + j];
+    s += (d * (float)(q & 15) + m) * x[j];
+    s += (d * (float)(q >> 4) + m) * x[j + 16];
+  }
+  return s;
+}
+
+float tl_dot_q8_0(__global const uchar* b, __global const float* x) {
+  const float d = tl_half(b);
+  float s = 0.0f;
+  for (int j = 0; j < 32; ++j) s += (d * (float)(char)b[2 + j]) * x[j];
+  return s;
+}

@@ -1,0 +1,53 @@
+// Matmul on the device: one work-group per (output row, token), the kernel picked by the weight's device
+// format (matmul_<type>.cl). matmul_shared uploads the shared input once for all its weights.
+#include "backends/opencl/opencl_backend.h"
+#include "format/error.h"
+
+namespace tilellm {
+
+void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok) {
+  int ki = 0;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+    if (t == dw.type) break;
+    ++ki;
+  }
+  const opencl::Kernel& k = k_matmul_[ki];
+  const size_t wg = reduction_wg(k, 64, 1);
+  const cl_ulong row_bytes = dw.row_bytes;
+  const cl_int n_in = cl_int(dw.n_in), n_out = cl_int(dw.n_out);
+  opencl::set_arg(k, 0, dw.buf);
+  opencl::set_arg(k, 1, row_bytes);
+  opencl::set_arg(k, 2, n_in);
+  opencl::set_arg(k, 3, n_out);
+  opencl::set_arg(k, 4, in_a_);
+  opencl::set_arg(k, 5, out_);
+  opencl::set_local_arg(k, 6, wg * sizeof(float));
+  const size_t global[2] = {size_t(dw.n_out) * wg, size_t(n_tok)}, local[2] = {wg, 1};
+  rt_.launch(k, 2, global, local);
+}
+
+void OpenclBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float* y) {
+  const Weight* ws[1] = {&w};
+  float* ys[1] = {y};
+  matmul_shared(ws, ys, 1, x, n_tok);
+}
+
+void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
+                                  int64_t n_tok) {
+  if (n <= 0 || n_tok <= 0) return;
+  const int64_t n_in = ws[0]->n_in;
+  for (int i = 0; i < n; ++i) {
+    if (ws[i]->n_in != n_in)
+      fail("matmul_shared: weight {} reads {} inputs, not {}", ws[i]->name, ws[i]->n_in, n_in);
+    check_out(n_tok * ws[i]->n_out, "matmul");
+  }
+  check_in(n_tok * n_in, "matmul");
+  rt_.write(in_a_, 0, x, size_t(n_tok * n_in) * sizeof(float));
+  for (int i = 0; i < n; ++i) {
+    const DeviceWeight& dw = find_weight(*ws[i], "matmul");
+    enqueue_matmul(dw, n_tok);
+    rt_.read(out_, 0, ys[i], size_t(n_tok * dw.n_out) * sizeof(float));
+  }
+}
+
+}  // namespace tilellm

@@ -1,0 +1,252 @@
+// OpenclBackend construction: programs and kernels built once, weights uploaded once, scratch and the device
+// FB-KV allocated once; the shared checks every op file uses.
+#include "backends/opencl/opencl_backend.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "format/error.h"
+#include "format/quants.h"
+
+namespace tilellm {
+namespace {
+
+// Index of a device weight type into k_matmul_ / k_embed_ (the order of kMatmulKernels); -1: converted to
+// F32.
+int kernel_index(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32:
+      return 0;
+    case GgmlType::F16:
+      return 1;
+    case GgmlType::Q4_0:
+      return 2;
+    case GgmlType::Q4_1:
+      return 3;
+    case GgmlType::Q8_0:
+      return 4;
+    default:
+      return -1;
+  }
+}
+
+constexpr const char* kMatmulKernels[5] = {"matmul_f32", "matmul_f16", "matmul_q4_0", "matmul_q4_1",
+                                           "matmul_q8_0"};
+constexpr const char* kEmbedKernels[5] = {"embed_f32", "embed_f16", "embed_q4_0", "embed_q4_1", "embed_q8_0"};
+
+size_t floats(int64_t n) {
+  return size_t(std::max<int64_t>(n, 1)) * sizeof(float);
+}
+
+}  // namespace
+
+OpenclBackend::OpenclBackend(const OpenclBackendOptions& o) : opts_(o), rt_(o.device, o.profile) {
+  if (o.max_tokens <= 0 || o.max_in_elems <= 0 || o.max_out_elems <= 0 || o.max_width <= 0) {
+    fail("internal: OpenCL backend sized for {} tokens, {}/{} elements, width {}", o.max_tokens,
+         o.max_in_elems, o.max_out_elems, o.max_width);
+  }
+  // The kernels index with 32-bit ints within one activation array.
+  constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+  if (o.max_in_elems > kMaxInt || o.max_out_elems > kMaxInt || o.kv_dim > kMaxInt) {
+    fail("OpenCL backend: activations of {} elements exceed the kernels' 32-bit indexing",
+         std::max(o.max_in_elems, o.max_out_elems));
+  }
+  const bool kv_f16 = o.kv_type == GgmlType::F16;
+  if (!kv_f16 && o.kv_type != GgmlType::F32)
+    fail("OpenCL backend: KV cache type {} is not f16 or f32", type_name(o.kv_type));
+  const std::string kv_define = fmt::format("#define TL_KV_F16 {}\n", kv_f16 ? 1 : 0);
+
+  program_ = rt_.build({"embedding", "rmsnorm", "matmul_f32", "matmul_f16", "matmul_q4_0", "matmul_q4_1",
+                        "matmul_q8_0", "rope", "kv_store", "attention", "glu", "add"},
+                       kv_define);
+  for (int i = 0; i < 5; ++i) {
+    k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
+    k_matmul_[i] = rt_.kernel(program_, kMatmulKernels[i]);
+  }
+  k_rmsnorm_ = rt_.kernel(program_, "rmsnorm");
+  k_rope_ = rt_.kernel(program_, "rope");
+  k_kv_store_ = rt_.kernel(program_, "kv_store");
+  k_attention_ = rt_.kernel(program_, "attention");
+  k_glu_silu_ = rt_.kernel(program_, "glu_silu");
+  k_glu_gelu_ = rt_.kernel(program_, "glu_gelu");
+  k_add_ = rt_.kernel(program_, "add");
+
+  in_a_ = rt_.alloc(floats(o.max_in_elems));
+  in_b_ = rt_.alloc(floats(o.max_in_elems));
+  out_ = rt_.alloc(floats(o.max_out_elems));
+  vec_ = rt_.alloc(floats(o.max_width));
+  ints_ = rt_.alloc(size_t(o.max_tokens) * sizeof(int32_t));
+  rope_rows_ = rt_.alloc(floats(o.max_tokens * o.max_width));
+
+  if (o.kv_layers > 0) {
+    if (o.kv_ctx <= 0 || o.kv_dim <= 0) fail("internal: OpenCL KV cache of {} x {}", o.kv_ctx, o.kv_dim);
+    const uint64_t layer_bytes = 2 * uint64_t(o.kv_ctx) * uint64_t(o.kv_dim) * (kv_f16 ? 2 : 4);
+    const uint64_t max_alloc = caps().max_alloc_bytes;
+    if (layer_bytes > max_alloc) {
+      fail(
+          "OpenCL backend: one layer's KV cache ({} bytes for a context of {}) exceeds the device's largest "
+          "allocation of {} bytes (profile {}); use a smaller context (-c)",
+          layer_bytes, o.kv_ctx, max_alloc, caps().profile);
+    }
+    layers_per_buf_ = std::min<int64_t>(o.kv_layers, int64_t(max_alloc / layer_bytes));
+    for (int64_t l = 0; l < o.kv_layers; l += layers_per_buf_) {
+      const int64_t nl = std::min(layers_per_buf_, o.kv_layers - l);
+      kv_bufs_.push_back(rt_.alloc(size_t(nl) * layer_bytes));
+    }
+  }
+}
+
+void OpenclBackend::upload_weight(const Weight& w) {
+  if (!w.data) fail("OpenCL backend: weight {} has no data", w.name);
+  if (auto it = weights_.find(w.data); it != weights_.end()) {
+    // The same tensor again (a tied output is the embedding): nothing to do. Different tensor metadata at
+    // the same address means the caller broke the contract above.
+    const DeviceWeight& dw = it->second;
+    if (dw.host_type != w.type || dw.n_in != w.n_in || dw.n_out != w.n_out) {
+      fail("OpenCL backend: weight {} ({} {} x {}) reuses the memory of an uploaded {} {} x {} weight",
+           w.name, type_name(w.type), w.n_out, w.n_in, type_name(dw.host_type), dw.n_out, dw.n_in);
+    }
+    return;
+  }
+  if (w.n_in <= 0 || w.n_out <= 0)
+    fail("OpenCL backend: weight {} has shape {} x {}", w.name, w.n_out, w.n_in);
+  if (w.n_in > std::numeric_limits<int32_t>::max() || w.n_out > std::numeric_limits<int32_t>::max()) {
+    fail("OpenCL backend: weight {} ({} x {}) exceeds the kernels' 32-bit indexing", w.name, w.n_out, w.n_in);
+  }
+  DeviceWeight dw;
+  dw.host_type = w.type;
+  dw.n_in = w.n_in;
+  dw.n_out = w.n_out;
+  if (kernel_index(w.type) >= 0) {
+    if (w.row_bytes != row_size(w.type, w.n_in)) {
+      fail("OpenCL backend: weight {} has rows of {} bytes, expected {} for {} x {}", w.name, w.row_bytes,
+           row_size(w.type, w.n_in), type_name(w.type), w.n_in);
+    }
+    dw.type = w.type;
+    dw.row_bytes = w.row_bytes;
+    const size_t bytes = w.row_bytes * size_t(w.n_out);
+    if (bytes > caps().max_alloc_bytes) {
+      fail(
+          "OpenCL backend: weight {} ({} bytes) exceeds the device's largest allocation of {} bytes (profile "
+          "{})",
+          w.name, bytes, caps().max_alloc_bytes, caps().profile);
+    }
+    dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY, w.data);
+  } else {
+    // No kernel reads this format: dequantize exactly to F32, a slab of rows at a time.
+    dw.type = GgmlType::F32;
+    dw.row_bytes = size_t(w.n_in) * sizeof(float);
+    const size_t bytes = dw.row_bytes * size_t(w.n_out);
+    if (bytes > caps().max_alloc_bytes) {
+      fail(
+          "OpenCL backend: weight {} dequantized from {} to F32 ({} bytes) exceeds the device's largest "
+          "allocation of {} bytes (profile {})",
+          w.name, type_name(w.type), bytes, caps().max_alloc_bytes, caps().profile);
+    }
+    dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY);
+    const int64_t slab = std::max<int64_t>(1, (int64_t(1) << 22) / w.n_in);  // ~16 MiB of floats
+    std::vector<float> rows(size_t(std::min(slab, w.n_out) * w.n_in));
+    for (int64_t r0 = 0; r0 < w.n_out; r0 += slab) {
+      const int64_t nr = std::min(slab, w.n_out - r0);
+      for (int64_t r = 0; r < nr; ++r)
+        dequantize_row(w.type, w.row(r0 + r), rows.data() + r * w.n_in, w.n_in);
+      rt_.write(dw.buf, size_t(r0) * dw.row_bytes, rows.data(), size_t(nr) * dw.row_bytes);
+      rt_.finish();  // `rows` is reused by the next slab
+    }
+  }
+  weights_.emplace(w.data, std::move(dw));
+}
+
+void OpenclBackend::upload_model(const ModelWeights& mw) {
+  upload_weight(mw.tok_embd);
+  upload_weight(mw.output);
+  for (const LayerWeights& l : mw.layers) {
+    for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) upload_weight(*w);
+  }
+  rt_.finish();
+}
+
+const OpenclBackend::DeviceWeight& OpenclBackend::find_weight(const Weight& w, const char* op) const {
+  auto it = weights_.find(w.data);
+  if (it == weights_.end()) fail("OpenCL backend: {}: weight {} was not uploaded to the device", op, w.name);
+  const DeviceWeight& dw = it->second;
+  if (dw.n_in != w.n_in || dw.n_out != w.n_out) {
+    fail("OpenCL backend: {}: weight {} is {} x {} but was uploaded as {} x {}", op, w.name, w.n_out, w.n_in,
+         dw.n_out, dw.n_in);
+  }
+  return dw;
+}
+
+size_t OpenclBackend::reduction_wg(const opencl::Kernel& k, size_t want, size_t local_floats_per_item) const {
+  size_t limit = std::min(want, k.max_wg);
+  if (local_floats_per_item > 0) {
+    limit = std::min<size_t>(limit, caps().local_mem_bytes / (local_floats_per_item * sizeof(float)));
+  }
+  if (limit == 0) fail("OpenCL backend: kernel {} cannot fit one work-item's local memory", k.name);
+  size_t wg = 1;
+  while (wg * 2 <= limit) wg *= 2;
+  return wg;
+}
+
+void OpenclBackend::check_in(int64_t elems, const char* op) const {
+  if (elems > opts_.max_in_elems) {
+    fail("OpenCL backend: {} input of {} floats exceeds the scratch of {} sized at start", op, elems,
+         opts_.max_in_elems);
+  }
+}
+
+void OpenclBackend::check_out(int64_t elems, const char* op) const {
+  if (elems > opts_.max_out_elems) {
+    fail("OpenCL backend: {} output of {} floats exceeds the scratch of {} sized at start", op, elems,
+         opts_.max_out_elems);
+  }
+}
+
+void OpenclBackend::check_tokens(int64_t n_tok, const char* op) const {
+  if (n_tok > opts_.max_tokens) {
+    fail("OpenCL backend: {} of {} tokens exceeds the {} it was sized for", op, n_tok, opts_.max_tokens);
+  }
+}
+
+void OpenclBackend::check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
+                             const char* op) const {
+  if (kv_bufs_.empty()) fail("OpenCL backend: {}: the backend was made without a KV cache", op);
+  if (kv.n_layer() != opts_.kv_layers || kv.n_ctx() != opts_.kv_ctx || kv.kv_dim() != opts_.kv_dim ||
+      kv.type() != opts_.kv_type) {
+    fail(
+        "OpenCL backend: {}: cache of {} layers x {} x {} ({}) does not match the device cache of {} x {} x "
+        "{} ({})",
+        op, kv.n_layer(), kv.n_ctx(), kv.kv_dim(), type_name(kv.type()), opts_.kv_layers, opts_.kv_ctx,
+        opts_.kv_dim, type_name(opts_.kv_type));
+  }
+  if (layer < 0 || layer >= kv.n_layer())
+    fail("{}: layer {} outside the cache's {}", op, layer, kv.n_layer());
+  check_tokens(n_tok, op);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (pos[t] < 0 || pos[t] >= kv.n_ctx())
+      fail("position {} is outside the KV cache of {}", pos[t], kv.n_ctx());
+  }
+}
+
+const opencl::Buffer& OpenclBackend::kv_buffer(int64_t layer, uint64_t& layer_off) const {
+  const int64_t b = layer / layers_per_buf_;
+  layer_off = uint64_t(layer % layers_per_buf_) * 2 * uint64_t(opts_.kv_ctx) * uint64_t(opts_.kv_dim);
+  return kv_bufs_[size_t(b)];
+}
+
+void OpenclBackend::read_kv(KvCache& kv) const {
+  if (kv_bufs_.empty()) fail("OpenCL backend: read_kv: the backend was made without a KV cache");
+  const int32_t p0 = 0;
+  check_kv(kv, 0, &p0, 0, "read_kv");
+  const size_t plane = size_t(opts_.kv_ctx) * kv.row_bytes();  // the host planes may be padded; copy each
+  for (int64_t l = 0; l < opts_.kv_layers; ++l) {
+    uint64_t off = 0;
+    const opencl::Buffer& buf = kv_buffer(l, off);
+    const size_t elem = opts_.kv_type == GgmlType::F16 ? 2 : 4;
+    for (int kind = 0; kind < 2; ++kind) {
+      rt_.read(buf, size_t(off) * elem + size_t(kind) * plane, kv.plane(l, kind), plane);
+    }
+  }
+}
+
+}  // namespace tilellm

@@ -1,0 +1,43 @@
+// RoPE on the device. The table stays on the host (two per session, possibly large); each call sends the rows
+// of its tokens' positions, so the kernel only looks them up.
+#include "backends/opencl/opencl_backend.h"
+#include "format/error.h"
+
+namespace tilellm {
+
+void OpenclBackend::rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim,
+                         const int32_t* pos, const RopeTable& table, RopeMode mode) {
+  if (rope_dim != 2 * table.n_half || rope_dim > head_dim) {
+    fail("rope: {} rotated dims do not match the table's {} (head size {})", rope_dim, 2 * table.n_half,
+         head_dim);
+  }
+  if (n_tok <= 0 || n_heads <= 0 || table.n_half == 0) return;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (pos[t] < 0 || pos[t] >= table.n_pos)
+      fail("position {} is outside the RoPE table of {}", pos[t], table.n_pos);
+  }
+  check_tokens(n_tok, "rope");
+  check_in(n_tok * n_heads * head_dim, "rope");
+  if (2 * table.n_half > opts_.max_width) {
+    fail("OpenCL backend: RoPE rows of {} exceed the width {} sized at start", 2 * table.n_half,
+         opts_.max_width);
+  }
+  const size_t row = size_t(table.n_half) * 2 * sizeof(float);
+  rt_.write(in_a_, 0, x, size_t(n_tok * n_heads * head_dim) * sizeof(float));
+  for (int64_t t = 0; t < n_tok; ++t) rt_.write(rope_rows_, size_t(t) * row, table.at(pos[t]), row);
+  const opencl::Kernel& k = k_rope_;
+  const cl_int nt = cl_int(n_tok), nh = cl_int(n_heads), hd = cl_int(head_dim), half = cl_int(table.n_half),
+               neox = mode == RopeMode::Neox ? 1 : 0;
+  opencl::set_arg(k, 0, in_a_);
+  opencl::set_arg(k, 1, rope_rows_);
+  opencl::set_arg(k, 2, nt);
+  opencl::set_arg(k, 3, nh);
+  opencl::set_arg(k, 4, hd);
+  opencl::set_arg(k, 5, half);
+  opencl::set_arg(k, 6, neox);
+  const size_t global[3] = {size_t(half), size_t(n_heads), size_t(n_tok)};
+  rt_.launch(k, 3, global, nullptr);
+  rt_.read(in_a_, 0, x, size_t(n_tok * n_heads * head_dim) * sizeof(float));
+}
+
+}  // namespace tilellm

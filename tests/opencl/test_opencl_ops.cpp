@@ -1,0 +1,438 @@
+// Every op of the OpenCL backend against the CPU backend (the reference, float path) on random data of odd
+// sizes, under every device profile: "none" runs the device as it is; the others clamp local memory,
+// work-group size, subgroups and the work-group multiple (so global-size rounding with tail guards runs with
+// multiples of 16, 32 and 128 on any device).
+//
+// Tolerances, in units of u = 2^-24 (float32 unit roundoff), each justified where it is checked. Ops whose
+// device arithmetic is the CPU's operation for operation (embedding, add, kv_store) must match bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/opencl/error.h"
+#include "backends/opencl/opencl_backend.h"
+#include "format/error.h"
+#include "format/fp16.h"
+#include "format/quants.h"
+#include "runtime/kv_cache.h"
+#include "runtime/thread_pool.h"
+
+namespace tilellm {
+namespace {
+
+constexpr double kU = 0x1p-24;
+
+bool have_device() {
+  static const bool have = !opencl::list_devices().empty();
+  return have;
+}
+
+std::vector<float> rand_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    do x = d(rng);
+    while (x == 0.0f);  // never zeros: a zero would hide a missing write or a wrong index
+  }
+  return v;
+}
+
+struct OwnedWeight {
+  std::vector<uint8_t> bytes;
+  Weight w;
+};
+
+void put_half(uint8_t* p, float f) {
+  const uint16_t h = fp32_to_fp16(f);
+  std::memcpy(p, &h, 2);
+}
+
+// Random rows of a type: every quantized field random, the half scales set to sane magnitudes (random bits
+// there would give infinities and NaNs, which no real model holds).
+OwnedWeight make_weight(GgmlType type, int64_t n_in, int64_t n_out, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.004f, 0.05f), sym(-1.0f, 1.0f);
+  OwnedWeight o;
+  o.w.name = fmt::format("random.{}", type_name(type));
+  o.w.type = type;
+  o.w.n_in = n_in;
+  o.w.n_out = n_out;
+  o.w.row_bytes = row_size(type, n_in);
+  o.bytes.resize(o.w.row_bytes * size_t(n_out));
+  for (auto& b : o.bytes) b = uint8_t(byte(rng));
+  const TypeTraits& tr = type_traits(type);
+  const size_t nblocks = o.bytes.size() / tr.type_size;
+  for (size_t b = 0; b < nblocks; ++b) {
+    uint8_t* blk = o.bytes.data() + b * tr.type_size;
+    switch (type) {
+      case GgmlType::F32: {
+        const float f = sym(rng);
+        std::memcpy(blk, &f, 4);
+        break;
+      }
+      case GgmlType::F16:
+        put_half(blk, sym(rng));
+        break;
+      case GgmlType::BF16: {
+        const float f = sym(rng);
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        const uint16_t h = uint16_t(bits >> 16);
+        std::memcpy(blk, &h, 2);
+        break;
+      }
+      case GgmlType::Q4_0:
+      case GgmlType::Q8_0:
+      case GgmlType::Q5_0:
+        put_half(blk, scale(rng));
+        break;
+      case GgmlType::Q4_1:
+        put_half(blk, scale(rng));
+        put_half(blk + 2, 0.1f * sym(rng));
+        break;
+      case GgmlType::Q4_K:
+        put_half(blk, scale(rng));
+        put_half(blk + 2, scale(rng));
+        break;
+      case GgmlType::Q6_K:
+        put_half(blk + 208, 0.1f * scale(rng));
+        break;
+      default:
+        ADD_FAILURE() << "no random generator for " << type_name(type);
+    }
+  }
+  o.w.data = o.bytes.data();
+  return o;
+}
+
+std::vector<float> dequantize(const Weight& w) {
+  std::vector<float> f(size_t(w.n_in * w.n_out));
+  for (int64_t r = 0; r < w.n_out; ++r) dequantize_row(w.type, w.row(r), f.data() + r * w.n_in, w.n_in);
+  return f;
+}
+
+// Fixture: a CPU backend (2 threads, float path) and an OpenCL backend under the profile of the parameter.
+class OpenclOps : public ::testing::TestWithParam<std::string> {
+ protected:
+  static constexpr int64_t kLayers = 3, kCtx = 77;
+
+  void SetUp() override {
+    if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  }
+
+  std::unique_ptr<OpenclBackend> make(int64_t kv_dim = 0, GgmlType kv_type = GgmlType::F16) {
+    OpenclBackendOptions o;
+    o.profile = GetParam();
+    o.max_tokens = 8;
+    o.max_in_elems = 1 << 16;
+    o.max_out_elems = 1 << 16;
+    o.max_width = 1024;
+    if (kv_dim > 0) {
+      o.kv_layers = kLayers;
+      o.kv_ctx = kCtx;
+      o.kv_dim = kv_dim;
+      o.kv_type = kv_type;
+    }
+    return std::make_unique<OpenclBackend>(o);
+  }
+
+  // Weights must outlive the backend (it keys them by address): each test keeps its own here.
+  OwnedWeight& keep(OwnedWeight w) {
+    return *kept_.emplace_back(std::make_unique<OwnedWeight>(std::move(w)));
+  }
+
+  std::vector<std::unique_ptr<OwnedWeight>> kept_;
+  ThreadPool pool_{2};
+  CpuBackend cpu_{pool_, ActivationMode::F32, 1 << 16};
+};
+
+TEST_P(OpenclOps, capabilities_are_clamped_to_the_profile) {
+  auto be = make();
+  const opencl::Capabilities& c = be->caps();
+  const opencl::DeviceProfile& p = opencl::find_profile(GetParam());
+  EXPECT_EQ(c.profile, GetParam());
+  EXPECT_LE(c.local_mem_bytes, p.local_mem_bytes);
+  EXPECT_LE(c.max_work_group_size, p.max_work_group_size);
+  EXPECT_LE(c.max_alloc_bytes, p.max_alloc_bytes);
+  if (p.wg_multiple > 0) {
+    EXPECT_EQ(c.wg_multiple, std::min(p.wg_multiple, c.max_work_group_size));
+  }
+  if (p.max_subgroup_size == 0) {
+    EXPECT_FALSE(c.subgroups);
+  }
+  EXPECT_GT(c.compute_units, 0u);
+}
+
+TEST_P(OpenclOps, embedding_matches_cpu_bit_for_bit) {
+  auto be = make();
+  const int32_t ids[5] = {6, 0, 12, 6, 3};
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
+                     GgmlType::Q6_K, GgmlType::BF16}) {
+    const int64_t n_in = type_traits(t).block_size == 256 ? 512 : (type_traits(t).block_size == 1 ? 99 : 96);
+    OwnedWeight& w = keep(make_weight(t, n_in, 13, 11));
+    be->upload_weight(w.w);
+    for (float scale : {1.0f, 0.37f}) {
+      std::vector<float> a(size_t(5 * n_in)), b(size_t(5 * n_in), -7.0f);
+      cpu_.embed(w.w, ids, 5, scale, a.data());
+      be->embed(w.w, ids, 5, scale, b.data());
+      // The device forms each weight with the CPU's exact formula and applies the same single rounding of
+      // the scale multiply, so the results are identical.
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << type_name(t) << " scale " << scale;
+    }
+  }
+  const int32_t bad = 13;
+  OwnedWeight& w = keep(make_weight(GgmlType::F32, 8, 13, 1));
+  be->upload_weight(w.w);
+  std::vector<float> out(8);
+  EXPECT_THROW(be->embed(w.w, &bad, 1, 1.0f, out.data()), Error);
+}
+
+TEST_P(OpenclOps, matmul_matches_cpu_for_every_weight_type) {
+  auto be = make();
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
+                     GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::BF16}) {
+    const int64_t bs = type_traits(t).block_size;
+    const int64_t n_in = bs == 1 ? 333 : bs * (bs == 256 ? 3 : 11);  // odd multiples of the block size
+    const int64_t n_out = 37, n_tok = 3;
+    OwnedWeight& w = keep(make_weight(t, n_in, n_out, 21));
+    be->upload_weight(w.w);
+    const std::vector<float> x = rand_floats(size_t(n_tok * n_in), 5);
+    std::vector<float> a(size_t(n_tok * n_out)), b(size_t(n_tok * n_out), -7.0f);
+    cpu_.matmul(w.w, x.data(), n_tok, a.data());
+    be->matmul(w.w, x.data(), n_tok, b.data());
+    // Both sides sum the same n_in exact products w_i x_i in float, in different orders; each result is
+    // within gamma_n * sum |w_i x_i| (gamma_n ~ n u) of the exact sum, so they differ by at most 2 n u sum
+    // |w_i x_i|.
+    const std::vector<float> wf = dequantize(w.w);
+    int bad = 0;
+    for (int64_t tk = 0; tk < n_tok; ++tk) {
+      for (int64_t r = 0; r < n_out; ++r) {
+        double mag = 0.0;
+        for (int64_t i = 0; i < n_in; ++i)
+          mag += std::abs(double(wf[size_t(r * n_in + i)]) * x[size_t(tk * n_in + i)]);
+        const double err = std::abs(double(a[size_t(tk * n_out + r)]) - b[size_t(tk * n_out + r)]);
+        if (!(err <= 2.0 * double(n_in) * kU * mag) && bad++ < 3) {
+          ADD_FAILURE() << type_name(t) << " y[" << tk << "][" << r << "]: cpu " << a[size_t(tk * n_out + r)]
+                        << " opencl " << b[size_t(tk * n_out + r)];
+        }
+      }
+    }
+  }
+}
+
+TEST_P(OpenclOps, matmul_shared_equals_separate_matmuls) {
+  auto be = make();
+  OwnedWeight& w1 = keep(make_weight(GgmlType::Q4_1, 160, 21, 3));
+  OwnedWeight& w2 = keep(make_weight(GgmlType::Q8_0, 160, 9, 4));
+  be->upload_weight(w1.w);
+  be->upload_weight(w2.w);
+  const std::vector<float> x = rand_floats(2 * 160, 8);
+  std::vector<float> y1(42), y2(18), s1(42), s2(18);
+  be->matmul(w1.w, x.data(), 2, s1.data());
+  be->matmul(w2.w, x.data(), 2, s2.data());
+  const Weight* ws[2] = {&w1.w, &w2.w};
+  float* ys[2] = {y1.data(), y2.data()};
+  be->matmul_shared(ws, ys, 2, x.data(), 2);
+  EXPECT_EQ(y1, s1);  // the same kernel on the same input: identical
+  EXPECT_EQ(y2, s2);
+}
+
+TEST_P(OpenclOps, matmul_of_a_weight_not_uploaded_is_an_error) {
+  auto be = make();
+  OwnedWeight w = make_weight(GgmlType::F32, 16, 4, 1);
+  std::vector<float> x(16, 1.0f), y(4);
+  EXPECT_THROW(be->matmul(w.w, x.data(), 1, y.data()), Error);
+}
+
+TEST_P(OpenclOps, rmsnorm_matches_cpu) {
+  auto be = make();
+  for (int64_t n : {int64_t(1), int64_t(37), int64_t(576), int64_t(1023)}) {
+    const int64_t rows = 5;
+    const std::vector<float> x = rand_floats(size_t(rows * n), 31, -3.0f, 3.0f);
+    const std::vector<float> w = rand_floats(size_t(n), 32);
+    std::vector<float> a(x.size()), b(x.size(), -7.0f);
+    cpu_.rmsnorm(x.data(), w.data(), a.data(), rows, n, 1e-5f);
+    be->rmsnorm(x.data(), w.data(), b.data(), rows, n, 1e-5f);
+    // The sums of squares (positive terms) differ by at most 2 n u relative (different orders); the mean,
+    // eps add, sqrt (<= 3 ulp in OpenCL without correctly rounded sqrt) and division (<= 2.5 ulp) add a
+    // few u, halved by the square root; the two products add 2 u per side. Bound: (n + 16) u relative.
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_LE(std::abs(double(a[i]) - b[i]), double(n + 16) * kU * std::abs(double(a[i])))
+          << "n " << n << " [" << i << "]";
+    }
+    // In place (y = x) gives the same.
+    std::vector<float> c = x;
+    be->rmsnorm(c.data(), w.data(), c.data(), rows, n, 1e-5f);
+    EXPECT_EQ(c, b);
+  }
+}
+
+TEST_P(OpenclOps, rope_matches_cpu_in_both_modes) {
+  auto be = make();
+  const int64_t n_tok = 5, n_heads = 3, head_dim = 66;
+  const int32_t pos[5] = {0, 1, 17, 49, 23};
+  for (int64_t rope_dim : {int64_t(66), int64_t(32)}) {
+    const RopeTable table(50, rope_dim, 10000.0f, 1.0f);
+    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+      std::vector<float> a = rand_floats(size_t(n_tok * n_heads * head_dim), 41), b = a;
+      const std::vector<float> x = a;
+      cpu_.rope(a.data(), n_tok, n_heads, head_dim, rope_dim, pos, table, mode);
+      be->rope(b.data(), n_tok, n_heads, head_dim, rope_dim, pos, table, mode);
+      // a c - b s from the same table values: two products and a difference, 3 roundings each side, so
+      // |diff| <= 6 u (|a| + |b|) (|c|, |s| <= 1); exact unless the compiler ignores FP_CONTRACT OFF.
+      for (size_t i = 0; i < a.size(); ++i) {
+        const size_t head0 = i / size_t(head_dim) * size_t(head_dim);
+        double mag = 0.0;
+        for (size_t j = head0; j < head0 + size_t(head_dim); ++j) mag = std::max(mag, std::abs(double(x[j])));
+        ASSERT_LE(std::abs(double(a[i]) - b[i]), 12.0 * kU * mag)
+            << "rope_dim " << rope_dim << " [" << i << "]";
+      }
+    }
+  }
+}
+
+TEST_P(OpenclOps, glu_matches_cpu) {
+  auto be = make();
+  const int64_t n = 1001;
+  const std::vector<float> g = rand_floats(size_t(n), 51, -8.0f, 8.0f), u = rand_floats(size_t(n), 52);
+  for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n), -7.0f);
+    cpu_.glu(g.data(), u.data(), a.data(), n, act);
+    be->glu(g.data(), u.data(), b.data(), n, act);
+    // exp within 3 ulp (OpenCL's bound; glibc's expf within 1), 1 + e^-z and the division (2.5 ulp) and the
+    // products: at most ~10 u relative per side. Bound: 32 u relative.
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_LE(std::abs(double(a[i]) - b[i]), 32.0 * kU * std::abs(double(a[i])) + 1e-37) << "[" << i << "]";
+    }
+  }
+}
+
+TEST_P(OpenclOps, add_matches_cpu_bit_for_bit) {
+  auto be = make();
+  const int64_t n = 1003;
+  std::vector<float> a = rand_floats(size_t(n), 61), b = a;
+  const std::vector<float> x = rand_floats(size_t(n), 62);
+  cpu_.add(a.data(), x.data(), n);
+  be->add(b.data(), x.data(), n);
+  EXPECT_EQ(a, b);  // one correctly rounded addition per element on both sides
+}
+
+// Fills the cache of both backends with the same random K/V rows (positions 0..kCtx-1, in a few calls).
+void fill_caches(CpuBackend& cpu, OpenclBackend& be, KvCache& ck, KvCache& gk, int64_t kv_dim,
+                 uint32_t seed) {
+  for (int64_t layer = 0; layer < ck.n_layer(); ++layer) {
+    for (int64_t p0 = 0; p0 < ck.n_ctx(); p0 += 8) {
+      const int64_t n = std::min<int64_t>(8, ck.n_ctx() - p0);
+      const std::vector<float> k = rand_floats(size_t(n * kv_dim), seed++),
+                               v = rand_floats(size_t(n * kv_dim), seed++);
+      std::vector<int32_t> pos(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = int32_t(p0 + i);
+      cpu.kv_store(ck, layer, k.data(), v.data(), pos.data(), n);
+      be.kv_store(gk, layer, k.data(), v.data(), pos.data(), n);
+    }
+  }
+}
+
+TEST_P(OpenclOps, kv_store_matches_cpu_bit_for_bit) {
+  for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+    const int64_t kv_dim = 2 * 40;
+    auto be = make(kv_dim, type);
+    KvCache ck(kLayers, kCtx, 2, 40, type), gk(kLayers, kCtx, 2, 40, type), back(kLayers, kCtx, 2, 40, type);
+    fill_caches(cpu_, *be, ck, gk, kv_dim, 100);
+    be->read_kv(back);
+    // f32 is a copy; f16 is one round-to-nearest-even conversion on both sides (vstore_half_rte).
+    for (int64_t l = 0; l < kLayers; ++l) {
+      for (int kind = 0; kind < 2; ++kind) {
+        EXPECT_EQ(0, std::memcmp(ck.plane(l, kind), back.plane(l, kind), size_t(kCtx) * ck.row_bytes()))
+            << type_name(type) << " layer " << l << " kind " << kind;
+      }
+    }
+    const int32_t bad = int32_t(kCtx);
+    std::vector<float> row(size_t(kv_dim), 1.0f);
+    EXPECT_THROW(be->kv_store(gk, 0, row.data(), row.data(), &bad, 1), Error);
+  }
+}
+
+TEST_P(OpenclOps, attention_matches_cpu) {
+  for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+    for (int64_t head_dim : {int64_t(40), int64_t(256)}) {
+      const int64_t n_head_kv = 2, n_head = 6, kv_dim = n_head_kv * head_dim;
+      auto be = make(kv_dim, type);
+      KvCache ck(kLayers, kCtx, n_head_kv, head_dim, type), gk(kLayers, kCtx, n_head_kv, head_dim, type);
+      fill_caches(cpu_, *be, ck, gk, kv_dim, 300);
+      const int32_t pos[4] = {0, 31, 65, 76};
+      const int64_t n_tok = 4;
+      const std::vector<float> q = rand_floats(size_t(n_tok * n_head * head_dim), 77);
+      for (int64_t window : {int64_t(0), int64_t(20)}) {
+        AttnParams p;
+        p.n_head = n_head;
+        p.n_head_kv = n_head_kv;
+        p.head_dim = head_dim;
+        p.scale = 1.0f / std::sqrt(float(head_dim));
+        p.window = window;
+        std::vector<float> a(q.size()), b(q.size(), -7.0f);
+        cpu_.attention(q.data(), ck, 1, pos, n_tok, p, a.data());
+        be->attention(q.data(), gk, 1, pos, n_tok, p, b.data());
+        // Scores: q.k over head_dim terms in different orders differ by <= 2 hd u sum|q k| scale <= 2 hd u
+        // sqrt(hd) (|q|, |k| <= 1, scale = 1/sqrt(hd)); a score error ds changes the softmax weights by a
+        // relative ~2 ds, the exp's ulps and the running sums (<= n_keys terms) add (n_keys + 8) u. The
+        // output is a convex combination of V rows (|v| <= 1), so |diff| <= 2 (2 ds + (n_keys + 8) u).
+        const double ds = 2.0 * double(head_dim) * kU * std::sqrt(double(head_dim));
+        const double bound = 2.0 * (2.0 * ds + double(kCtx + 8) * kU);
+        for (size_t i = 0; i < a.size(); ++i) {
+          ASSERT_LE(std::abs(double(a[i]) - b[i]), bound)
+              << type_name(type) << " hd " << head_dim << " window " << window << " [" << i << "]";
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiles, OpenclOps,
+                         ::testing::Values("none", "powervr-rogue", "mali-valhall", "adreno-7xx"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string s = i.param;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+TEST(OpenclDevice, errors_are_reported_by_name_with_the_call) {
+  try {
+    opencl::check(CL_INVALID_KERNEL_NAME, "clCreateKernel(foo)");
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("clCreateKernel(foo) failed: CL_INVALID_KERNEL_NAME (-46)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_STREQ(opencl::cl_error_name(CL_OUT_OF_RESOURCES), "CL_OUT_OF_RESOURCES");
+}
+
+TEST(OpenclDevice, unknown_profile_and_device_are_errors) {
+  EXPECT_THROW(opencl::find_profile("geforce-256"), Error);
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  EXPECT_THROW(opencl::Runtime(int(opencl::list_devices().size()), "none"), Error);
+}
+
+TEST(OpenclDevice, generated_header_carries_the_constants_and_ends_in_newline) {
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  opencl::Runtime rt(0, "mali-valhall");
+  const std::string h = rt.generated_header("#define TL_KV_F16 1");
+  // The profile turns subgroups off only where the family lacks them; PoCL has none either way.
+  EXPECT_NE(h.find(rt.caps().subgroups ? "#define TL_SUBGROUPS 1\n" : "#define TL_SUBGROUPS 0\n"),
+            std::string::npos)
+      << h;
+  EXPECT_NE(h.find("#define TL_KV_F16 1\n"), std::string::npos) << h;
+  EXPECT_EQ(h.back(), '\n');
+}
+
+}  // namespace
+}  // namespace tilellm
