@@ -22,6 +22,7 @@ namespace tilellm::cli {
 namespace {
 
 struct BenchArgs {
+  BackendArgs backend;  // --backend, --device, --device-profile
   std::vector<std::string> models;
   std::vector<std::string> n_prompt{"512"};
   std::vector<std::string> n_gen{"128"};
@@ -180,6 +181,7 @@ void run_bench(BenchArgs a) {
         so.n_batch = a.batch;
         so.kv_type = a.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
         so.activations = a.activations == "f32" ? ActivationMode::F32 : ActivationMode::Quantized;
+        apply_backend_args(a.backend, so);
         Session session(*model, so);
 
         bench::Row r;
@@ -224,6 +226,7 @@ void register_bench(CLI::App& app) {
   sub->add_option("--pg", a->pg, "pp+tg test as 'prompt,gen' (llama-bench's -pg also works); repeatable");
   sub->add_option("-d,--n-depth", a->depth, "tokens already in the cache before each test, comma list")
       ->capture_default_str();
+  add_backend_args(sub, a->backend);
   sub->add_option("-r,--repetitions", a->reps, "timed runs per test")->capture_default_str();
   sub->add_option("-t,--threads", a->threads, "thread counts, comma list (default: all hardware threads)");
   sub->add_option("-o,--output", a->output, "output format")

@@ -15,5 +15,7 @@ void register_gemv_bw(CLI::App& app);
 // The gemv-bw benchmark body, also run by `gemm-speed speed/GemvBW`.
 void gemv_bw_main(int threads, const std::vector<std::string>& shapes, const std::string& format);
 void register_bench(CLI::App& app);
+// `tilellm devices`: every OpenCL device and its capability struct.
+void register_devices(CLI::App& app);
 
 }  // namespace tilellm::cli

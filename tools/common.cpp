@@ -30,6 +30,7 @@ std::string default_model_path() {
 }  // namespace
 
 void add_model_args(CLI::App* app, ModelArgs& a) {
+  add_backend_args(app, a.backend);
   app->add_option("-m,--model", a.model,
                   "GGUF model file (default: models/" + std::string(kDefaultModel) + ")");
   app->add_option("-t,--threads", a.threads, "CPU threads (default: all)")->check(CLI::NonNegativeNumber);
@@ -85,6 +86,7 @@ SessionOptions session_options(const ModelArgs& a) {
   o.n_batch = a.batch;
   o.kv_type = a.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
   o.activations = a.activations == "f32" ? ActivationMode::F32 : ActivationMode::Quantized;
+  apply_backend_args(a.backend, o);
   return o;
 }
 

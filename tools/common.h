@@ -7,11 +7,13 @@
 
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "backend_args.h"
 #include "runtime/session.h"
 
 namespace tilellm::cli {
 
 struct ModelArgs {
+  BackendArgs backend;  // --backend, --device, --device-profile
   std::string model;   // empty: the default model
   int threads = 0;     // 0: all hardware threads
   int64_t ctx = 0;     // 0: model's training context capped at 4096

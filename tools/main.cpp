@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   tilellm::cli::register_gemm_speed(app);
   tilellm::cli::register_gemv_bw(app);
   tilellm::cli::register_bench(app);
+  tilellm::cli::register_devices(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -3,6 +3,9 @@
 #include <algorithm>
 
 #include "format/error.h"
+#ifdef TILELLM_HAVE_OPENCL
+#include "backends/opencl/opencl_backend.h"
+#endif
 
 namespace tilellm {
 namespace {
@@ -18,6 +21,33 @@ int64_t max_activation_elems(const Model& m, const SessionOptions& o) {
   const ModelConfig& c = m.config();
   const int64_t widest = std::max({c.n_embd, c.n_ff, c.n_head * c.head_dim_v});
   return widest * std::clamp<int64_t>(o.n_batch, 1, context_size(m, o));
+}
+
+// The OpenCL backend sized for this session (scratch for n_batch tokens, the device KV cache of kv's
+// geometry), with every weight uploaded.
+std::unique_ptr<Backend> make_device_backend(const Model& m, const SessionOptions& o, const KvCache& kv,
+                                             int64_t n_batch) {
+#ifdef TILELLM_HAVE_OPENCL
+  const ModelConfig& c = m.config();
+  OpenclBackendOptions g;
+  g.device = o.device;
+  g.profile = o.device_profile;
+  g.max_tokens = n_batch;
+  const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});
+  g.max_in_elems = n_batch * widest;
+  g.max_out_elems = std::max(g.max_in_elems, (o.logits_all ? n_batch : 1) * c.n_vocab);
+  g.max_width = std::max({c.n_embd, c.head_dim, c.rope_dim});
+  g.kv_layers = kv.n_layer();
+  g.kv_ctx = kv.n_ctx();
+  g.kv_dim = kv.kv_dim();
+  g.kv_type = kv.type();
+  auto be = std::make_unique<OpenclBackend>(g);
+  be->upload_model(m.weights());
+  return be;
+#else
+  (void)m, (void)o, (void)kv, (void)n_batch;
+  fail("this build has no OpenCL backend (CMake found no OpenCL headers and ICD loader when configuring it)");
+#endif
 }
 
 }  // namespace
@@ -39,6 +69,9 @@ Session::Session(const Model& model, const SessionOptions& opts)
       scratch_(model.config(), std::clamp<int64_t>(opts.n_batch, 1, kv_.n_ctx())),
       logits_(size_t((opts.logits_all ? kv_.n_ctx() : 1) * model.config().n_vocab) * sizeof(float)) {
   if (opts.n_batch <= 0) fail("batch size must be positive, got {}", opts.n_batch);
+  if (opts.backend == BackendKind::OpenCL) {
+    device_backend_ = make_device_backend(model, opts, kv_, scratch_.n_batch);
+  }
 }
 
 void Session::eval(const int32_t* tokens, int64_t n) {
@@ -54,7 +87,7 @@ void Session::eval(const int32_t* tokens, int64_t n) {
     if (tokens[t] < 0 || tokens[t] >= V) fail("token id {} is outside the vocabulary of {}", tokens[t], V);
   }
   ForwardContext ctx{
-      model_,  backend_, kv_, rope_global_, model_.config().sliding_window > 0 ? rope_local_ : rope_global_,
+      model_,  device_backend_ ? *device_backend_ : backend_, kv_, rope_global_, model_.config().sliding_window > 0 ? rope_local_ : rope_global_,
       scratch_};
   float* out = logits_.as<float>();
   for (int64_t b = 0; b < n; b += scratch_.n_batch) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -15,6 +16,10 @@
 
 namespace tilellm {
 
+// Which backend runs the layer loop. OpenCL keeps the weights and the KV cache on the device
+// (backends/opencl/opencl_backend.h); the CPU backend is the reference.
+enum class BackendKind { Cpu, OpenCL };
+
 struct SessionOptions {
   int64_t n_ctx = 0;      // tokens the cache holds; 0: the model's training context, capped at 4096
   int n_threads = 0;      // 0: one per hardware thread
@@ -23,6 +28,9 @@ struct SessionOptions {
   GgmlType kv_type = GgmlType::F16;
   bool logits_all = false;  // keep the logits of every token of an eval() call (perplexity, logit dumps)
   ActivationMode activations = ActivationMode::Quantized;  // see backends/cpu/cpu_backend.h
+  BackendKind backend = BackendKind::Cpu;
+  int device = 0;                       // OpenCL: device index (`tilellm devices`)
+  std::string device_profile = "none";  // OpenCL: clamp the device to a GPU family (opencl/device.h)
 };
 
 class Session {
@@ -51,6 +59,7 @@ class Session {
   SessionOptions opts_;
   ThreadPool pool_;
   CpuBackend backend_;
+  std::unique_ptr<Backend> device_backend_;  // the OpenCL backend when chosen; null: backend_ runs
   KvCache kv_;
   RopeTable rope_global_;
   RopeTable rope_local_;

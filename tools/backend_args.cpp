@@ -1,0 +1,27 @@
+#include "backend_args.h"
+
+namespace tilellm::cli {
+
+void add_backend_args(CLI::App* app, BackendArgs& a) {
+  app->add_option("--backend", a.backend,
+                  "where the model runs: cpu, or opencl (weights and KV on the device)")
+      ->check(CLI::IsMember({"cpu", "opencl"}))
+      ->capture_default_str();
+  app->add_option("--device", a.device, "OpenCL device index (see `tilellm devices`)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  // The names are checked when the backend starts (backends/opencl/device.h lists them), so a build without
+  // OpenCL still parses the option and reports why it cannot use it.
+  app->add_option(
+         "--device-profile", a.device_profile,
+         "OpenCL: clamp the device to a GPU family's limits: none, powervr-rogue, mali-valhall, adreno-7xx")
+      ->capture_default_str();
+}
+
+void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
+  o.backend = a.backend == "opencl" ? BackendKind::OpenCL : BackendKind::Cpu;
+  o.device = a.device;
+  o.device_profile = a.device_profile;
+}
+
+}  // namespace tilellm::cli

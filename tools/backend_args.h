@@ -1,0 +1,21 @@
+// The backend-selection options shared by the commands that run a model (run, chat, perplexity,
+// dump-logits, bench): --backend cpu|opencl, --device N, --device-profile NAME.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "runtime/session.h"
+
+namespace tilellm::cli {
+
+struct BackendArgs {
+  std::string backend = "cpu";
+  int device = 0;
+  std::string device_profile = "none";
+};
+
+void add_backend_args(CLI::App* app, BackendArgs& a);
+void apply_backend_args(const BackendArgs& a, SessionOptions& o);
+
+}  // namespace tilellm::cli
