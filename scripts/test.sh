@@ -7,3 +7,4 @@ scripts/setup.sh
 scripts/fetch_models.sh
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+scripts/test_arm64.sh  # the NEON kernels, cross-built for AArch64 and run under qemu-user
