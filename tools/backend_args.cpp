@@ -24,4 +24,11 @@ void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
   o.device_profile = a.device_profile;
 }
 
+std::string backend_label(const BackendArgs& a) {
+  if (a.backend != "opencl") return a.backend;
+  std::string s = "opencl:" + std::to_string(a.device);
+  if (a.device_profile != "none") s += ":" + a.device_profile;
+  return s;
+}
+
 }  // namespace tilellm::cli

@@ -17,5 +17,7 @@ struct BackendArgs {
 
 void add_backend_args(CLI::App* app, BackendArgs& a);
 void apply_backend_args(const BackendArgs& a, SessionOptions& o);
+// "cpu", or "opencl:<device>" with ":<profile>" when one is set: the bench row's backend field.
+std::string backend_label(const BackendArgs& a);
 
 }  // namespace tilellm::cli

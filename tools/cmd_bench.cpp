@@ -196,6 +196,7 @@ void run_bench(BenchArgs a) {
         r.type_k = r.type_v = a.kv_type;
         r.test = t;
         r.cpu_set = cpu_set;
+        r.backend = backend_label(a.backend);
         r.activations = a.activations;
         r.weight_bytes_per_token = bench::weight_bytes_per_token(*model);
         r.test_time = bench::utc_now_rfc3339();
