@@ -1,7 +1,7 @@
 // Row dequantization and dot products for the GGML block formats: argument checks, ISA dispatch, and the
 // portable scalar kernels. The scalar kernels are the reference: they follow the format definitions in
-// quants.h literally, one block at a time, and the vector kernels (quants_avx2.cpp) are tested against them
-// and the gguf package.
+// quants.h literally, one block at a time, and the vector kernels (quants_avx2.cpp, quants_neon.cpp) are
+// tested against them and the gguf package.
 //
 // Why the dequantized values are exact, and the same whether or not a compiler fuses a multiply and an add:
 // every product in a format definition is exact in float. A half has 11 significant bits and every integer
@@ -254,8 +254,9 @@ int slot_of(GgmlType t) {
 
 const KernelTable& best_kernels() {
   static const KernelTable* const best = [] {
-    const KernelTable* avx2 = quant_detail::avx2_kernels();
-    return avx2 ? avx2 : &quant_detail::scalar_kernels();
+    if (const KernelTable* k = quant_detail::avx2_kernels()) return k;
+    if (const KernelTable* k = quant_detail::neon_kernels()) return k;
+    return &quant_detail::scalar_kernels();
   }();
   return *best;
 }

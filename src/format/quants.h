@@ -9,8 +9,8 @@
 //    they never materialise a whole dequantized row.
 //  - All functions are thread-safe and allocation-free. Unsupported types, or a length that is not a
 //    multiple of the block size, throw tilellm::Error.
-//  - The kernels use AVX2+FMA+F16C, picked at run time, when the CPU has them; a portable scalar path is
-//    always compiled and is the reference the vector path is tested against.
+//  - The kernels use AVX2+FMA+F16C, picked at run time, when the CPU has them, and Advanced SIMD on AArch64;
+//    a portable scalar path is always compiled and is the reference the vector paths are tested against.
 //
 // Rows are read byte-wise (no alignment requirement on src/row). The block structs below document the
 // layouts and give their offsets; multi-byte fields are little-endian and every d/dmin/m is an IEEE half.
@@ -117,7 +117,8 @@ float dot_row(GgmlType t, const void* row, const float* x, int64_t n);
 void dot_row_multi(GgmlType t, const void* row, int64_t n, const float* x, int64_t x_stride, int n_vec,
                    float* y, int64_t y_stride);
 
-// The instruction set the kernels use now: "avx2" (AVX2+FMA+F16C) or "scalar". Recorded in benchmark rows.
+// The instruction set the kernels use now: "avx2" (AVX2+FMA+F16C), "neon" (ARMv8-A Advanced SIMD) or
+// "scalar". Recorded in benchmark rows.
 const char* quant_isa_name();
 
 // Tests only: false forces the portable scalar path, true restores the best path this CPU supports.

@@ -1,5 +1,6 @@
 // Internal to the quant kernels: the per-ISA kernel tables that quants.cpp dispatches through.
-// quants.cpp holds the scalar table (the reference), quants_avx2.cpp the AVX2+FMA+F16C one.
+// quants.cpp holds the scalar table (the reference), quants_avx2.cpp the AVX2+FMA+F16C one, quants_neon.cpp
+// the ARMv8-A Advanced SIMD one.
 #pragma once
 
 #include <cstdint>
@@ -53,5 +54,7 @@ struct KernelTable {
 const KernelTable& scalar_kernels();
 // The AVX2+FMA+F16C table, or nullptr when this build or this CPU cannot run it.
 const KernelTable* avx2_kernels();
+// The Advanced SIMD table, or nullptr when this build or this CPU cannot run it.
+const KernelTable* neon_kernels();
 
 }  // namespace tilellm::quant_detail
