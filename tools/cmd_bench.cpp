@@ -32,6 +32,7 @@ struct BenchArgs {
   int reps = 5;
   std::string output = "md";
   std::string activations = "q8";
+  std::string weights = "native";
   std::string kv_type = "f16";
   int64_t ctx = 0;
   int64_t batch = 64;
@@ -182,6 +183,7 @@ void run_bench(BenchArgs a) {
         so.kv_type = a.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
         so.activations = a.activations == "f32" ? ActivationMode::F32 : ActivationMode::Quantized;
         apply_backend_args(a.backend, so);
+        so.weights = parse_weights_mode(a.weights);
         Session session(*model, so);
 
         bench::Row r;
@@ -198,6 +200,7 @@ void run_bench(BenchArgs a) {
         r.cpu_set = cpu_set;
         r.backend = backend_label(a.backend);
         r.activations = a.activations;
+        r.weights_mode = a.weights;
         r.weight_bytes_per_token = bench::weight_bytes_per_token(*model);
         r.test_time = bench::utc_now_rfc3339();
         if (tty) {
@@ -236,6 +239,10 @@ void register_bench(CLI::App& app) {
   sub->add_option("--activations", a->activations,
                   "matmul activations: q8 = quantized like llama.cpp, f32 = exact float path")
       ->check(CLI::IsMember({"q8", "f32"}))
+      ->capture_default_str();
+  sub->add_option("--weights", a->weights,
+                  "how matrices are held: native (GGUF types, Q4_0/Q4_1/Q8_0 tiled), int4b64, int8b0, f16")
+      ->check(CLI::IsMember({"native", "int4b64", "int8b0", "f16"}))
       ->capture_default_str();
   sub->add_option("--cache-type", a->kv_type, "KV cache element type")
       ->check(CLI::IsMember({"f16", "f32"}))

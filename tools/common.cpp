@@ -46,6 +46,11 @@ void add_model_args(CLI::App* app, ModelArgs& a) {
          "matmul activations: q8 = quantized per weight type like llama.cpp (fast), f32 = exact float path")
       ->check(CLI::IsMember({"q8", "f32"}))
       ->capture_default_str();
+  app->add_option("--weights", a.weights,
+                  "how matrices are held: native = the GGUF types (Q4_0/Q4_1/Q8_0 repacked into tiles), "
+                  "int4b64 / int8b0 / f16 = converted at load")
+      ->check(CLI::IsMember({"native", "int4b64", "int8b0", "f16"}))
+      ->capture_default_str();
 }
 
 void add_sampler_args(CLI::App* app, SamplerParams& p) {
@@ -87,6 +92,7 @@ SessionOptions session_options(const ModelArgs& a) {
   o.kv_type = a.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
   o.activations = a.activations == "f32" ? ActivationMode::F32 : ActivationMode::Quantized;
   apply_backend_args(a.backend, o);
+  o.weights = parse_weights_mode(a.weights);
   return o;
 }
 

@@ -21,6 +21,7 @@ struct ModelArgs {
   std::string kv_type = "f16";
   std::string cpu_mask;            // hex, like llama.cpp's -C; empty: no pinning
   std::string activations = "q8";  // q8: quantized like llama.cpp (fast); f32: the exact float path
+  std::string weights = "native";  // --weights: backends/cpu/tiled_weight.h
 };
 
 void add_model_args(CLI::App* app, ModelArgs& a);

@@ -58,7 +58,7 @@ struct Row {
   // Ours.
   std::string backend = "cpu";
   std::string cpu_set;                  // the effective CPU affinity list, e.g. "0-1"
-  std::string weights_mode = "native";  // weights read in their stored GGUF block format
+  std::string weights_mode = "native";  // --weights: native (GGUF types, some tiled), int4b64, int8b0, f16
   std::string activations = "q8";
   uint64_t weight_bytes_per_token = 0;  // weight bytes one decode step reads (for the bandwidth roofline)
 

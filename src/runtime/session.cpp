@@ -72,6 +72,7 @@ Session::Session(const Model& model, const SessionOptions& opts)
   if (opts.backend == BackendKind::OpenCL) {
     device_backend_ = make_device_backend(model, opts, kv_, scratch_.n_batch);
   }
+  backend_.prepare_weights(model.weights(), opts.weights);
 }
 
 void Session::eval(const int32_t* tokens, int64_t n) {

@@ -31,6 +31,7 @@ struct SessionOptions {
   BackendKind backend = BackendKind::Cpu;
   int device = 0;                       // OpenCL: device index (`tilellm devices`)
   std::string device_profile = "none";  // OpenCL: clamp the device to a GPU family (opencl/device.h)
+  WeightsMode weights = WeightsMode::Native;  // how matrices are held: backends/cpu/tiled_weight.h
 };
 
 class Session {

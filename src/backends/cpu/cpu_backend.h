@@ -3,7 +3,10 @@
 // session's thread pool.
 #pragma once
 
+#include <unordered_map>
+
 #include "backends/backend.h"
+#include "backends/cpu/tiled_weight.h"
 #include "runtime/aligned.h"
 #include "runtime/thread_pool.h"
 
@@ -29,6 +32,13 @@ class CpuBackend final : public Backend {
   CpuBackend(ThreadPool& pool, ActivationMode mode = ActivationMode::F32, int64_t max_act_elems = 0);
   std::string_view name() const override { return "cpu"; }
 
+  // Repacks or converts the model's matrices once (tiled_weight.h) per `mode`; matmuls on those weights then
+  // read the prepared copies. Native mode tiles Q4_0, Q4_1 and Q8_0 when this CPU has a vector tile kernel
+  // and the activations are quantized (the F32 path keeps reading the GGUF rows, its exact reference).
+  // Throws tilellm::Error for a combination that cannot run (a converted 8/4-bit mode with F32 activations).
+  // The weights must outlive the backend and stay where they are (they are looked up by address).
+  void prepare_weights(const ModelWeights& mw, WeightsMode mode);
+
   void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) override;
   void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
   void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override;
@@ -48,6 +58,22 @@ class CpuBackend final : public Backend {
   ActivationMode mode_;
   int64_t max_act_elems_;
   AlignedBuffer act_q_;  // quantized activation rows of the current matmul: [n_tok][activation_row_size]
+
+  // A matrix as prepared by prepare_weights: tiles, or (F16 mode) converted rows.
+  struct Prepared {
+    bool tiled = false;
+    TiledWeight tiles;
+    Weight rows;  // F16 mode: the converted matrix; data points into rows_data
+    AlignedBuffer rows_data;
+  };
+  const Prepared* prepared(const Weight& w) const {
+    if (prepared_.empty()) return nullptr;
+    const auto it = prepared_.find(&w);
+    return it == prepared_.end() ? nullptr : &it->second;
+  }
+  void matmul_tiled(const Prepared* const* ps, float* const* ys, int n, const float* x, int64_t n_tok);
+  std::unordered_map<const Weight*, Prepared> prepared_;
+  AlignedBuffer act_t_;  // tiled activations of the current matmul (tiled_weight.h, TiledActs)
 };
 
 }  // namespace tilellm

@@ -34,9 +34,36 @@ void CpuBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float* y
   matmul_shared(ws, ys, 1, x, n_tok);
 }
 
-void CpuBackend::matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
+void CpuBackend::matmul_shared(const Weight* const* ws_in, float* const* ys, int n, const float* x,
                                int64_t n_tok) {
   if (n <= 0) return;
+  // Weights prepared at load (prepare_weights.cpp): tiles go to the tile kernels, converted rows replace the
+  // GGUF rows. A call mixing tiled and row weights runs them one by one.
+  const Weight* ws_rows[kMaxShared];
+  const Weight* const* ws = ws_in;
+  if (!prepared_.empty() && n <= kMaxShared) {
+    const Prepared* ps[kMaxShared];
+    int n_tiled = 0;
+    for (int i = 0; i < n; ++i) {
+      ps[i] = prepared(*ws_in[i]);
+      n_tiled += ps[i] && ps[i]->tiled;
+      ws_rows[i] = ps[i] && !ps[i]->tiled ? &ps[i]->rows : ws_in[i];
+    }
+    bool same = n_tiled == n;
+    for (int i = 1; i < n && same; ++i) {
+      same = ps[i]->tiles.n_in == ps[0]->tiles.n_in &&
+             ps[i]->tiles.activation_type() == ps[0]->tiles.activation_type();
+    }
+    if (same) return matmul_tiled(ps, ys, n, x, n_tok);
+    if (n_tiled > 0) {
+      for (int i = 0; i < n; ++i) matmul_shared(&ws_in[i], &ys[i], 1, x, n_tok);
+      return;
+    }
+    ws = ws_rows;
+  } else if (!prepared_.empty()) {
+    for (int i = 0; i < n; ++i) matmul_shared(&ws_in[i], &ys[i], 1, x, n_tok);
+    return;
+  }
   const int64_t n_in = ws[0]->n_in;
   const GgmlType at = activation_type(ws[0]->type);
   bool same = n <= kMaxShared;
@@ -90,6 +117,48 @@ void CpuBackend::matmul_shared(const Weight* const* ws, float* const* ys, int n,
     for (int i = 0; i < n; ++i) {
       const int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
       if (lo < hi) rows(*ws[i], ys[i], lo - start[i], hi - start[i]);
+    }
+  });
+}
+
+}  // namespace tilellm
+
+namespace tilellm {
+
+void CpuBackend::matmul_tiled(const Prepared* const* ps, float* const* ys, int n, const float* x,
+                              int64_t n_tok) {
+  const TiledWeight& w0 = ps[0]->tiles;
+  const int64_t n_in = w0.n_in;
+  const GgmlType at = w0.activation_type();
+  if (n_tok * n_in > max_act_elems_ || tiled_acts_bytes(n_in, n_tok) > act_t_.size()) {
+    fail("internal: matmul of {}x{} activations exceeds the scratch of {}", n_tok, n_in, max_act_elems_);
+  }
+  // Quantize each token's row, then lay it out for the tile kernels; a lone token is done here rather than
+  // paying a pool wake-up for it.
+  const size_t rs = activation_row_size(at, n_in);
+  uint8_t* q = act_q_.as<uint8_t>();
+  auto prep = [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) quantize_activations(at, x + t * n_in, q + size_t(t) * rs, n_in);
+    prepare_tiled_acts(at, n_in, q, rs, n_tok, b, e, act_t_.as<void>());
+  };
+  if (n_tok <= 2) {
+    prep(0, n_tok, 0);
+  } else {
+    pool_.parallel_for(n_tok, 1, prep);
+  }
+  const TiledActs acts = prepare_tiled_acts(at, n_in, q, rs, n_tok, 0, 0, act_t_.as<void>());
+
+  // The weights' tiles laid end to end: weight i owns [start[i], start[i + 1]).
+  int64_t start[kMaxShared + 1] = {0};
+  for (int i = 0; i < n; ++i) start[i + 1] = start[i] + ps[i]->tiles.n_tiles;
+  // Decode: chunks of a few tiles, so both threads finish together; prefill: one tile per chunk (each is
+  // already n_tok times the work).
+  const int64_t grain = n_tok == 1 ? std::max<int64_t>(1, start[n] / (8 * int64_t(pool_.size()))) : 1;
+  pool_.parallel_for(start[n], grain, [&](int64_t b, int64_t e, int) {
+    for (int i = 0; i < n; ++i) {
+      const int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
+      if (lo < hi)
+        tiled_matmul(ps[i]->tiles, acts, lo - start[i], hi - start[i], 0, n_tok, ys[i], ps[i]->tiles.n_out);
     }
   });
 }

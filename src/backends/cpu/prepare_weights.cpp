@@ -1,0 +1,98 @@
+// CpuBackend::prepare_weights: the load-time repack (or conversion) of every matrix the layer loop multiplies
+// by, per --weights (tiled_weight.h). Runs once per backend, split over its thread pool.
+#include <cstdio>
+
+#include "backends/cpu/cpu_backend.h"
+#include "format/error.h"
+#include "format/fp16.h"
+#include "format/quants.h"
+
+namespace tilellm {
+namespace {
+
+// Types with fewer than 8 bits per weight: converting them to another block format quantizes twice.
+bool below_8_bits(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
+  prepared_.clear();
+  const bool quantized = mode_ == ActivationMode::Quantized;
+  if (!quantized && (mode == WeightsMode::Int4B64 || mode == WeightsMode::Int8B0)) {
+    fail("--weights {} multiplies with 8-bit activations; it cannot run with --activations f32",
+         weights_mode_name(mode));
+  }
+  std::vector<const Weight*> mats;
+  for (const LayerWeights& l : mw.layers) {
+    for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) mats.push_back(w);
+  }
+  mats.push_back(&mw.output);
+
+  // Native mode tiles only where a vector tile kernel exists: the scalar one is the reference, slower than
+  // the vectorized row kernels.
+  const bool tile_native = quantized && std::string_view(tiled_isa_name()) != "scalar";
+  bool warned = false;
+  for (const Weight* w : mats) {
+    Prepared p;
+    switch (mode) {
+      case WeightsMode::Native:
+        if (!tile_native || !tiles_natively(w->type)) continue;
+        p.tiled = true;
+        p.tiles = tile_weight(*w,
+                              w->type == GgmlType::Q4_0   ? TileKind::Q4_0
+                              : w->type == GgmlType::Q4_1 ? TileKind::Q4_1
+                                                          : TileKind::Q8_0,
+                              &pool_);
+        break;
+      case WeightsMode::Int4B64:
+      case WeightsMode::Int8B0:
+        if (below_8_bits(w->type) && !warned) {
+          std::fprintf(stderr,
+                       "warning: --weights %s re-quantizes weights stored in %s (fewer than 8 bits): the "
+                       "rounding of both formats adds up; perplexity shows the cost\n",
+                       weights_mode_name(mode), std::string(type_name(w->type)).c_str());
+          warned = true;
+        }
+        p.tiled = true;
+        p.tiles =
+            tile_weight(*w, mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0, &pool_);
+        break;
+      case WeightsMode::F16: {
+        if (w->type == GgmlType::F16) continue;
+        p.rows = *w;
+        p.rows.type = GgmlType::F16;
+        p.rows.row_bytes = size_t(w->n_in) * 2;
+        p.rows_data = AlignedBuffer(p.rows.row_bytes * size_t(w->n_out));
+        auto* dst = p.rows_data.as<uint16_t>();
+        pool_.parallel_for(w->n_out, 64, [&](int64_t b, int64_t e, int) {
+          std::vector<float> row(size_t(w->n_in));
+          for (int64_t r = b; r < e; ++r) {
+            dequantize_row(w->type, w->row(r), row.data(), w->n_in);
+            for (int64_t k = 0; k < w->n_in; ++k) dst[r * w->n_in + k] = fp32_to_fp16(row[size_t(k)]);
+          }
+        });
+        p.rows.data = p.rows_data.as<uint8_t>();
+        break;
+      }
+    }
+    prepared_.emplace(w, std::move(p));
+  }
+  // Scratch for the tiled activations: tiled_acts_bytes(n_in, n_tok) is at most (1 + 12/32) bytes per
+  // value plus four 64-byte alignments.
+  act_t_ = AlignedBuffer(prepared_.empty() ? 0 : size_t(max_act_elems_) * 2 + 4 * 64);
+}
+
+}  // namespace tilellm

@@ -1,0 +1,171 @@
+// Matmul over tiled weights (layout and arithmetic in tiled_weight.h): the activation preparation, the
+// portable scalar kernel (the reference the vector kernels are tested against) and the dispatch.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "backends/cpu/tiled_matmul_kernels.h"
+#include "backends/cpu/tiled_weight.h"
+#include "format/cpu_features.h"
+#include "format/error.h"
+#include "format/fp16.h"
+#include "format/quants_q8.h"
+
+namespace tilellm {
+namespace {
+
+size_t align64(size_t v) {
+  return (v + 63) / 64 * 64;
+}
+
+// Scratch layout of prepare_tiled_acts: [qs][dx][isum][am], each part 64-byte aligned.
+struct ActsLayout {
+  size_t qs = 0, dx = 0, isum = 0, am = 0, total = 0;
+};
+ActsLayout acts_layout(int64_t n_in, int64_t n_tok) {
+  ActsLayout l;
+  const size_t nb = size_t(n_tok) * size_t(n_in / kSubK);
+  l.dx = align64(nb * kSubK);
+  l.isum = l.dx + align64(nb * sizeof(float));
+  l.am = l.isum + align64(nb * sizeof(int32_t));
+  l.total = l.am + align64(nb * sizeof(float));
+  return l;
+}
+
+void scalar_tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
+                         int64_t t1, float* y, int64_t y_stride) {
+  const int bits = w.bits();
+  for (int64_t ti = tile0; ti < tile1; ++ti) {
+    const uint8_t* tile = w.tile(ti);
+    const auto* scales = reinterpret_cast<const uint16_t*>(tile + w.scale_off);
+    const auto* offsets = reinterpret_cast<const uint16_t*>(tile + w.offset_off);
+    const int rows = int(std::min<int64_t>(kTileRows, w.n_out - ti * kTileRows));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int8_t* q = a.qs + t * a.kp;
+      for (int rr = 0; rr < rows; ++rr) {
+        float acc = 0.0f;
+        for (int64_t s = 0; s < w.n_sub; ++s) {
+          int32_t sum = -w.int_offset() * a.isum[t * a.n_sub + s];
+          for (int e = 0; e < kSubK; ++e) {
+            int code;
+            if (bits == 8) {
+              code = tile[size_t(s) * 512 + (e / 4) * 64 + rr * 4 + e % 4];
+            } else {
+              const uint8_t b = tile[size_t(s) * 256 + (e / 8) * 64 + rr * 4 + e % 4];
+              code = (e % 8) < 4 ? b & 15 : b >> 4;
+            }
+            sum += code * q[s * kSubK + e];
+          }
+          const int64_t g = s / w.sub_per_group;
+          const float ws = fp16_to_fp32(scales[g * kTileRows + rr]);
+          acc += float(sum) * (ws * a.dx[t * a.n_sub + s]);
+          if (w.float_offset()) acc += fp16_to_fp32(offsets[g * kTileRows + rr]) * a.am[t * a.n_sub + s];
+        }
+        y[t * y_stride + ti * kTileRows + rr] = acc;
+      }
+    }
+  }
+}
+
+using TiledKernel = tiled_detail::Kernel;
+
+struct Isa {
+  const char* name;
+  TiledKernel fn;
+};
+
+Isa best() {
+  if (TiledKernel k = tiled_detail::avx512vnni_tiled_kernel()) return {"avx512vnni", k};
+  return {"scalar", scalar_tiled_matmul};
+}
+
+std::atomic<int> g_isa_override{-1};  // -1: best; 0: scalar; 1: avx512vnni
+
+Isa current() {
+  static const Isa b = best();
+  switch (g_isa_override.load(std::memory_order_relaxed)) {
+    case 0:
+      return {"scalar", scalar_tiled_matmul};
+    case 1:
+      return {"avx512vnni", tiled_detail::avx512vnni_tiled_kernel()};
+    default:
+      return b;
+  }
+}
+
+}  // namespace
+
+size_t tiled_acts_bytes(int64_t n_in, int64_t n_tok) {
+  return acts_layout(n_in, n_tok).total;
+}
+
+TiledActs prepare_tiled_acts(GgmlType act_type, int64_t n_in, const uint8_t* xq, size_t xq_stride,
+                             int64_t n_tok, int64_t t0, int64_t t1, void* scratch) {
+  if (n_in % kSubK != 0 || (act_type != GgmlType::Q8_0 && act_type != GgmlType::Q8_1)) {
+    fail("internal: tiled activations of {} values in {}", n_in, type_name(act_type));
+  }
+  const int64_t n_sub = n_in / kSubK;
+  const ActsLayout l = acts_layout(n_in, n_tok);
+  auto* base = static_cast<uint8_t*>(scratch);
+  TiledActs a;
+  a.qs = reinterpret_cast<const int8_t*>(base + l.qs);
+  a.dx = reinterpret_cast<const float*>(base + l.dx);
+  a.isum = reinterpret_cast<const int32_t*>(base + l.isum);
+  a.am = reinterpret_cast<const float*>(base + l.am);
+  a.kp = n_in;
+  a.n_sub = n_sub;
+  auto* qs = reinterpret_cast<int8_t*>(base + l.qs);
+  auto* dx = reinterpret_cast<float*>(base + l.dx);
+  auto* isum = reinterpret_cast<int32_t*>(base + l.isum);
+  auto* am = reinterpret_cast<float*>(base + l.am);
+  const bool q8_1 = act_type == GgmlType::Q8_1;
+  const size_t block = q8_1 ? sizeof(BlockQ8_1) : sizeof(BlockQ8_0);
+  for (int64_t t = t0; t < t1; ++t) {
+    const uint8_t* row = xq + size_t(t) * xq_stride;
+    for (int64_t s = 0; s < n_sub; ++s) {
+      const uint8_t* b = row + size_t(s) * block;
+      uint16_t d, sh = 0;
+      std::memcpy(&d, b, 2);
+      if (q8_1) std::memcpy(&sh, b + 2, 2);
+      const int8_t* src = reinterpret_cast<const int8_t*>(b + (q8_1 ? 4 : 2));
+      int32_t sum = 0;
+      for (int e = 0; e < kSubK; ++e) sum += src[e];
+      std::memcpy(qs + t * a.kp + s * kSubK, src, kSubK);
+      const size_t i = size_t(t * n_sub + s);
+      dx[i] = fp16_to_fp32(d);
+      isum[i] = sum;
+      am[i] = q8_1 ? fp16_to_fp32(sh) : dx[i] * float(sum);
+    }
+  }
+  return a;
+}
+
+void tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
+                  int64_t t1, float* y, int64_t y_stride) {
+  if (a.n_sub != w.n_sub)
+    fail("internal: tiled activations of {} blocks for a weight of {}", a.n_sub, w.n_sub);
+  if (tile0 >= tile1 || t0 >= t1) return;
+  current().fn(w, a, tile0, tile1, t0, t1, y, y_stride);
+}
+
+const char* tiled_isa_name() {
+  return current().name;
+}
+
+bool select_tiled_isa_for_testing(std::string_view isa) {
+  if (isa == "scalar") {
+    g_isa_override = 0;
+    return true;
+  }
+  if (isa == "avx512vnni" && tiled_detail::avx512vnni_tiled_kernel()) {
+    g_isa_override = 1;
+    return true;
+  }
+  if (isa == "best") {
+    g_isa_override = -1;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace tilellm

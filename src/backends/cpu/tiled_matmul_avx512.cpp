@@ -1,0 +1,165 @@
+// AVX-512 VNNI kernel of the tiled matmul (layout and arithmetic in tiled_weight.h).
+//
+// One tile (16 output rows) at a time, up to 8 tokens at a time: per sub-block of 32 inputs the tile's codes
+// are loaded once (4 vectors for 4-bit codes, each split into its low and high nibbles; 8 vectors for 8-bit
+// codes) and every token adds 8 vpdpbusd (16 rows x 4 inputs each, the 4 activation bytes broadcast) into
+// one int32 vector that starts at -int_offset * sum(q), so the integer block sum is exact before the one
+// float conversion and the fused multiply-add with (row scales x block scale). The tile's weights are read
+// once per 8 tokens and stay in L1/L2 between token groups.
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/tiled_matmul_kernels.h"
+#include "format/cpu_features.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tilellm::tiled_detail {
+
+#if defined(__x86_64__)
+namespace {
+
+#define TILELLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
+#define TILELLM_AVX512_HOT TILELLM_AVX512 inline __attribute__((always_inline))
+
+// GCC 12 warns that the "undefined" source vector of the unmasked 512-bit conversions may be used
+// uninitialized; the zero-masked forms with a full mask are the same instructions without that source.
+TILELLM_AVX512_HOT __m512 halves_to_floats(const uint16_t* p) {
+  return _mm512_maskz_cvtph_ps(0xffff, _mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+}
+TILELLM_AVX512_HOT __m512 to_floats(__m512i v) {
+  return _mm512_maskz_cvtepi32_ps(0xffff, v);
+}
+
+TILELLM_AVX512_HOT __m512i bcast_u32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm512_set1_epi32(v);
+}
+
+// Tokens [t, t + kNt) against one tile.
+template <int kBits, bool kFloatOffset, int kNt>
+TILELLM_AVX512_HOT void tile_tokens(const TiledWeight& w, const uint8_t* tile, const TiledActs& a, int64_t t,
+                                    float* y, int64_t y_stride, __mmask16 store_mask) {
+  const auto* scales = reinterpret_cast<const uint16_t*>(tile + w.scale_off);
+  const auto* offsets = reinterpret_cast<const uint16_t*>(tile + w.offset_off);
+  const int64_t n_sub = a.n_sub;
+  const int32_t int_offset = w.int_offset();
+  __m512 acc[kNt];
+  for (int j = 0; j < kNt; ++j) acc[j] = _mm512_setzero_ps();
+  __m512 ws = _mm512_setzero_ps(), wo = _mm512_setzero_ps();
+  int64_t left_in_group = 0;
+  const uint16_t* sp = scales;
+  const uint16_t* op = offsets;
+  for (int64_t s = 0; s < n_sub; ++s) {
+    if (left_in_group == 0) {  // next scale group: 16 fp16 scales (and offsets)
+      ws = halves_to_floats(sp);
+      sp += kTileRows;
+      if constexpr (kFloatOffset) {
+        wo = halves_to_floats(op);
+        op += kTileRows;
+      }
+      left_in_group = w.sub_per_group;
+    }
+    --left_in_group;
+    __m512i wv[8];
+    if constexpr (kBits == 4) {
+      const uint8_t* c = tile + size_t(s) * 256;
+      const __m512i m4 = _mm512_set1_epi8(15);
+      for (int g = 0; g < 4; ++g) {
+        const __m512i raw = _mm512_load_si512(c + 64 * g);
+        wv[2 * g] = _mm512_and_si512(raw, m4);
+        wv[2 * g + 1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      }
+    } else {
+      const uint8_t* c = tile + size_t(s) * 512;
+      for (int g = 0; g < 8; ++g) wv[g] = _mm512_load_si512(c + 64 * g);
+    }
+    for (int j = 0; j < kNt; ++j) {
+      const int64_t i = (t + j) * n_sub + s;
+      const int8_t* q = a.qs + (t + j) * a.kp + s * kSubK;
+      // Two chains of four, so a single token's sums do not wait on each other.
+      __m512i s0 = kFloatOffset ? _mm512_setzero_si512() : _mm512_set1_epi32(-int_offset * a.isum[i]);
+      __m512i s1 = _mm512_setzero_si512();
+      for (int g = 0; g < 8; g += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, wv[g], bcast_u32(q + 4 * g));
+        s1 = _mm512_dpbusd_epi32(s1, wv[g + 1], bcast_u32(q + 4 * g + 4));
+      }
+      const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(a.dx[i]));
+      acc[j] = _mm512_fmadd_ps(to_floats(_mm512_add_epi32(s0, s1)), scale, acc[j]);
+      if constexpr (kFloatOffset) acc[j] = _mm512_fmadd_ps(wo, _mm512_set1_ps(a.am[i]), acc[j]);
+    }
+  }
+  for (int j = 0; j < kNt; ++j) _mm512_mask_storeu_ps(y + (t + j) * y_stride, store_mask, acc[j]);
+}
+
+template <int kBits, bool kFloatOffset>
+TILELLM_AVX512 void run(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
+                        int64_t t1, float* y, int64_t y_stride) {
+  for (int64_t ti = tile0; ti < tile1; ++ti) {
+    const uint8_t* tile = w.tile(ti);
+    const int rows = int(std::min<int64_t>(kTileRows, w.n_out - ti * kTileRows));
+    const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
+    float* yt = y + ti * kTileRows;
+    int64_t t = t0;
+    for (; t + 8 <= t1; t += 8) tile_tokens<kBits, kFloatOffset, 8>(w, tile, a, t, yt, y_stride, mask);
+    switch (t1 - t) {
+      case 7:
+        tile_tokens<kBits, kFloatOffset, 7>(w, tile, a, t, yt, y_stride, mask);
+        break;
+      case 6:
+        tile_tokens<kBits, kFloatOffset, 6>(w, tile, a, t, yt, y_stride, mask);
+        break;
+      case 5:
+        tile_tokens<kBits, kFloatOffset, 5>(w, tile, a, t, yt, y_stride, mask);
+        break;
+      case 4:
+        tile_tokens<kBits, kFloatOffset, 4>(w, tile, a, t, yt, y_stride, mask);
+        break;
+      case 3:
+        tile_tokens<kBits, kFloatOffset, 3>(w, tile, a, t, yt, y_stride, mask);
+        break;
+      case 2:
+        tile_tokens<kBits, kFloatOffset, 2>(w, tile, a, t, yt, y_stride, mask);
+        break;
+      case 1:
+        tile_tokens<kBits, kFloatOffset, 1>(w, tile, a, t, yt, y_stride, mask);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+void kernel(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0, int64_t t1,
+            float* y, int64_t y_stride) {
+  if (w.bits() == 4) {
+    if (w.float_offset()) {
+      run<4, true>(w, a, tile0, tile1, t0, t1, y, y_stride);
+    } else {
+      run<4, false>(w, a, tile0, tile1, t0, t1, y, y_stride);
+    }
+  } else if (w.float_offset()) {
+    run<8, true>(w, a, tile0, tile1, t0, t1, y, y_stride);
+  } else {
+    run<8, false>(w, a, tile0, tile1, t0, t1, y, y_stride);
+  }
+}
+
+}  // namespace
+
+Kernel avx512vnni_tiled_kernel() {
+  return cpu_features().avx512_vnni ? kernel : nullptr;
+}
+
+#else
+
+Kernel avx512vnni_tiled_kernel() {
+  return nullptr;
+}
+
+#endif
+
+}  // namespace tilellm::tiled_detail

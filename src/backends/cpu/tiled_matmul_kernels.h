@@ -1,0 +1,17 @@
+// Internal to the tiled matmul: the vector kernels that tiled_matmul.cpp dispatches to. Each has the
+// signature of tiled_matmul() (tiled_weight.h) and trusts its arguments (checked by the caller).
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/tiled_weight.h"
+
+namespace tilellm::tiled_detail {
+
+using Kernel = void (*)(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
+                        int64_t t1, float* y, int64_t y_stride);
+
+// The AVX-512 (F, BW, VL, VNNI) kernel, or nullptr when this build or this CPU cannot run it.
+Kernel avx512vnni_tiled_kernel();
+
+}  // namespace tilellm::tiled_detail

@@ -1,0 +1,226 @@
+// The repack of weight matrices into tiles (layout in tiled_weight.h), and the conversions of --weights.
+#include "backends/cpu/tiled_weight.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "format/error.h"
+#include "format/fp16.h"
+#include "format/quants.h"
+
+namespace tilellm {
+namespace {
+
+size_t round_up(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
+
+// The 32 unsigned codes of sub-block s of one source row, and its scale and offset as fp16 bits, for the
+// GGUF kinds (lossless: the block's own codes and halves).
+void gguf_sub_block(TileKind kind, const uint8_t* row, int64_t s, uint8_t codes[kSubK], uint16_t* scale,
+                    uint16_t* offset) {
+  switch (kind) {
+    case TileKind::Q4_0: {
+      BlockQ4_0 b;
+      std::memcpy(&b, row + size_t(s) * sizeof b, sizeof b);
+      for (int j = 0; j < 16; ++j) {
+        codes[j] = b.qs[j] & 15;
+        codes[j + 16] = b.qs[j] >> 4;
+      }
+      *scale = b.d;
+      *offset = 0;
+      return;
+    }
+    case TileKind::Q4_1: {
+      BlockQ4_1 b;
+      std::memcpy(&b, row + size_t(s) * sizeof b, sizeof b);
+      for (int j = 0; j < 16; ++j) {
+        codes[j] = b.qs[j] & 15;
+        codes[j + 16] = b.qs[j] >> 4;
+      }
+      *scale = b.d;
+      *offset = b.m;
+      return;
+    }
+    case TileKind::Q8_0: {
+      BlockQ8_0 b;
+      std::memcpy(&b, row + size_t(s) * sizeof b, sizeof b);
+      for (int j = 0; j < kSubK; ++j) codes[j] = static_cast<uint8_t>(b.qs[j] + 128);
+      *scale = b.d;
+      *offset = 0;
+      return;
+    }
+    default:
+      fail("internal: {} is not a GGUF tile kind", int(kind));
+  }
+}
+
+// Asymmetric quantization of n float values to codes 0..max_code: scale = (hi - lo) / max_code and offset
+// = lo, both rounded to fp16 first; the codes are then rounded against the rounded pair, so that
+// scale * code + offset is exactly what the kernels compute with.
+void quantize_asym(const float* v, int64_t n, int max_code, uint8_t* codes, uint16_t* scale,
+                   uint16_t* offset) {
+  float lo = v[0], hi = v[0];
+  for (int64_t i = 1; i < n; ++i) {
+    lo = std::min(lo, v[i]);
+    hi = std::max(hi, v[i]);
+  }
+  *offset = fp32_to_fp16(lo);
+  *scale = fp32_to_fp16((hi - lo) / float(max_code));
+  const float o = fp16_to_fp32(*offset), d = fp16_to_fp32(*scale);
+  const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float c = std::nearbyint((v[i] - o) * inv);
+    codes[i] = static_cast<uint8_t>(std::clamp(c, 0.0f, float(max_code)));
+  }
+}
+
+// Writes the 32 codes of sub-block s of row rr (0..15) into a tile's code area.
+void put_codes(uint8_t* tile_codes, int bits, int64_t s, int rr, const uint8_t codes[kSubK]) {
+  if (bits == 8) {
+    uint8_t* sub = tile_codes + size_t(s) * 8 * 64;
+    for (int g = 0; g < 8; ++g)
+      for (int j = 0; j < 4; ++j) sub[g * 64 + rr * 4 + j] = codes[4 * g + j];
+  } else {
+    uint8_t* sub = tile_codes + size_t(s) * 4 * 64;
+    for (int g = 0; g < 4; ++g)
+      for (int j = 0; j < 4; ++j)
+        sub[g * 64 + rr * 4 + j] = static_cast<uint8_t>(codes[8 * g + j] | (codes[8 * g + 4 + j] << 4));
+  }
+}
+
+uint8_t get_code(const uint8_t* tile_codes, int bits, int64_t s, int rr, int e) {
+  if (bits == 8) return tile_codes[size_t(s) * 8 * 64 + (e / 4) * 64 + rr * 4 + e % 4];
+  const int g = e / 8, hi = (e % 8) / 4, j = e % 4;
+  const uint8_t b = tile_codes[size_t(s) * 4 * 64 + g * 64 + rr * 4 + j];
+  return hi ? b >> 4 : b & 15;
+}
+
+GgmlType source_of(TileKind k) {
+  switch (k) {
+    case TileKind::Q4_0:
+      return GgmlType::Q4_0;
+    case TileKind::Q4_1:
+      return GgmlType::Q4_1;
+    case TileKind::Q8_0:
+      return GgmlType::Q8_0;
+    default:
+      return GgmlType::F32;  // converted kinds take any source
+  }
+}
+
+}  // namespace
+
+WeightsMode parse_weights_mode(std::string_view s) {
+  if (s == "native") return WeightsMode::Native;
+  if (s == "int4b64") return WeightsMode::Int4B64;
+  if (s == "int8b0") return WeightsMode::Int8B0;
+  if (s == "f16") return WeightsMode::F16;
+  fail("unknown weights mode '{}' (expected native, int4b64, int8b0 or f16)", s);
+}
+
+const char* weights_mode_name(WeightsMode m) {
+  switch (m) {
+    case WeightsMode::Native:
+      return "native";
+    case WeightsMode::Int4B64:
+      return "int4b64";
+    case WeightsMode::Int8B0:
+      return "int8b0";
+    case WeightsMode::F16:
+      return "f16";
+  }
+  return "?";
+}
+
+bool tiles_natively(GgmlType t) {
+  return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0;
+}
+
+TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool) {
+  const bool converted = kind == TileKind::Int4B64 || kind == TileKind::Int8B0;
+  if (!converted && w.type != source_of(kind)) {
+    fail("internal: weight {} of type {} cannot be repacked as tile kind {}", w.name, type_name(w.type),
+         int(kind));
+  }
+  if (w.n_in <= 0 || w.n_out <= 0) fail("weight {} has an empty shape", w.name);
+  // Activations are quantized in blocks of 32, so every tiled matrix takes whole blocks of inputs.
+  if (w.n_in % kSubK != 0) fail("weight {}: {} inputs is not a multiple of {}", w.name, w.n_in, kSubK);
+  TiledWeight t;
+  t.kind = kind;
+  t.n_in = w.n_in;
+  t.n_out = w.n_out;
+  t.n_tiles = (w.n_out + kTileRows - 1) / kTileRows;
+  t.n_sub = (w.n_in + kSubK - 1) / kSubK;
+  t.sub_per_group = kind == TileKind::Int4B64 ? 2 : kind == TileKind::Int8B0 ? t.n_sub : 1;
+  t.n_groups = (t.n_sub + t.sub_per_group - 1) / t.sub_per_group;
+  t.code_bytes = size_t(t.n_sub) * kSubK * kTileRows * size_t(t.bits()) / 8;
+  const size_t param_bytes = round_up(size_t(t.n_groups) * kTileRows * 2, 64);
+  t.scale_off = round_up(t.code_bytes, 64);
+  t.offset_off = t.scale_off + param_bytes;
+  t.tile_bytes = round_up(t.offset_off + (t.float_offset() ? param_bytes : 0), kAlign);
+  t.data = AlignedBuffer(t.tile_bytes * size_t(t.n_tiles));
+
+  const int bits = t.bits();
+  auto pack_tiles = [&](int64_t b, int64_t e, int) {
+    std::vector<float> row(converted ? size_t(w.n_in) : 0);
+    const int64_t gk = t.sub_per_group * kSubK;  // input values per group
+    std::vector<uint8_t> codes(converted ? size_t(t.n_groups * gk) : 0, 0);
+    for (int64_t ti = b; ti < e; ++ti) {
+      uint8_t* base = t.data.as<uint8_t>() + size_t(ti) * t.tile_bytes;
+      auto* scales = reinterpret_cast<uint16_t*>(base + t.scale_off);
+      auto* offsets = reinterpret_cast<uint16_t*>(base + t.offset_off);
+      for (int rr = 0; rr < kTileRows; ++rr) {
+        const int64_t r = ti * kTileRows + rr;
+        if (r >= w.n_out) break;  // padding rows keep zero codes and zero scales
+        if (!converted) {
+          uint8_t sub[kSubK];
+          for (int64_t s = 0; s < t.n_sub; ++s) {
+            uint16_t sc, off;
+            gguf_sub_block(kind, w.row(r), s, sub, &sc, &off);
+            put_codes(base, bits, s, rr, sub);
+            scales[s * kTileRows + rr] = sc;
+            if (t.float_offset()) offsets[s * kTileRows + rr] = off;
+          }
+          continue;
+        }
+        dequantize_row(w.type, w.row(r), row.data(), w.n_in);
+        for (int64_t g = 0; g < t.n_groups; ++g) {
+          const int64_t k0 = g * gk, n = std::min(gk, w.n_in - k0);
+          quantize_asym(row.data() + k0, n, bits == 4 ? 15 : 255, codes.data() + k0,
+                        &scales[g * kTileRows + rr], &offsets[g * kTileRows + rr]);
+          std::fill(codes.begin() + k0 + n, codes.begin() + k0 + gk, uint8_t{0});
+        }
+        for (int64_t s = 0; s < t.n_sub; ++s) put_codes(base, bits, s, rr, codes.data() + s * kSubK);
+      }
+    }
+  };
+  if (pool) {
+    pool->parallel_for(t.n_tiles, 16, pack_tiles);
+  } else {
+    pack_tiles(0, t.n_tiles, 0);
+  }
+  return t;
+}
+
+TiledEntry tiled_entry(const TiledWeight& w, int64_t r, int64_t k) {
+  const uint8_t* tile = w.tile(r / kTileRows);
+  const int rr = int(r % kTileRows);
+  const int64_t s = k / kSubK, g = s / w.sub_per_group;
+  const auto* scales = reinterpret_cast<const uint16_t*>(tile + w.scale_off);
+  const auto* offsets = reinterpret_cast<const uint16_t*>(tile + w.offset_off);
+  TiledEntry e;
+  e.code = get_code(tile, w.bits(), s, rr, int(k % kSubK));
+  e.scale = fp16_to_fp32(scales[g * kTileRows + rr]);
+  e.offset = w.float_offset() ? fp16_to_fp32(offsets[g * kTileRows + rr]) : 0.0f;
+  return e;
+}
+
+float tiled_value(const TiledWeight& w, int64_t r, int64_t k) {
+  const TiledEntry e = tiled_entry(w, r, k);
+  return e.scale * float(e.code - w.int_offset()) + e.offset;
+}
+
+}  // namespace tilellm

@@ -1,0 +1,138 @@
+// Weight matrices repacked once at load into the CPU backend's tile layout (SPEC §3, Tile-GEMM), and the
+// matmul kernels that read it.
+//
+// Why tiles: a GGUF row stores one output channel's blocks one after another, so a row-at-a-time kernel
+// spends a horizontal sum, a scale conversion and a multiply per (row, block, token). In a tile, 16 output
+// rows sit side by side for every 4 input values: one 512-bit vpdpbusd multiplies 16 rows by 4 activations
+// and leaves the 16 row sums in 16 lanes, where the per-block scales of all 16 rows are applied with one
+// multiply. The same decoded weights then serve up to 8 tokens (prefill) while they are in registers.
+//
+// Tile layout (per weight; every size in bytes):
+//   n_tiles = ceil(n_out / 16); tile i holds rows 16i .. 16i+15 (rows past n_out are zero codes, zero
+//   scales). K is cut into sub-blocks of 32 input values (one activation block); kp = n_sub * 32 >= n_in,
+//   values past n_in have zero codes and meet zero activations. A tile is [codes][scales][offsets], each part
+//   64-byte aligned, the tile padded to 128 bytes:
+//     codes, 4-bit kinds: [n_sub][4 groups][16 rows][4 bytes]; byte j (0..3) of row r in group g of sub-block
+//                         s holds the code of k = 32s + 8g + j in its low nibble and of k = 32s + 8g + 4 + j
+//                         in its high nibble, so (byte & 15) and (byte >> 4) are each 16 rows x 4 k.
+//     codes, 8-bit kinds: [n_sub][8 groups][16 rows][4 bytes]; byte j of row r in group g: k = 32s + 4g + j.
+//     scales:  [n_groups][16 rows] fp16, one per row per scale group (a group spans `sub_per_group`
+//              sub-blocks);
+//     offsets: [n_groups][16 rows] fp16 (kinds with a float offset only).
+//   Codes are unsigned: a weight is  w = scale * code + offset  (float-offset kinds), or
+//   w = scale * (code - int_offset)  (Q4_0: 8, Q8_0: 128 — the stored signed value plus 128).
+//
+// Kinds (the repack of the GGUF block formats is lossless: same codes, same fp16 scales):
+//   Q4_0     4-bit, group 32, int offset 8                  (GGUF Q4_0)
+//   Q8_0     8-bit, group 32, int offset 128                (GGUF Q8_0)
+//   Q4_1     4-bit, group 32, float offset m                (GGUF Q4_1)
+//   Int4B64  4-bit, group 64, float offset                  (--weights int4b64, MNN's Int4-Block64)
+//   Int8B0   8-bit, one group over all of K, float offset   (--weights int8b0, MNN's Int8-Block0)
+//
+// Arithmetic: activations are quantized per 32 values exactly as for the row kernels (Q8_0, or Q8_1 for
+// Q4_1: format/quants_q8.h), so for the GGUF kinds every block's integer sum and its float scaling are the
+// ones llama.cpp computes; only the order of the float accumulation over blocks differs. Per sub-block s of
+// token t and row r:
+//   int offset kinds:   y += (ws[r] * dx[t][s]) * float(sum_k code * q - int_offset * sum_k q)
+//   Q4_1:               y += (ws[r] * dx[t][s]) * float(sum_k code * q) + wm[r] * s8[t][s]
+//                       (s8 = the Q8_1 block's stored half(dx * sum q), as ggml uses it)
+//   Int4B64, Int8B0:    y += (ws[r] * dx[t][s]) * float(sum_k code * q) + wo[r] * (dx[t][s] * sum_k q)
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "format/ggml_types.h"
+#include "model/weights.h"
+#include "runtime/aligned.h"
+#include "runtime/thread_pool.h"
+
+namespace tilellm {
+
+// How the CPU backend holds the model's matrices (`--weights`).
+//   Native:  the GGUF types; Q4_0, Q4_1 and Q8_0 are repacked losslessly into tiles, the others keep their
+//            rows (their row kernels already run per-block integer dots).
+//   Int4B64: every matrix converted to 4-bit, block 64, asymmetric (from its exact float values).
+//   Int8B0:  every matrix converted to 8-bit per output channel, asymmetric.
+//   F16:     every matrix converted to F16 rows.
+enum class WeightsMode { Native, Int4B64, Int8B0, F16 };
+// "native", "int4b64", "int8b0", "f16"; parse throws tilellm::Error naming the bad value.
+WeightsMode parse_weights_mode(std::string_view s);
+const char* weights_mode_name(WeightsMode m);
+
+enum class TileKind { Q4_0, Q8_0, Q4_1, Int4B64, Int8B0 };
+
+inline constexpr int kTileRows = 16;  // output rows per tile (one 512-bit vector of int32 or float lanes)
+inline constexpr int kSubK = 32;      // input values per sub-block (one activation block)
+
+struct TiledWeight {
+  TileKind kind = TileKind::Q4_0;
+  int64_t n_in = 0, n_out = 0;
+  int64_t n_tiles = 0;        // ceil(n_out / kTileRows)
+  int64_t n_sub = 0;          // ceil(n_in / kSubK)
+  int64_t sub_per_group = 1;  // sub-blocks sharing one (scale, offset) per row
+  int64_t n_groups = 0;       // n_sub / sub_per_group
+  size_t code_bytes = 0;      // per tile
+  size_t scale_off = 0;       // byte offset of the scales within a tile
+  size_t offset_off = 0;      // byte offset of the offsets within a tile (float-offset kinds)
+  size_t tile_bytes = 0;      // multiple of 128
+  AlignedBuffer data;         // [n_tiles][tile_bytes]
+
+  int bits() const { return kind == TileKind::Q8_0 || kind == TileKind::Int8B0 ? 8 : 4; }
+  int int_offset() const { return kind == TileKind::Q4_0 ? 8 : kind == TileKind::Q8_0 ? 128 : 0; }
+  bool float_offset() const { return int_offset() == 0; }
+  const uint8_t* tile(int64_t i) const { return data.as<uint8_t>() + size_t(i) * tile_bytes; }
+  // The activation block format the kernels read: Q8_1 for Q4_1 (llama.cpp's pairing), Q8_0 otherwise.
+  GgmlType activation_type() const { return kind == TileKind::Q4_1 ? GgmlType::Q8_1 : GgmlType::Q8_0; }
+};
+
+// Whether `native` mode tiles a weight of this GGUF type.
+bool tiles_natively(GgmlType t);
+
+// Repacks (Q4_0, Q4_1, Q8_0 into their own kinds; lossless) or converts (kind Int4B64 / Int8B0, from the
+// weight's exact float values) a weight matrix. The work is split over pool when given.
+TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool);
+
+// Weight (row r, input k) as the kernels see it: scale * (code - int_offset) + offset (offset 0 for the
+// int offset kinds). For tests and references.
+struct TiledEntry {
+  int code = 0;
+  float scale = 0.0f;
+  float offset = 0.0f;
+};
+TiledEntry tiled_entry(const TiledWeight& w, int64_t r, int64_t k);
+float tiled_value(const TiledWeight& w, int64_t r, int64_t k);
+
+// Activations of n_tok tokens prepared for the tile kernels from rows quantized by quantize_activations()
+// to w.activation_type():
+//   qs   [n_tok][kp] int8       the block quants, contiguous per token (kp = n_sub * 32)
+//   dx   [n_tok][n_sub] float   the block scales
+//   isum [n_tok][n_sub] int32   the sum of the block's quants (int offset kinds subtract int_offset * isum)
+//   am   [n_tok][n_sub] float   the offset multiplier: Q8_1's stored s (Q4_1), dx * sum q (other float-offset
+//                               kinds)
+struct TiledActs {
+  const int8_t* qs = nullptr;
+  const float* dx = nullptr;
+  const int32_t* isum = nullptr;
+  const float* am = nullptr;
+  int64_t kp = 0, n_sub = 0;
+};
+// They depend only on the activation format (Q8_0 or Q8_1) and n_in, so weights that read the same input
+// share one preparation. Bytes of scratch prepare_tiled_acts needs for n_tok tokens of n_in values (n_in a
+// multiple of 32).
+size_t tiled_acts_bytes(int64_t n_in, int64_t n_tok);
+// Fills scratch (tiled_acts_bytes, 64-byte aligned) from n_tok rows of activations xq quantized to act_type
+// (Q8_0 or Q8_1; row stride xq_stride bytes) for tokens [t0, t1); returns the views over all n_tok tokens.
+TiledActs prepare_tiled_acts(GgmlType act_type, int64_t n_in, const uint8_t* xq, size_t xq_stride,
+                             int64_t n_tok, int64_t t0, int64_t t1, void* scratch);
+
+// y[t * y_stride + r] = row r of w times token t, for tiles [tile0, tile1) and tokens [t0, t1).
+void tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
+                  int64_t t1, float* y, int64_t y_stride);
+
+// The tile kernels' instruction set now: "avx512vnni" or "scalar".
+const char* tiled_isa_name();
+// Tests only: selects "scalar" or "avx512vnni"; returns false, changing nothing, when unavailable.
+bool select_tiled_isa_for_testing(std::string_view isa);
+
+}  // namespace tilellm

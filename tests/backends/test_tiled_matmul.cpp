@@ -1,0 +1,344 @@
+// The tile repack and the tiled matmul kernels (backends/cpu/tiled_weight.h).
+//  - The repack of Q4_0, Q4_1 and Q8_0 is lossless: every tiled weight equals the GGUF block's value.
+//  - The int4b64 / int8b0 conversions round each weight to within half a step of its scale.
+//  - Every compiled kernel (scalar, and AVX-512 VNNI where the CPU has it) equals a float64 evaluation of the
+//    contract's formula (the same exact integer block sums, scaled per block) to float accumulation error, on
+//    random data of odd shapes: row counts that leave a partial tile, token counts that leave a partial
+//    group of 8, scale groups cut short by K.
+//  - For the GGUF kinds the result also equals the row kernels' (dot_row_q), i.e. llama.cpp's arithmetic.
+//  - Through the backend: a model-sized matmul_shared call on tiles equals the per-row path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/tiled_weight.h"
+#include "format/error.h"
+#include "format/fp16.h"
+#include "format/quants.h"
+#include "format/quants_q8.h"
+#include "runtime/thread_pool.h"
+
+namespace tilellm {
+namespace {
+
+struct OwnedWeight {
+  std::vector<uint8_t> bytes;
+  Weight w;
+};
+
+// Random rows of a block type: random quant bytes and random positive scales (and signed Q4_1 mins), so
+// every code value occurs, including Q8_0's -128.
+OwnedWeight random_blocks(GgmlType type, int64_t n_in, int64_t n_out, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.002f, 0.05f), mn(-0.3f, 0.3f);
+  OwnedWeight o;
+  o.w.type = type;
+  o.w.n_in = n_in;
+  o.w.n_out = n_out;
+  o.w.row_bytes = row_size(type, n_in);
+  o.bytes.resize(o.w.row_bytes * size_t(n_out));
+  for (auto& b : o.bytes) b = uint8_t(byte(rng));
+  const size_t bs = type_traits(type).type_size;
+  for (size_t off = 0; off < o.bytes.size(); off += bs) {
+    const uint16_t d = fp32_to_fp16(scale(rng));
+    std::memcpy(&o.bytes[off], &d, 2);
+    if (type == GgmlType::Q4_1) {
+      const uint16_t m = fp32_to_fp16(mn(rng));
+      std::memcpy(&o.bytes[off + 2], &m, 2);
+    }
+  }
+  o.w.data = o.bytes.data();
+  return o;
+}
+
+OwnedWeight random_f32(int64_t n_in, int64_t n_out, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.01f, 0.4f);
+  OwnedWeight o;
+  o.w.type = GgmlType::F32;
+  o.w.n_in = n_in;
+  o.w.n_out = n_out;
+  o.w.row_bytes = size_t(n_in) * 4;
+  o.bytes.resize(o.w.row_bytes * size_t(n_out));
+  for (int64_t i = 0; i < n_in * n_out; ++i) {
+    const float v = nd(rng);
+    std::memcpy(&o.bytes[size_t(i) * 4], &v, 4);
+  }
+  o.w.data = o.bytes.data();
+  return o;
+}
+
+TileKind gguf_kind(GgmlType t) {
+  return t == GgmlType::Q4_0 ? TileKind::Q4_0 : t == GgmlType::Q4_1 ? TileKind::Q4_1 : TileKind::Q8_0;
+}
+
+std::vector<std::string> isas() {
+  std::vector<std::string> v{"scalar"};
+  if (select_tiled_isa_for_testing("avx512vnni")) v.push_back("avx512vnni");
+  select_tiled_isa_for_testing("best");
+  return v;
+}
+
+// Quantized activations of n_tok random rows for w, prepared for the tile kernels; keeps its buffers.
+struct Acts {
+  std::vector<uint8_t> xq;
+  AlignedBuffer scratch;
+  TiledActs a;
+  size_t rs = 0;
+};
+Acts make_acts(const TiledWeight& w, int64_t n_tok, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  Acts r;
+  const GgmlType at = w.activation_type();
+  r.rs = activation_row_size(at, w.n_in);
+  r.xq.resize(r.rs * size_t(n_tok));
+  std::vector<float> x(size_t(w.n_in));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (auto& v : x) v = nd(rng);
+    quantize_activations(at, x.data(), &r.xq[size_t(t) * r.rs], w.n_in);
+  }
+  r.scratch = AlignedBuffer(tiled_acts_bytes(w.n_in, n_tok));
+  prepare_tiled_acts(at, w.n_in, r.xq.data(), r.rs, n_tok, 0, n_tok, r.scratch.as<void>());
+  r.a = prepare_tiled_acts(at, w.n_in, r.xq.data(), r.rs, n_tok, 0, 0, r.scratch.as<void>());
+  return r;
+}
+
+// The contract's formula (tiled_weight.h) in float64 from the tile's codes, scales and offsets and the
+// prepared activations, and the sum of the magnitudes of its terms (the scale of the float rounding).
+void reference(const TiledWeight& w, const TiledActs& a, int64_t t, int64_t r, double* y, double* mag) {
+  double acc = 0.0, m = 0.0;
+  for (int64_t s = 0; s < w.n_sub; ++s) {
+    const int64_t i = t * a.n_sub + s;
+    int64_t block = 0;
+    TiledEntry e;
+    for (int k = 0; k < kSubK; ++k) {
+      e = tiled_entry(w, r, s * kSubK + k);
+      block += int64_t(e.code - w.int_offset()) * a.qs[t * a.kp + s * kSubK + k];
+    }
+    const double scaled = double(block) * double(e.scale) * double(a.dx[i]);
+    const double offset = double(e.offset) * double(a.am[i]);
+    acc += scaled + offset;
+    m += std::fabs(scaled) + std::fabs(offset);
+  }
+  *y = acc;
+  *mag = m;
+}
+
+// Float32 accumulation of n terms (each a product rounded once) against float64: at most about
+// (n + 2) units of 2^-24 of the sum of the magnitudes; twice that allows for the two-term Q4_1 blocks.
+double tolerance(const TiledWeight& w, double mag) {
+  return 2.0 * double(w.n_sub + 2) * std::ldexp(1.0, -24) * mag + 1e-30;
+}
+
+void check_kernel(const TiledWeight& w, int64_t n_tok, const std::string& what) {
+  const Acts acts = make_acts(w, n_tok, 11);
+  for (const std::string& isa : isas()) {
+    ASSERT_TRUE(select_tiled_isa_for_testing(isa));
+    std::vector<float> y(size_t(n_tok * w.n_out), -1234.5f);
+    // Two calls over halves of the tiles and tokens, as threads split the work.
+    const int64_t tm = w.n_tiles / 2, tt = n_tok / 2;
+    tiled_matmul(w, acts.a, 0, tm, 0, n_tok, y.data(), w.n_out);
+    tiled_matmul(w, acts.a, tm, w.n_tiles, 0, tt, y.data(), w.n_out);
+    tiled_matmul(w, acts.a, tm, w.n_tiles, tt, n_tok, y.data(), w.n_out);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (int64_t r = 0; r < w.n_out; ++r) {
+        double ref, mag;
+        reference(w, acts.a, t, r, &ref, &mag);
+        ASSERT_NEAR(y[size_t(t * w.n_out + r)], ref, tolerance(w, mag))
+            << what << " isa " << isa << " token " << t << " row " << r;
+      }
+    }
+  }
+  select_tiled_isa_for_testing("best");
+}
+
+TEST(TiledWeight, gguf_repack_is_lossless) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+    const OwnedWeight o = random_blocks(type, 96, 37, 3);
+    const TiledWeight t = tile_weight(o.w, gguf_kind(type), nullptr);
+    EXPECT_EQ(t.n_tiles, 3);
+    EXPECT_EQ(t.tile_bytes % 128, 0u);
+    std::vector<float> row(96);
+    for (int64_t r = 0; r < 37; ++r) {
+      dequantize_row(type, o.w.row(r), row.data(), 96);
+      for (int64_t k = 0; k < 96; ++k)
+        ASSERT_EQ(tiled_value(t, r, k), row[size_t(k)]) << type_name(type) << " r " << r << " k " << k;
+    }
+  }
+}
+
+TEST(TiledWeight, conversions_round_to_half_a_step) {
+  const OwnedWeight o = random_f32(160, 21, 5);  // 5 sub-blocks: the last int4b64 group is cut short
+  for (TileKind kind : {TileKind::Int4B64, TileKind::Int8B0}) {
+    const TiledWeight t = tile_weight(o.w, kind, nullptr);
+    const int max_code = kind == TileKind::Int4B64 ? 15 : 255;
+    for (int64_t r = 0; r < 21; ++r) {
+      for (int64_t k = 0; k < 160; ++k) {
+        float v;
+        std::memcpy(&v, o.w.row(r) + k * 4, 4);
+        const TiledEntry e = tiled_entry(t, r, k);
+        ASSERT_GT(e.scale, 0.0f);
+        // Half a step, plus the fp16 rounding of the stored offset and scale (relative 2^-11 each).
+        const float bound =
+            0.5f * e.scale + std::ldexp(1.0f, -10) * (std::fabs(e.offset) + max_code * e.scale);
+        ASSERT_LE(std::fabs(tiled_value(t, r, k) - v), bound) << int(kind) << " r " << r << " k " << k;
+      }
+    }
+  }
+}
+
+TEST(TiledMatmul, kernels_match_the_formula) {
+  // Row counts: one partial tile, several with a partial last one; tokens: 1 (decode), 8 + 5, 3.
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+    for (int64_t n_out : {5, 45}) {
+      for (int64_t n_tok : {1, 13, 3, 70}) {
+        const OwnedWeight o = random_blocks(type, 224, n_out, uint32_t(n_out + n_tok));
+        check_kernel(tile_weight(o.w, gguf_kind(type), nullptr), n_tok,
+                     std::string(type_name(type)) + " n_out " + std::to_string(n_out));
+      }
+    }
+  }
+  for (TileKind kind : {TileKind::Int4B64, TileKind::Int8B0}) {
+    for (int64_t n_in : {96, 320}) {
+      const OwnedWeight o = random_f32(n_in, 33, uint32_t(n_in));
+      for (int64_t n_tok : {1, 10})
+        check_kernel(tile_weight(o.w, kind, nullptr), n_tok, "kind " + std::to_string(int(kind)));
+    }
+  }
+}
+
+TEST(TiledMatmul, gguf_kinds_equal_the_row_kernels) {
+  // Same integer block sums and block scales as dot_row_q (llama.cpp's vec_dot); only the float order
+  // differs.
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+    const OwnedWeight o = random_blocks(type, 576, 29, 9);
+    const TiledWeight t = tile_weight(o.w, gguf_kind(type), nullptr);
+    const Acts acts = make_acts(t, 4, 21);
+    for (const std::string& isa : isas()) {
+      ASSERT_TRUE(select_tiled_isa_for_testing(isa));
+      std::vector<float> y(size_t(4 * 29));
+      tiled_matmul(t, acts.a, 0, t.n_tiles, 0, 4, y.data(), 29);
+      for (int64_t tok = 0; tok < 4; ++tok) {
+        for (int64_t r = 0; r < 29; ++r) {
+          const float row = dot_row_q(type, o.w.row(r), &acts.xq[size_t(tok) * acts.rs], 576);
+          double ref, mag;
+          reference(t, acts.a, tok, r, &ref, &mag);
+          ASSERT_NEAR(y[size_t(tok * 29 + r)], row, 2.0 * tolerance(t, mag)) << type_name(type) << " " << isa;
+        }
+      }
+    }
+    select_tiled_isa_for_testing("best");
+  }
+}
+
+// The tiles prepare_weights makes for w in this mode (the repack is deterministic).
+TiledWeight tiles_of(const Weight& w, WeightsMode mode) {
+  if (mode == WeightsMode::Int8B0) return tile_weight(w, TileKind::Int8B0, nullptr);
+  return tile_weight(w, gguf_kind(w.type), nullptr);
+}
+
+// got: the backend on tiles; rows: the backend on the GGUF rows (x: [nt][w.n_in]).
+// Native tiles hold the GGUF values, so the two differ by float order only: 1e-5 of the largest output.
+// Converted tiles hold other weights; there the check is against those weights times the float activations,
+// within what the 8-bit activations can move it: each activation is off by at most half its block's step
+// (amax / 254), so |error| <= sum_k |w_k| * amax(block of k) / 254.
+void expect_close(const TiledWeight& t, const Weight& w, const float* x, int64_t nt,
+                  const std::vector<float>& got, const std::vector<float>& rows) {
+  double scale = 0.0;
+  for (float v : rows) scale = std::max(scale, double(std::fabs(v)));
+  const bool native = t.kind != TileKind::Int8B0 && t.kind != TileKind::Int4B64;
+  for (int64_t tok = 0; tok < nt; ++tok) {
+    const float* xt = x + tok * w.n_in;
+    for (int64_t r = 0; r < w.n_out; ++r) {
+      const size_t j = size_t(tok * w.n_out + r);
+      if (native) {
+        ASSERT_NEAR(got[j], rows[j], 1e-5 * scale) << "row " << r << " token " << tok;
+        continue;
+      }
+      double ref = 0.0, bound = 1e-5 * scale;
+      for (int64_t k = 0; k < w.n_in; ++k) {
+        float amax = 0.0f;
+        for (int64_t e = k / kSubK * kSubK; e < (k / kSubK + 1) * kSubK; ++e)
+          amax = std::max(amax, std::fabs(xt[e]));
+        const double v = tiled_value(t, r, k);
+        ref += v * xt[k];
+        bound += std::fabs(v) * amax / 254.0;
+      }
+      ASSERT_NEAR(got[j], ref, bound) << "row " << r << " token " << tok;
+    }
+  }
+}
+
+TEST(TiledMatmul, backend_uses_tiles_and_matches_rows) {
+  // A one-layer model of random Q4_0 / Q4_1 / Q8_0 matrices: matmul_shared over prepared tiles equals the
+  // unprepared backend's row path, for decode and prefill, in every weights mode that keeps the types.
+  constexpr int64_t n_embd = 96, n_ff = 160, n_tok = 100;
+  std::vector<OwnedWeight> owned;
+  ModelWeights mw;
+  mw.layers.resize(1);
+  LayerWeights& l = mw.layers[0];
+  uint32_t seed = 100;
+  auto bind = [&](Weight& w, GgmlType type, int64_t n_in, int64_t n_out) {
+    owned.push_back(random_blocks(type, n_in, n_out, seed++));
+    w = owned.back().w;
+  };
+  owned.reserve(8);
+  bind(l.wq, GgmlType::Q4_0, n_embd, n_embd);
+  bind(l.wk, GgmlType::Q4_0, n_embd, 32);
+  bind(l.wv, GgmlType::Q8_0, n_embd, 32);
+  bind(l.wo, GgmlType::Q4_1, n_embd, n_embd);
+  bind(l.w_gate, GgmlType::Q4_1, n_embd, n_ff);
+  bind(l.w_up, GgmlType::Q4_1, n_embd, n_ff);
+  bind(l.w_down, GgmlType::Q8_0, n_ff, n_embd);
+  bind(mw.output, GgmlType::Q4_0, n_embd, 77);
+
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(size_t(n_tok * n_ff));
+  for (auto& v : x) v = nd(rng);
+
+  ThreadPool pool(2);
+  CpuBackend rows(pool, ActivationMode::Quantized, n_tok * n_ff);
+  for (WeightsMode mode : {WeightsMode::Native, WeightsMode::Int8B0}) {
+    CpuBackend tiles(pool, ActivationMode::Quantized, n_tok * n_ff);
+    tiles.prepare_weights(mw, mode);
+    for (int64_t nt : {int64_t(1), n_tok}) {
+      const Weight* qkv[3] = {&l.wq, &l.wk, &l.wv};
+      std::vector<float> a[3], b[3];
+      float* pa[3];
+      float* pb[3];
+      for (int i = 0; i < 3; ++i) {
+        a[i].assign(size_t(nt * qkv[i]->n_out), 0.0f);
+        b[i].assign(size_t(nt * qkv[i]->n_out), 0.0f);
+        pa[i] = a[i].data();
+        pb[i] = b[i].data();
+      }
+      tiles.matmul_shared(qkv, pa, 3, x.data(), nt);
+      rows.matmul_shared(qkv, pb, 3, x.data(), nt);
+      for (int i = 0; i < 3; ++i) expect_close(tiles_of(*qkv[i], mode), *qkv[i], x.data(), nt, a[i], b[i]);
+      std::vector<float> ya(size_t(nt * n_embd)), yb(size_t(nt * n_embd));
+      tiles.matmul(l.w_down, x.data(), nt, ya.data());
+      rows.matmul(l.w_down, x.data(), nt, yb.data());
+      expect_close(tiles_of(l.w_down, mode), l.w_down, x.data(), nt, ya, yb);
+    }
+  }
+}
+
+TEST(TiledWeight, bad_modes_are_named) {
+  EXPECT_EQ(parse_weights_mode("int4b64"), WeightsMode::Int4B64);
+  EXPECT_THROW(parse_weights_mode("int3"), Error);
+  ThreadPool pool(1);
+  CpuBackend be(pool, ActivationMode::F32, 64);
+  ModelWeights mw;
+  EXPECT_THROW(be.prepare_weights(mw, WeightsMode::Int4B64), Error);
+}
+
+}  // namespace
+}  // namespace tilellm
