@@ -135,6 +135,7 @@ class OpenclOps : public ::testing::TestWithParam<std::string> {
     o.max_in_elems = 1 << 16;
     o.max_out_elems = 1 << 16;
     o.max_width = 1024;
+    o.self_check = false;  // these tests check the kernels themselves; a CPU fallback would hide a fault
     if (kv_dim > 0) {
       o.kv_layers = kLayers;
       o.kv_ctx = kCtx;
@@ -169,6 +170,16 @@ TEST_P(OpenclOps, capabilities_are_clamped_to_the_profile) {
     EXPECT_FALSE(c.subgroups);
   }
   EXPECT_GT(c.compute_units, 0u);
+}
+
+TEST_P(OpenclOps, self_check_passes_every_kernel_on_this_device) {
+  OpenclBackendOptions o;
+  o.profile = GetParam();
+  o.max_tokens = 8;
+  o.max_in_elems = o.max_out_elems = 1 << 12;
+  o.max_width = 256;
+  OpenclBackend be(o);
+  EXPECT_TRUE(be.cpu_fallbacks().empty()) << be.cpu_fallbacks().front();
 }
 
 TEST_P(OpenclOps, embedding_matches_cpu_bit_for_bit) {

@@ -5,6 +5,7 @@ namespace tilellm {
 
 void OpenclBackend::add(float* acc, const float* x, int64_t n) {
   if (n <= 0) return;
+  if (k_add_.on_cpu) return cpu_->add(acc, x, n);
   check_in(n, "add");
   rt_.write(in_a_, 0, acc, size_t(n) * sizeof(float));
   rt_.write(in_b_, 0, x, size_t(n) * sizeof(float));

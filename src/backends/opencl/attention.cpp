@@ -4,17 +4,8 @@
 
 namespace tilellm {
 
-void OpenclBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
-                              int64_t n_tok, const AttnParams& p, float* out) {
-  if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_head_kv * p.head_dim != kv.kv_dim()) {
-    fail("attention: {} heads over {} KV heads of size {} do not fit a cache row of {}", p.n_head,
-         p.n_head_kv, p.head_dim, kv.kv_dim());
-  }
-  check_kv(kv, layer, pos, n_tok, "attention");
-  if (n_tok <= 0) return;
-  const int64_t elems = n_tok * p.n_head * p.head_dim;
-  check_in(elems, "attention");
-  check_out(elems, "attention");
+void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx,
+                                      int64_t kv_dim, int64_t n_tok, const AttnParams& p) {
   constexpr size_t kBlock = 32;  // TL_ATTN_BLOCK: the work-group size the kernel is written for
   const size_t local_bytes = (2 * size_t(p.head_dim) + 2 * kBlock) * sizeof(float);
   if (local_bytes > caps().local_mem_bytes) {
@@ -23,19 +14,15 @@ void OpenclBackend::attention(const float* q, const KvCache& kv, int64_t layer, 
         "has {}",
         p.head_dim, local_bytes, caps().profile, caps().local_mem_bytes);
   }
-  rt_.write(in_a_, 0, q, size_t(elems) * sizeof(float));
-  rt_.write(ints_, 0, pos, size_t(n_tok) * sizeof(int32_t));
-  uint64_t off = 0;
-  const opencl::Buffer& buf = kv_buffer(layer, off);
   const opencl::Kernel& k = k_attention_;
-  const cl_ulong layer_off = off;
-  const cl_int n_ctx = cl_int(kv.n_ctx()), kv_dim = cl_int(kv.kv_dim()), n_head = cl_int(p.n_head),
+  const cl_ulong off = layer_off;
+  const cl_int ctx = cl_int(n_ctx), d = cl_int(kv_dim), n_head = cl_int(p.n_head),
                group = cl_int(p.n_head / p.n_head_kv), hd = cl_int(p.head_dim), window = cl_int(p.window);
   opencl::set_arg(k, 0, in_a_);
-  opencl::set_arg(k, 1, buf);
-  opencl::set_arg(k, 2, layer_off);
-  opencl::set_arg(k, 3, n_ctx);
-  opencl::set_arg(k, 4, kv_dim);
+  opencl::set_arg(k, 1, cache);
+  opencl::set_arg(k, 2, off);
+  opencl::set_arg(k, 3, ctx);
+  opencl::set_arg(k, 4, d);
   opencl::set_arg(k, 5, ints_);
   opencl::set_arg(k, 6, n_head);
   opencl::set_arg(k, 7, group);
@@ -49,6 +36,25 @@ void OpenclBackend::attention(const float* q, const KvCache& kv, int64_t layer, 
   opencl::set_local_arg(k, 15, kBlock * sizeof(float));
   const size_t global[1] = {size_t(n_tok * p.n_head) * kBlock}, local[1] = {kBlock};
   rt_.launch(k, 1, global, local);
+}
+
+void OpenclBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
+                              int64_t n_tok, const AttnParams& p, float* out) {
+  if (kv_on_cpu()) return cpu_->attention(q, kv, layer, pos, n_tok, p, out);
+  if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_head_kv * p.head_dim != kv.kv_dim()) {
+    fail("attention: {} heads over {} KV heads of size {} do not fit a cache row of {}", p.n_head,
+         p.n_head_kv, p.head_dim, kv.kv_dim());
+  }
+  check_kv(kv, layer, pos, n_tok, "attention");
+  if (n_tok <= 0) return;
+  const int64_t elems = n_tok * p.n_head * p.head_dim;
+  check_in(elems, "attention");
+  check_out(elems, "attention");
+  rt_.write(in_a_, 0, q, size_t(elems) * sizeof(float));
+  rt_.write(ints_, 0, pos, size_t(n_tok) * sizeof(int32_t));
+  uint64_t off = 0;
+  const opencl::Buffer& buf = kv_buffer(layer, off);
+  enqueue_attention(buf, off, kv.n_ctx(), kv.kv_dim(), n_tok, p);
   rt_.read(out_, 0, out, size_t(elems) * sizeof(float));
 }
 

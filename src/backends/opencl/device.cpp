@@ -283,15 +283,21 @@ std::string Runtime::generated_header(const std::string& extra_defines) const {
 
 ProgramHandle Runtime::build(const std::vector<std::string_view>& ops,
                              const std::string& extra_defines) const {
-  std::string src = generated_header(extra_defines);
-  std::string op;  // the files, for messages
-  std::vector<std::string_view> parts = {kernel_source("common"), kernel_source("quants")};
+  std::string label;  // the files, for messages
+  std::string body;
   for (std::string_view o : ops) {
-    parts.push_back(kernel_source(o));
-    op += op.empty() ? "" : "+";
-    op += o;
+    label += label.empty() ? "" : "+";
+    label += o;
+    body += kernel_source(o);
+    if (body.back() != '\n') body += '\n';
   }
-  for (std::string_view part : parts) {
+  return build_source(label, body, extra_defines);
+}
+
+ProgramHandle Runtime::build_source(std::string_view op, std::string_view body,
+                                    const std::string& extra_defines) const {
+  std::string src = generated_header(extra_defines);
+  for (std::string_view part : {kernel_source("common"), kernel_source("quants"), body}) {
     src += part;
     if (src.back() != '\n') src += '\n';
   }

@@ -122,6 +122,7 @@ struct Kernel {
   std::string name;
   size_t wg_multiple = 1;
   size_t max_wg = 1;
+  bool on_cpu = false;  // failed the backend's self-check: its op runs on the CPU backend instead
   cl_kernel get() const { return handle.get(); }
 };
 
@@ -144,6 +145,10 @@ class Runtime {
   // the generated header. Throws with the build log on failure. One program for many ops costs one compiler
   // invocation instead of one per op (the fixed cost dominates on PoCL and on mobile drivers alike).
   ProgramHandle build(const std::vector<std::string_view>& ops, const std::string& extra_defines = "") const;
+  // The same for a source text not among the embedded files (`label` names it in errors): the self-check's
+  // test hook builds a deliberately broken kernel this way.
+  ProgramHandle build_source(std::string_view label, std::string_view body,
+                             const std::string& extra_defines = "") const;
   Kernel kernel(const ProgramHandle& program, const char* name) const;
 
   Buffer alloc(size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE, const void* init = nullptr) const;

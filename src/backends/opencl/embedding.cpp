@@ -7,6 +7,7 @@ namespace tilellm {
 void OpenclBackend::embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) {
   if (n_tok <= 0) return;
   const DeviceWeight& dw = find_weight(table, "embed");
+  if (embed_kernel(dw.type).on_cpu) return cpu_->embed(table, ids, n_tok, scale, out);
   for (int64_t t = 0; t < n_tok; ++t) {
     if (ids[t] < 0 || ids[t] >= table.n_out)
       fail("token id {} is outside the vocabulary of {}", ids[t], table.n_out);
@@ -14,12 +15,7 @@ void OpenclBackend::embed(const Weight& table, const int32_t* ids, int64_t n_tok
   check_tokens(n_tok, "embed");
   check_out(n_tok * dw.n_in, "embed");
   rt_.write(ints_, 0, ids, size_t(n_tok) * sizeof(int32_t));
-  int ki = 0;
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
-    if (t == dw.type) break;
-    ++ki;
-  }
-  const opencl::Kernel& k = k_embed_[ki];
+  const opencl::Kernel& k = embed_kernel(dw.type);
   const cl_ulong row_bytes = dw.row_bytes;
   const cl_int n = cl_int(dw.n_in), nt = cl_int(n_tok);
   opencl::set_arg(k, 0, dw.buf);

@@ -5,6 +5,7 @@ namespace tilellm {
 
 void OpenclBackend::glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) {
   if (n <= 0) return;
+  if ((act == FfnAct::SiLU ? k_glu_silu_ : k_glu_gelu_).on_cpu) return cpu_->glu(gate, up, out, n, act);
   check_in(n, "glu");
   check_out(n, "glu");
   rt_.write(in_a_, 0, gate, size_t(n) * sizeof(float));

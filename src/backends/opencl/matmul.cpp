@@ -6,12 +6,7 @@
 namespace tilellm {
 
 void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok) {
-  int ki = 0;
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
-    if (t == dw.type) break;
-    ++ki;
-  }
-  const opencl::Kernel& k = k_matmul_[ki];
+  const opencl::Kernel& k = matmul_kernel(dw.type);
   const size_t wg = reduction_wg(k, 64, 1);
   const cl_ulong row_bytes = dw.row_bytes;
   const cl_int n_in = cl_int(dw.n_in), n_out = cl_int(dw.n_out);
@@ -45,6 +40,10 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   rt_.write(in_a_, 0, x, size_t(n_tok * n_in) * sizeof(float));
   for (int i = 0; i < n; ++i) {
     const DeviceWeight& dw = find_weight(*ws[i], "matmul");
+    if (matmul_kernel(dw.type).on_cpu) {
+      cpu_->matmul(*ws[i], x, n_tok, ys[i]);  // the host weight (the mapped file) is still there
+      continue;
+    }
     enqueue_matmul(dw, n_tok);
     rt_.read(out_, 0, ys[i], size_t(n_tok * dw.n_out) * sizeof(float));
   }

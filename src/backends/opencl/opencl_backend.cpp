@@ -70,13 +70,27 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o) : opts_(o), rt_(o.de
   k_glu_silu_ = rt_.kernel(program_, "glu_silu");
   k_glu_gelu_ = rt_.kernel(program_, "glu_gelu");
   k_add_ = rt_.kernel(program_, "add");
+  if (!o.test_kernel_name.empty()) {
+    opencl::Kernel* slot = nullptr;
+    for (opencl::Kernel* k : all_kernels()) {
+      if (k->name == o.test_kernel_name) slot = k;
+    }
+    if (!slot) fail("OpenCL backend: the test hook names no kernel '{}'", o.test_kernel_name);
+    test_program_ = rt_.build_source("test hook " + o.test_kernel_name, o.test_kernel_source, kv_define);
+    *slot = rt_.kernel(test_program_, o.test_kernel_name.c_str());
+  }
 
-  in_a_ = rt_.alloc(floats(o.max_in_elems));
-  in_b_ = rt_.alloc(floats(o.max_in_elems));
-  out_ = rt_.alloc(floats(o.max_out_elems));
-  vec_ = rt_.alloc(floats(o.max_width));
-  ints_ = rt_.alloc(size_t(o.max_tokens) * sizeof(int32_t));
-  rope_rows_ = rt_.alloc(floats(o.max_tokens * o.max_width));
+  // The self-check's cases need a little room whatever the session's sizes (self_check.cpp: kCheck*).
+  opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, 4);
+  opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, 4096);
+  opts_.max_out_elems = std::max<int64_t>(opts_.max_out_elems, 4096);
+  opts_.max_width = std::max<int64_t>(opts_.max_width, 64);
+  in_a_ = rt_.alloc(floats(opts_.max_in_elems));
+  in_b_ = rt_.alloc(floats(opts_.max_in_elems));
+  out_ = rt_.alloc(floats(opts_.max_out_elems));
+  vec_ = rt_.alloc(floats(opts_.max_width));
+  ints_ = rt_.alloc(size_t(opts_.max_tokens) * sizeof(int32_t));
+  rope_rows_ = rt_.alloc(floats(opts_.max_tokens * opts_.max_width));
 
   if (o.kv_layers > 0) {
     if (o.kv_ctx <= 0 || o.kv_dim <= 0) fail("internal: OpenCL KV cache of {} x {}", o.kv_ctx, o.kv_dim);
@@ -94,6 +108,10 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o) : opts_(o), rt_(o.de
       kv_bufs_.push_back(rt_.alloc(size_t(nl) * layer_bytes));
     }
   }
+
+  cpu_pool_ = std::make_unique<ThreadPool>(1);
+  cpu_ = std::make_unique<CpuBackend>(*cpu_pool_, ActivationMode::F32, 0);
+  if (o.self_check) run_self_check();
 }
 
 void OpenclBackend::upload_weight(const Weight& w) {
@@ -113,6 +131,10 @@ void OpenclBackend::upload_weight(const Weight& w) {
   if (w.n_in > std::numeric_limits<int32_t>::max() || w.n_out > std::numeric_limits<int32_t>::max()) {
     fail("OpenCL backend: weight {} ({} x {}) exceeds the kernels' 32-bit indexing", w.name, w.n_out, w.n_in);
   }
+  weights_.emplace(w.data, make_device_weight(w));
+}
+
+OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w) {
   DeviceWeight dw;
   dw.host_type = w.type;
   dw.n_in = w.n_in;
@@ -154,7 +176,44 @@ void OpenclBackend::upload_weight(const Weight& w) {
       rt_.finish();  // `rows` is reused by the next slab
     }
   }
-  weights_.emplace(w.data, std::move(dw));
+  return dw;
+}
+
+opencl::Kernel& OpenclBackend::matmul_kernel(GgmlType t) {
+  const int i = kernel_index(t);
+  if (i < 0) fail("internal: no OpenCL matmul kernel for {}", type_name(t));
+  return k_matmul_[i];
+}
+
+opencl::Kernel& OpenclBackend::embed_kernel(GgmlType t) {
+  const int i = kernel_index(t);
+  if (i < 0) fail("internal: no OpenCL embedding kernel for {}", type_name(t));
+  return k_embed_[i];
+}
+
+std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
+  std::vector<opencl::Kernel*> v;
+  for (int i = 0; i < 5; ++i) v.push_back(&k_embed_[i]);
+  for (int i = 0; i < 5; ++i) v.push_back(&k_matmul_[i]);
+  for (opencl::Kernel* k :
+       {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_}) {
+    v.push_back(k);
+  }
+  return v;
+}
+
+std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
+  std::vector<std::string> v;
+  auto note = [&v](const opencl::Kernel& k) {
+    if (k.on_cpu) v.push_back(k.name);
+  };
+  for (const opencl::Kernel& k : k_embed_) note(k);
+  for (const opencl::Kernel& k : k_matmul_) note(k);
+  for (const opencl::Kernel* k :
+       {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_}) {
+    note(*k);
+  }
+  return v;
 }
 
 void OpenclBackend::upload_model(const ModelWeights& mw) {

@@ -9,16 +9,20 @@
 //  - FB-KV on the device: [layer][K|V][pos < n_ctx][kv_dim] in the cache type, one buffer when it fits the
 //    device's largest allocation, else whole layers split over as few buffers as fit. The host KvCache passed
 //    to kv_store/attention only supplies (and must match) the geometry; its memory is not used.
+//  - Self-check: at construction every kernel runs a small random case against the CPU backend; a kernel that
+//    fails is replaced by the CPU backend for its op, with a warning naming it (self_check.cpp).
 //  - Activations stay on the host (the Backend interface): each op copies its inputs into fixed device
 //    scratch buffers and its outputs back. This per-op transfer is the known cost of this first version.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "backends/opencl/device.h"
 
 namespace tilellm {
@@ -33,6 +37,12 @@ struct OpenclBackendOptions {
   // Geometry of the device FB-KV cache.
   int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
   GgmlType kv_type = GgmlType::F16;
+  // Run the self-check at construction (tests of the kernels themselves turn it off).
+  bool self_check = true;
+  // Test hook: replaces the kernel named `test_kernel_name` by one of that name built from
+  // `test_kernel_source` (after the usual header and helpers), before the self-check runs, so a test can
+  // show a broken kernel caught. Empty: no replacement.
+  std::string test_kernel_name, test_kernel_source;
 };
 
 class OpenclBackend final : public Backend {
@@ -46,6 +56,8 @@ class OpenclBackend final : public Backend {
   void upload_weight(const Weight& w);
   // Uploads every matrix of a model (the tied output shares the embedding's buffer).
   void upload_model(const ModelWeights& mw);
+  // Names of the kernels that failed the self-check and whose ops run on the CPU backend.
+  std::vector<std::string> cpu_fallbacks() const;
   // Copies the device KV cache into a host cache of the same geometry (tests; moving KV between backends).
   void read_kv(KvCache& kv) const;
 
@@ -71,7 +83,21 @@ class OpenclBackend final : public Backend {
     size_t row_bytes;
     int64_t n_in, n_out;
   };
+  DeviceWeight make_device_weight(const Weight& w);
   const DeviceWeight& find_weight(const Weight& w, const char* op) const;
+  opencl::Kernel& matmul_kernel(GgmlType device_type);
+  opencl::Kernel& embed_kernel(GgmlType device_type);
+  std::vector<opencl::Kernel*> all_kernels();
+  // The KV ops share the cache: if either kernel failed, both run on the CPU over the host cache.
+  bool kv_on_cpu() const { return k_kv_store_.on_cpu || k_attention_.on_cpu; }
+  // Enqueue the KV kernels on an explicit cache buffer (the session's, or the self-check's own). kv_store
+  // reads k from in_a_, v from in_b_, positions from ints_; attention reads q from in_a_, positions from
+  // ints_ and writes out_.
+  void enqueue_kv_store(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t kv_dim,
+                        int64_t n_tok);
+  void enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t kv_dim,
+                         int64_t n_tok, const AttnParams& p);
+  void run_self_check();
   // Enqueues y = W x for x already in in_a_, writing out_.
   void enqueue_matmul(const DeviceWeight& dw, int64_t n_tok);
   // The work-group size of a reduction kernel: the largest power of two within the kernel's and device's
@@ -89,10 +115,15 @@ class OpenclBackend final : public Backend {
 
   // One program built from every op file; kernels chosen by weight type / activation / cache type.
   opencl::ProgramHandle program_;
+  opencl::ProgramHandle test_program_;  // the test hook's replacement kernel, when set
   opencl::Kernel k_embed_[5], k_matmul_[5];
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
 
   std::unordered_map<const uint8_t*, DeviceWeight> weights_;  // by host Weight::data
+
+  // The CPU reference for the self-check, kept as the fallback of ops whose kernel failed it (float path).
+  std::unique_ptr<ThreadPool> cpu_pool_;
+  std::unique_ptr<CpuBackend> cpu_;
 
   // Scratch, sized once from the options.
   opencl::Buffer in_a_, in_b_;  // [max_in_elems] floats: op inputs

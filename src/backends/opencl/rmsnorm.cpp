@@ -6,6 +6,7 @@ namespace tilellm {
 
 void OpenclBackend::rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) {
   if (n_rows <= 0 || n <= 0) return;
+  if (k_rmsnorm_.on_cpu) return cpu_->rmsnorm(x, w, y, n_rows, n, eps);
   check_in(n_rows * n, "rmsnorm");
   check_out(n_rows * n, "rmsnorm");
   if (n > opts_.max_width)

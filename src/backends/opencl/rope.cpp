@@ -12,6 +12,7 @@ void OpenclBackend::rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_
          head_dim);
   }
   if (n_tok <= 0 || n_heads <= 0 || table.n_half == 0) return;
+  if (k_rope_.on_cpu) return cpu_->rope(x, n_tok, n_heads, head_dim, rope_dim, pos, table, mode);
   for (int64_t t = 0; t < n_tok; ++t) {
     if (pos[t] < 0 || pos[t] >= table.n_pos)
       fail("position {} is outside the RoPE table of {}", pos[t], table.n_pos);

@@ -1,0 +1,214 @@
+// The self-check: before the backend is used, every kernel runs a small random case and its result is
+// compared with the CPU backend's (the float path). A kernel that disagrees is marked `on_cpu`: its op then
+// runs on the CPU backend for the rest of the backend's life, and a warning names it. Drivers that miscompile
+// a kernel (silent wrong results are a known hazard on some mobile GPUs) thus cost speed, not correctness.
+//
+// Tolerance: 1e-3 of the largest reference magnitude of the case. Correct kernels agree to ~1e-6 of it
+// (tests/opencl derive the exact bounds); a broken kernel (wrong index, a missed write, a wrong formula, a
+// failed barrier) is off by a sizeable fraction of it, and a NaN always fails.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "backends/opencl/opencl_backend.h"
+#include "format/error.h"
+#include "format/fp16.h"
+
+namespace tilellm {
+namespace {
+
+constexpr double kTolerance = 1e-3;
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    do x = d(rng);
+    while (x == 0.0f);  // a zero would hide a missed write
+  }
+  return v;
+}
+
+// Random rows of a block type the kernels read: random quantized fields, sane half scales.
+std::vector<uint8_t> random_rows(GgmlType t, int64_t n_in, int64_t n_out, std::mt19937& rng) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.004f, 0.05f), sym(-1.0f, 1.0f);
+  std::vector<uint8_t> b(row_size(t, n_in) * size_t(n_out));
+  for (uint8_t& x : b) x = uint8_t(byte(rng));
+  const size_t bs = type_traits(t).type_size;
+  auto put_half = [](uint8_t* p, float f) {
+    const uint16_t h = fp32_to_fp16(f);
+    std::memcpy(p, &h, 2);
+  };
+  for (size_t i = 0; i < b.size() / bs; ++i) {
+    uint8_t* blk = b.data() + i * bs;
+    if (t == GgmlType::F32) {
+      const float f = sym(rng);
+      std::memcpy(blk, &f, 4);
+    } else if (t == GgmlType::F16) {
+      put_half(blk, sym(rng));
+    } else {
+      put_half(blk, scale(rng));                                    // Q4_0, Q4_1, Q8_0: d first
+      if (t == GgmlType::Q4_1) put_half(blk + 2, 0.1f * sym(rng));  // Q4_1: then m
+    }
+  }
+  return b;
+}
+
+// max |ref - got| / max |ref|; infinity when sizes differ or anything is NaN.
+double relative_error(const std::vector<float>& ref, const std::vector<float>& got) {
+  if (ref.size() != got.size()) return INFINITY;
+  double err = 0.0, mag = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = std::abs(double(ref[i]) - double(got[i]));
+    if (std::isnan(d)) return INFINITY;
+    err = std::max(err, d);
+    mag = std::max(mag, std::abs(double(ref[i])));
+  }
+  return err / std::max(mag, 1e-30);
+}
+
+}  // namespace
+
+void OpenclBackend::run_self_check() {
+  std::mt19937 rng(0x5e1fc4ecu);
+  auto verdict = [&](opencl::Kernel& k, double err) {
+    if (err <= kTolerance) return;
+    k.on_cpu = true;
+    std::fprintf(
+        stderr,
+        "warning: OpenCL kernel %s failed its self-check on %s (profile %s): error %.3g of the largest "
+        "value; its op runs on the CPU from now on\n",
+        k.name.c_str(), caps().name.c_str(), caps().profile.c_str(), err);
+  };
+
+  // Weights: embedding and matmul of every block type a kernel reads. Each op below still runs its kernel:
+  // a kernel's on_cpu is set only after its own check.
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+    const int64_t n_in = type_traits(t).block_size == 1 ? 63 : 64, n_out = 5, n_tok = 2;
+    std::vector<uint8_t> bytes = random_rows(t, n_in, n_out, rng);
+    Weight w;
+    w.name = fmt::format("self-check {}", type_name(t));
+    w.type = t;
+    w.data = bytes.data();
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = row_size(t, n_in);
+    upload_weight(w);
+    const int32_t ids[3] = {3, 0, 4};
+    std::vector<float> ref(size_t(3 * n_in)), got(ref.size());
+    cpu_->embed(w, ids, 3, 0.5f, ref.data());
+    embed(w, ids, 3, 0.5f, got.data());
+    verdict(embed_kernel(t), relative_error(ref, got));
+
+    const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+    ref.assign(size_t(n_tok * n_out), 0.0f);
+    got.assign(ref.size(), 0.0f);
+    cpu_->matmul(w, x.data(), n_tok, ref.data());
+    matmul(w, x.data(), n_tok, got.data());
+    verdict(matmul_kernel(t), relative_error(ref, got));
+    weights_.erase(w.data);  // `bytes` dies here; nothing may find it by address again
+  }
+
+  {
+    const int64_t rows = 3, n = 50;
+    const std::vector<float> x = random_floats(size_t(rows * n), rng), w = random_floats(size_t(n), rng);
+    std::vector<float> ref(x.size()), got(x.size());
+    cpu_->rmsnorm(x.data(), w.data(), ref.data(), rows, n, 1e-5f);
+    rmsnorm(x.data(), w.data(), got.data(), rows, n, 1e-5f);
+    verdict(k_rmsnorm_, relative_error(ref, got));
+  }
+  {
+    const int64_t n_tok = 3, heads = 2, hd = 16;
+    const RopeTable table(8, hd, 10000.0f, 1.0f);
+    const int32_t pos[3] = {7, 0, 3};
+    double err = 0.0;
+    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+      std::vector<float> ref = random_floats(size_t(n_tok * heads * hd), rng), got = ref;
+      cpu_->rope(ref.data(), n_tok, heads, hd, hd, pos, table, mode);
+      rope(got.data(), n_tok, heads, hd, hd, pos, table, mode);
+      err = std::max(err, relative_error(ref, got));
+    }
+    verdict(k_rope_, err);
+  }
+  {
+    const int64_t n = 100;
+    std::vector<float> g = random_floats(size_t(n), rng), u = random_floats(size_t(n), rng);
+    for (float& v : g) v *= 6.0f;  // both tails of the activations
+    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+      std::vector<float> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+      cpu_->glu(g.data(), u.data(), ref.data(), n, act);
+      glu(g.data(), u.data(), got.data(), n, act);
+      verdict(act == FfnAct::SiLU ? k_glu_silu_ : k_glu_gelu_, relative_error(ref, got));
+    }
+    std::vector<float> ref = g, got = g;
+    cpu_->add(ref.data(), u.data(), n);
+    add(got.data(), u.data(), n);
+    verdict(k_add_, relative_error(ref, got));
+  }
+
+  // KV ops on a cache of their own: 1 layer, 40 positions, 1 KV head of 16, in the session's cache type.
+  {
+    const int64_t n_ctx = 40, hd = 16, kv_dim = hd;
+    const GgmlType type = opts_.kv_type;
+    const size_t elem = type == GgmlType::F16 ? 2 : 4, plane = size_t(n_ctx * kv_dim) * elem;
+    KvCache ref(1, n_ctx, 1, hd, type);
+    opencl::Buffer cache = rt_.alloc(2 * plane);
+    for (int64_t p0 = 0; p0 < n_ctx; p0 += 4) {
+      const std::vector<float> k = random_floats(size_t(4 * kv_dim), rng),
+                               v = random_floats(size_t(4 * kv_dim), rng);
+      const int32_t pos[4] = {int32_t(p0), int32_t(p0 + 1), int32_t(p0 + 2), int32_t(p0 + 3)};
+      cpu_->kv_store(ref, 0, k.data(), v.data(), pos, 4);
+      rt_.write(in_a_, 0, k.data(), k.size() * sizeof(float));
+      rt_.write(in_b_, 0, v.data(), v.size() * sizeof(float));
+      rt_.write(ints_, 0, pos, sizeof(pos));
+      enqueue_kv_store(cache, 0, n_ctx, kv_dim, 4);
+      rt_.finish();  // k, v, pos are rewritten by the next iteration
+    }
+    // Compare the stored rows as floats (the cache type's values).
+    std::vector<uint8_t> dev(2 * plane);
+    rt_.read(cache, 0, dev.data(), dev.size());
+    std::vector<float> want, have;
+    for (int kind = 0; kind < 2; ++kind) {
+      for (int64_t i = 0; i < n_ctx * kv_dim; ++i) {
+        const uint8_t* r = ref.plane(0, kind) + size_t(i) * elem;
+        const uint8_t* d = dev.data() + size_t(kind) * plane + size_t(i) * elem;
+        uint16_t hr, hdv;
+        float fr, fd;
+        if (elem == 2) {
+          std::memcpy(&hr, r, 2);
+          std::memcpy(&hdv, d, 2);
+          fr = fp16_to_fp32(hr);
+          fd = fp16_to_fp32(hdv);
+        } else {
+          std::memcpy(&fr, r, 4);
+          std::memcpy(&fd, d, 4);
+        }
+        want.push_back(fr);
+        have.push_back(fd);
+      }
+    }
+    verdict(k_kv_store_, relative_error(want, have));
+
+    // Attention reads the reference cache's exact contents, so a kv_store fault does not show up here.
+    for (int kind = 0; kind < 2; ++kind) rt_.write(cache, size_t(kind) * plane, ref.plane(0, kind), plane);
+    AttnParams p;
+    p.n_head = 2;
+    p.n_head_kv = 1;
+    p.head_dim = hd;
+    p.scale = 0.25f;
+    const int32_t pos[2] = {20, 39};
+    const std::vector<float> q = random_floats(size_t(2 * p.n_head * hd), rng);
+    std::vector<float> want_o(q.size()), have_o(q.size());
+    cpu_->attention(q.data(), ref, 0, pos, 2, p, want_o.data());
+    rt_.write(in_a_, 0, q.data(), q.size() * sizeof(float));
+    rt_.write(ints_, 0, pos, sizeof(pos));
+    enqueue_attention(cache, 0, n_ctx, kv_dim, 2, p);
+    rt_.read(out_, 0, have_o.data(), have_o.size() * sizeof(float));
+    verdict(k_attention_, relative_error(want_o, have_o));
+  }
+}
+
+}  // namespace tilellm

@@ -1,0 +1,126 @@
+// The self-check catches a deliberately broken kernel (injected through the backend's test hook), names it
+// in a warning, and the op then runs on the CPU backend with the CPU's results, while the other kernels stay
+// on the device.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/opencl/opencl_backend.h"
+#include "format/error.h"
+#include "format/fp16.h"
+#include "runtime/thread_pool.h"
+
+namespace tilellm {
+namespace {
+
+// RMSNorm that forgets to normalize: y = x * w.
+constexpr const char* kBrokenRmsnorm = R"(
+__kernel void rmsnorm(__global const float* x, __global const float* w, __global float* y, int n, float eps,
+                      __local float* scratch) {
+  const int row = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
+  for (int i = lid; i < n; i += ls) y[(ulong)row * n + i] = x[(ulong)row * n + i] * w[i];
+}
+)";
+
+// Q4_0 matmul that reads only the low nibbles (a plausible unpacking bug).
+constexpr const char* kBrokenMatmulQ4_0 = R"(
+__kernel void matmul_q4_0(__global const uchar* w, ulong row_bytes, int n_in, int n_out,
+                          __global const float* x, __global float* y, __local float* scratch) {
+  const int r = get_group_id(0), t = get_group_id(1);
+  const int lid = get_local_id(0), ls = get_local_size(0);
+  __global const uchar* row = w + (ulong)r * row_bytes;
+  __global const float* xt = x + (ulong)t * n_in;
+  float acc = 0.0f;
+  for (int b = lid; b < n_in / 32; b += ls) {
+    __global const uchar* blk = row + b * 18;
+    for (int j = 0; j < 16; ++j) acc += tl_half(blk) * (float)((blk[2 + j] & 15) - 8) * xt[b * 32 + j];
+  }
+  acc = tl_group_sum(acc, scratch);
+  if (lid == 0) y[(ulong)t * n_out + r] = acc;
+}
+)";
+
+bool have_device() {
+  return !opencl::list_devices().empty();
+}
+
+OpenclBackendOptions options_with(const char* name, const char* source) {
+  OpenclBackendOptions o;
+  o.max_tokens = 4;
+  o.max_in_elems = o.max_out_elems = 1 << 12;
+  o.max_width = 256;
+  o.test_kernel_name = name;
+  o.test_kernel_source = source;
+  return o;
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+TEST(OpenclSelfCheck, broken_rmsnorm_is_caught_and_replaced_by_the_cpu) {
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  ::testing::internal::CaptureStderr();
+  OpenclBackend be(options_with("rmsnorm", kBrokenRmsnorm));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(be.cpu_fallbacks(), std::vector<std::string>{"rmsnorm"});
+  EXPECT_NE(err.find("warning: OpenCL kernel rmsnorm failed its self-check"), std::string::npos) << err;
+
+  ThreadPool pool(1);
+  CpuBackend cpu(pool, ActivationMode::F32, 0);
+  const std::vector<float> x = random_floats(3 * 77, 1), w = random_floats(77, 2);
+  std::vector<float> a(x.size()), b(x.size());
+  cpu.rmsnorm(x.data(), w.data(), a.data(), 3, 77, 1e-6f);
+  be.rmsnorm(x.data(), w.data(), b.data(), 3, 77, 1e-6f);
+  EXPECT_EQ(a, b);  // the CPU backend computed it
+}
+
+TEST(OpenclSelfCheck, broken_q4_0_matmul_is_caught_and_other_types_stay_on_the_device) {
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  ::testing::internal::CaptureStderr();
+  OpenclBackend be(options_with("matmul_q4_0", kBrokenMatmulQ4_0));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(be.cpu_fallbacks(), std::vector<std::string>{"matmul_q4_0"});
+  EXPECT_NE(err.find("matmul_q4_0"), std::string::npos) << err;
+
+  // A Q4_0 weight: random nibbles, a sane scale per block.
+  const int64_t n_in = 96, n_out = 7;
+  std::vector<uint8_t> bytes(row_size(GgmlType::Q4_0, n_in) * n_out);
+  std::mt19937 rng(3);
+  for (uint8_t& v : bytes) v = uint8_t(rng());
+  for (size_t b = 0; b < bytes.size(); b += 18) {
+    const uint16_t d = fp32_to_fp16(0.02f);
+    std::memcpy(&bytes[b], &d, 2);
+  }
+  Weight w;
+  w.name = "q4_0";
+  w.type = GgmlType::Q4_0;
+  w.data = bytes.data();
+  w.n_in = n_in;
+  w.n_out = n_out;
+  w.row_bytes = row_size(GgmlType::Q4_0, n_in);
+  be.upload_weight(w);
+  ThreadPool pool(1);
+  CpuBackend cpu(pool, ActivationMode::F32, 0);
+  const std::vector<float> x = random_floats(2 * n_in, 4);
+  std::vector<float> a(2 * n_out), b(2 * n_out);
+  cpu.matmul(w, x.data(), 2, a.data());
+  be.matmul(w, x.data(), 2, b.data());
+  EXPECT_EQ(a, b);
+}
+
+TEST(OpenclSelfCheck, test_hook_rejects_an_unknown_kernel_name) {
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  EXPECT_THROW(OpenclBackend{options_with("no_such_kernel", kBrokenRmsnorm)}, Error);
+}
+
+}  // namespace
+}  // namespace tilellm
