@@ -1,7 +1,8 @@
 // The tile repack and the tiled matmul kernels (backends/cpu/tiled_weight.h).
 //  - The repack of Q4_0, Q4_1 and Q8_0 is lossless: every tiled weight equals the GGUF block's value.
 //  - The int4b64 / int8b0 conversions round each weight to within half a step of its scale.
-//  - Every compiled kernel (scalar, and AVX-512 VNNI where the CPU has it) equals a float64 evaluation of the
+//  - Every compiled kernel (scalar; AVX2, AVX-VNNI, AVX-512 VNNI where the CPU has them) equals a float64
+//  evaluation of the
 //    contract's formula (the same exact integer block sums, scaled per block) to float accumulation error, on
 //    random data of odd shapes: row counts that leave a partial tile, token counts that leave a partial
 //    group of 8, scale groups cut short by K.
@@ -80,7 +81,8 @@ TileKind gguf_kind(GgmlType t) {
 
 std::vector<std::string> isas() {
   std::vector<std::string> v{"scalar"};
-  if (select_tiled_isa_for_testing("avx512vnni")) v.push_back("avx512vnni");
+  for (const char* isa : {"avx2", "avxvnni", "avx512vnni"})
+    if (select_tiled_isa_for_testing(isa)) v.push_back(isa);
   select_tiled_isa_for_testing("best");
   return v;
 }

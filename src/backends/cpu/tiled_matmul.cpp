@@ -71,26 +71,26 @@ using TiledKernel = tiled_detail::Kernel;
 
 struct Isa {
   const char* name;
-  TiledKernel fn;
+  TiledKernel fn;  // nullptr when this build or CPU cannot run it
 };
 
-Isa best() {
-  if (TiledKernel k = tiled_detail::avx512vnni_tiled_kernel()) return {"avx512vnni", k};
-  return {"scalar", scalar_tiled_matmul};
+// Fastest first; the scalar reference last.
+const Isa* isas() {
+  static const Isa table[] = {{"avx512vnni", tiled_detail::avx512vnni_tiled_kernel()},
+                              {"avxvnni", tiled_detail::avxvnni_tiled_kernel()},
+                              {"avx2", tiled_detail::avx2_tiled_kernel()},
+                              {"scalar", scalar_tiled_matmul}};
+  return table;
 }
+constexpr int kNumIsas = 4;
 
-std::atomic<int> g_isa_override{-1};  // -1: best; 0: scalar; 1: avx512vnni
+std::atomic<int> g_isa_override{-1};  // -1: the best; else an index into isas()
 
 Isa current() {
-  static const Isa b = best();
-  switch (g_isa_override.load(std::memory_order_relaxed)) {
-    case 0:
-      return {"scalar", scalar_tiled_matmul};
-    case 1:
-      return {"avx512vnni", tiled_detail::avx512vnni_tiled_kernel()};
-    default:
-      return b;
-  }
+  const int o = g_isa_override.load(std::memory_order_relaxed);
+  if (o >= 0) return isas()[o];
+  for (int i = 0;; ++i)
+    if (isas()[i].fn) return isas()[i];
 }
 
 }  // namespace
@@ -153,17 +153,15 @@ const char* tiled_isa_name() {
 }
 
 bool select_tiled_isa_for_testing(std::string_view isa) {
-  if (isa == "scalar") {
-    g_isa_override = 0;
-    return true;
-  }
-  if (isa == "avx512vnni" && tiled_detail::avx512vnni_tiled_kernel()) {
-    g_isa_override = 1;
-    return true;
-  }
   if (isa == "best") {
     g_isa_override = -1;
     return true;
+  }
+  for (int i = 0; i < kNumIsas; ++i) {
+    if (isa == isas()[i].name && isas()[i].fn) {
+      g_isa_override = i;
+      return true;
+    }
   }
   return false;
 }

@@ -13,5 +13,9 @@ using Kernel = void (*)(const TiledWeight& w, const TiledActs& a, int64_t tile0,
 
 // The AVX-512 (F, BW, VL, VNNI) kernel, or nullptr when this build or this CPU cannot run it.
 Kernel avx512vnni_tiled_kernel();
+// The AVX2 + FMA + F16C + AVX-VNNI kernel, or nullptr.
+Kernel avxvnni_tiled_kernel();
+// The AVX2 + FMA + F16C kernel, or nullptr.
+Kernel avx2_tiled_kernel();
 
 }  // namespace tilellm::tiled_detail

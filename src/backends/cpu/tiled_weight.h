@@ -130,9 +130,9 @@ TiledActs prepare_tiled_acts(GgmlType act_type, int64_t n_in, const uint8_t* xq,
 void tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
                   int64_t t1, float* y, int64_t y_stride);
 
-// The tile kernels' instruction set now: "avx512vnni" or "scalar".
+// The tile kernels' instruction set now: "avx512vnni", "avxvnni", "avx2" or "scalar".
 const char* tiled_isa_name();
-// Tests only: selects "scalar" or "avx512vnni"; returns false, changing nothing, when unavailable.
+// Tests only: selects one of those by name, or "best"; returns false, changing nothing, when unavailable.
 bool select_tiled_isa_for_testing(std::string_view isa);
 
 }  // namespace tilellm

@@ -1,0 +1,54 @@
+// AVX-VNNI build of the tiled matmul kernels (tiled_matmul_x86.inc): the AVX2 kernels with the
+// VEX-encoded vpdpbusd for the int8 products.
+// Headers before the target region, the probe after it (it runs on any x86-64).
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/tiled_matmul_kernels.h"
+#include "format/cpu_features.h"
+
+#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avxvnni"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avxvnni")
+#endif
+
+#define TILELLM_TILED_VNNI 1
+
+namespace tilellm::tiled_detail {
+namespace {
+#include "backends/cpu/tiled_matmul_x86.inc"
+}  // namespace
+}  // namespace tilellm::tiled_detail
+
+#undef TILELLM_TILED_VNNI
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+namespace tilellm::tiled_detail {
+
+Kernel avxvnni_tiled_kernel() {
+  return cpu_features().avx_vnni ? kernel : nullptr;
+}
+
+}  // namespace tilellm::tiled_detail
+
+#else  // not x86-64, or a compiler without these intrinsics
+
+namespace tilellm::tiled_detail {
+
+Kernel avxvnni_tiled_kernel() {
+  return nullptr;
+}
+
+}  // namespace tilellm::tiled_detail
+
+#endif
