@@ -2,10 +2,9 @@
 //  - The repack of Q4_0, Q4_1 and Q8_0 is lossless: every tiled weight equals the GGUF block's value.
 //  - The int4b64 / int8b0 conversions round each weight to within half a step of its scale.
 //  - Every compiled kernel (scalar; AVX2, AVX-VNNI, AVX-512 VNNI where the CPU has them) equals a float64
-//  evaluation of the
-//    contract's formula (the same exact integer block sums, scaled per block) to float accumulation error, on
-//    random data of odd shapes: row counts that leave a partial tile, token counts that leave a partial
-//    group of 8, scale groups cut short by K.
+//    evaluation of the contract's formula (the same exact integer block sums, scaled per block) to float
+//    accumulation error, on random data of odd shapes: row counts that leave a partial tile, token counts
+//    that leave a partial group of 8, scale groups cut short by K.
 //  - For the GGUF kinds the result also equals the row kernels' (dot_row_q), i.e. llama.cpp's arithmetic.
 //  - Through the backend: a model-sized matmul_shared call on tiles equals the per-row path.
 #include <gtest/gtest.h>
