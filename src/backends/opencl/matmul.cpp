@@ -1,5 +1,7 @@
 // Matmul on the device: one work-group per (output row, token), the kernel picked by the weight's device
 // format (matmul_<type>.cl). matmul_shared uploads the shared input once for all its weights.
+#include <algorithm>
+
 #include "backends/opencl/opencl_backend.h"
 #include "format/error.h"
 
@@ -7,7 +9,8 @@ namespace tilellm {
 
 void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok) {
   const opencl::Kernel& k = matmul_kernel(dw.type);
-  const size_t wg = reduction_wg(k, 64, 1);
+  // About one 32-weight block per item or more: idle items would only lengthen the reduction.
+  const size_t wg = reduction_wg(k, size_t(std::max<int64_t>(1, std::min<int64_t>(64, dw.n_in / 32))), 1);
   const cl_ulong row_bytes = dw.row_bytes;
   const cl_int n_in = cl_int(dw.n_in), n_out = cl_int(dw.n_out);
   opencl::set_arg(k, 0, dw.buf);
