@@ -242,6 +242,7 @@ TEST(TiledMatmul, gguf_kinds_equal_the_row_kernels) {
 // The tiles prepare_weights makes for w in this mode (the repack is deterministic).
 TiledWeight tiles_of(const Weight& w, WeightsMode mode) {
   if (mode == WeightsMode::Int8B0) return tile_weight(w, TileKind::Int8B0, nullptr);
+  if (mode == WeightsMode::Int4B64) return tile_weight(w, TileKind::Int4B64, nullptr);
   return tile_weight(w, gguf_kind(w.type), nullptr);
 }
 
@@ -307,7 +308,7 @@ TEST(TiledMatmul, backend_uses_tiles_and_matches_rows) {
 
   ThreadPool pool(2);
   CpuBackend rows(pool, ActivationMode::Quantized, n_tok * n_ff);
-  for (WeightsMode mode : {WeightsMode::Native, WeightsMode::Int8B0}) {
+  for (WeightsMode mode : {WeightsMode::Native, WeightsMode::Int8B0, WeightsMode::Int4B64}) {
     CpuBackend tiles(pool, ActivationMode::Quantized, n_tok * n_ff);
     tiles.prepare_weights(mw, mode);
     for (int64_t nt : {int64_t(1), n_tok}) {
