@@ -201,7 +201,7 @@ void run_bench(BenchArgs a) {
         r.backend = backend_label(a.backend);
         r.activations = a.activations;
         r.weights_mode = a.weights;
-        r.weight_bytes_per_token = bench::weight_bytes_per_token(*model);
+        r.weight_bytes_per_token = bench::weight_bytes_per_token(*model, so.weights);
         r.test_time = bench::utc_now_rfc3339();
         if (tty) {
           std::fprintf(stderr, "bench: %s, %d threads, %s: %d runs after a warm-up\n", path.c_str(), nt,

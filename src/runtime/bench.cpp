@@ -441,9 +441,24 @@ std::string model_type(const Model& m) {
                      file_type_name(m.file().get_int_or("general.file_type", -1)));
 }
 
-uint64_t weight_bytes_per_token(const Model& m) {
+uint64_t weight_bytes_per_token(const Model& m, WeightsMode mode) {
   const ModelWeights& w = m.weights();
-  auto bytes = [](const Weight& x) { return uint64_t(x.row_bytes) * uint64_t(x.n_out); };
+  // A matrix as the kernels read it: its GGUF rows (native: the tile repack keeps the same bytes), or the
+  // converted codes plus their fp16 scales and offsets.
+  auto bytes = [mode](const Weight& x) {
+    const uint64_t n = uint64_t(x.n_in) * uint64_t(x.n_out);
+    switch (mode) {
+      case WeightsMode::Int4B64:
+        return n / 2 + n / 64 * 4;
+      case WeightsMode::Int8B0:
+        return n + uint64_t(x.n_out) * 4;
+      case WeightsMode::F16:
+        return n * 2;
+      case WeightsMode::Native:
+        break;
+    }
+    return uint64_t(x.row_bytes) * uint64_t(x.n_out);
+  };
   uint64_t total = bytes(w.output) + w.tok_embd.row_bytes;
   for (const LayerWeights& l : w.layers) {
     total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) + bytes(l.w_up) +

@@ -103,8 +103,9 @@ std::string utc_now_rfc3339();
 std::string file_type_name(int64_t ftype);
 // "<arch> <params> <file type>", e.g. "llama 135M Q4_0".
 std::string model_type(const Model& m);
-// Bytes of weights one decode step reads: every layer matrix and the output matrix, plus one embedding row.
-uint64_t weight_bytes_per_token(const Model& m);
+// Bytes of weights one decode step reads: every layer matrix and the output matrix (as held in `mode`), plus
+// one embedding row.
+uint64_t weight_bytes_per_token(const Model& m, WeightsMode mode = WeightsMode::Native);
 
 // Memory bandwidth, for the decode roofline: memcpy of a buffer (bytes read + bytes written per second) and a
 // pure read (sum) of it, each split over n_threads threads, best of `reps`.
