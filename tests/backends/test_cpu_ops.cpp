@@ -17,6 +17,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -455,6 +456,33 @@ TEST_F(CpuOps, AttentionRejectsPositionsOutsideTheCache) {
   std::vector<float> out(kDim);
   for (int32_t bad : {int32_t(kCtx), -1}) {
     EXPECT_THROW(cpu2_.attention(q.data(), kv, 0, &bad, 1, p, out.data()), Error) << "position " << bad;
+  }
+}
+
+TEST_F(CpuOps, KvStoreRoundsToHalfLikeTheReferenceConversion) {
+  // The f16 cache rows are fp32_to_fp16 of the inputs bit for bit, whichever conversion the CPU runs: normal
+  // values, halfway cases, values that become half subnormals, overflow to infinity, signed zeros. 37 values
+  // per row, so a vector loop leaves a tail.
+  constexpr int64_t kDim = 37, kRows = 5;
+  KvCache kv(1, kRows, 1, kDim, GgmlType::F16);
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> expo(-30, 17);
+  std::vector<float> rows(size_t(kRows * kDim));
+  for (auto& v : rows) v = std::ldexp(mant(rng), expo(rng)) * (rng() & 1 ? -1.0f : 1.0f);
+  rows[0] = 1.0f + std::ldexp(1.0f, -11);  // exactly halfway between two halves: to even
+  rows[1] = 65520.0f;                      // rounds up past the largest half: infinity
+  rows[2] = -0.0f;
+  rows[3] = std::ldexp(1.0f, -25);  // half the smallest subnormal: ties to even, zero
+  std::vector<int32_t> pos(kRows);
+  std::iota(pos.begin(), pos.end(), 0);
+  cpu2_.kv_store(kv, 0, rows.data(), rows.data(), pos.data(), kRows);
+  for (int kind = 0; kind < 2; ++kind) {
+    for (int64_t t = 0; t < kRows; ++t) {
+      const auto* h = reinterpret_cast<const uint16_t*>(kv.plane(0, kind) + size_t(t) * kv.row_bytes());
+      for (int64_t i = 0; i < kDim; ++i)
+        ASSERT_EQ(h[i], fp32_to_fp16(rows[size_t(t * kDim + i)])) << "row " << t << " element " << i;
+    }
   }
 }
 
