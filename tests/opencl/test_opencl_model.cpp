@@ -22,6 +22,7 @@
 #include "backends/opencl/device.h"
 #include "model/model.h"
 #include "runtime/session.h"
+#include "test_device.h"
 
 namespace tilellm {
 namespace {
@@ -51,6 +52,7 @@ void compare_greedy(const std::string& profile, GgmlType kv_type, double rel_bou
   Session cpu(*model, so);
   so.backend = BackendKind::OpenCL;
   so.device_profile = profile;
+  so.device = test::opencl_test_device();
   Session gpu(*model, so);
   const int64_t V = model->config().n_vocab;
 

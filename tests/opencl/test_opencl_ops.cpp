@@ -22,6 +22,7 @@
 #include "format/quants.h"
 #include "runtime/kv_cache.h"
 #include "runtime/thread_pool.h"
+#include "test_device.h"
 
 namespace tilellm {
 namespace {
@@ -130,6 +131,7 @@ class OpenclOps : public ::testing::TestWithParam<std::string> {
 
   std::unique_ptr<OpenclBackend> make(int64_t kv_dim = 0, GgmlType kv_type = GgmlType::F16) {
     OpenclBackendOptions o;
+    o.device = test::opencl_test_device();
     o.profile = GetParam();
     o.max_tokens = 8;
     o.max_in_elems = 1 << 16;
@@ -174,6 +176,7 @@ TEST_P(OpenclOps, capabilities_are_clamped_to_the_profile) {
 
 TEST_P(OpenclOps, self_check_passes_every_kernel_on_this_device) {
   OpenclBackendOptions o;
+  o.device = test::opencl_test_device();
   o.profile = GetParam();
   o.max_tokens = 8;
   o.max_in_elems = o.max_out_elems = 1 << 12;
@@ -435,7 +438,7 @@ TEST(OpenclDevice, unknown_profile_and_device_are_errors) {
 
 TEST(OpenclDevice, generated_header_carries_the_constants_and_ends_in_newline) {
   if (!have_device()) GTEST_SKIP() << "no OpenCL device";
-  opencl::Runtime rt(0, "mali-valhall");
+  opencl::Runtime rt(test::opencl_test_device(), "mali-valhall");
   const std::string h = rt.generated_header("#define TL_KV_F16 1");
   // The profile turns subgroups off only where the family lacks them; PoCL has none either way.
   EXPECT_NE(h.find(rt.caps().subgroups ? "#define TL_SUBGROUPS 1\n" : "#define TL_SUBGROUPS 0\n"),

@@ -13,6 +13,7 @@
 #include "format/error.h"
 #include "format/fp16.h"
 #include "runtime/thread_pool.h"
+#include "test_device.h"
 
 namespace tilellm {
 namespace {
@@ -50,6 +51,7 @@ bool have_device() {
 
 OpenclBackendOptions options_with(const char* name, const char* source) {
   OpenclBackendOptions o;
+  o.device = test::opencl_test_device();
   o.max_tokens = 4;
   o.max_in_elems = o.max_out_elems = 1 << 12;
   o.max_width = 256;

@@ -9,8 +9,11 @@ namespace tilellm {
 
 void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok) {
   const opencl::Kernel& k = matmul_kernel(dw.type);
-  // About one 32-weight block per item or more: idle items would only lengthen the reduction.
-  const size_t wg = reduction_wg(k, size_t(std::max<int64_t>(1, std::min<int64_t>(64, dw.n_in / 32))), 1);
+  // About one 32-weight block per item (idle items would only lengthen the reduction), but at least one
+  // SIMD width (the preferred multiple): a group of one item is legal yet trips some compilers (PoCL 5.0
+  // fails to link such a kernel when it uses subgroups).
+  const int64_t want = std::clamp<int64_t>(dw.n_in / 32, int64_t(std::min<size_t>(k.wg_multiple, 64)), 64);
+  const size_t wg = reduction_wg(k, size_t(want), 1);
   const cl_ulong row_bytes = dw.row_bytes;
   const cl_int n_in = cl_int(dw.n_in), n_out = cl_int(dw.n_out);
   opencl::set_arg(k, 0, dw.buf);
