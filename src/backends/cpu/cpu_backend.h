@@ -24,6 +24,8 @@ enum class ActivationMode { Quantized, F32 };
 // Tests run the attention op on its portable path too: false forces the scalar row kernels, true restores the
 // best the CPU has.
 void set_attention_simd_for_testing(bool allow_simd);
+// The same for the GLU op's vectorized exponential.
+void set_glu_simd_for_testing(bool allow_simd);
 
 class CpuBackend final : public Backend {
  public:

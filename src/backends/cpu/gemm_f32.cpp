@@ -153,7 +153,8 @@ TILELLM_AVX512 void f32_tiles_avx512(const PackedF32& p, const float* A, int M, 
 
 }  // namespace
 
-void gemm_f32(const PackedF32& p, const float* A, int M, float* C, ThreadPool* pool, Isa isa) {
+void gemm_f32(const PackedF32& p, const float* A, int M, float* C, ThreadPool* pool,
+              [[maybe_unused]] Isa isa) {
   const int tiles = p.Np / kTileN;
   const int groups = (tiles + kNt - 1) / kNt;
   auto body = [&](int64_t b, int64_t e, int) {
