@@ -3,11 +3,12 @@
 # g++-aarch64-linux-gnu, cmake/aarch64-linux-gnu.cmake) into build-arm64 and runs them under qemu-user.
 #
 # qemu runs them with QEMU_CPU=max, an ARMv8 CPU model with the dot product, so that the tests exercise the
-# scalar, "neon" and "neondot" kernel tables of quants_q8 and the "neon" table of quants against the scalar
-# reference. test_format runs once more on a Cortex-A53 model (ARMv8.0, no dot product): the run-time pick
-# must fall back to "neon", and an ARMv8.2 instruction that leaked into the baseline tables would stop the
-# program there. Emulated timings mean nothing for speed; this checks correctness only. Fails when a build or
-# a test fails, or when a NEON test was skipped on the max model.
+# scalar, "neon" and "neondot" kernel tables of quants_q8, the "neon" table of quants and the "neon" and
+# "neondot" tiled matmul kernels against their references. test_format and test_backends' tiled matmul tests
+# run once more on a Cortex-A53 model (ARMv8.0, no dot product): the run-time picks must fall back to "neon",
+# and an ARMv8.2 instruction that leaked into the baseline kernels would stop the program there. Emulated
+# timings mean nothing for speed; this checks correctness only. Fails when a build or a test fails, or when a
+# NEON test was skipped on the max model.
 #
 # Needs the packages of scripts/setup.sh (g++-aarch64-linux-gnu, qemu-user, libgtest-dev's sources, the
 # fmt/json/CLI11 headers). Usage: scripts/test_arm64.sh [build-dir]   (default build-arm64)
@@ -48,6 +49,7 @@ for prog in "${TESTS[@]}"; do
   fi
 done
 run cortex-a53 test_format || status=1
+run cortex-a53 test_backends --gtest_filter='Tiled*' || status=1
 
 if [ "$status" -ne 0 ]; then
   echo "test_arm64: FAILED" >&2

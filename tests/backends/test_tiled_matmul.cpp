@@ -1,10 +1,12 @@
 // The tile repack and the tiled matmul kernels (backends/cpu/tiled_weight.h).
 //  - The repack of Q4_0, Q4_1 and Q8_0 is lossless: every tiled weight equals the GGUF block's value.
 //  - The int4b64 / int8b0 conversions round each weight to within half a step of its scale.
-//  - Every compiled kernel (scalar; AVX2, AVX-VNNI, AVX-512 VNNI where the CPU has them) equals a float64
-//    evaluation of the contract's formula (the same exact integer block sums, scaled per block) to float
-//    accumulation error, on random data of odd shapes: row counts that leave a partial tile, token counts
-//    that leave a partial group of 8, scale groups cut short by K.
+//  - Every compiled kernel (scalar; AVX2, AVX-VNNI, AVX-512 VNNI, NEON, NEON dot product where the CPU has
+//    them) equals a float64 evaluation of the contract's formula (the same exact integer block sums, scaled
+//    per block) to float accumulation error, on random data of odd shapes: row counts that leave a partial
+//    tile, token counts that leave a partial group of 8 (of 4 for the AVX2 and NEON kernels), scale groups
+//    cut short by K.
+//  - The dispatch picks the best kernel the CPU runs (NEON without the dot product on a Cortex-A53).
 //  - For the GGUF kinds the result also equals the row kernels' (dot_row_q), i.e. llama.cpp's arithmetic.
 //  - Through the backend: a model-sized matmul_shared call on tiles equals the per-row path.
 #include <gtest/gtest.h>
@@ -17,6 +19,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/tiled_weight.h"
+#include "format/cpu_features.h"
 #include "format/error.h"
 #include "format/fp16.h"
 #include "format/quants.h"
@@ -80,7 +83,7 @@ TileKind gguf_kind(GgmlType t) {
 
 std::vector<std::string> isas() {
   std::vector<std::string> v{"scalar"};
-  for (const char* isa : {"avx2", "avxvnni", "avx512vnni"})
+  for (const char* isa : {"avx2", "avxvnni", "avx512vnni", "neon", "neondot"})
     if (select_tiled_isa_for_testing(isa)) v.push_back(isa);
   select_tiled_isa_for_testing("best");
   return v;
@@ -331,6 +334,30 @@ TEST(TiledMatmul, backend_uses_tiles_and_matches_rows) {
       expect_close(tiles_of(l.w_down, mode), l.w_down, x.data(), nt, ya, yb);
     }
   }
+}
+
+TEST(TiledMatmul, the_best_isa_the_cpu_runs_is_used) {
+  select_tiled_isa_for_testing("best");
+  const CpuFeatures& f = cpu_features();
+#if defined(__aarch64__)
+  // Advanced SIMD is part of ARMv8-A; the dot product is optional (qemu's Cortex-A53 model lacks it), and
+  // then the baseline kernel must be the one picked.
+  EXPECT_STREQ(tiled_isa_name(), f.neon_dotprod ? "neondot" : "neon");
+  EXPECT_TRUE(select_tiled_isa_for_testing("neon"));
+  EXPECT_EQ(select_tiled_isa_for_testing("neondot"), f.neon_dotprod);
+  EXPECT_FALSE(select_tiled_isa_for_testing("avx2"));
+#elif defined(__x86_64__)
+  EXPECT_STREQ(tiled_isa_name(), f.avx512_vnni     ? "avx512vnni"
+                                 : f.avx_vnni      ? "avxvnni"
+                                 : f.avx2_fma_f16c ? "avx2"
+                                                   : "scalar");
+  EXPECT_FALSE(select_tiled_isa_for_testing("neon"));
+  EXPECT_FALSE(select_tiled_isa_for_testing("neondot"));
+#endif
+  EXPECT_TRUE(select_tiled_isa_for_testing("scalar"));
+  EXPECT_STREQ(tiled_isa_name(), "scalar");
+  EXPECT_FALSE(select_tiled_isa_for_testing("avx1024"));
+  select_tiled_isa_for_testing("best");
 }
 
 TEST(TiledWeight, bad_modes_are_named) {

@@ -79,10 +79,12 @@ const Isa* isas() {
   static const Isa table[] = {{"avx512vnni", tiled_detail::avx512vnni_tiled_kernel()},
                               {"avxvnni", tiled_detail::avxvnni_tiled_kernel()},
                               {"avx2", tiled_detail::avx2_tiled_kernel()},
+                              {"neondot", tiled_detail::neondot_tiled_kernel()},
+                              {"neon", tiled_detail::neon_tiled_kernel()},
                               {"scalar", scalar_tiled_matmul}};
   return table;
 }
-constexpr int kNumIsas = 4;
+constexpr int kNumIsas = 6;
 
 std::atomic<int> g_isa_override{-1};  // -1: the best; else an index into isas()
 

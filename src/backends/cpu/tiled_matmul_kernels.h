@@ -17,5 +17,9 @@ Kernel avx512vnni_tiled_kernel();
 Kernel avxvnni_tiled_kernel();
 // The AVX2 + FMA + F16C kernel, or nullptr.
 Kernel avx2_tiled_kernel();
+// The ARMv8.2 dot product (SDOT) kernel, or nullptr.
+Kernel neondot_tiled_kernel();
+// The ARMv8-A Advanced SIMD kernel (every AArch64 CPU), or nullptr off AArch64.
+Kernel neon_tiled_kernel();
 
 }  // namespace tilellm::tiled_detail

@@ -5,7 +5,9 @@
 // spends a horizontal sum, a scale conversion and a multiply per (row, block, token). In a tile, 16 output
 // rows sit side by side for every 4 input values: one 512-bit vpdpbusd multiplies 16 rows by 4 activations
 // and leaves the 16 row sums in 16 lanes, where the per-block scales of all 16 rows are applied with one
-// multiply. The same decoded weights then serve up to 8 tokens (prefill) while they are in registers.
+// multiply. The same decoded weights then serve up to 8 tokens (prefill) while they are in registers. On ARM
+// a 128-bit vector takes 4 of the 16 rows (16 bytes of each 64-byte group): one SDOT multiplies them by 4
+// activations.
 //
 // Tile layout (per weight; every size in bytes):
 //   n_tiles = ceil(n_out / 16); tile i holds rows 16i .. 16i+15 (rows past n_out are zero codes, zero
@@ -130,7 +132,8 @@ TiledActs prepare_tiled_acts(GgmlType act_type, int64_t n_in, const uint8_t* xq,
 void tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
                   int64_t t1, float* y, int64_t y_stride);
 
-// The tile kernels' instruction set now: "avx512vnni", "avxvnni", "avx2" or "scalar".
+// The tile kernels' instruction set now: "avx512vnni", "avxvnni", "avx2" or "scalar" on x86; "neondot",
+// "neon" or "scalar" on ARM.
 const char* tiled_isa_name();
 // Tests only: selects one of those by name, or "best"; returns false, changing nothing, when unavailable.
 bool select_tiled_isa_for_testing(std::string_view isa);
