@@ -1,5 +1,5 @@
-// Matmul on the device: one work-group per (output row, token), the kernel picked by the weight's device
-// format (matmul_<type>.cl). matmul_shared uploads the shared input once for all its weights.
+// Matmul on the device: one work-group per (output row, tile of kMatmulTile tokens), the kernel picked by the
+// weight's device format (matmul_<type>.cl). matmul_shared uploads the shared input once for all its weights.
 #include <algorithm>
 
 #include "backends/opencl/opencl_backend.h"
@@ -20,10 +20,13 @@ void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok) {
   opencl::set_arg(k, 1, row_bytes);
   opencl::set_arg(k, 2, n_in);
   opencl::set_arg(k, 3, n_out);
-  opencl::set_arg(k, 4, in_a_);
-  opencl::set_arg(k, 5, out_);
-  opencl::set_local_arg(k, 6, wg * sizeof(float));
-  const size_t global[2] = {size_t(dw.n_out) * wg, size_t(n_tok)}, local[2] = {wg, 1};
+  const cl_int nt = cl_int(n_tok);
+  opencl::set_arg(k, 4, nt);
+  opencl::set_arg(k, 5, in_a_);
+  opencl::set_arg(k, 6, out_);
+  opencl::set_local_arg(k, 7, wg * sizeof(float));
+  const size_t tiles = size_t((n_tok + kMatmulTile - 1) / kMatmulTile);
+  const size_t global[2] = {size_t(dw.n_out) * wg, tiles}, local[2] = {wg, 1};
   rt_.launch(k, 2, global, local);
 }
 

@@ -54,11 +54,13 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o) : opts_(o), rt_(o.de
   const bool kv_f16 = o.kv_type == GgmlType::F16;
   if (!kv_f16 && o.kv_type != GgmlType::F32)
     fail("OpenCL backend: KV cache type {} is not f16 or f32", type_name(o.kv_type));
-  const std::string kv_define = fmt::format("#define TL_KV_F16 {}\n", kv_f16 ? 1 : 0);
+  // The generated header's per-backend constants: the cache type, and the tokens per matmul work-group.
+  const std::string defines =
+      fmt::format("#define TL_KV_F16 {}\n#define TL_MM_TILE {}\n", kv_f16 ? 1 : 0, kMatmulTile);
 
   program_ = rt_.build({"embedding", "rmsnorm", "matmul_f32", "matmul_f16", "matmul_q4_0", "matmul_q4_1",
                         "matmul_q8_0", "rope", "kv_store", "attention", "glu", "add"},
-                       kv_define);
+                       defines);
   for (int i = 0; i < 5; ++i) {
     k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
     k_matmul_[i] = rt_.kernel(program_, kMatmulKernels[i]);
@@ -76,7 +78,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o) : opts_(o), rt_(o.de
       if (k->name == o.test_kernel_name) slot = k;
     }
     if (!slot) fail("OpenCL backend: the test hook names no kernel '{}'", o.test_kernel_name);
-    test_program_ = rt_.build_source("test hook " + o.test_kernel_name, o.test_kernel_source, kv_define);
+    test_program_ = rt_.build_source("test hook " + o.test_kernel_name, o.test_kernel_source, defines);
     *slot = rt_.kernel(test_program_, o.test_kernel_name.c_str());
   }
 

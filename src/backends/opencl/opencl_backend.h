@@ -47,6 +47,10 @@ struct OpenclBackendOptions {
 
 class OpenclBackend final : public Backend {
  public:
+  // Tokens one matmul work-group multiplies (TL_MM_TILE in the kernels): each weight block is decoded once
+  // per tile of tokens rather than once per token.
+  static constexpr int kMatmulTile = 4;
+
   explicit OpenclBackend(const OpenclBackendOptions& o);
   std::string_view name() const override { return "opencl"; }
   const opencl::Capabilities& caps() const { return rt_.caps(); }

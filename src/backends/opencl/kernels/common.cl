@@ -1,5 +1,5 @@
 // Helpers every TileLLM OpenCL program starts with (after the generated header, which defines TL_SUBGROUPS,
-// TL_FP16 for the device and profile, and per program constants such as TL_KV_F16).
+// TL_FP16 for the device and profile, and the backend's constants TL_KV_F16 and TL_MM_TILE).
 //
 // Work-group reductions. Every work-item of the group must call them (they contain barriers) and every one
 // gets the result. `scratch` is __local float[get_local_size(0)].

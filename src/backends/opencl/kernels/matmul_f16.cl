@@ -1,15 +1,22 @@
-// Matrix-vector products y[t] = W x[t] for F16 weights (exact half -> float, float arithmetic).
-// W: [n_out][n_in] halves (row_bytes = 2 n_in); x: [n_tok][n_in]; y: [n_tok][n_out].
-// One work-group per (output row r, token t): item i sums elements i, i + L, ... (L = the local size, a power
-// of two), then the group sums the partials (common.cl). scratch: __local float[L].
-__kernel void matmul_f16(__global const uchar* w, ulong row_bytes, int n_in, int n_out,
+// Matrix products y[t] = W x[t] for F16 weights; (exact half -> float, float arithmetic).
+// W: [n_out][n_in] (halves, row_bytes = 2 n_in); x: [n_tok][n_in]; y: [n_tok][n_out].
+// One work-group per (output row r, tile of up to TL_MM_TILE tokens): item i reads elements i, i + L, ... of
+// the row once (L = the local size, a power of two) and multiplies each with every token of the tile; the
+// group then sums each token's partials (common.cl). scratch: __local float[L].
+__kernel void matmul_f16(__global const uchar* w, ulong row_bytes, int n_in, int n_out, int n_tok,
                          __global const float* x, __global float* y, __local float* scratch) {
-  const int r = get_group_id(0), t = get_group_id(1);
+  const int r = get_group_id(0), t0 = get_group_id(1) * TL_MM_TILE;
+  const int nt = min(TL_MM_TILE, n_tok - t0);
   const int lid = get_local_id(0), ls = get_local_size(0);
   __global const uchar* row = w + (ulong)r * row_bytes;
-  __global const float* xt = x + (ulong)t * n_in;
-  float acc = 0.0f;
-  for (int i = lid; i < n_in; i += ls) acc += tl_f16_at(row, i) * xt[i];
-  acc = tl_group_sum(acc, scratch);
-  if (lid == 0) y[(ulong)t * n_out + r] = acc;
+  float acc[TL_MM_TILE];
+  for (int t = 0; t < TL_MM_TILE; ++t) acc[t] = 0.0f;
+  for (int i = lid; i < n_in; i += ls) {
+    const float wi = tl_f16_at(row, i);
+    for (int t = 0; t < nt; ++t) acc[t] += wi * x[(ulong)(t0 + t) * n_in + i];
+  }
+  for (int t = 0; t < nt; ++t) {
+    const float s = tl_group_sum(acc[t], scratch);
+    if (lid == 0) y[(ulong)(t0 + t) * n_out + r] = s;
+  }
 }

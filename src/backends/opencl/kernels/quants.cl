@@ -33,32 +33,26 @@ float tl_q8_0_at(__global const uchar* row, int i) {
   return tl_half(b) * (float)(char)b[2 + i % 32];
 }
 
-// sum_j w_j * x_j over one block of 32, with w_j the exact weights.
-float tl_dot_q4_0(__global const uchar* b, __global const float* x) {
+// The 32 exact weights of one block, for the matmuls (each block is decoded once per tile of tokens).
+void tl_block_q4_0(__global const uchar* b, float* w) {
   const float d = tl_half(b);
-  float s = 0.0f;
   for (int j = 0; j < 16; ++j) {
     const int q = b[2 + j];
-    s += (d * (float)((q & 15) - 8)) * x[j];
-    s += (d * (float)((q >> 4) - 8)) * x[j + 16];
+    w[j] = d * (float)((q & 15) - 8);
+    w[j + 16] = d * (float)((q >> 4) - 8);
   }
-  return s;
 }
 
-float tl_dot_q4_1(__global const uchar* b, __global const float* x) {
+void tl_block_q4_1(__global const uchar* b, float* w) {
   const float d = tl_half(b), m = tl_half(b + 2);
-  float s = 0.0f;
   for (int j = 0; j < 16; ++j) {
     const int q = b[4 + j];
-    s += (d * (float)(q & 15) + m) * x[j];
-    s += (d * (float)(q >> 4) + m) * x[j + 16];
+    w[j] = d * (float)(q & 15) + m;
+    w[j + 16] = d * (float)(q >> 4) + m;
   }
-  return s;
 }
 
-float tl_dot_q8_0(__global const uchar* b, __global const float* x) {
+void tl_block_q8_0(__global const uchar* b, float* w) {
   const float d = tl_half(b);
-  float s = 0.0f;
-  for (int j = 0; j < 32; ++j) s += (d * (float)(char)b[2 + j]) * x[j];
-  return s;
+  for (int j = 0; j < 32; ++j) w[j] = d * (float)(char)b[2 + j];
 }
