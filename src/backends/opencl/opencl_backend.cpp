@@ -82,7 +82,8 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o) : opts_(o), rt_(o.de
     *slot = rt_.kernel(test_program_, o.test_kernel_name.c_str());
   }
 
-  // The self-check's cases need a little room whatever the session's sizes (self_check.cpp: kCheck*).
+  // The self-check (self_check.cpp) needs a little room whatever the session's sizes: up to 4 tokens, inputs
+  // and outputs of a few hundred floats, rows of 64.
   opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, 4);
   opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, 4096);
   opts_.max_out_elems = std::max<int64_t>(opts_.max_out_elems, 4096);
