@@ -385,6 +385,54 @@ TEST_P(OpenclOps, kv_store_matches_cpu_bit_for_bit) {
   }
 }
 
+// A KV cache split over several device buffers (2 layers fit one here, so layer 2 lives in the second
+// buffer) stores and attends exactly as one buffer does.
+TEST_P(OpenclOps, kv_cache_split_over_buffers_matches_cpu) {
+  const int64_t hd = 40, kv_dim = 2 * hd;
+  OpenclBackendOptions o;
+  o.device = test::opencl_test_device();
+  o.profile = GetParam();
+  o.max_tokens = 8;
+  o.max_in_elems = o.max_out_elems = 1 << 12;
+  o.max_width = 256;
+  o.self_check = false;
+  o.kv_layers = kLayers;
+  o.kv_ctx = kCtx;
+  o.kv_dim = kv_dim;
+  o.kv_type = GgmlType::F16;
+  o.kv_max_buffer_bytes = 2 * (2 * kCtx * kv_dim * 2);  // two layers' K and V planes
+  OpenclBackend be(o);
+  EXPECT_EQ(be.kv_buffers(), 2u);
+  KvCache ck(kLayers, kCtx, 2, hd, GgmlType::F16), gk(kLayers, kCtx, 2, hd, GgmlType::F16),
+      back(kLayers, kCtx, 2, hd, GgmlType::F16);
+  fill_caches(cpu_, be, ck, gk, kv_dim, 500);
+  be.read_kv(back);
+  for (int64_t l = 0; l < kLayers; ++l) {
+    for (int kind = 0; kind < 2; ++kind) {
+      EXPECT_EQ(0, std::memcmp(ck.plane(l, kind), back.plane(l, kind), size_t(kCtx) * ck.row_bytes()))
+          << "layer " << l << " kind " << kind;
+    }
+  }
+  AttnParams p;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.head_dim = hd;
+  p.scale = 0.15f;
+  const int32_t pos[2] = {40, 76};
+  const std::vector<float> q = rand_floats(size_t(2 * p.n_head * hd), 501);
+  std::vector<float> a(q.size()), b(q.size(), -7.0f);
+  cpu_.attention(q.data(), ck, 2, pos, 2, p, a.data());
+  be.attention(q.data(), gk, 2, pos, 2, p, b.data());
+  // The bound of attention_matches_cpu below, for head size 40 and kCtx keys.
+  const double ds = 2.0 * double(hd) * kU * std::sqrt(double(hd));
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_LE(std::abs(double(a[i]) - b[i]), 2.0 * (2.0 * ds + double(kCtx + 8) * kU)) << "[" << i << "]";
+  }
+  // A layer larger than the buffer limit is a named error.
+  o.kv_max_buffer_bytes = 1000;
+  EXPECT_THROW(OpenclBackend{o}, Error);
+}
+
 TEST_P(OpenclOps, attention_matches_cpu) {
   for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
     for (int64_t head_dim : {int64_t(40), int64_t(256)}) {

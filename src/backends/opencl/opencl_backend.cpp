@@ -98,11 +98,13 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o) : opts_(o), rt_(o.de
   if (o.kv_layers > 0) {
     if (o.kv_ctx <= 0 || o.kv_dim <= 0) fail("internal: OpenCL KV cache of {} x {}", o.kv_ctx, o.kv_dim);
     const uint64_t layer_bytes = 2 * uint64_t(o.kv_ctx) * uint64_t(o.kv_dim) * (kv_f16 ? 2 : 4);
-    const uint64_t max_alloc = caps().max_alloc_bytes;
+    const uint64_t max_alloc = o.kv_max_buffer_bytes > 0
+                                   ? std::min(o.kv_max_buffer_bytes, caps().max_alloc_bytes)
+                                   : caps().max_alloc_bytes;
     if (layer_bytes > max_alloc) {
       fail(
-          "OpenCL backend: one layer's KV cache ({} bytes for a context of {}) exceeds the device's largest "
-          "allocation of {} bytes (profile {}); use a smaller context (-c)",
+          "OpenCL backend: one layer's KV cache ({} bytes for a context of {}) exceeds the largest KV buffer "
+          "of {} bytes (device allocation limit, profile {}); use a smaller context (-c)",
           layer_bytes, o.kv_ctx, max_alloc, caps().profile);
     }
     layers_per_buf_ = std::min<int64_t>(o.kv_layers, int64_t(max_alloc / layer_bytes));

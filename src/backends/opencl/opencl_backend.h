@@ -37,6 +37,9 @@ struct OpenclBackendOptions {
   // Geometry of the device FB-KV cache.
   int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
   GgmlType kv_type = GgmlType::F16;
+  // Most bytes in one KV buffer; 0: the device's largest allocation. Lower values split the cache sooner
+  // (tests of the split use it; so could a driver whose large allocations are slow).
+  uint64_t kv_max_buffer_bytes = 0;
   // Run the self-check at construction (tests of the kernels themselves turn it off).
   bool self_check = true;
   // Test hook: replaces the kernel named `test_kernel_name` by one of that name built from
@@ -62,6 +65,8 @@ class OpenclBackend final : public Backend {
   void upload_model(const ModelWeights& mw);
   // Names of the kernels that failed the self-check and whose ops run on the CPU backend.
   std::vector<std::string> cpu_fallbacks() const;
+  // Device buffers the KV cache is split over (1 unless one buffer cannot hold it).
+  size_t kv_buffers() const { return kv_bufs_.size(); }
   // Copies the device KV cache into a host cache of the same geometry (tests; moving KV between backends).
   void read_kv(KvCache& kv) const;
 
