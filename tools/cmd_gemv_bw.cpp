@@ -22,6 +22,7 @@
 #include "bench/gemm_speed.h"
 #include "commands.h"
 #include "format/error.h"
+#include "runtime/bench.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -60,41 +61,6 @@ void flush_caches(AlignedBuffer& buf, ThreadPool& pool) {
   });
 }
 
-// Reads n bytes (a multiple of 256) as fast as the core can: 4 independent 512-bit streams OR-ed together
-// on AVX-512 machines, else 4 uint64 sums. Returns a value that depends on every byte so it is not elided.
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t n) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i < n; i += 256) {
-    a0 = _mm512_or_si512(a0, _mm512_load_si512(p + i));
-    a1 = _mm512_or_si512(a1, _mm512_load_si512(p + i + 64));
-    a2 = _mm512_or_si512(a2, _mm512_load_si512(p + i + 128));
-    a3 = _mm512_or_si512(a3, _mm512_load_si512(p + i + 192));
-  }
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, _mm512_or_si512(_mm512_or_si512(a0, a1), _mm512_or_si512(a2, a3)));
-  uint64_t r = 0;
-  for (uint64_t v : lanes) r |= v;
-  return r;
-}
-#endif
-
-uint64_t read_bytes(const uint8_t* p, size_t n, bool avx512) {
-#if defined(__x86_64__)
-  if (avx512) return read_avx512(p, n);
-#endif
-  (void)avx512;
-  const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
-  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  for (size_t i = 0; i < n / 8; i += 4) {
-    s0 += w[i];
-    s1 += w[i + 1];
-    s2 += w[i + 2];
-    s3 += w[i + 3];
-  }
-  return s0 + s1 + s2 + s3;
-}
-
 // Best of 5: GB/s of memcpy (read + write) and of a pure read.
 void measure_peaks(ThreadPool& pool, size_t bytes, double& copy_gbs, double& read_gbs) {
   AlignedBuffer src(bytes), dst(bytes);
@@ -103,7 +69,6 @@ void measure_peaks(ThreadPool& pool, size_t bytes, double& copy_gbs, double& rea
   const int64_t n = int64_t(bytes) / chunk;
   copy_gbs = read_gbs = 0.0;
   std::vector<uint64_t> sink(size_t(pool.size()) * 8, 0);
-  const bool avx512 = best_isa() == Isa::kAvx512Vnni;
   for (int rep = 0; rep < 5; ++rep) {
     auto t0 = Clock::now();
     pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) {
@@ -112,7 +77,7 @@ void measure_peaks(ThreadPool& pool, size_t bytes, double& copy_gbs, double& rea
     copy_gbs = std::max(copy_gbs, 2.0 * double(n * chunk) / seconds_since(t0) / 1e9);
     t0 = Clock::now();
     pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int t) {
-      sink[size_t(t) * 8] += read_bytes(src.as<uint8_t>() + b * chunk, size_t((e - b) * chunk), avx512);
+      sink[size_t(t) * 8] += bench::read_stream(src.as<uint8_t>() + b * chunk, size_t((e - b) * chunk));
     });
     read_gbs = std::max(read_gbs, double(n * chunk) / seconds_since(t0) / 1e9);
   }

@@ -11,6 +11,10 @@
 #include <random>
 #include <thread>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "format/cpu_features.h"
 #include "format/error.h"
 #include "runtime/aligned.h"
@@ -467,6 +471,45 @@ uint64_t weight_bytes_per_token(const Model& m, WeightsMode mode) {
   return total;
 }
 
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static uint64_t read_stream_avx512(const uint8_t* p, size_t n) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 256 <= n; i += 256) {
+    a0 = _mm512_or_si512(a0, _mm512_loadu_si512(p + i));
+    a1 = _mm512_or_si512(a1, _mm512_loadu_si512(p + i + 64));
+    a2 = _mm512_or_si512(a2, _mm512_loadu_si512(p + i + 128));
+    a3 = _mm512_or_si512(a3, _mm512_loadu_si512(p + i + 192));
+  }
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, _mm512_or_si512(_mm512_or_si512(a0, a1), _mm512_or_si512(a2, a3)));
+  uint64_t r = 0;
+  for (uint64_t v : lanes) r |= v;
+  for (; i < n; ++i) r |= p[i];
+  return r;
+}
+#endif
+
+uint64_t read_stream(const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+#if defined(__x86_64__)
+  static const bool avx512 = cpu_features().avx512_vnni;
+  if (avx512) return read_stream_avx512(p, n);
+#endif
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    uint64_t w[4];
+    std::memcpy(w, p + i, sizeof w);
+    s0 += w[0];
+    s1 += w[1];
+    s2 += w[2];
+    s3 += w[3];
+  }
+  for (; i < n; ++i) s0 += p[i];
+  return s0 + s1 + s2 + s3;
+}
+
 MemBandwidth measure_membw(size_t buffer_bytes, int n_threads, int reps) {
   n_threads = std::max(n_threads, 1);
   const size_t n_words = buffer_bytes / sizeof(uint64_t);
@@ -496,17 +539,7 @@ MemBandwidth measure_membw(size_t buffer_bytes, int n_threads, int reps) {
                            std::memcpy(d + a, s + a, (b - a) * sizeof(uint64_t));
                          }));
     best_read = std::min(best_read, run([&](size_t t, size_t a, size_t b) {
-                           // Four independent sums so that the loop is bound by loads, not by one add chain.
-                           uint64_t x0 = 0, x1 = 0, x2 = 0, x3 = 0;
-                           size_t i = a;
-                           for (; i + 4 <= b; i += 4) {
-                             x0 += s[i];
-                             x1 += s[i + 1];
-                             x2 += s[i + 2];
-                             x3 += s[i + 3];
-                           }
-                           for (; i < b; ++i) x0 += s[i];
-                           sums[t * 8] += x0 + x1 + x2 + x3;
+                           sums[t * 8] += read_stream(s + a, (b - a) * sizeof(uint64_t));
                          }));
   }
   // Keep the sums observable so that the reads cannot be optimised away.

@@ -107,8 +107,14 @@ std::string model_type(const Model& m);
 // one embedding row.
 uint64_t weight_bytes_per_token(const Model& m, WeightsMode mode = WeightsMode::Native);
 
+// Reads n bytes as fast as one core can (four independent 512-bit load streams on AVX-512 CPUs, four 64-bit
+// sums elsewhere) and returns a value that depends on every byte, so the reads cannot be optimised away. The
+// "read" peak of the bandwidth probes: a probe that issues narrower loads than the kernels it is compared
+// with underestimates the memory system.
+uint64_t read_stream(const void* p, size_t n);
+
 // Memory bandwidth, for the decode roofline: memcpy of a buffer (bytes read + bytes written per second) and a
-// pure read (sum) of it, each split over n_threads threads, best of `reps`.
+// pure read of it (read_stream), each split over n_threads threads, best of `reps`.
 struct MemBandwidth {
   size_t buffer_bytes = 0;
   int n_threads = 0;
