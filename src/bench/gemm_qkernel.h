@@ -109,6 +109,15 @@ TILELLM_AVX512 inline void q_micro(const QuantMatrix& w, const QuantActs& a, flo
       for (int j = 0; j < NT; ++j) iacc[r][j] = _mm512_setzero_si512();
     const int g0 = b * w.block / GK, g1 = (b + 1) * w.block / GK;
     for (int g = g0; g < g1; ++g) {
+      if constexpr (MR == 1) {
+        // GEMV: each code byte is read once, from memory; keep the tiles' streams fetched 2 KiB ahead (the
+        // engine's tiled decode kernel does the same, tiled_matmul_avx512.cpp, for the measured reason).
+        for (int j = 0; j < NT; ++j) {
+          _mm_prefetch(
+              reinterpret_cast<const char*>(codes + (size_t(t + j) * groups_per_tile + g) * 64 + 2048),
+              _MM_HINT_T0);
+        }
+      }
       if constexpr (BITS == 8) {
         __m512i wv[NT];
         for (int j = 0; j < NT; ++j) {
