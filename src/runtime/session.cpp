@@ -70,9 +70,18 @@ Session::Session(const Model& model, const SessionOptions& opts)
       logits_(size_t((opts.logits_all ? kv_.n_ctx() : 1) * model.config().n_vocab) * sizeof(float)) {
   if (opts.n_batch <= 0) fail("batch size must be positive, got {}", opts.n_batch);
   if (opts.backend == BackendKind::OpenCL) {
+    // The device holds its own copy of the weights in their GGUF types; the CPU backend then only runs ops
+    // the self-check took off the device, on the mapped GGUF rows, so it prepares nothing.
+    if (opts.weights != WeightsMode::Native) {
+      fail(
+          "--weights {} is a CPU backend mode; the OpenCL backend reads the GGUF types (use --weights "
+          "native)",
+          weights_mode_name(opts.weights));
+    }
     device_backend_ = make_device_backend(model, opts, kv_, scratch_.n_batch);
+  } else {
+    backend_.prepare_weights(model.weights(), opts.weights);
   }
-  backend_.prepare_weights(model.weights(), opts.weights);
 }
 
 void Session::eval(const int32_t* tokens, int64_t n) {
@@ -87,9 +96,12 @@ void Session::eval(const int32_t* tokens, int64_t n) {
   for (int64_t t = 0; t < n; ++t) {
     if (tokens[t] < 0 || tokens[t] >= V) fail("token id {} is outside the vocabulary of {}", tokens[t], V);
   }
-  ForwardContext ctx{
-      model_,  device_backend_ ? *device_backend_ : backend_, kv_, rope_global_, model_.config().sliding_window > 0 ? rope_local_ : rope_global_,
-      scratch_};
+  ForwardContext ctx{model_,
+                     device_backend_ ? *device_backend_ : backend_,
+                     kv_,
+                     rope_global_,
+                     model_.config().sliding_window > 0 ? rope_local_ : rope_global_,
+                     scratch_};
   float* out = logits_.as<float>();
   for (int64_t b = 0; b < n; b += scratch_.n_batch) {
     const int64_t nb = std::min(scratch_.n_batch, n - b);

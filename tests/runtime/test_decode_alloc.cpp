@@ -13,13 +13,14 @@
 namespace tilellm {
 namespace {
 
-void check_no_decode_allocations(const std::string& file) {
+void check_no_decode_allocations(const std::string& file, WeightsMode weights = WeightsMode::Native) {
   const std::string path = test::model_path(file);
   ASSERT_MODEL(path);
   auto model = Model::load(path);
   SessionOptions so;
   so.n_ctx = 96;
   so.n_threads = 2;
+  so.weights = weights;
   Session session(*model, so);
   SamplerParams sp;
   sp.seed = 7;
@@ -50,6 +51,26 @@ TEST(DecodeAllocations, none_across_32_steps_smollm2) {
 }
 TEST(DecodeAllocations, none_across_32_steps_gemma3) {
   check_no_decode_allocations(test::kGemma3);
+}
+TEST(DecodeAllocations, none_across_32_steps_smollm2_converted_to_int4b64) {
+  check_no_decode_allocations(test::kSmolLM2, WeightsMode::Int4B64);
+}
+
+TEST(Session, cpu_weights_modes_are_refused_for_the_opencl_backend) {
+  const std::string path = test::model_path(test::kSmolLM2);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  SessionOptions so;
+  so.n_ctx = 16;
+  so.n_threads = 1;
+  so.backend = BackendKind::OpenCL;
+  so.weights = WeightsMode::Int8B0;
+  try {
+    Session session(*model, so);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--weights int8b0"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Session, prompt_longer_than_context_is_a_clear_error_and_leaves_state) {
