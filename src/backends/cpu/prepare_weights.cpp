@@ -1,5 +1,8 @@
 // CpuBackend::prepare_weights: the load-time repack (or conversion) of every matrix the layer loop multiplies
 // by, per --weights (tiled_weight.h). Runs once per backend, split over its thread pool.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "backends/cpu/cpu_backend.h"
@@ -24,6 +27,18 @@ bool below_8_bits(GgmlType t) {
     default:
       return false;
   }
+}
+
+// Tells the kernel that the mapped file pages of a matrix now held in tiles will not be read: it drops them
+// from this process's resident set (a model's matrices would otherwise be resident twice, as file pages and
+// as tiles). Only whole pages inside the range are released; a later read, should one come, faults the pages
+// back in from the file, so this changes memory use, never results.
+void release_rows(const Weight& w) {
+  static const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(w.data);
+  const uintptr_t end = begin + w.row_bytes * size_t(w.n_out);
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (first < last) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 }  // namespace
@@ -88,6 +103,8 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
         break;
       }
     }
+    // The tied output matrix is also the embedding table, whose rows are still looked up.
+    if (p.tiled && w->data != mw.tok_embd.data) release_rows(*w);
     prepared_.emplace(w, std::move(p));
   }
   // Scratch for the tiled activations: tiled_acts_bytes(n_in, n_tok) is at most (1 + 12/32) bytes per
