@@ -40,6 +40,7 @@ Weight matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t 
   w.n_in = n_in;
   w.n_out = n_out;
   w.row_bytes = row_size(t.type, n_in);
+  w.file_mapped = true;
   return w;
 }
 

@@ -21,6 +21,9 @@ struct Weight {
   int64_t n_in = 0;
   int64_t n_out = 0;
   size_t row_bytes = 0;
+  // data lies in the read-only file mapping of a GGUF file: its pages can be dropped and are read back from
+  // the file on the next access. False for weights in ordinary memory (tests, converted copies).
+  bool file_mapped = false;
   const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
 };
 

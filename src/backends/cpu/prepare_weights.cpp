@@ -32,8 +32,10 @@ bool below_8_bits(GgmlType t) {
 // Tells the kernel that the mapped file pages of a matrix now held in tiles will not be read: it drops them
 // from this process's resident set (a model's matrices would otherwise be resident twice, as file pages and
 // as tiles). Only whole pages inside the range are released; a later read, should one come, faults the pages
-// back in from the file, so this changes memory use, never results.
+// back in from the file, so this changes memory use, never results. Only for file-mapped weights: on ordinary
+// memory the same call would zero the pages.
 void release_rows(const Weight& w) {
+  if (!w.file_mapped) return;
   static const size_t page = size_t(sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<uintptr_t>(w.data);
   const uintptr_t end = begin + w.row_bytes * size_t(w.n_out);
@@ -100,6 +102,7 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
           }
         });
         p.rows.data = p.rows_data.as<uint8_t>();
+        p.rows.file_mapped = false;
         break;
       }
     }
