@@ -5,19 +5,19 @@
 #include <memory>
 #include <string>
 
+#include "backend_args.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
-#include "backend_args.h"
 #include "runtime/session.h"
 
 namespace tilellm::cli {
 
 struct ModelArgs {
   BackendArgs backend;  // --backend, --device, --device-profile
-  std::string model;   // empty: the default model
-  int threads = 0;     // 0: all hardware threads
-  int64_t ctx = 0;     // 0: model's training context capped at 4096
-  int64_t batch = 64;  // prompt tokens per forward pass
+  std::string model;    // empty: the default model
+  int threads = 0;      // 0: all hardware threads
+  int64_t ctx = 0;      // 0: model's training context capped at 4096
+  int64_t batch = 64;   // prompt tokens per forward pass
   std::string kv_type = "f16";
   std::string cpu_mask;            // hex, like llama.cpp's -C; empty: no pinning
   std::string activations = "q8";  // q8: quantized like llama.cpp (fast); f32: the exact float path

@@ -29,8 +29,8 @@ struct SessionOptions {
   bool logits_all = false;  // keep the logits of every token of an eval() call (perplexity, logit dumps)
   ActivationMode activations = ActivationMode::Quantized;  // see backends/cpu/cpu_backend.h
   BackendKind backend = BackendKind::Cpu;
-  int device = 0;                       // OpenCL: device index (`tilellm devices`)
-  std::string device_profile = "none";  // OpenCL: clamp the device to a GPU family (opencl/device.h)
+  int device = 0;                             // OpenCL: device index (`tilellm devices`)
+  std::string device_profile = "none";        // OpenCL: clamp the device to a GPU family (opencl/device.h)
   WeightsMode weights = WeightsMode::Native;  // how matrices are held: backends/cpu/tiled_weight.h
 };
 
