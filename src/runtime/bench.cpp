@@ -160,6 +160,16 @@ std::string pad(const std::string& s, int width) {
   return width < 0 ? s + fill : fill + s;
 }
 
+// The backend column as llama-bench writes it ("CPU"), naming the OpenCL device ("OpenCL:0", with a profile
+// "OpenCL:0:mali-valhall") and a --weights mode other than native ("CPU int8b0"), so rows of different runs
+// can be told apart.
+std::string backend_cell(const Row& r) {
+  std::string b = r.backend == "cpu" ? "CPU" : r.backend;
+  if (b.rfind("opencl", 0) == 0) b.replace(0, 6, "OpenCL");
+  if (r.weights_mode != "native") b += " " + r.weights_mode;
+  return b;
+}
+
 // llama-bench's table: | model | size | params | backend | threads | test | t/s |, right-aligned numbers.
 class MdPrinter final : public Printer {
  public:
@@ -187,7 +197,7 @@ class MdPrinter final : public Printer {
     const std::string cells[] = {r.model_type,
                                  size,
                                  params,
-                                 "CPU",
+                                 backend_cell(r),
                                  std::to_string(r.n_threads),
                                  test_name(r.test),
                                  fmt::format("{:.2f} ± {:.2f}", r.avg_ts(), r.stddev_ts())};
@@ -210,7 +220,7 @@ class MdPrinter final : public Printer {
     int width;  // negative: left-aligned
   };
   static const std::vector<Column>& columns() {
-    static const std::vector<Column> c = {{"model", -30}, {"size", 10}, {"params", 10}, {"backend", -10},
+    static const std::vector<Column> c = {{"model", -30}, {"size", 10}, {"params", 10}, {"backend", -12},
                                           {"threads", 7}, {"test", 15}, {"t/s", 20}};
     return c;
   }

@@ -204,6 +204,16 @@ TEST(BenchFormat, markdown_table_has_llama_bench_columns) {
   EXPECT_EQ(cells(ls[0]), cells(ls[2]));
 }
 
+TEST(BenchFormat, markdown_backend_names_the_device_and_a_converted_weights_mode) {
+  Row r = synthetic_row({0, 16, 0});
+  EXPECT_NE(print(*make_printer(Format::Md), {r}).find("| CPU "), std::string::npos);
+  r.weights_mode = "int8b0";
+  EXPECT_NE(print(*make_printer(Format::Md), {r}).find("| CPU int8b0 "), std::string::npos);
+  r.weights_mode = "native";
+  r.backend = "opencl:1:mali-valhall";
+  EXPECT_NE(print(*make_printer(Format::Md), {r}).find("| OpenCL:1:mali-valhall "), std::string::npos);
+}
+
 TEST(BenchFormat, cpu_facts_are_filled) {
   EXPECT_FALSE(cpu_model_name().empty());
   const std::string set = cpu_affinity_list();
