@@ -43,11 +43,12 @@ void CpuBackend::matmul_shared(const Weight* const* ws_in, float* const* ys, int
   const Weight* const* ws = ws_in;
   if (!prepared_.empty() && n <= kMaxShared) {
     const Prepared* ps[kMaxShared];
-    int n_tiled = 0;
+    int n_tiled = 0, n_f16 = 0;
     for (int i = 0; i < n; ++i) {
       ps[i] = prepared(*ws_in[i]);
       n_tiled += ps[i] && ps[i]->tiled;
-      ws_rows[i] = ps[i] && !ps[i]->tiled ? &ps[i]->rows : ws_in[i];
+      n_f16 += ps[i] && ps[i]->f16_tiled;
+      ws_rows[i] = ps[i] && !ps[i]->tiled && !ps[i]->f16_tiled ? &ps[i]->rows : ws_in[i];
     }
     bool same = n_tiled == n;
     for (int i = 1; i < n && same; ++i) {
@@ -55,7 +56,8 @@ void CpuBackend::matmul_shared(const Weight* const* ws_in, float* const* ys, int
              ps[i]->tiles.activation_type() == ps[0]->tiles.activation_type();
     }
     if (same) return matmul_tiled(ps, ys, n, x, n_tok);
-    if (n_tiled > 0) {
+    if (n_f16 == n) return matmul_f16_tiled(ps, ys, n, x, n_tok);  // F16 tiles share n_in by construction
+    if (n_tiled + n_f16 > 0) {
       for (int i = 0; i < n; ++i) matmul_shared(&ws_in[i], &ys[i], 1, x, n_tok);
       return;
     }
@@ -159,6 +161,37 @@ void CpuBackend::matmul_tiled(const Prepared* const* ps, float* const* ys, int n
       const int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
       if (lo < hi)
         tiled_matmul(ps[i]->tiles, acts, lo - start[i], hi - start[i], 0, n_tok, ys[i], ps[i]->tiles.n_out);
+    }
+  });
+}
+
+}  // namespace tilellm
+
+namespace tilellm {
+
+void CpuBackend::matmul_f16_tiled(const Prepared* const* ps, float* const* ys, int n, const float* x,
+                                  int64_t n_tok) {
+  const int64_t n_in = ps[0]->f16_tiles.n_in;
+  if (n_tok * n_in > max_act_elems_) {
+    fail("internal: matmul of {}x{} activations exceeds the scratch of {}", n_tok, n_in, max_act_elems_);
+  }
+  // The activations rounded to halves (llama.cpp's F16 pairing), as floats: [n_tok][n_in].
+  float* xr = act_q_.as<float>();
+  if (n_tok <= 2) {
+    round_to_f16(x, xr, n_in, 0, n_tok);
+  } else {
+    pool_.parallel_for(n_tok, 1, [&](int64_t b, int64_t e, int) { round_to_f16(x, xr, n_in, b, e); });
+  }
+  int64_t start[kMaxShared + 1] = {0};
+  for (int i = 0; i < n; ++i) start[i + 1] = start[i] + ps[i]->f16_tiles.n_tiles;
+  const int64_t grain = n_tok == 1 ? std::max<int64_t>(1, start[n] / (8 * int64_t(pool_.size()))) : 1;
+  pool_.parallel_for(start[n], grain, [&](int64_t b, int64_t e, int) {
+    for (int i = 0; i < n; ++i) {
+      const int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
+      if (lo < hi) {
+        tiled_f16_matmul(ps[i]->f16_tiles, xr, n_tok, lo - start[i], hi - start[i], ys[i],
+                         ps[i]->f16_tiles.n_out);
+      }
     }
   });
 }

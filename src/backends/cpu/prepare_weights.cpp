@@ -61,11 +61,19 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
   // Native mode tiles only where a vector tile kernel exists: the scalar one is the reference, slower than
   // the vectorized row kernels.
   const bool tile_native = quantized && std::string_view(tiled_isa_name()) != "scalar";
+  // F16 matrices go into float tiles where the AVX-512 kernel exists, in the 8-bit activation mode (with
+  // --activations f32 the GGUF rows stay the exact reference).
+  const bool tile_f16_ok = quantized && std::string_view(tiled_f16_isa_name()) != "scalar";
   bool warned = false;
   for (const Weight* w : mats) {
     Prepared p;
     switch (mode) {
       case WeightsMode::Native:
+        if (w->type == GgmlType::F16 && tile_f16_ok) {
+          p.f16_tiled = true;
+          p.f16_tiles = tile_f16(*w, &pool_);
+          break;
+        }
         if (!tile_native || !tiles_natively(w->type)) continue;
         p.tiled = true;
         p.tiles = tile_weight(*w,
@@ -88,7 +96,12 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
             tile_weight(*w, mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0, &pool_);
         break;
       case WeightsMode::F16: {
-        if (w->type == GgmlType::F16) continue;
+        if (w->type == GgmlType::F16) {
+          if (!tile_f16_ok) continue;
+          p.f16_tiled = true;
+          p.f16_tiles = tile_f16(*w, &pool_);
+          break;
+        }
         p.rows = *w;
         p.rows.type = GgmlType::F16;
         p.rows.row_bytes = size_t(w->n_in) * 2;
@@ -103,16 +116,23 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
         });
         p.rows.data = p.rows_data.as<uint8_t>();
         p.rows.file_mapped = false;
+        if (tile_f16_ok) {  // the converted rows only feed the tiles
+          p.f16_tiled = true;
+          p.f16_tiles = tile_f16(p.rows, &pool_);
+          p.rows_data = AlignedBuffer();
+          p.rows.data = nullptr;
+        }
         break;
       }
     }
     // The tied output matrix is also the embedding table, whose rows are still looked up.
-    if (p.tiled && w->data != mw.tok_embd.data) release_rows(*w);
+    if ((p.tiled || p.f16_tiled) && w->data != mw.tok_embd.data) release_rows(*w);
     prepared_.emplace(w, std::move(p));
   }
   // Scratch for the tiled activations: tiled_acts_bytes(n_in, n_tok) is at most (1 + 12/32) bytes per
   // value plus four 64-byte alignments.
   act_t_ = AlignedBuffer(prepared_.empty() ? 0 : size_t(max_act_elems_) * 2 + 4 * 64);
+  // (F16 tiles read rounded float activations from act_q_, which holds 4 bytes per element.)
 }
 
 }  // namespace tilellm
