@@ -19,6 +19,27 @@ namespace {
 constexpr int64_t kTokTile = 16;
 constexpr int kMaxShared = 4;
 
+// The units (rows or tiles) of n <= kMaxShared weights laid end to end and split over the pool as one range,
+// so that weights sharing an input share one parallel region: weight i owns [start[i], start[i + 1]) and
+// f(i, lo, hi) receives its units [lo, hi). grain(total) gives the smallest chunk.
+template <class Count, class Grain, class F>
+void split_end_to_end(ThreadPool& pool, int n, Count count, Grain grain, F&& f) {
+  int64_t start[kMaxShared + 1] = {0};
+  for (int i = 0; i < n; ++i) start[i + 1] = start[i] + count(i);
+  pool.parallel_for(start[n], grain(start[n]), [&](int64_t b, int64_t e, int) {
+    for (int i = 0; i < n; ++i) {
+      const int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
+      if (lo < hi) f(i, lo - start[i], hi - start[i]);
+    }
+  });
+}
+
+// Tiles per chunk: for decode a few tiles, so both threads finish together; for prefill one tile (each is
+// already n_tok times the work).
+int64_t tile_grain(int64_t n_tok, int64_t total, int n_threads) {
+  return n_tok == 1 ? std::max<int64_t>(1, total / (8 * int64_t(n_threads))) : 1;
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(ThreadPool& pool, ActivationMode mode, int64_t max_act_elems)
@@ -112,20 +133,10 @@ void CpuBackend::matmul_shared(const Weight* const* ws_in, float* const* ys, int
     }
   };
 
-  // The weights' rows laid end to end: weight i owns [start[i], start[i + 1]).
-  int64_t start[kMaxShared + 1] = {0};
-  for (int i = 0; i < n; ++i) start[i + 1] = start[i] + ws[i]->n_out;
-  pool_.parallel_for(start[n], n_tok == 1 ? 16 : 8, [&](int64_t b, int64_t e, int) {
-    for (int i = 0; i < n; ++i) {
-      const int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
-      if (lo < hi) rows(*ws[i], ys[i], lo - start[i], hi - start[i]);
-    }
-  });
+  split_end_to_end(
+      pool_, n, [&](int i) { return ws[i]->n_out; }, [&](int64_t) { return n_tok == 1 ? 16 : 8; },
+      [&](int i, int64_t lo, int64_t hi) { rows(*ws[i], ys[i], lo, hi); });
 }
-
-}  // namespace tilellm
-
-namespace tilellm {
 
 void CpuBackend::matmul_tiled(const Prepared* const* ps, float* const* ys, int n, const float* x,
                               int64_t n_tok) {
@@ -150,24 +161,13 @@ void CpuBackend::matmul_tiled(const Prepared* const* ps, float* const* ys, int n
   }
   const TiledActs acts = prepare_tiled_acts(at, n_in, q, rs, n_tok, 0, 0, act_t_.as<void>());
 
-  // The weights' tiles laid end to end: weight i owns [start[i], start[i + 1]).
-  int64_t start[kMaxShared + 1] = {0};
-  for (int i = 0; i < n; ++i) start[i + 1] = start[i] + ps[i]->tiles.n_tiles;
-  // Decode: chunks of a few tiles, so both threads finish together; prefill: one tile per chunk (each is
-  // already n_tok times the work).
-  const int64_t grain = n_tok == 1 ? std::max<int64_t>(1, start[n] / (8 * int64_t(pool_.size()))) : 1;
-  pool_.parallel_for(start[n], grain, [&](int64_t b, int64_t e, int) {
-    for (int i = 0; i < n; ++i) {
-      const int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
-      if (lo < hi)
-        tiled_matmul(ps[i]->tiles, acts, lo - start[i], hi - start[i], 0, n_tok, ys[i], ps[i]->tiles.n_out);
-    }
-  });
+  split_end_to_end(
+      pool_, n, [&](int i) { return ps[i]->tiles.n_tiles; },
+      [&](int64_t total) { return tile_grain(n_tok, total, pool_.size()); },
+      [&](int i, int64_t lo, int64_t hi) {
+        tiled_matmul(ps[i]->tiles, acts, lo, hi, 0, n_tok, ys[i], ps[i]->tiles.n_out);
+      });
 }
-
-}  // namespace tilellm
-
-namespace tilellm {
 
 void CpuBackend::matmul_f16_tiled(const Prepared* const* ps, float* const* ys, int n, const float* x,
                                   int64_t n_tok) {
@@ -182,18 +182,12 @@ void CpuBackend::matmul_f16_tiled(const Prepared* const* ps, float* const* ys, i
   } else {
     pool_.parallel_for(n_tok, 1, [&](int64_t b, int64_t e, int) { round_to_f16(x, xr, n_in, b, e); });
   }
-  int64_t start[kMaxShared + 1] = {0};
-  for (int i = 0; i < n; ++i) start[i + 1] = start[i] + ps[i]->f16_tiles.n_tiles;
-  const int64_t grain = n_tok == 1 ? std::max<int64_t>(1, start[n] / (8 * int64_t(pool_.size()))) : 1;
-  pool_.parallel_for(start[n], grain, [&](int64_t b, int64_t e, int) {
-    for (int i = 0; i < n; ++i) {
-      const int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
-      if (lo < hi) {
-        tiled_f16_matmul(ps[i]->f16_tiles, xr, n_tok, lo - start[i], hi - start[i], ys[i],
-                         ps[i]->f16_tiles.n_out);
-      }
-    }
-  });
+  split_end_to_end(
+      pool_, n, [&](int i) { return ps[i]->f16_tiles.n_tiles; },
+      [&](int64_t total) { return tile_grain(n_tok, total, pool_.size()); },
+      [&](int i, int64_t lo, int64_t hi) {
+        tiled_f16_matmul(ps[i]->f16_tiles, xr, n_tok, lo, hi, ys[i], ps[i]->f16_tiles.n_out);
+      });
 }
 
 }  // namespace tilellm

@@ -32,37 +32,25 @@ ActsLayout acts_layout(int64_t n_in, int64_t n_tok) {
   return l;
 }
 
+// The contract's formula element by element, reading the tiles through tiled_entry (the one decoder of the
+// layout, checked bit for bit against the GGUF blocks by the repack test).
 void scalar_tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
                          int64_t t1, float* y, int64_t y_stride) {
-  const int bits = w.bits();
-  for (int64_t ti = tile0; ti < tile1; ++ti) {
-    const uint8_t* tile = w.tile(ti);
-    const auto* scales = reinterpret_cast<const uint16_t*>(tile + w.scale_off);
-    const auto* offsets = reinterpret_cast<const uint16_t*>(tile + w.offset_off);
-    const int rows = int(std::min<int64_t>(kTileRows, w.n_out - ti * kTileRows));
+  for (int64_t r = tile0 * kTileRows; r < std::min(w.n_out, tile1 * kTileRows); ++r) {
     for (int64_t t = t0; t < t1; ++t) {
       const int8_t* q = a.qs + t * a.kp;
-      for (int rr = 0; rr < rows; ++rr) {
-        float acc = 0.0f;
-        for (int64_t s = 0; s < w.n_sub; ++s) {
-          int32_t sum = -w.int_offset() * a.isum[t * a.n_sub + s];
-          for (int e = 0; e < kSubK; ++e) {
-            int code;
-            if (bits == 8) {
-              code = tile[size_t(s) * 512 + (e / 4) * 64 + rr * 4 + e % 4];
-            } else {
-              const uint8_t b = tile[size_t(s) * 256 + (e / 8) * 64 + rr * 4 + e % 4];
-              code = (e % 8) < 4 ? b & 15 : b >> 4;
-            }
-            sum += code * q[s * kSubK + e];
-          }
-          const int64_t g = s / w.sub_per_group;
-          const float ws = fp16_to_fp32(scales[g * kTileRows + rr]);
-          acc += float(sum) * (ws * a.dx[t * a.n_sub + s]);
-          if (w.float_offset()) acc += fp16_to_fp32(offsets[g * kTileRows + rr]) * a.am[t * a.n_sub + s];
+      float acc = 0.0f;
+      for (int64_t s = 0; s < w.n_sub; ++s) {
+        int32_t sum = -w.int_offset() * a.isum[t * a.n_sub + s];
+        TiledEntry e;
+        for (int k = 0; k < kSubK; ++k) {
+          e = tiled_entry(w, r, s * kSubK + k);
+          sum += e.code * q[s * kSubK + k];
         }
-        y[t * y_stride + ti * kTileRows + rr] = acc;
+        acc += float(sum) * (e.scale * a.dx[t * a.n_sub + s]);
+        if (w.float_offset()) acc += e.offset * a.am[t * a.n_sub + s];
       }
+      y[t * y_stride + r] = acc;
     }
   }
 }
