@@ -38,7 +38,7 @@ SHAPES = {
     "tinyllama": (2048, 22, 32, 4, 5632, 32000, 2048, False, 10000.0),
 }
 # llama-quantize's type names.
-TYPES = {"q4_0": "Q4_0", "q4_1": "Q4_1", "q8_0": "Q8_0", "q4_k_m": "Q4_K_M", "f16": "F16"}
+TYPES = {"q4_0": "Q4_0", "q4_1": "Q4_1", "q8_0": "Q8_0", "q4_k_m": "Q4_K_M", "f16": "F16", "bf16": "BF16"}
 
 
 def cache_dir() -> Path:

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/tiled_f16.h"
 #include "backends/cpu/tiled_weight.h"
 #include "format/cpu_features.h"
 #include "format/error.h"
@@ -368,124 +367,6 @@ TEST(TiledWeight, bad_modes_are_named) {
   CpuBackend be(pool, ActivationMode::F32, 64);
   ModelWeights mw;
   EXPECT_THROW(be.prepare_weights(mw, WeightsMode::Int4B64), Error);
-}
-
-}  // namespace
-}  // namespace tilellm
-
-namespace tilellm {
-namespace {
-
-OwnedWeight random_f16(int64_t n_in, int64_t n_out, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 0.5f);
-  OwnedWeight o;
-  o.w.type = GgmlType::F16;
-  o.w.n_in = n_in;
-  o.w.n_out = n_out;
-  o.w.row_bytes = size_t(n_in) * 2;
-  o.bytes.resize(o.w.row_bytes * size_t(n_out));
-  for (int64_t i = 0; i < n_in * n_out; ++i) {
-    const uint16_t h = fp32_to_fp16(nd(rng));
-    std::memcpy(&o.bytes[size_t(i) * 2], &h, 2);
-  }
-  o.w.data = o.bytes.data();
-  return o;
-}
-
-TEST(TiledF16, kernels_match_float64_on_rounded_activations) {
-  // Odd row counts (partial last tile), token counts that leave every remainder of the 8/4/2/1 passes, and
-  // inputs not a multiple of 4 (the decode kernel's four accumulators leave a tail). Float32 sums of n
-  // products against float64: within (n + 2) units of 2^-24 of the sum of magnitudes.
-  std::vector<std::string> isas{"scalar"};
-  if (select_tiled_f16_isa_for_testing("avx512")) isas.push_back("avx512");
-  for (int64_t n_in : {37, 160}) {
-    for (int64_t n_out : {5, 45}) {
-      const OwnedWeight o = random_f16(n_in, n_out, uint32_t(n_in + n_out));
-      const TiledF16 t = tile_f16(o.w, nullptr);
-      for (int64_t n_tok : {1, 15}) {
-        std::mt19937 rng(3);
-        std::normal_distribution<float> nd(0.0f, 1.0f);
-        std::vector<float> x(size_t(n_tok * n_in)), xr(x.size());
-        for (auto& v : x) v = nd(rng);
-        round_to_f16(x.data(), xr.data(), n_in, 0, n_tok);
-        for (const std::string& isa : isas) {
-          ASSERT_TRUE(select_tiled_f16_isa_for_testing(isa));
-          std::vector<float> y(size_t(n_tok * n_out), -1234.5f);
-          tiled_f16_matmul(t, xr.data(), n_tok, 0, t.n_tiles / 2, y.data(), n_out);
-          tiled_f16_matmul(t, xr.data(), n_tok, t.n_tiles / 2, t.n_tiles, y.data(), n_out);
-          for (int64_t tok = 0; tok < n_tok; ++tok) {
-            for (int64_t r = 0; r < n_out; ++r) {
-              double ref = 0.0, mag = 0.0;
-              for (int64_t k = 0; k < n_in; ++k) {
-                uint16_t h;
-                std::memcpy(&h, o.w.row(r) + 2 * k, 2);
-                const double p = double(fp16_to_fp32(h)) * double(xr[size_t(tok * n_in + k)]);
-                ref += p;
-                mag += std::fabs(p);
-              }
-              ASSERT_NEAR(y[size_t(tok * n_out + r)], ref,
-                          double(n_in + 2) * std::ldexp(1.0, -24) * mag + 1e-30)
-                  << isa << " n_in " << n_in << " token " << tok << " row " << r;
-            }
-          }
-        }
-      }
-    }
-  }
-  select_tiled_f16_isa_for_testing("best");
-}
-
-TEST(TiledF16, backend_tiles_equal_the_row_path) {
-  // A one-layer F16 model: matmul_shared over F16 tiles equals the unprepared backend's F16 rows (same
-  // rounded activations, float sums in another order: 1e-5 of the largest output).
-  if (std::string_view(tiled_f16_isa_name()) == "scalar") GTEST_SKIP() << "no vector F16 tile kernel here";
-  constexpr int64_t n_embd = 96, n_ff = 160, n_tok = 13;
-  std::vector<OwnedWeight> owned;
-  owned.reserve(8);
-  ModelWeights mw;
-  mw.layers.resize(1);
-  LayerWeights& l = mw.layers[0];
-  uint32_t seed = 7;
-  auto bind = [&](Weight& w, int64_t n_in, int64_t n_out) {
-    owned.push_back(random_f16(n_in, n_out, seed++));
-    w = owned.back().w;
-  };
-  bind(l.wq, n_embd, n_embd);
-  bind(l.wk, n_embd, 32);
-  bind(l.wv, n_embd, 32);
-  bind(l.wo, n_embd, n_embd);
-  bind(l.w_gate, n_embd, n_ff);
-  bind(l.w_up, n_embd, n_ff);
-  bind(l.w_down, n_ff, n_embd);
-  bind(mw.output, n_embd, 77);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> x(size_t(n_tok * n_ff));
-  for (auto& v : x) v = nd(rng);
-  ThreadPool pool(2);
-  CpuBackend rows(pool, ActivationMode::Quantized, n_tok * n_ff);
-  CpuBackend tiles(pool, ActivationMode::Quantized, n_tok * n_ff);
-  tiles.prepare_weights(mw, WeightsMode::Native);
-  for (int64_t nt : {int64_t(1), n_tok}) {
-    const Weight* gu[2] = {&l.w_gate, &l.w_up};
-    std::vector<float> a[2], b[2];
-    float* pa[2];
-    float* pb[2];
-    for (int i = 0; i < 2; ++i) {
-      a[i].assign(size_t(nt * n_ff), 0.0f);
-      b[i].assign(size_t(nt * n_ff), 0.0f);
-      pa[i] = a[i].data();
-      pb[i] = b[i].data();
-    }
-    tiles.matmul_shared(gu, pa, 2, x.data(), nt);
-    rows.matmul_shared(gu, pb, 2, x.data(), nt);
-    for (int i = 0; i < 2; ++i) {
-      double scale = 0.0;
-      for (float v : b[i]) scale = std::max(scale, double(std::fabs(v)));
-      for (size_t j = 0; j < a[i].size(); ++j) ASSERT_NEAR(a[i][j], b[i][j], 1e-5 * scale) << "nt " << nt;
-    }
-  }
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "backends/backend.h"
-#include "backends/cpu/tiled_f16.h"
+#include "backends/cpu/tiled_float.h"
 #include "backends/cpu/tiled_weight.h"
 #include "runtime/aligned.h"
 #include "runtime/thread_pool.h"
@@ -35,10 +35,10 @@ class CpuBackend final : public Backend {
   CpuBackend(ThreadPool& pool, ActivationMode mode = ActivationMode::F32, int64_t max_act_elems = 0);
   std::string_view name() const override { return "cpu"; }
 
-  // Repacks or converts the model's matrices once (tiled_weight.h, tiled_f16.h) per `mode`; matmuls on those
-  // weights then read the prepared copies. Native mode tiles Q4_0, Q4_1 and Q8_0 when this CPU has a vector
-  // tile kernel, and F16 when it has the AVX-512 one, with quantized activations (the F32 path keeps reading
-  // the GGUF rows, its exact reference).
+  // Repacks or converts the model's matrices once (tiled_weight.h, tiled_float.h) per `mode`; matmuls on
+  // those weights then read the prepared copies. Native mode tiles Q4_0, Q4_1 and Q8_0 when this CPU has a
+  // vector tile kernel, and F16 and BF16 when it has a vector float tile kernel for them, with quantized
+  // activations (the F32 path keeps reading the GGUF rows, its exact reference).
   // Throws tilellm::Error for a combination that cannot run (a converted 8/4-bit mode with F32 activations).
   // The weights must outlive the backend and stay where they are (they are looked up by address).
   void prepare_weights(const ModelWeights& mw, WeightsMode mode);
@@ -67,8 +67,8 @@ class CpuBackend final : public Backend {
   struct Prepared {
     bool tiled = false;  // integer tiles (tiles)
     TiledWeight tiles;
-    bool f16_tiled = false;  // F16 tiles (f16_tiles)
-    TiledF16 f16_tiles;
+    bool float_tiled = false;  // F16 / BF16 tiles (float_tiles)
+    TiledFloat float_tiles;
     Weight rows;  // F16 mode: the converted matrix; data points into rows_data
     AlignedBuffer rows_data;
   };
@@ -78,7 +78,7 @@ class CpuBackend final : public Backend {
     return it == prepared_.end() ? nullptr : &it->second;
   }
   void matmul_tiled(const Prepared* const* ps, float* const* ys, int n, const float* x, int64_t n_tok);
-  void matmul_f16_tiled(const Prepared* const* ps, float* const* ys, int n, const float* x, int64_t n_tok);
+  void matmul_float_tiled(const Prepared* const* ps, float* const* ys, int n, const float* x, int64_t n_tok);
   std::unordered_map<const Weight*, Prepared> prepared_;
   AlignedBuffer act_t_;  // tiled activations of the current matmul (tiled_weight.h, TiledActs)
 };

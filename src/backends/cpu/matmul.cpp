@@ -64,12 +64,12 @@ void CpuBackend::matmul_shared(const Weight* const* ws_in, float* const* ys, int
   const Weight* const* ws = ws_in;
   if (!prepared_.empty() && n <= kMaxShared) {
     const Prepared* ps[kMaxShared];
-    int n_tiled = 0, n_f16 = 0;
+    int n_tiled = 0, n_float = 0;
     for (int i = 0; i < n; ++i) {
       ps[i] = prepared(*ws_in[i]);
       n_tiled += ps[i] && ps[i]->tiled;
-      n_f16 += ps[i] && ps[i]->f16_tiled;
-      ws_rows[i] = ps[i] && !ps[i]->tiled && !ps[i]->f16_tiled ? &ps[i]->rows : ws_in[i];
+      n_float += ps[i] && ps[i]->float_tiled;
+      ws_rows[i] = ps[i] && !ps[i]->tiled && !ps[i]->float_tiled ? &ps[i]->rows : ws_in[i];
     }
     bool same = n_tiled == n;
     for (int i = 1; i < n && same; ++i) {
@@ -77,8 +77,13 @@ void CpuBackend::matmul_shared(const Weight* const* ws_in, float* const* ys, int
              ps[i]->tiles.activation_type() == ps[0]->tiles.activation_type();
     }
     if (same) return matmul_tiled(ps, ys, n, x, n_tok);
-    if (n_f16 == n) return matmul_f16_tiled(ps, ys, n, x, n_tok);  // F16 tiles share n_in by construction
-    if (n_tiled + n_f16 > 0) {
+    bool same_float = n_float == n;
+    for (int i = 1; i < n && same_float; ++i) {
+      same_float = ps[i]->float_tiles.n_in == ps[0]->float_tiles.n_in &&
+                   ps[i]->float_tiles.type == ps[0]->float_tiles.type;
+    }
+    if (same_float) return matmul_float_tiled(ps, ys, n, x, n_tok);
+    if (n_tiled + n_float > 0) {
       for (int i = 0; i < n; ++i) matmul_shared(&ws_in[i], &ys[i], 1, x, n_tok);
       return;
     }
@@ -169,24 +174,27 @@ void CpuBackend::matmul_tiled(const Prepared* const* ps, float* const* ys, int n
       });
 }
 
-void CpuBackend::matmul_f16_tiled(const Prepared* const* ps, float* const* ys, int n, const float* x,
-                                  int64_t n_tok) {
-  const int64_t n_in = ps[0]->f16_tiles.n_in;
+void CpuBackend::matmul_float_tiled(const Prepared* const* ps, float* const* ys, int n, const float* x,
+                                    int64_t n_tok) {
+  const TiledFloat& w0 = ps[0]->float_tiles;
+  const int64_t n_in = w0.n_in;
   if (n_tok * n_in > max_act_elems_) {
     fail("internal: matmul of {}x{} activations exceeds the scratch of {}", n_tok, n_in, max_act_elems_);
   }
-  // The activations rounded to halves (llama.cpp's F16 pairing), as floats: [n_tok][n_in].
-  float* xr = act_q_.as<float>();
+  // The activations rounded to the weights' type (llama.cpp's pairing), in the format of tiled_float.h, in
+  // act_q_ (4 bytes per element: enough for both formats).
+  void* acts = act_q_.as<void>();
   if (n_tok <= 2) {
-    round_to_f16(x, xr, n_in, 0, n_tok);
+    prepare_float_acts(w0.type, x, n_in, 0, n_tok, acts);
   } else {
-    pool_.parallel_for(n_tok, 1, [&](int64_t b, int64_t e, int) { round_to_f16(x, xr, n_in, b, e); });
+    pool_.parallel_for(n_tok, 1,
+                       [&](int64_t b, int64_t e, int) { prepare_float_acts(w0.type, x, n_in, b, e, acts); });
   }
   split_end_to_end(
-      pool_, n, [&](int i) { return ps[i]->f16_tiles.n_tiles; },
+      pool_, n, [&](int i) { return ps[i]->float_tiles.n_tiles; },
       [&](int64_t total) { return tile_grain(n_tok, total, pool_.size()); },
       [&](int i, int64_t lo, int64_t hi) {
-        tiled_f16_matmul(ps[i]->f16_tiles, xr, n_tok, lo, hi, ys[i], ps[i]->f16_tiles.n_out);
+        tiled_float_matmul(ps[i]->float_tiles, acts, n_tok, lo, hi, ys[i], ps[i]->float_tiles.n_out);
       });
 }
 

@@ -61,17 +61,19 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
   // Native mode tiles only where a vector tile kernel exists: the scalar one is the reference, slower than
   // the vectorized row kernels.
   const bool tile_native = quantized && std::string_view(tiled_isa_name()) != "scalar";
-  // F16 matrices go into float tiles where the AVX-512 kernel exists, in the 8-bit activation mode (with
-  // --activations f32 the GGUF rows stay the exact reference).
-  const bool tile_f16_ok = quantized && std::string_view(tiled_f16_isa_name()) != "scalar";
+  // F16 and BF16 matrices go into float tiles where a vector kernel exists for their type, in the 8-bit
+  // activation mode (with --activations f32 the GGUF rows stay the exact reference).
+  auto tile_float_ok = [&](GgmlType t) {
+    return quantized && tiles_as_float(t) && std::string_view(tiled_float_isa_name(t)) != "scalar";
+  };
   bool warned = false;
   for (const Weight* w : mats) {
     Prepared p;
     switch (mode) {
       case WeightsMode::Native:
-        if (w->type == GgmlType::F16 && tile_f16_ok) {
-          p.f16_tiled = true;
-          p.f16_tiles = tile_f16(*w, &pool_);
+        if (tile_float_ok(w->type)) {
+          p.float_tiled = true;
+          p.float_tiles = tile_float(*w, &pool_);
           break;
         }
         if (!tile_native || !tiles_natively(w->type)) continue;
@@ -97,9 +99,9 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
         break;
       case WeightsMode::F16: {
         if (w->type == GgmlType::F16) {
-          if (!tile_f16_ok) continue;
-          p.f16_tiled = true;
-          p.f16_tiles = tile_f16(*w, &pool_);
+          if (!tile_float_ok(GgmlType::F16)) continue;
+          p.float_tiled = true;
+          p.float_tiles = tile_float(*w, &pool_);
           break;
         }
         p.rows = *w;
@@ -116,9 +118,9 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
         });
         p.rows.data = p.rows_data.as<uint8_t>();
         p.rows.file_mapped = false;
-        if (tile_f16_ok) {  // the converted rows only feed the tiles
-          p.f16_tiled = true;
-          p.f16_tiles = tile_f16(p.rows, &pool_);
+        if (tile_float_ok(GgmlType::F16)) {  // the converted rows only feed the tiles
+          p.float_tiled = true;
+          p.float_tiles = tile_float(p.rows, &pool_);
           p.rows_data = AlignedBuffer();
           p.rows.data = nullptr;
         }
@@ -126,13 +128,13 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
       }
     }
     // The tied output matrix is also the embedding table, whose rows are still looked up.
-    if ((p.tiled || p.f16_tiled) && w->data != mw.tok_embd.data) release_rows(*w);
+    if ((p.tiled || p.float_tiled) && w->data != mw.tok_embd.data) release_rows(*w);
     prepared_.emplace(w, std::move(p));
   }
   // Scratch for the tiled activations: tiled_acts_bytes(n_in, n_tok) is at most (1 + 12/32) bytes per
   // value plus four 64-byte alignments.
   act_t_ = AlignedBuffer(prepared_.empty() ? 0 : size_t(max_act_elems_) * 2 + 4 * 64);
-  // (F16 tiles read rounded float activations from act_q_, which holds 4 bytes per element.)
+  // (Float tiles read their rounded activations from act_q_, which holds 4 bytes per element.)
 }
 
 }  // namespace tilellm

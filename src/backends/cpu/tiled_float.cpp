@@ -1,0 +1,161 @@
+// Float tiles (layout and arithmetic in tiled_float.h): the repack, the activation rounding, the scalar
+// reference kernel and the dispatch over the vector kernels (tiled_float_<isa>.cpp).
+#include "backends/cpu/tiled_float.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "backends/cpu/tiled_float_kernels.h"
+#include "format/error.h"
+#include "format/fp16.h"
+
+namespace tilellm {
+namespace {
+
+constexpr int kRows = 16;
+
+// The contract's formula element by element, reading the tiles through TiledFloat::at (checked against the
+// GGUF rows by the repack test).
+void scalar_kernel(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t tile0, int64_t tile1,
+                   float* y, int64_t y_stride) {
+  const bool bf16 = w.type == GgmlType::BF16;
+  for (int64_t r = tile0 * kRows; r < std::min(w.n_out, tile1 * kRows); ++r) {
+    for (int64_t t = 0; t < n_tok; ++t) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < w.n_in; ++k) {
+        const float x =
+            bf16 ? bf16_to_fp32(uint16_t(static_cast<const uint32_t*>(acts)[t * w.n_pairs() + k / 2] >>
+                                         (16 * (k % 2))))
+                 : static_cast<const float*>(acts)[t * w.n_in + k];
+        acc += w.at(r, k) * x;
+      }
+      y[t * y_stride + r] = acc;
+    }
+  }
+}
+
+struct Isa {
+  const char* name;
+  tiled_float_detail::Kernels k;
+};
+
+// Fastest first; the scalar reference last.
+const Isa* isas() {
+  static const Isa table[] = {{"avx512bf16", tiled_float_detail::avx512bf16_kernels()},
+                              {"avx512", tiled_float_detail::avx512_kernels()},
+                              {"avx2", tiled_float_detail::avx2_kernels()},
+                              {"neon", tiled_float_detail::neon_kernels()},
+                              {"scalar", {scalar_kernel, scalar_kernel}}};
+  return table;
+}
+constexpr int kNumIsas = 5;
+
+tiled_float_detail::Kernel kernel_of(const Isa& isa, GgmlType type) {
+  return type == GgmlType::BF16 ? isa.k.bf16 : isa.k.f16;
+}
+
+std::atomic<int> g_override[2] = {-1, -1};  // per type (F16, BF16): -1 the best, else an index into isas()
+
+std::atomic<int>& override_of(GgmlType type) {
+  return g_override[type == GgmlType::BF16 ? 1 : 0];
+}
+
+const Isa& current(GgmlType type) {
+  const int o = override_of(type).load(std::memory_order_relaxed);
+  if (o >= 0) return isas()[o];
+  for (int i = 0;; ++i)
+    if (kernel_of(isas()[i], type)) return isas()[i];
+}
+
+}  // namespace
+
+float TiledFloat::at(int64_t r, int64_t k) const {
+  const uint16_t* t = tile(r / kRows);
+  const int64_t rr = r % kRows;
+  if (type == GgmlType::BF16) return bf16_to_fp32(t[(k / 2) * 2 * kRows + rr * 2 + k % 2]);
+  return fp16_to_fp32(t[k * kRows + rr]);
+}
+
+bool tiles_as_float(GgmlType t) {
+  return t == GgmlType::F16 || t == GgmlType::BF16;
+}
+
+TiledFloat tile_float(const Weight& w, ThreadPool* pool) {
+  if (!tiles_as_float(w.type)) fail("internal: weight {} is not F16 or BF16", w.name);
+  TiledFloat t;
+  t.type = w.type;
+  t.n_in = w.n_in;
+  t.n_out = w.n_out;
+  t.n_tiles = (w.n_out + kRows - 1) / kRows;
+  const size_t raw = w.type == GgmlType::BF16 ? size_t(t.n_pairs()) * kRows * 4 : size_t(w.n_in) * kRows * 2;
+  t.tile_bytes = (raw + kAlign - 1) / kAlign * kAlign;
+  t.data = AlignedBuffer(t.tile_bytes * size_t(t.n_tiles));
+  std::memset(t.data.as<uint8_t>(), 0, t.tile_bytes * size_t(t.n_tiles));
+  const bool bf16 = w.type == GgmlType::BF16;
+  auto pack = [&](int64_t b, int64_t e, int) {
+    for (int64_t ti = b; ti < e; ++ti) {
+      auto* dst = reinterpret_cast<uint16_t*>(t.data.as<uint8_t>() + size_t(ti) * t.tile_bytes);
+      for (int rr = 0; rr < kRows && ti * kRows + rr < w.n_out; ++rr) {
+        const uint8_t* row = w.row(ti * kRows + rr);
+        for (int64_t k = 0; k < w.n_in; ++k) {
+          uint16_t* d = bf16 ? &dst[(k / 2) * 2 * kRows + rr * 2 + k % 2] : &dst[k * kRows + rr];
+          std::memcpy(d, row + 2 * k, 2);
+        }
+      }
+    }
+  };
+  if (pool) {
+    pool->parallel_for(t.n_tiles, 16, pack);
+  } else {
+    pack(0, t.n_tiles, 0);
+  }
+  return t;
+}
+
+size_t float_acts_bytes(GgmlType type, int64_t n_in, int64_t n_tok) {
+  return type == GgmlType::BF16 ? size_t(n_tok) * size_t((n_in + 1) / 2) * 4 : size_t(n_tok * n_in) * 4;
+}
+
+void prepare_float_acts(GgmlType type, const float* x, int64_t n_in, int64_t t0, int64_t t1, void* acts) {
+  if (type == GgmlType::BF16) {
+    const int64_t np = (n_in + 1) / 2;
+    auto* out = static_cast<uint32_t*>(acts);
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* xt = x + t * n_in;
+      for (int64_t p = 0; p < np; ++p) {
+        const uint32_t hi = 2 * p + 1 < n_in ? fp32_to_bf16(xt[2 * p + 1]) : 0;
+        out[t * np + p] = uint32_t(fp32_to_bf16(xt[2 * p])) | hi << 16;
+      }
+    }
+    return;
+  }
+  auto* out = static_cast<float*>(acts);
+  for (int64_t i = t0 * n_in; i < t1 * n_in; ++i) out[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+}
+
+void tiled_float_matmul(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t tile0, int64_t tile1,
+                        float* y, int64_t y_stride) {
+  if (tile0 >= tile1 || n_tok <= 0) return;
+  kernel_of(current(w.type), w.type)(w, acts, n_tok, tile0, tile1, y, y_stride);
+}
+
+const char* tiled_float_isa_name(GgmlType type) {
+  return current(type).name;
+}
+
+bool select_tiled_float_isa_for_testing(GgmlType type, std::string_view isa) {
+  if (isa == "best") {
+    override_of(type) = -1;
+    return true;
+  }
+  for (int i = 0; i < kNumIsas; ++i) {
+    if (isa == isas()[i].name && kernel_of(isas()[i], type)) {
+      override_of(type) = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace tilellm

@@ -1,0 +1,70 @@
+// F16 and BF16 weight matrices repacked into 16-row tiles (the float counterpart of tiled_weight.h), and the
+// matmul kernels that read them.
+//
+// Layout: n_tiles = ceil(n_out / 16); tiles are contiguous, each padded to 128 bytes; rows past n_out are
+// zero. The repack copies the 16-bit values: lossless.
+//   F16:  tile i is [n_in][16] halves: for each input k, the weights of rows 16i .. 16i+15 side by side
+//         (32 bytes; one 512-bit vector, or two 256-bit ones, once converted).
+//   BF16: tile i is [n_pairs][16][2] bfloat16 (n_pairs = ceil(n_in / 2), an odd n_in padded with zeros): for
+//         each pair of inputs (2p, 2p+1), row r's two weights side by side, the 16 rows in a row (64 bytes).
+//         This is the operand order of AVX-512 BF16's vdpbf16ps (lane r += w[r][2p]*x[2p] + w[r][2p+1]*
+//         x[2p+1]); elsewhere a 32-bit lane splits into its two floats with one shift and one mask.
+//
+// Arithmetic (llama.cpp's for these weights): each activation is rounded to the weight's type (half, or
+// bfloat16 round-to-nearest-even), then products and sums run in float:
+//   y[t][r] = sum_k float(w[r][k]) * float(round(x[t][k]))
+// Only the order of the float additions differs from the row kernels (and vdpbf16ps flushes denormal
+// inputs and outputs to zero; bfloat16 activations below 2^-126 do not occur in a model's layers).
+//
+// Activations as the kernels read them (prepare_float_acts), [n_tok][...] contiguous per token:
+//   F16:  float [n_tok][n_in], each value rounded to a half;
+//   BF16: uint32 [n_tok][n_pairs], word p = bf16(x[2p]) | bf16(x[2p+1]) << 16 (0 past n_in): the pair one
+//         vdpbf16ps multiplies, broadcast whole.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "model/weights.h"
+#include "runtime/aligned.h"
+#include "runtime/thread_pool.h"
+
+namespace tilellm {
+
+struct TiledFloat {
+  GgmlType type = GgmlType::F16;  // F16 or BF16
+  int64_t n_in = 0, n_out = 0, n_tiles = 0;
+  size_t tile_bytes = 0;  // F16: n_in * 32, BF16: n_pairs * 64, rounded up to 128
+  AlignedBuffer data;     // [n_tiles][tile_bytes]
+  const uint16_t* tile(int64_t i) const {
+    return reinterpret_cast<const uint16_t*>(data.as<uint8_t>() + size_t(i) * tile_bytes);
+  }
+  int64_t n_pairs() const { return (n_in + 1) / 2; }
+  // Weight (row r, input k) as a float, for tests and references.
+  float at(int64_t r, int64_t k) const;
+};
+
+// Whether t has float tiles (F16, BF16).
+bool tiles_as_float(GgmlType t);
+
+// w must be F16 or BF16. The copy is split over pool when given.
+TiledFloat tile_float(const Weight& w, ThreadPool* pool);
+
+// Bytes of activations prepare_float_acts writes for n_tok tokens (at most 4 per value, plus one value).
+size_t float_acts_bytes(GgmlType type, int64_t n_in, int64_t n_tok);
+// Rounds tokens [t0, t1) of x ([n_tok][n_in] floats) into acts, in the format above for `type`.
+void prepare_float_acts(GgmlType type, const float* x, int64_t n_in, int64_t t0, int64_t t1, void* acts);
+
+// y[t * y_stride + r] = row r times token t (acts from prepare_float_acts), tiles [tile0, tile1), tokens
+// [0, n_tok).
+void tiled_float_matmul(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t tile0, int64_t tile1,
+                        float* y, int64_t y_stride);
+
+// The kernel that runs for `type` now: "avx512bf16" (BF16 only), "avx512", "avx2", "neon" or "scalar". The
+// backend tiles a type only when a vector kernel exists for it (the scalar one is the tests' reference).
+const char* tiled_float_isa_name(GgmlType type);
+// Tests only: selects the kernel of one of those names, or "best", for `type`; false, changing nothing, when
+// this build or CPU has no such kernel for it.
+bool select_tiled_float_isa_for_testing(GgmlType type, std::string_view isa);
+
+}  // namespace tilellm
