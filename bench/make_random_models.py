@@ -8,6 +8,7 @@ shape benchmarks like the real one; and llama-quantize writes exactly the tensor
 Shapes (arch llama):
     smollm2    SmolLM2-135M:  n_embd 576,  30 layers,  9 heads, 3 KV heads, n_ff 1536, vocab 49152, tied output
     tinyllama  TinyLlama-1.1B: n_embd 2048, 22 layers, 32 heads, 4 KV heads, n_ff 5632, vocab 32000
+    llama7b    Llama-2-7B:     n_embd 4096, 32 layers, 32 heads, 32 KV heads, n_ff 11008, vocab 32000
 
 Each is written once as an F16 source (the `gguf` Python package), then quantized with llama-quantize into
 Q4_0, Q4_1, Q8_0, Q4_K_M and F16. The tokenizer is a minimal byte-level `gpt2` one with the right vocabulary size
@@ -19,6 +20,13 @@ Q4_0, Q4_1, Q8_0, Q4_K_M and F16. The tokenizer is a minimal byte-level `gpt2` o
 
 An existing output file is kept (delete it to rebuild). Needs numpy and gguf; llama-quantize comes from the
 llama.cpp build described in tests/reference/llama_cpp_env.sh (run `tests/reference/llama_cpp_env.sh build`).
+
+--direct (q4_0, q8_0 only) writes the quantized blocks themselves, with no F16 source and no llama-quantize:
+random codes and small random fp16 scales, laid out as llama-quantize lays out a file of that type (the
+matrices in the type, an untied output matrix in Q6_K, the norms in F32). For machines without a llama.cpp
+build, and for large shapes whose F16 source would be slow to write:
+
+    python3 bench/make_random_models.py --direct --shapes llama7b --types q4_0
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ SHAPES = {
     # name: (n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx_train, tied output, rope base)
     "smollm2": (576, 30, 9, 3, 1536, 49152, 8192, True, 100000.0),
     "tinyllama": (2048, 22, 32, 4, 5632, 32000, 2048, False, 10000.0),
+    "llama7b": (4096, 32, 32, 32, 11008, 32000, 4096, False, 10000.0),
 }
 # llama-quantize's type names.
 TYPES = {"q4_0": "Q4_0", "q4_1": "Q4_1", "q8_0": "Q8_0", "q4_k_m": "Q4_K_M", "f16": "F16", "bf16": "BF16"}
@@ -45,14 +54,39 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TILELLM_CACHE", Path.home() / ".cache" / "tilellm"))
 
 
-def write_source(path: Path, shape: str, seed: int) -> None:
+# --direct: GGUF block layouts (bytes per block of 256 or 32 values; where the fp16 scale sits).
+DIRECT = {"q4_0": (gguf.GGMLQuantizationType.Q4_0, gguf.LlamaFileType.MOSTLY_Q4_0),
+          "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0)}
+
+
+def random_blocks(rng: np.random.Generator, qtype: gguf.GGMLQuantizationType, n_in: int, n_out: int) -> np.ndarray:
+    """Rows of random blocks of qtype: random code bytes, fp16 scales of about 0.5 / sqrt(n_in) per weight."""
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    nb = n_in // block
+    b = rng.integers(0, 256, size=(n_out, nb, size), dtype=np.uint8)
+    step = 0.5 / np.sqrt(n_in)
+    if qtype == gguf.GGMLQuantizationType.Q6_K:
+        # ql[128] qh[64] scales int8[16] d fp16: scales 1..8, d so that d * scale * 32 ~ step * 32
+        b[:, :, 192:208] = rng.integers(1, 9, size=(n_out, nb, 16), dtype=np.uint8)
+        d = (rng.uniform(0.5, 1.5, size=(n_out, nb)) * step / 4).astype(np.float16)
+        b[:, :, 208:210] = d.view(np.uint8).reshape(n_out, nb, 2)
+    else:
+        # d fp16 first: Q4_0 codes span 16 steps, Q8_0 256
+        span = 16 if qtype == gguf.GGMLQuantizationType.Q4_0 else 256
+        d = (rng.uniform(0.5, 1.5, size=(n_out, nb)) * step * 4 / span).astype(np.float16)
+        b[:, :, 0:2] = d.view(np.uint8).reshape(n_out, nb, 2)
+    return b.reshape(n_out, nb * size)
+
+
+def write_source(path: Path, shape: str, seed: int, direct: str | None = None) -> None:
+    """The F16 source of a shape, or (direct) the model in that quantized type."""
     n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx, tied, rope_base = SHAPES[shape]
     head_dim = n_embd // n_head
     rng = np.random.default_rng(seed)
     tmp = path.with_suffix(".tmp")
     w = gguf.GGUFWriter(str(tmp), "llama")
     w.add_name(f"{shape} random")
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_file_type(DIRECT[direct][1] if direct else gguf.LlamaFileType.MOSTLY_F16)
     w.add_context_length(n_ctx)
     w.add_embedding_length(n_embd)
     w.add_block_count(n_layer)
@@ -79,6 +113,10 @@ def write_source(path: Path, shape: str, seed: int) -> None:
     w.add_add_bos_token(False)
 
     def mat(name: str, n_in: int, n_out: int) -> None:
+        if direct:
+            qtype = gguf.GGMLQuantizationType.Q6_K if name == "output.weight" else DIRECT[direct][0]
+            w.add_tensor(name, random_blocks(rng, qtype, n_in, n_out), raw_dtype=qtype)
+            return
         # Scaled so that activations stay finite through the layers (the values do not matter for speed).
         x = rng.standard_normal((n_out, n_in), dtype=np.float32) * np.float32(0.5 / np.sqrt(n_in))
         w.add_tensor(name, x.astype(np.float16))
@@ -114,6 +152,7 @@ def main() -> None:
     ap.add_argument("--shapes", default="smollm2,tinyllama", help="comma list of: " + ",".join(SHAPES))
     ap.add_argument("--types", default=",".join(TYPES), help="comma list of: " + ",".join(TYPES))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--direct", action="store_true", help="write q4_0/q8_0 blocks directly (no llama-quantize)")
     ap.add_argument(
         "--quantize",
         type=Path,
@@ -129,9 +168,23 @@ def main() -> None:
     for t in types:
         if t not in TYPES:
             sys.exit(f"error: unknown type '{t}' (known: {', '.join(TYPES)})")
+    a.out.mkdir(parents=True, exist_ok=True)
+    if a.direct:
+        for t in types:
+            if t not in DIRECT:
+                sys.exit(f"error: --direct writes {', '.join(DIRECT)} only, not '{t}'")
+        for s in shapes:
+            for t in types:
+                dst = a.out / f"{s}-random-{t}.gguf"
+                if dst.exists():
+                    print(f"kept    {dst}", file=sys.stderr)
+                    continue
+                print(f"writing {dst}", file=sys.stderr)
+                write_source(dst, s, a.seed, direct=t)
+                print(dst)
+        return
     if not a.quantize.exists():
         sys.exit(f"error: {a.quantize} not found; run tests/reference/llama_cpp_env.sh build")
-    a.out.mkdir(parents=True, exist_ok=True)
 
     for s in shapes:
         src = a.out / f"{s}-random-source-f16.gguf"
