@@ -60,12 +60,12 @@
 // K-quant kinds, activations Q8_K (dy per 256, bsums b16 per 16, b32 = sums per 32), per super-block c:
 //   Q4_K, Q5_K:  y += (d[r] * dy[t][c]) * float(isum) - (dmin[r] * dy[t][c]) * float(msum)
 //                isum = sum_j sc[r][j] * sum_{k in j} code * q,  msum = sum_j mn[r][j] * b32[t][j]
-//   Q6_K:        y += (d[r] * dy[t][c]) * float(isum),  isum = sum_j sc[r][j] * (sum_{k in j} code * q - 32 *
-//   b16)
+//   Q6_K:        y += (d[r] * dy[t][c]) * float(isum),
+//                isum = sum_j sc[r][j] * (sum_{k in j} code * q - 32 * b16[t][j])
 // which is the row kernels' (and llama.cpp's) arithmetic per super-block. isum is exact in int32: per
-// sub-block |sum code * q| <= 32 * 31 * 127 (Q5_K), times sc <= 63, times 8 sub-blocks: < 2^26; Q6_K
-// |code * q| sums <= 16 * 63 * 127 before the offset, times |sc| <= 128, times 16: < 2^29 (the offset term
-// adds at most half of that again). msum <= 8 * 63 * 32 * 127 < 2^21, and b32 <= 4064 fits the int16 pair.
+// sub-block |sum code * q| <= 32 * 31 * 127 (Q5_K), times sc <= 63, times 8 sub-blocks: < 2^26. Q6_K: per 16
+// inputs |sum code * q| <= 16 * 63 * 127 and |32 * b16| <= 32 * 16 * 127, times |sc| <= 128, times 16
+// sub-blocks: < 2^28 + 2^27. msum <= 8 * 63 * 32 * 127 < 2^21, and |b32| <= 4064 fits the int16 pair.
 #pragma once
 
 #include <cstdint>
@@ -105,7 +105,7 @@ struct TiledWeight {
   int64_t sub_per_group = 1;  // sub-blocks sharing one (scale, offset) per row
   int64_t n_groups = 0;       // n_sub / sub_per_group
   size_t code_bytes = 0;      // per tile
-  size_t scale_off = 0;       // byte offset of the scales within a tile
+  size_t scale_off = 0;       // byte offset of the scales (K-quant kinds: the super-block params) in a tile
   size_t offset_off = 0;      // byte offset of the offsets within a tile (float-offset kinds)
   size_t tile_bytes = 0;      // multiple of 128
   AlignedBuffer data;         // [n_tiles][tile_bytes]
