@@ -36,9 +36,9 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
 
   // Repacks or converts the model's matrices once (tiled_weight.h, tiled_float.h) per `mode`; matmuls on
-  // those weights then read the prepared copies. Native mode tiles Q4_0, Q4_1 and Q8_0 when this CPU has a
-  // vector tile kernel, and F16 and BF16 when it has a vector float tile kernel for them, with quantized
-  // activations (the F32 path keeps reading the GGUF rows, its exact reference).
+  // those weights then read the prepared copies. Native mode tiles Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K
+  // when this CPU has a vector tile kernel, and F16 and BF16 when it has a vector float tile kernel for them,
+  // with quantized activations (the F32 path keeps reading the GGUF rows, its exact reference).
   // Throws tilellm::Error for a combination that cannot run (a converted 8/4-bit mode with F32 activations).
   // The weights must outlive the backend and stay where they are (they are looked up by address).
   void prepare_weights(const ModelWeights& mw, WeightsMode mode);

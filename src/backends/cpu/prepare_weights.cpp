@@ -78,11 +78,7 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
         }
         if (!tile_native || !tiles_natively(w->type)) continue;
         p.tiled = true;
-        p.tiles = tile_weight(*w,
-                              w->type == GgmlType::Q4_0   ? TileKind::Q4_0
-                              : w->type == GgmlType::Q4_1 ? TileKind::Q4_1
-                                                          : TileKind::Q8_0,
-                              &pool_);
+        p.tiles = tile_weight(*w, native_tile_kind(w->type), &pool_);
         break;
       case WeightsMode::Int4B64:
       case WeightsMode::Int8B0:
@@ -131,8 +127,8 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
     if ((p.tiled || p.float_tiled) && w->data != mw.tok_embd.data) release_rows(*w);
     prepared_.emplace(w, std::move(p));
   }
-  // Scratch for the tiled activations: tiled_acts_bytes(n_in, n_tok) is at most (1 + 12/32) bytes per
-  // value plus four 64-byte alignments.
+  // Scratch for the tiled activations: tiled_acts_bytes(n_in, n_tok) is at most 1.5 bytes per value plus
+  // four 64-byte alignments.
   act_t_ = AlignedBuffer(prepared_.empty() ? 0 : size_t(max_act_elems_) * 2 + 4 * 64);
   // (Float tiles read their rounded activations from act_q_, which holds 4 bytes per element.)
 }

@@ -18,7 +18,9 @@ size_t align64(size_t v) {
   return (v + 63) / 64 * 64;
 }
 
-// Scratch layout of prepare_tiled_acts: [qs][dx][isum][am], each part 64-byte aligned.
+// Scratch layout of prepare_tiled_acts: [qs][dx][isum][am], each part 64-byte aligned, sized for the
+// largest use of each part by any format: isum holds one int32 per 16 values (Q8_K's bsums), am one float
+// per 32 (Q8_K's pairs need one int32 per 64 and share it).
 struct ActsLayout {
   size_t qs = 0, dx = 0, isum = 0, am = 0, total = 0;
 };
@@ -27,15 +29,51 @@ ActsLayout acts_layout(int64_t n_in, int64_t n_tok) {
   const size_t nb = size_t(n_tok) * size_t(n_in / kSubK);
   l.dx = align64(nb * kSubK);
   l.isum = l.dx + align64(nb * sizeof(float));
-  l.am = l.isum + align64(nb * sizeof(int32_t));
+  l.am = l.isum + align64(2 * nb * sizeof(int32_t));
   l.total = l.am + align64(nb * sizeof(float));
   return l;
+}
+
+// The K-quant kinds' formula (tiled_weight.h) per super-block, reading the tiles through tiled_entry.
+void scalar_k_matmul(const TiledWeight& w, const TiledActs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1,
+                     float* y, int64_t y_stride) {
+  const int64_t n_sb = w.n_in / kSuperK;
+  const int sub = w.kind == TileKind::Q6_K ? 16 : 32;  // inputs per scale
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int8_t* q = a.qs + t * a.kp;
+      const int32_t* b16 = a.isum + t * (w.n_in / 16);
+      float acc = 0.0f;
+      for (int64_t c = 0; c < n_sb; ++c) {
+        int32_t isum = 0, msum = 0;
+        TiledEntry e;
+        for (int j = 0; j < kSuperK / sub; ++j) {
+          const int64_t k0 = c * kSuperK + j * sub;
+          int32_t s = w.kind == TileKind::Q6_K ? -32 * b16[k0 / 16] : 0;
+          for (int k = 0; k < sub; ++k) {
+            e = tiled_entry(w, r, k0 + k);
+            s += e.code * q[k0 + k];
+          }
+          isum += e.sc * s;
+          msum += e.mn * (b16[k0 / 16] + (sub == 32 ? b16[k0 / 16 + 1] : 0));
+        }
+        const float dy = a.dx[t * n_sb + c];
+        acc += float(isum) * (e.d * dy);
+        if (w.kind != TileKind::Q6_K) acc -= float(msum) * (e.dmin * dy);
+      }
+      y[t * y_stride + r] = acc;
+    }
+  }
 }
 
 // The contract's formula element by element, reading the tiles through tiled_entry (the one decoder of the
 // layout, checked bit for bit against the GGUF blocks by the repack test).
 void scalar_tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
                          int64_t t1, float* y, int64_t y_stride) {
+  if (w.k_quant()) {
+    return scalar_k_matmul(w, a, tile0 * kTileRows, std::min(w.n_out, tile1 * kTileRows), t0, t1, y,
+                           y_stride);
+  }
   for (int64_t r = tile0 * kTileRows; r < std::min(w.n_out, tile1 * kTileRows); ++r) {
     for (int64_t t = t0; t < t1; ++t) {
       const int8_t* q = a.qs + t * a.kp;
@@ -59,17 +97,19 @@ using TiledKernel = tiled_detail::Kernel;
 
 struct Isa {
   const char* name;
-  TiledKernel fn;  // nullptr when this build or CPU cannot run it
+  TiledKernel fn;    // nullptr when this build or CPU cannot run it
+  TiledKernel k_fn;  // the K-quant kinds' kernel (available exactly when fn is)
 };
 
 // Fastest first; the scalar reference last.
 const Isa* isas() {
-  static const Isa table[] = {{"avx512vnni", tiled_detail::avx512vnni_tiled_kernel()},
-                              {"avxvnni", tiled_detail::avxvnni_tiled_kernel()},
-                              {"avx2", tiled_detail::avx2_tiled_kernel()},
-                              {"neondot", tiled_detail::neondot_tiled_kernel()},
-                              {"neon", tiled_detail::neon_tiled_kernel()},
-                              {"scalar", scalar_tiled_matmul}};
+  using namespace tiled_detail;
+  static const Isa table[] = {{"avx512vnni", avx512vnni_tiled_kernel(), avx512vnni_tiled_k_kernel()},
+                              {"avxvnni", avxvnni_tiled_kernel(), avxvnni_tiled_k_kernel()},
+                              {"avx2", avx2_tiled_kernel(), avx2_tiled_k_kernel()},
+                              {"neondot", neondot_tiled_kernel(), neondot_tiled_k_kernel()},
+                              {"neon", neon_tiled_kernel(), neon_tiled_k_kernel()},
+                              {"scalar", scalar_tiled_matmul, scalar_tiled_matmul}};
   return table;
 }
 constexpr int kNumIsas = 6;
@@ -91,7 +131,9 @@ size_t tiled_acts_bytes(int64_t n_in, int64_t n_tok) {
 
 TiledActs prepare_tiled_acts(GgmlType act_type, int64_t n_in, const uint8_t* xq, size_t xq_stride,
                              int64_t n_tok, int64_t t0, int64_t t1, void* scratch) {
-  if (n_in % kSubK != 0 || (act_type != GgmlType::Q8_0 && act_type != GgmlType::Q8_1)) {
+  const bool q8_k = act_type == GgmlType::Q8_K;
+  if (n_in % (q8_k ? kSuperK : kSubK) != 0 ||
+      (act_type != GgmlType::Q8_0 && act_type != GgmlType::Q8_1 && !q8_k)) {
     fail("internal: tiled activations of {} values in {}", n_in, type_name(act_type));
   }
   const int64_t n_sub = n_in / kSubK;
@@ -102,12 +144,34 @@ TiledActs prepare_tiled_acts(GgmlType act_type, int64_t n_in, const uint8_t* xq,
   a.dx = reinterpret_cast<const float*>(base + l.dx);
   a.isum = reinterpret_cast<const int32_t*>(base + l.isum);
   a.am = reinterpret_cast<const float*>(base + l.am);
+  a.pairs = reinterpret_cast<const int32_t*>(base + l.am);
   a.kp = n_in;
   a.n_sub = n_sub;
   auto* qs = reinterpret_cast<int8_t*>(base + l.qs);
   auto* dx = reinterpret_cast<float*>(base + l.dx);
   auto* isum = reinterpret_cast<int32_t*>(base + l.isum);
   auto* am = reinterpret_cast<float*>(base + l.am);
+  if (q8_k) {
+    const int64_t n_sb = n_in / kSuperK;
+    auto* pairs = reinterpret_cast<int32_t*>(base + l.am);
+    for (int64_t t = t0; t < t1; ++t) {
+      for (int64_t c = 0; c < n_sb; ++c) {
+        BlockQ8_K b;
+        std::memcpy(&b, xq + size_t(t) * xq_stride + size_t(c) * sizeof b, sizeof b);
+        std::memcpy(qs + t * a.kp + c * kSuperK, b.qs, kSuperK);
+        dx[t * n_sb + c] = b.d;
+        int32_t* b16 = isum + t * (n_in / 16) + c * 16;
+        for (int j = 0; j < 16; ++j) b16[j] = b.bsums[j];
+        for (int p = 0; p < 4; ++p) {
+          // Two sums of 32 (|b32| <= 4064) as the int16 halves of one word.
+          const uint32_t lo = uint16_t(b16[4 * p] + b16[4 * p + 1]),
+                         hi = uint16_t(b16[4 * p + 2] + b16[4 * p + 3]);
+          pairs[t * (n_in / 64) + c * 4 + p] = int32_t(lo | (hi << 16));
+        }
+      }
+    }
+    return a;
+  }
   const bool q8_1 = act_type == GgmlType::Q8_1;
   const size_t block = q8_1 ? sizeof(BlockQ8_1) : sizeof(BlockQ8_0);
   for (int64_t t = t0; t < t1; ++t) {
@@ -135,7 +199,8 @@ void tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64
   if (a.n_sub != w.n_sub)
     fail("internal: tiled activations of {} blocks for a weight of {}", a.n_sub, w.n_sub);
   if (tile0 >= tile1 || t0 >= t1) return;
-  current().fn(w, a, tile0, tile1, t0, t1, y, y_stride);
+  const Isa isa = current();
+  (w.k_quant() ? isa.k_fn : isa.fn)(w, a, tile0, tile1, t0, t1, y, y_stride);
 }
 
 const char* tiled_isa_name() {

@@ -22,6 +22,8 @@
 namespace tilellm::tiled_detail {
 namespace {
 #include "backends/cpu/tiled_matmul_x86.inc"
+// After it: the K-quant kernels use its helpers.
+#include "backends/cpu/tiled_matmul_k_x86.inc"
 }  // namespace
 }  // namespace tilellm::tiled_detail
 
@@ -39,6 +41,10 @@ Kernel avx2_tiled_kernel() {
   return cpu_features().avx2_fma_f16c ? kernel : nullptr;
 }
 
+Kernel avx2_tiled_k_kernel() {
+  return cpu_features().avx2_fma_f16c ? k_kernel : nullptr;
+}
+
 }  // namespace tilellm::tiled_detail
 
 #else  // not x86-64, or a compiler without these intrinsics
@@ -46,6 +52,10 @@ Kernel avx2_tiled_kernel() {
 namespace tilellm::tiled_detail {
 
 Kernel avx2_tiled_kernel() {
+  return nullptr;
+}
+
+Kernel avx2_tiled_k_kernel() {
   return nullptr;
 }
 

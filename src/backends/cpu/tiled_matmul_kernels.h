@@ -22,4 +22,11 @@ Kernel neondot_tiled_kernel();
 // The ARMv8-A Advanced SIMD kernel (every AArch64 CPU), or nullptr off AArch64.
 Kernel neon_tiled_kernel();
 
+// The same instruction sets' kernels for the K-quant kinds (Q4_K, Q5_K, Q6_K), or nullptr.
+Kernel avx512vnni_tiled_k_kernel();
+Kernel avxvnni_tiled_k_kernel();
+Kernel avx2_tiled_k_kernel();
+Kernel neondot_tiled_k_kernel();
+Kernel neon_tiled_k_kernel();
+
 }  // namespace tilellm::tiled_detail

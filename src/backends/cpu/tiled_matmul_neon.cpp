@@ -21,6 +21,8 @@ namespace tilellm::tiled_detail {
 namespace neon_plain {
 namespace {
 #include "backends/cpu/tiled_matmul_neon.inc"
+// After it: the K-quant kernels use its helpers.
+#include "backends/cpu/tiled_matmul_k_neon.inc"
 }  // namespace
 }  // namespace neon_plain
 }  // namespace tilellm::tiled_detail
@@ -43,6 +45,8 @@ namespace tilellm::tiled_detail {
 namespace neon_dot {
 namespace {
 #include "backends/cpu/tiled_matmul_neon.inc"
+// After it: the K-quant kernels use its helpers.
+#include "backends/cpu/tiled_matmul_k_neon.inc"
 }  // namespace
 }  // namespace neon_dot
 }  // namespace tilellm::tiled_detail
@@ -60,10 +64,16 @@ namespace tilellm::tiled_detail {
 Kernel neon_tiled_kernel() {
   return cpu_features().neon ? neon_plain::kernel : nullptr;
 }
+Kernel neon_tiled_k_kernel() {
+  return cpu_features().neon ? neon_plain::k_kernel : nullptr;
+}
 
-// Outside the target region: this must run on CPUs without the dot product instructions.
+// Outside the target region: these must run on CPUs without the dot product instructions.
 Kernel neondot_tiled_kernel() {
   return cpu_features().neon_dotprod ? neon_dot::kernel : nullptr;
+}
+Kernel neondot_tiled_k_kernel() {
+  return cpu_features().neon_dotprod ? neon_dot::k_kernel : nullptr;
 }
 
 }  // namespace tilellm::tiled_detail
@@ -76,6 +86,12 @@ Kernel neon_tiled_kernel() {
   return nullptr;
 }
 Kernel neondot_tiled_kernel() {
+  return nullptr;
+}
+Kernel neon_tiled_k_kernel() {
+  return nullptr;
+}
+Kernel neondot_tiled_k_kernel() {
   return nullptr;
 }
 

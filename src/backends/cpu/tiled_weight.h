@@ -31,6 +31,24 @@
 //   Int4B64  4-bit, group 64, float offset                  (--weights int4b64, MNN's Int4-Block64)
 //   Int8B0   8-bit, one group over all of K, float offset   (--weights int8b0, MNN's Int8-Block0)
 //
+// K-quant kinds (GGUF Q4_K, Q5_K, Q6_K; n_in a multiple of 256, one super-block per 256 inputs):
+//   codes: the layouts above with the super-block's unsigned codes (Q4_K 0..15 as nibbles; Q5_K 0..31 and
+//          Q6_K 0..63 as bytes); sub-block s of 32 is inputs 32s .. 32s+31 as for the other kinds.
+//   params: [n_sb][320 bytes] after the codes (at scale_off), per super-block:
+//     Q4_K, Q5_K: sc [8][16 rows] uint8 at 0, the 6-bit scales unpacked; mn [4 pairs][16 rows][2] uint8 at
+//                 128 (byte 2*(16p + r) + i is mn[2p + i] of row r: one zero-extending load and one
+//                 vpmaddwd per pair of sub-blocks against a pair of activation sums); d [16] fp16 at 256,
+//                 dmin [16] fp16 at 288.
+//     Q6_K:       sc [16][16 rows] int8 at 0 (one per 16 inputs); d [16] fp16 at 256.
+//   Q5_K and Q6_K keep one byte per code rather than split planes (low nibbles + high bits): 8.6 bits per
+//   weight against the file's 5.5 and 6.6, but the codes feed the products as loaded, with no unpacking on
+//   any pass. Measured on a random 4096 x 4096 matrix, 2 threads (AVX-512): a decode GEMV on these tiles
+//   takes 0.73x (Q5_K) and 0.75x (Q6_K) the time of the row kernels on the file's blocks (Q4_K nibbles:
+//   0.58x), 64 tokens 0.30x and 0.47x. In a Q4_K_M model they are the minority (Q6_K in half of ffn_down,
+//   Q5_K not at all), so the bytes a split plane would save are a small share of a decode step.
+//   A weight is w = (d * sc) * code - dmin * mn (Q4_K, Q5_K) or (d * sc) * (code - 32) (Q6_K), exactly
+//   the GGUF dequantization.
+//
 // Arithmetic: activations are quantized per 32 values exactly as for the row kernels (Q8_0, or Q8_1 for
 // Q4_1: format/quants_q8.h), so for the GGUF kinds every block's integer sum and its float scaling are the
 // ones llama.cpp computes; only the order of the float accumulation over blocks differs. Per sub-block s of
@@ -39,6 +57,15 @@
 //   Q4_1:               y += (ws[r] * dx[t][s]) * float(sum_k code * q) + wm[r] * s8[t][s]
 //                       (s8 = the Q8_1 block's stored half(dx * sum q), as ggml uses it)
 //   Int4B64, Int8B0:    y += (ws[r] * dx[t][s]) * float(sum_k code * q) + wo[r] * (dx[t][s] * sum_k q)
+// K-quant kinds, activations Q8_K (dy per 256, bsums b16 per 16, b32 = sums per 32), per super-block c:
+//   Q4_K, Q5_K:  y += (d[r] * dy[t][c]) * float(isum) - (dmin[r] * dy[t][c]) * float(msum)
+//                isum = sum_j sc[r][j] * sum_{k in j} code * q,  msum = sum_j mn[r][j] * b32[t][j]
+//   Q6_K:        y += (d[r] * dy[t][c]) * float(isum),
+//                isum = sum_j sc[r][j] * (sum_{k in j} code * q - 32 * b16[t][j])
+// which is the row kernels' (and llama.cpp's) arithmetic per super-block. isum is exact in int32: per
+// sub-block |sum code * q| <= 32 * 31 * 127 (Q5_K), times sc <= 63, times 8 sub-blocks: < 2^26. Q6_K: per 16
+// inputs |sum code * q| <= 16 * 63 * 127 and |32 * b16| <= 32 * 16 * 127, times |sc| <= 128, times 16
+// sub-blocks: < 2^28 + 2^27. msum <= 8 * 63 * 32 * 127 < 2^21, and |b32| <= 4064 fits the int16 pair.
 #pragma once
 
 #include <cstdint>
@@ -52,20 +79,24 @@
 namespace tilellm {
 
 // How the CPU backend holds the model's matrices (`--weights`).
-//   Native:  the GGUF types; Q4_0, Q4_1 and Q8_0 are repacked losslessly into tiles, the others keep their
-//            rows (their row kernels already run per-block integer dots).
+//   Native:  the GGUF types; Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K are repacked losslessly into tiles, F16
+//            and BF16 into float tiles (tiled_float.h); the others (Q5_0, Q5_1, F32) keep their rows (their
+//            row kernels already run per-block integer dots).
 //   Int4B64: every matrix converted to 4-bit, block 64, asymmetric (from its exact float values).
 //   Int8B0:  every matrix converted to 8-bit per output channel, asymmetric.
-//   F16:     every matrix converted to F16 rows.
+//   F16:     every matrix converted to F16 (float tiles where a vector kernel exists, else rows).
 enum class WeightsMode { Native, Int4B64, Int8B0, F16 };
 // "native", "int4b64", "int8b0", "f16"; parse throws tilellm::Error naming the bad value.
 WeightsMode parse_weights_mode(std::string_view s);
 const char* weights_mode_name(WeightsMode m);
 
-enum class TileKind { Q4_0, Q8_0, Q4_1, Int4B64, Int8B0 };
+enum class TileKind { Q4_0, Q8_0, Q4_1, Int4B64, Int8B0, Q4_K, Q5_K, Q6_K };
 
 inline constexpr int kTileRows = 16;  // output rows per tile (one 512-bit vector of int32 or float lanes)
 inline constexpr int kSubK = 32;      // input values per sub-block (one activation block)
+inline constexpr int kSuperK = 256;   // input values per K-quant super-block (one Q8_K activation block)
+inline constexpr size_t kKParamBytes = 320;  // per tile per super-block: scales, mins, d, dmin
+inline constexpr size_t kKMinOff = 128, kKDOff = 256, kKDminOff = 288;  // within those 320 bytes
 
 struct TiledWeight {
   TileKind kind = TileKind::Q4_0;
@@ -75,32 +106,50 @@ struct TiledWeight {
   int64_t sub_per_group = 1;  // sub-blocks sharing one (scale, offset) per row
   int64_t n_groups = 0;       // n_sub / sub_per_group
   size_t code_bytes = 0;      // per tile
-  size_t scale_off = 0;       // byte offset of the scales within a tile
+  size_t scale_off = 0;       // byte offset of the scales (K-quant kinds: the super-block params) in a tile
   size_t offset_off = 0;      // byte offset of the offsets within a tile (float-offset kinds)
   size_t tile_bytes = 0;      // multiple of 128
   AlignedBuffer data;         // [n_tiles][tile_bytes]
 
-  int bits() const { return kind == TileKind::Q8_0 || kind == TileKind::Int8B0 ? 8 : 4; }
-  int int_offset() const { return kind == TileKind::Q4_0 ? 8 : kind == TileKind::Q8_0 ? 128 : 0; }
-  bool float_offset() const { return int_offset() == 0; }
+  bool k_quant() const { return kind == TileKind::Q4_K || kind == TileKind::Q5_K || kind == TileKind::Q6_K; }
+  int bits() const {
+    return kind == TileKind::Q4_0 || kind == TileKind::Q4_1 || kind == TileKind::Int4B64 ||
+                   kind == TileKind::Q4_K
+               ? 4
+               : 8;
+  }
+  int int_offset() const {
+    return kind == TileKind::Q4_0 ? 8 : kind == TileKind::Q8_0 ? 128 : kind == TileKind::Q6_K ? 32 : 0;
+  }
+  // Kinds with a float offset per scale group (for the K-quants the mins live in the super-block params).
+  bool float_offset() const { return int_offset() == 0 && !k_quant(); }
   const uint8_t* tile(int64_t i) const { return data.as<uint8_t>() + size_t(i) * tile_bytes; }
   // The activation block format the kernels read: Q8_1 for Q4_1 (llama.cpp's pairing), Q8_0 otherwise.
-  GgmlType activation_type() const { return kind == TileKind::Q4_1 ? GgmlType::Q8_1 : GgmlType::Q8_0; }
+  // Q8_K for the K-quant kinds.
+  GgmlType activation_type() const {
+    return k_quant() ? GgmlType::Q8_K : kind == TileKind::Q4_1 ? GgmlType::Q8_1 : GgmlType::Q8_0;
+  }
 };
 
 // Whether `native` mode tiles a weight of this GGUF type.
 bool tiles_natively(GgmlType t);
 
-// Repacks (Q4_0, Q4_1, Q8_0 into their own kinds; lossless) or converts (kind Int4B64 / Int8B0, from the
-// weight's exact float values) a weight matrix. The work is split over pool when given.
+// The tile kind native mode repacks a weight of this GGUF type into (tiles_natively(t) must hold).
+TileKind native_tile_kind(GgmlType t);
+
+// Repacks (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K into their own kinds; lossless) or converts (kind Int4B64 /
+// Int8B0, from the weight's exact float values) a weight matrix. The work is split over pool when given.
 TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool);
 
 // Weight (row r, input k) as the kernels see it: scale * (code - int_offset) + offset (offset 0 for the
-// int offset kinds). For tests and references.
+// int offset kinds). For tests and references. K-quant kinds also give the integer parts: scale = d * sc,
+// offset = -(dmin * mn) (Q4_K, Q5_K; 0 for Q6_K), exactly the GGUF dequantization's two products.
 struct TiledEntry {
   int code = 0;
   float scale = 0.0f;
   float offset = 0.0f;
+  int sc = 0, mn = 0;           // K-quants: the sub-block scale (signed for Q6_K) and min
+  float d = 0.0f, dmin = 0.0f;  // K-quants: the super-block's d and dmin
 };
 TiledEntry tiled_entry(const TiledWeight& w, int64_t r, int64_t k);
 float tiled_value(const TiledWeight& w, int64_t r, int64_t k);
@@ -112,19 +161,27 @@ float tiled_value(const TiledWeight& w, int64_t r, int64_t k);
 //   isum [n_tok][n_sub] int32   the sum of the block's quants (int offset kinds subtract int_offset * isum)
 //   am   [n_tok][n_sub] float   the offset multiplier: Q8_1's stored s (Q4_1), dx * sum q (other float-offset
 //                               kinds)
+// From Q8_K rows (K-quant kinds; n_sb = n_in / 256 super-blocks):
+//   qs    as above
+//   dx    [n_tok][n_sb] float   the super-block scales d
+//   isum  [n_tok][n_in / 16] int32  the bsums (sum of q per 16)
+//   pairs [n_tok][n_in / 64] int32  b32 of sub-blocks 2p (low 16 bits) and 2p + 1 (high 16 bits), b32 = the
+//                               sum of q per 32: one vpmaddwd against a row's mins pair
 struct TiledActs {
   const int8_t* qs = nullptr;
   const float* dx = nullptr;
   const int32_t* isum = nullptr;
   const float* am = nullptr;
-  int64_t kp = 0, n_sub = 0;
+  const int32_t* pairs = nullptr;
+  int64_t kp = 0, n_sub = 0;  // n_sub: sub-blocks of 32 (also for Q8_K)
 };
-// They depend only on the activation format (Q8_0 or Q8_1) and n_in, so weights that read the same input
-// share one preparation. Bytes of scratch prepare_tiled_acts needs for n_tok tokens of n_in values (n_in a
-// multiple of 32).
+// They depend only on the activation format (Q8_0, Q8_1 or Q8_K) and n_in, so weights that read the same
+// input share one preparation. Bytes of scratch prepare_tiled_acts needs for n_tok tokens of n_in values
+// (n_in a multiple of 32), whatever the format: at most 1.5 bytes per value plus four 64-byte alignments.
 size_t tiled_acts_bytes(int64_t n_in, int64_t n_tok);
 // Fills scratch (tiled_acts_bytes, 64-byte aligned) from n_tok rows of activations xq quantized to act_type
-// (Q8_0 or Q8_1; row stride xq_stride bytes) for tokens [t0, t1); returns the views over all n_tok tokens.
+// (Q8_0, Q8_1 or Q8_K; row stride xq_stride bytes) for tokens [t0, t1); returns the views over all n_tok
+// tokens.
 TiledActs prepare_tiled_acts(GgmlType act_type, int64_t n_in, const uint8_t* xq, size_t xq_stride,
                              int64_t n_tok, int64_t t0, int64_t t1, void* scratch);
 
