@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -20,6 +21,7 @@
 
 #include "../common/paths.h"
 #include "backends/opencl/device.h"
+#include "forward_rig.h"
 #include "model/model.h"
 #include "runtime/session.h"
 #include "test_device.h"
@@ -103,6 +105,70 @@ TEST(OpenclModel, smollm2_greedy_equals_cpu_float_path) {
 // cache, where only float rounding separates the two (measured 1.4e-6 relative); bound 1e-4.
 TEST(OpenclModel, smollm2_greedy_equals_cpu_float_path_f32_cache_powervr_profile) {
   compare_greedy("powervr-rogue", GgmlType::F32, 1e-4);
+}
+
+// Largest |a - b| over the largest |a|.
+double relative_difference(const float* a, const float* b, int64_t n) {
+  double diff = 0.0, mag = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::abs(double(a[i]) - b[i]));
+    mag = std::max(mag, std::abs(double(a[i])));
+  }
+  return diff / mag;
+}
+
+// Activations stay on the device: a forward pass reads back only the logits (one download, prefill or
+// decode), one without logits reads back nothing, and the host copy of an activation array is fetched only
+// when asked for (once). The logits are the CPU float path's (f32 cache: float rounding only, bound 1e-4 as
+// above).
+TEST(OpenclModel, forward_downloads_only_the_logits) {
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  const std::string path = test::model_path(test::kSmolLM2);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  const int64_t V = model->config().n_vocab, E = model->config().n_embd;
+  test::OpenclForwardRig rig(*model, 64, 16, GgmlType::F32);
+  SessionOptions so;
+  so.n_ctx = 64;
+  so.n_batch = 16;
+  so.n_threads = 2;
+  so.activations = ActivationMode::F32;
+  so.kv_type = GgmlType::F32;
+  Session cpu(*model, so);
+
+  const std::array<int32_t, 8> prompt = {504, 2365, 6354, 16438, 27003, 690, 260, 23790};  // golden case 0
+  uint64_t d0 = rig.be->downloads();
+  rig.run(prompt.data(), int64_t(prompt.size()), 0);
+  EXPECT_EQ(rig.be->downloads() - d0, 1u);
+  cpu.eval(prompt.data(), int64_t(prompt.size()));
+  EXPECT_LE(relative_difference(cpu.logits(), rig.logits.data(), V), 1e-4);
+
+  int64_t n_past = int64_t(prompt.size());
+  for (int step = 0; step < 3; ++step) {
+    const int32_t t = argmax(cpu.logits(), V);
+    d0 = rig.be->downloads();
+    rig.run(&t, 1, n_past++);
+    EXPECT_EQ(rig.be->downloads() - d0, 1u) << "step " << step;
+    cpu.eval(&t, 1);
+    EXPECT_LE(relative_difference(cpu.logits(), rig.logits.data(), V), 1e-4) << "step " << step;
+  }
+
+  const int32_t t = argmax(cpu.logits(), V);
+  d0 = rig.be->downloads();
+  rig.run(&t, 1, n_past, false);
+  EXPECT_EQ(rig.be->downloads(), d0);
+  // The residual stream of that token: fetched on request, once. Its host copy was never written before
+  // (zeros since allocation; every op wrote the device copy), so finite non-zero values are the download's.
+  const float* x = rig.s.x.as<float>();
+  EXPECT_EQ(x[0], 0.0f);
+  rig.be->to_host(x, size_t(E) * sizeof(float));
+  EXPECT_EQ(rig.be->downloads() - d0, 1u);
+  rig.be->to_host(x, size_t(E) * sizeof(float));
+  EXPECT_EQ(rig.be->downloads() - d0, 1u);
+  double norm = 0.0;
+  for (int64_t i = 0; i < E; ++i) norm += double(x[i]) * x[i];
+  EXPECT_TRUE(std::isfinite(norm));
+  EXPECT_GT(norm, 0.0);
 }
 
 }  // namespace
