@@ -414,12 +414,15 @@ void Runtime::launch(const Kernel& k, int dims, const size_t* global, const size
            total, caps_.profile, k.max_wg);
     }
   }
-  check(clEnqueueNDRangeKernel(queue_, k.get(), cl_uint(dims), nullptr, g, local, 0, nullptr, nullptr),
-        fmt::format("clEnqueueNDRangeKernel({})", k.name));
+  // The call's name is formatted only on failure: launches run every op of decode, which allocates nothing.
+  const cl_int err =
+      clEnqueueNDRangeKernel(queue_, k.get(), cl_uint(dims), nullptr, g, local, 0, nullptr, nullptr);
+  if (err != CL_SUCCESS) check_failed(err, fmt::format("clEnqueueNDRangeKernel({})", k.name));
 }
 
 void set_arg(const Kernel& k, cl_uint i, size_t size, const void* value) {
-  check(clSetKernelArg(k.get(), i, size, value), fmt::format("clSetKernelArg({}, {})", k.name, i));
+  const cl_int err = clSetKernelArg(k.get(), i, size, value);  // named on failure only, as in launch()
+  if (err != CL_SUCCESS) check_failed(err, fmt::format("clSetKernelArg({}, {})", k.name, i));
 }
 
 }  // namespace tilellm::opencl
