@@ -225,6 +225,8 @@ class OpenclBackend final : public Backend {
     uint64_t epoch = 0;
   };
   Staged ids_, pos_;
+  // st's device copy holding ints[0..n), uploaded (non-blocking, from st.host) only when it holds others.
+  const opencl::Buffer& staged(Staged& st, const int32_t* ints, int64_t n);
   // RoPE rows of the last positions of up to two tables (global and sliding-window layers alternate).
   struct RopeRows {
     std::vector<float> rows;  // [max_tokens][max_width] floats: the host copy of what the device holds

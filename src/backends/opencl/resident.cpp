@@ -119,35 +119,23 @@ void OpenclBackend::dev_done(float* p, int64_t n, const opencl::Buffer& written)
   widen(m->dev_lo, m->dev_hi, off, off + bytes);
 }
 
-namespace {
-
-// Whether st already holds ints[0..n) on the device.
-bool holds(const std::vector<int32_t>& host, int64_t held, const int32_t* ints, int64_t n) {
-  return held == n && std::memcmp(host.data(), ints, size_t(n) * sizeof(int32_t)) == 0;
+const opencl::Buffer& OpenclBackend::staged(Staged& st, const int32_t* ints, int64_t n) {
+  const size_t bytes = size_t(n) * sizeof(int32_t);
+  if (st.n == n && std::memcmp(st.host.data(), ints, bytes) == 0) return st.dev;  // the device has them
+  wait_for_upload(st.epoch);
+  std::memcpy(st.host.data(), ints, bytes);
+  rt_.write(st.dev, 0, st.host.data(), bytes);
+  st.n = n;
+  st.epoch = epoch_;
+  return st.dev;
 }
 
-}  // namespace
-
 const opencl::Buffer& OpenclBackend::dev_ids(const int32_t* ids, int64_t n_tok) {
-  if (!holds(ids_.host, ids_.n, ids, n_tok)) {
-    wait_for_upload(ids_.epoch);
-    std::memcpy(ids_.host.data(), ids, size_t(n_tok) * sizeof(int32_t));
-    rt_.write(ids_.dev, 0, ids_.host.data(), size_t(n_tok) * sizeof(int32_t));
-    ids_.n = n_tok;
-    ids_.epoch = epoch_;
-  }
-  return ids_.dev;
+  return staged(ids_, ids, n_tok);
 }
 
 const opencl::Buffer& OpenclBackend::dev_positions(const int32_t* pos, int64_t n_tok) {
-  if (!holds(pos_.host, pos_.n, pos, n_tok)) {
-    wait_for_upload(pos_.epoch);
-    std::memcpy(pos_.host.data(), pos, size_t(n_tok) * sizeof(int32_t));
-    rt_.write(pos_.dev, 0, pos_.host.data(), size_t(n_tok) * sizeof(int32_t));
-    pos_.n = n_tok;
-    pos_.epoch = epoch_;
-  }
-  return pos_.dev;
+  return staged(pos_, pos, n_tok);
 }
 
 const opencl::Buffer& OpenclBackend::dev_rope_rows(const RopeTable& table, const int32_t* pos,
