@@ -1,7 +1,9 @@
 // The op interface the model's layer loop is written against. A backend implements each op; the CPU backend
 // is the reference every other backend is checked against. All activations are row-major float arrays on the
 // host:
-// "[n_tok][n]" means n_tok rows of n contiguous floats.
+// "[n_tok][n]" means n_tok rows of n contiguous floats. A backend with memory of its own may keep the arrays
+// it was given at construction (the session's activation scratch) there between ops, so a caller reads such
+// an array only through that backend (the layer loop never reads them; the OpenCL backend: opencl_backend.h).
 #pragma once
 
 #include <cstdint>

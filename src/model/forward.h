@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backends/backend.h"
 #include "model/model.h"
@@ -24,6 +25,10 @@ struct ForwardScratch {
   AlignedBuffer gate;  // [n_batch][n_ff]
   AlignedBuffer up;    // [n_batch][n_ff]
   AlignedBuffer pos;   // [n_batch] int32 positions
+
+  // The float arrays (x .. up), which only ops read and write: a backend with its own memory may keep them
+  // there between ops (the OpenCL backend mirrors them on the device).
+  std::vector<AlignedBuffer*> activations() { return {&x, &xn, &q, &k, &v, &attn, &o, &gate, &up}; }
 };
 
 struct ForwardContext {

@@ -24,14 +24,15 @@ int64_t max_activation_elems(const Model& m, const SessionOptions& o) {
 }
 
 // The OpenCL backend sized for this session (scratch for n_batch tokens, the device KV cache of kv's
-// geometry), with every weight uploaded.
+// geometry), keeping the activation arrays of `s` on the device, with every weight uploaded.
 std::unique_ptr<Backend> make_device_backend(const Model& m, const SessionOptions& o, const KvCache& kv,
-                                             int64_t n_batch) {
+                                             ForwardScratch& s) {
 #ifdef TILELLM_HAVE_OPENCL
   const ModelConfig& c = m.config();
   OpenclBackendOptions g;
   g.device = o.device;
   g.profile = o.device_profile;
+  const int64_t n_batch = s.n_batch;
   g.max_tokens = n_batch;
   const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});
   g.max_in_elems = n_batch * widest;
@@ -41,11 +42,12 @@ std::unique_ptr<Backend> make_device_backend(const Model& m, const SessionOption
   g.kv_ctx = kv.n_ctx();
   g.kv_dim = kv.kv_dim();
   g.kv_type = kv.type();
+  for (AlignedBuffer* a : s.activations()) g.resident.push_back({a->as<void>(), a->size()});
   auto be = std::make_unique<OpenclBackend>(g);
   be->upload_model(m.weights());
   return be;
 #else
-  (void)m, (void)o, (void)kv, (void)n_batch;
+  (void)m, (void)o, (void)kv, (void)s;
   fail("this build has no OpenCL backend (CMake found no OpenCL headers and ICD loader when configuring it)");
 #endif
 }
@@ -78,7 +80,7 @@ Session::Session(const Model& model, const SessionOptions& opts)
           "native)",
           weights_mode_name(opts.weights));
     }
-    device_backend_ = make_device_backend(model, opts, kv_, scratch_.n_batch);
+    device_backend_ = make_device_backend(model, opts, kv_, scratch_);
   } else {
     backend_.prepare_weights(model.weights(), opts.weights);
   }

@@ -60,12 +60,14 @@ class Session {
   SessionOptions opts_;
   ThreadPool pool_;
   CpuBackend backend_;
-  std::unique_ptr<Backend> device_backend_;  // the OpenCL backend when chosen; null: backend_ runs
   KvCache kv_;
   RopeTable rope_global_;
   RopeTable rope_local_;
   ForwardScratch scratch_;
   AlignedBuffer logits_;  // [n_ctx or 1][n_vocab]
+  // The OpenCL backend when chosen; null: backend_ runs. Declared after scratch_, which it mirrors on the
+  // device, so it is destroyed first (finishing its queue, whose pending uploads may still read scratch_).
+  std::unique_ptr<Backend> device_backend_;
   int64_t n_past_ = 0;
   int64_t last_n_ = 0;
 };

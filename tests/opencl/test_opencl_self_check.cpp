@@ -1,17 +1,24 @@
 // The self-check catches a deliberately broken kernel (injected through the backend's test hook), names it
 // in a warning, and the op then runs on the CPU backend with the CPU's results, while the other kernels stay
-// on the device.
+// on the device; a forward pass with such an op in every layer still gives the CPU backend's logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "../common/paths.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/opencl/opencl_backend.h"
 #include "format/error.h"
 #include "format/fp16.h"
+#include "forward_rig.h"
+#include "model/model.h"
+#include "runtime/session.h"
 #include "runtime/thread_pool.h"
 #include "test_device.h"
 
@@ -45,6 +52,14 @@ __kernel void matmul_q4_0(__global const uchar* w, ulong row_bytes, int n_in, in
     acc = tl_group_sum(acc, scratch);
     if (lid == 0) y[(ulong)(t0 + t) * n_out + r] = acc;
   }
+}
+)";
+
+// SiLU·mul that forgets the SiLU: out = gate * up.
+constexpr const char* kBrokenGluSilu = R"(
+__kernel void glu_silu(__global const float* gate, __global const float* up, __global float* out, int n) {
+  const int i = get_global_id(0);
+  if (i < n) out[i] = gate[i] * up[i];
 }
 )";
 
@@ -120,6 +135,60 @@ TEST(OpenclSelfCheck, broken_q4_0_matmul_is_caught_and_other_types_stay_on_the_d
   cpu.matmul(w, x.data(), 2, a.data());
   be.matmul(w, x.data(), 2, b.data());
   EXPECT_EQ(a, b);
+}
+
+// A whole forward pass with a CPU-fallback op in every layer: the activations go down for it and its output
+// goes back up, so the logits still equal the CPU float path's. RMSNorm runs at each block's start, on the
+// last row only for the logits, and GLU writes over its gate input in place. f32 cache: only float rounding
+// separates the two (bound 1e-4, as in test_opencl_model.cpp).
+void forward_with_fallback_matches_cpu(const char* kernel, const char* source) {
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  const std::string path = test::model_path(test::kSmolLM2);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  const int64_t V = model->config().n_vocab;
+  ::testing::internal::CaptureStderr();
+  test::OpenclForwardRig rig(*model, 64, 16, GgmlType::F32, kernel, source);
+  ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rig.be->cpu_fallbacks(), std::vector<std::string>{kernel});
+  SessionOptions so;
+  so.n_ctx = 64;
+  so.n_batch = 16;
+  so.n_threads = 2;
+  so.activations = ActivationMode::F32;
+  so.kv_type = GgmlType::F32;
+  Session cpu(*model, so);
+  auto rel_diff = [V](const float* a, const float* b) {
+    double diff = 0.0, mag = 0.0;
+    for (int64_t i = 0; i < V; ++i) {
+      diff = std::max(diff, std::abs(double(a[i]) - b[i]));
+      mag = std::max(mag, std::abs(double(a[i])));
+    }
+    return diff / mag;
+  };
+
+  const std::array<int32_t, 8> prompt = {504, 2365, 6354, 16438, 27003, 690, 260, 23790};  // golden case 0
+  rig.run(prompt.data(), int64_t(prompt.size()), 0);
+  cpu.eval(prompt.data(), int64_t(prompt.size()));
+  EXPECT_LE(rel_diff(cpu.logits(), rig.logits.data()), 1e-4);
+  int64_t n_past = int64_t(prompt.size());
+  for (int step = 0; step < 3; ++step) {
+    const int32_t t = int32_t(std::max_element(cpu.logits(), cpu.logits() + V) - cpu.logits());
+    const uint64_t d0 = rig.be->downloads();
+    rig.run(&t, 1, n_past++);
+    // More than the logits came down: the fallback op's inputs, in every layer.
+    EXPECT_GT(rig.be->downloads() - d0, uint64_t(model->config().n_layer)) << "step " << step;
+    cpu.eval(&t, 1);
+    EXPECT_LE(rel_diff(cpu.logits(), rig.logits.data()), 1e-4) << "step " << step;
+  }
+}
+
+TEST(OpenclSelfCheck, forward_with_rmsnorm_on_the_cpu_matches_the_cpu_backend) {
+  forward_with_fallback_matches_cpu("rmsnorm", kBrokenRmsnorm);
+}
+
+TEST(OpenclSelfCheck, forward_with_glu_on_the_cpu_matches_the_cpu_backend) {
+  forward_with_fallback_matches_cpu("glu_silu", kBrokenGluSilu);
 }
 
 TEST(OpenclSelfCheck, test_hook_rejects_an_unknown_kernel_name) {

@@ -5,7 +5,9 @@
 namespace tilellm {
 
 void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx,
-                                      int64_t kv_dim, int64_t n_tok, const AttnParams& p) {
+                                      int64_t kv_dim, int64_t n_tok, const AttnParams& p,
+                                      const opencl::Buffer& q, const opencl::Buffer& pos,
+                                      const opencl::Buffer& out) {
   constexpr size_t kBlock = 32;  // TL_ATTN_BLOCK: the work-group size the kernel is written for
   const size_t local_bytes = (2 * size_t(p.head_dim) + 2 * kBlock) * sizeof(float);
   if (local_bytes > caps().local_mem_bytes) {
@@ -18,18 +20,18 @@ void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t laye
   const cl_ulong off = layer_off;
   const cl_int ctx = cl_int(n_ctx), d = cl_int(kv_dim), n_head = cl_int(p.n_head),
                group = cl_int(p.n_head / p.n_head_kv), hd = cl_int(p.head_dim), window = cl_int(p.window);
-  opencl::set_arg(k, 0, in_a_);
+  opencl::set_arg(k, 0, q);
   opencl::set_arg(k, 1, cache);
   opencl::set_arg(k, 2, off);
   opencl::set_arg(k, 3, ctx);
   opencl::set_arg(k, 4, d);
-  opencl::set_arg(k, 5, ints_);
+  opencl::set_arg(k, 5, pos);
   opencl::set_arg(k, 6, n_head);
   opencl::set_arg(k, 7, group);
   opencl::set_arg(k, 8, hd);
   opencl::set_arg(k, 9, p.scale);
   opencl::set_arg(k, 10, window);
-  opencl::set_arg(k, 11, out_);
+  opencl::set_arg(k, 11, out);
   opencl::set_local_arg(k, 12, size_t(p.head_dim) * sizeof(float));
   opencl::set_local_arg(k, 13, size_t(p.head_dim) * sizeof(float));
   opencl::set_local_arg(k, 14, kBlock * sizeof(float));
@@ -40,7 +42,11 @@ void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t laye
 
 void OpenclBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
                               int64_t n_tok, const AttnParams& p, float* out) {
-  if (kv_on_cpu()) return cpu_->attention(q, kv, layer, pos, n_tok, p, out);
+  if (kv_on_cpu()) {
+    host_in(q, n_tok * p.n_head * p.head_dim);
+    host_out(out, n_tok * p.n_head * p.head_dim);
+    return cpu_->attention(q, kv, layer, pos, n_tok, p, out);
+  }
   if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_head_kv * p.head_dim != kv.kv_dim()) {
     fail("attention: {} heads over {} KV heads of size {} do not fit a cache row of {}", p.n_head,
          p.n_head_kv, p.head_dim, kv.kv_dim());
@@ -48,14 +54,13 @@ void OpenclBackend::attention(const float* q, const KvCache& kv, int64_t layer, 
   check_kv(kv, layer, pos, n_tok, "attention");
   if (n_tok <= 0) return;
   const int64_t elems = n_tok * p.n_head * p.head_dim;
-  check_in(elems, "attention");
-  check_out(elems, "attention");
-  rt_.write(in_a_, 0, q, size_t(elems) * sizeof(float));
-  rt_.write(ints_, 0, pos, size_t(n_tok) * sizeof(int32_t));
+  const opencl::Buffer& qb = dev_in(q, elems, in_a_, "attention");
+  const opencl::Buffer& pb = dev_positions(pos, n_tok);
+  const opencl::Buffer& ob = dev_out(out, elems, out_, "attention");
   uint64_t off = 0;
   const opencl::Buffer& buf = kv_buffer(layer, off);
-  enqueue_attention(buf, off, kv.n_ctx(), kv.kv_dim(), n_tok, p);
-  rt_.read(out_, 0, out, size_t(elems) * sizeof(float));
+  enqueue_attention(buf, off, kv.n_ctx(), kv.kv_dim(), n_tok, p, qb, pb, ob);
+  dev_done(out, elems, ob);
 }
 
 }  // namespace tilellm

@@ -368,6 +368,25 @@ void Runtime::write(const Buffer& b, size_t offset, const void* src, size_t byte
         "clEnqueueWriteBuffer");
 }
 
+void Runtime::write_now(const Buffer& b, size_t offset, const void* src, size_t bytes) const {
+  if (bytes == 0) return finish();
+  if (offset + bytes > b.bytes)
+    fail("internal: OpenCL write of {} bytes at {} into {}", bytes, offset, b.bytes);
+  check(clEnqueueWriteBuffer(queue_, b.get(), CL_TRUE, offset, bytes, src, 0, nullptr, nullptr),
+        "clEnqueueWriteBuffer");
+}
+
+void Runtime::copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset,
+                   size_t bytes) const {
+  if (bytes == 0) return;
+  if (src_offset + bytes > src.bytes || dst_offset + bytes > dst.bytes) {
+    fail("internal: OpenCL copy of {} bytes from {} of {} to {} of {}", bytes, src_offset, src.bytes,
+         dst_offset, dst.bytes);
+  }
+  check(clEnqueueCopyBuffer(queue_, src.get(), dst.get(), src_offset, dst_offset, bytes, 0, nullptr, nullptr),
+        "clEnqueueCopyBuffer");
+}
+
 void Runtime::read(const Buffer& b, size_t offset, void* dst, size_t bytes) const {
   if (bytes == 0) return finish();
   if (offset + bytes > b.bytes)
@@ -395,12 +414,15 @@ void Runtime::launch(const Kernel& k, int dims, const size_t* global, const size
            total, caps_.profile, k.max_wg);
     }
   }
-  check(clEnqueueNDRangeKernel(queue_, k.get(), cl_uint(dims), nullptr, g, local, 0, nullptr, nullptr),
-        fmt::format("clEnqueueNDRangeKernel({})", k.name));
+  // The call's name is formatted only on failure: launches run every op of decode, which allocates nothing.
+  const cl_int err =
+      clEnqueueNDRangeKernel(queue_, k.get(), cl_uint(dims), nullptr, g, local, 0, nullptr, nullptr);
+  if (err != CL_SUCCESS) check_failed(err, fmt::format("clEnqueueNDRangeKernel({})", k.name));
 }
 
 void set_arg(const Kernel& k, cl_uint i, size_t size, const void* value) {
-  check(clSetKernelArg(k.get(), i, size, value), fmt::format("clSetKernelArg({}, {})", k.name, i));
+  const cl_int err = clSetKernelArg(k.get(), i, size, value);  // named on failure only, as in launch()
+  if (err != CL_SUCCESS) check_failed(err, fmt::format("clSetKernelArg({}, {})", k.name, i));
 }
 
 }  // namespace tilellm::opencl

@@ -154,8 +154,12 @@ class Runtime {
   Buffer alloc(size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE, const void* init = nullptr) const;
   // Non-blocking write (the queue is in order; the host data must live until the next finish()/read).
   void write(const Buffer& b, size_t offset, const void* src, size_t bytes) const;
+  // Blocking write: returns once every earlier command and this write have finished (src may change then).
+  void write_now(const Buffer& b, size_t offset, const void* src, size_t bytes) const;
   // Blocking read: returns once every earlier command has finished and the data is on the host.
   void read(const Buffer& b, size_t offset, void* dst, size_t bytes) const;
+  // Device-to-device copy, enqueued (nothing waits for it).
+  void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes) const;
   void finish() const;
 
   // Enqueues a kernel over a `dims`-dimensional range. local == nullptr: the device picks the work-group

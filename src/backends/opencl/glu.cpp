@@ -5,20 +5,24 @@ namespace tilellm {
 
 void OpenclBackend::glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) {
   if (n <= 0) return;
-  if ((act == FfnAct::SiLU ? k_glu_silu_ : k_glu_gelu_).on_cpu) return cpu_->glu(gate, up, out, n, act);
-  check_in(n, "glu");
-  check_out(n, "glu");
-  rt_.write(in_a_, 0, gate, size_t(n) * sizeof(float));
-  rt_.write(in_b_, 0, up, size_t(n) * sizeof(float));
   const opencl::Kernel& k = act == FfnAct::SiLU ? k_glu_silu_ : k_glu_gelu_;
+  if (k.on_cpu) {
+    host_in(gate, n);
+    host_in(up, n);
+    host_out(out, n);
+    return cpu_->glu(gate, up, out, n, act);
+  }
+  const opencl::Buffer& g = dev_in(gate, n, in_a_, "glu");
+  const opencl::Buffer& u = dev_in(up, n, in_b_, "glu");
+  const opencl::Buffer& y = dev_out(out, n, out_, "glu");
   const cl_int nn = cl_int(n);
-  opencl::set_arg(k, 0, in_a_);
-  opencl::set_arg(k, 1, in_b_);
-  opencl::set_arg(k, 2, out_);
+  opencl::set_arg(k, 0, g);
+  opencl::set_arg(k, 1, u);
+  opencl::set_arg(k, 2, y);
   opencl::set_arg(k, 3, nn);
   const size_t global[1] = {size_t(n)};
   rt_.launch(k, 1, global, nullptr);
-  rt_.read(out_, 0, out, size_t(n) * sizeof(float));
+  dev_done(out, n, y);
 }
 
 }  // namespace tilellm

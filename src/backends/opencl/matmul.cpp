@@ -1,5 +1,6 @@
 // Matmul on the device: one work-group per (output row, tile of kMatmulTile tokens), the kernel picked by the
-// weight's device format (matmul_<type>.cl). matmul_shared uploads the shared input once for all its weights.
+// weight's device format (matmul_<type>.cl). matmul_shared places the shared input on the device once for
+// all its weights.
 #include <algorithm>
 
 #include "backends/opencl/opencl_backend.h"
@@ -7,7 +8,8 @@
 
 namespace tilellm {
 
-void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok) {
+void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
+                                   const opencl::Buffer& y) {
   const opencl::Kernel& k = matmul_kernel(dw.type);
   // About one 32-weight block per item (idle items would only lengthen the reduction), but at least one
   // SIMD width (the preferred multiple): a group of one item is legal yet trips some compilers (PoCL 5.0
@@ -22,8 +24,8 @@ void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok) {
   opencl::set_arg(k, 3, n_out);
   const cl_int nt = cl_int(n_tok);
   opencl::set_arg(k, 4, nt);
-  opencl::set_arg(k, 5, in_a_);
-  opencl::set_arg(k, 6, out_);
+  opencl::set_arg(k, 5, x);
+  opencl::set_arg(k, 6, y);
   opencl::set_local_arg(k, 7, wg * sizeof(float));
   const size_t tiles = size_t((n_tok + kMatmulTile - 1) / kMatmulTile);
   const size_t global[2] = {size_t(dw.n_out) * wg, tiles}, local[2] = {wg, 1};
@@ -43,18 +45,20 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   for (int i = 0; i < n; ++i) {
     if (ws[i]->n_in != n_in)
       fail("matmul_shared: weight {} reads {} inputs, not {}", ws[i]->name, ws[i]->n_in, n_in);
-    check_out(n_tok * ws[i]->n_out, "matmul");
   }
-  check_in(n_tok * n_in, "matmul");
-  rt_.write(in_a_, 0, x, size_t(n_tok * n_in) * sizeof(float));
+  const opencl::Buffer* xb = nullptr;  // placed on the device by the first weight that runs there
   for (int i = 0; i < n; ++i) {
     const DeviceWeight& dw = find_weight(*ws[i], "matmul");
     if (matmul_kernel(dw.type).on_cpu) {
+      host_in(x, n_tok * n_in);
+      host_out(ys[i], n_tok * dw.n_out);
       cpu_->matmul(*ws[i], x, n_tok, ys[i]);  // the host weight (the mapped file) is still there
       continue;
     }
-    enqueue_matmul(dw, n_tok);
-    rt_.read(out_, 0, ys[i], size_t(n_tok * dw.n_out) * sizeof(float));
+    if (!xb) xb = &dev_in(x, n_tok * n_in, in_a_, "matmul");
+    const opencl::Buffer& yb = dev_out(ys[i], n_tok * dw.n_out, out_, "matmul");
+    enqueue_matmul(dw, n_tok, *xb, yb);
+    dev_done(ys[i], n_tok * dw.n_out, yb);
   }
 }
 

@@ -92,8 +92,29 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o) : opts_(o), rt_(o.de
   in_b_ = rt_.alloc(floats(opts_.max_in_elems));
   out_ = rt_.alloc(floats(opts_.max_out_elems));
   vec_ = rt_.alloc(floats(opts_.max_width));
-  ints_ = rt_.alloc(size_t(opts_.max_tokens) * sizeof(int32_t));
-  rope_rows_ = rt_.alloc(floats(opts_.max_tokens * opts_.max_width));
+  for (Staged* st : {&ids_, &pos_}) {
+    st->host.assign(size_t(opts_.max_tokens), 0);
+    st->dev = rt_.alloc(size_t(opts_.max_tokens) * sizeof(int32_t));
+  }
+  for (RopeRows& r : rope_) {
+    r.rows.assign(size_t(opts_.max_tokens * opts_.max_width), 0.0f);
+    r.dev = rt_.alloc(floats(opts_.max_tokens * opts_.max_width));
+  }
+  for (const OpenclBackendOptions::HostArray& a : o.resident) {
+    if (!a.data || a.bytes == 0) fail("internal: OpenCL backend asked to mirror an empty host array");
+    for (const Mirror& m : mirrors_) {
+      if (static_cast<uint8_t*>(a.data) < m.host + m.bytes &&
+          m.host < static_cast<uint8_t*>(a.data) + a.bytes)
+        fail("internal: OpenCL backend asked to mirror overlapping host arrays");
+    }
+    Mirror m;
+    m.host = static_cast<uint8_t*>(a.data);
+    m.bytes = a.bytes;
+    m.dev = rt_.alloc(a.bytes);
+    // The device buffer starts undefined: the host copy is the current one.
+    m.host_hi = a.bytes;
+    mirrors_.push_back(std::move(m));
+  }
 
   if (o.kv_layers > 0) {
     if (o.kv_ctx <= 0 || o.kv_dim <= 0) fail("internal: OpenCL KV cache of {} x {}", o.kv_ctx, o.kv_dim);
@@ -117,6 +138,11 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o) : opts_(o), rt_(o.de
   cpu_pool_ = std::make_unique<ThreadPool>(1);
   cpu_ = std::make_unique<CpuBackend>(*cpu_pool_, ActivationMode::F32, 0);
   if (o.self_check) run_self_check();
+}
+
+OpenclBackend::~OpenclBackend() {
+  // Non-blocking uploads may still read host arrays (mirrors, staging) that die with or after us.
+  clFinish(rt_.queue());
 }
 
 void OpenclBackend::upload_weight(const Weight& w) {
@@ -227,6 +253,18 @@ void OpenclBackend::upload_model(const ModelWeights& mw) {
   for (const LayerWeights& l : mw.layers) {
     for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) upload_weight(*w);
   }
+  // Norm weights too, so that rmsnorm sends nothing up (a vector shared by several norms is uploaded once).
+  auto upload_norm = [this](const std::vector<float>& v) {
+    if (v.empty() || norms_.count(v.data())) return;
+    norms_.emplace(v.data(), rt_.alloc(v.size() * sizeof(float), CL_MEM_READ_ONLY, v.data()));
+  };
+  upload_norm(mw.output_norm);
+  for (const LayerWeights& l : mw.layers) {
+    for (const std::vector<float>* v :
+         {&l.attn_norm, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm}) {
+      upload_norm(*v);
+    }
+  }
   rt_.finish();
 }
 
@@ -250,20 +288,6 @@ size_t OpenclBackend::reduction_wg(const opencl::Kernel& k, size_t want, size_t 
   size_t wg = 1;
   while (wg * 2 <= limit) wg *= 2;
   return wg;
-}
-
-void OpenclBackend::check_in(int64_t elems, const char* op) const {
-  if (elems > opts_.max_in_elems) {
-    fail("OpenCL backend: {} input of {} floats exceeds the scratch of {} sized at start", op, elems,
-         opts_.max_in_elems);
-  }
-}
-
-void OpenclBackend::check_out(int64_t elems, const char* op) const {
-  if (elems > opts_.max_out_elems) {
-    fail("OpenCL backend: {} output of {} floats exceeds the scratch of {} sized at start", op, elems,
-         opts_.max_out_elems);
-  }
 }
 
 void OpenclBackend::check_tokens(int64_t n_tok, const char* op) const {

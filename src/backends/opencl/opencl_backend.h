@@ -11,8 +11,24 @@
 //    to kv_store/attention only supplies (and must match) the geometry; its memory is not used.
 //  - Self-check: at construction every kernel runs a small random case against the CPU backend; a kernel that
 //    fails is replaced by the CPU backend for its op, with a warning naming it (self_check.cpp).
-//  - Activations stay on the host (the Backend interface): each op copies its inputs into fixed device
-//    scratch buffers and its outputs back. This per-op transfer is the known cost of this first version.
+//  - Activations are device-resident. The Backend interface passes host float pointers, and the CPU backend
+//    must keep paying nothing for that, so the interface is unchanged: instead the session hands the backend
+//    its activation scratch (ForwardScratch's float arrays) at construction, and the backend mirrors each
+//    array in a device buffer of the same size. An op whose operand lies in a mirrored array runs on the
+//    device copy; the backend tracks, per array, the byte range where one copy is newer than the other (at
+//    most one side is ever newer), and copies only when the other side needs it: a device op uploads the
+//    host's newer range first, a CPU-fallback op downloads the device's newer range first and marks what it
+//    writes as host-newer. So a forward pass downloads only what the host reads: the logits, which land in
+//    an array the backend does not mirror (any such pointer is copied per op: uploaded before, downloaded
+//    after, blocking), plus whatever a CPU-fallback op needs. An operand at an offset into a mirrored array
+//    (the forward's last rows selected for the logits) is copied device-to-device into fixed scratch, so the
+//    kernels need no offset arguments. The host must not read or write a mirrored array between ops except
+//    through to_host()/host_wrote() (the layer loop never does).
+//  - Small inputs go up once: norm weights at upload_model; token ids once per embed; positions and RoPE
+//    table rows only when they differ from what the device already holds (the ops of one forward all pass
+//    the same positions), each from a host staging array the backend owns, with non-blocking writes.
+//  - One in-order queue; nothing blocks except a download, a blocking upload of an unmirrored input, or
+//    reusing a host staging array (or host-writing a mirrored array) whose upload may still be in flight.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +58,13 @@ struct OpenclBackendOptions {
   uint64_t kv_max_buffer_bytes = 0;
   // Run the self-check at construction (tests of the kernels themselves turn it off).
   bool self_check = true;
+  // Host arrays to keep on the device (the session's activation scratch), each mirrored by a device buffer
+  // of the same size made at construction. The arrays must outlive the backend.
+  struct HostArray {
+    void* data;
+    size_t bytes;
+  };
+  std::vector<HostArray> resident;
   // Test hook: replaces the kernel named `test_kernel_name` by one of that name built from
   // `test_kernel_source` (after the usual header and helpers), before the self-check runs, so a test can
   // show a broken kernel caught. Empty: no replacement.
@@ -55,6 +78,9 @@ class OpenclBackend final : public Backend {
   static constexpr int kMatmulTile = 4;
 
   explicit OpenclBackend(const OpenclBackendOptions& o);
+  ~OpenclBackend() override;
+  OpenclBackend(const OpenclBackend&) = delete;
+  OpenclBackend& operator=(const OpenclBackend&) = delete;
   std::string_view name() const override { return "opencl"; }
   const opencl::Capabilities& caps() const { return rt_.caps(); }
 
@@ -67,6 +93,14 @@ class OpenclBackend final : public Backend {
   std::vector<std::string> cpu_fallbacks() const;
   // Device buffers the KV cache is split over (1 unless one buffer cannot hold it).
   size_t kv_buffers() const { return kv_bufs_.size(); }
+  // Makes the host copy of `bytes` bytes at p current (p: anywhere; only mirrored arrays need a copy).
+  void to_host(const void* p, size_t bytes);
+  // Declares that the host wrote `bytes` bytes at p of a mirrored array; the next device op uploads them.
+  // Call it before writing: it waits for an upload that may still read that memory.
+  void host_wrote(void* p, size_t bytes);
+  // Device-to-host copies of activations so far (downloads of mirrored arrays and per-op reads of unmirrored
+  // outputs): tests count them to show what a forward pass reads back.
+  uint64_t downloads() const { return downloads_; }
   // Copies the device KV cache into a host cache of the same geometry (tests; moving KV between backends).
   void read_kv(KvCache& kv) const;
 
@@ -99,21 +133,59 @@ class OpenclBackend final : public Backend {
   std::vector<opencl::Kernel*> all_kernels();
   // The KV ops share the cache: if either kernel failed, both run on the CPU over the host cache.
   bool kv_on_cpu() const { return k_kv_store_.on_cpu || k_attention_.on_cpu; }
-  // Enqueue the KV kernels on an explicit cache buffer (the session's, or the self-check's own). kv_store
-  // reads k from in_a_, v from in_b_, positions from ints_; attention reads q from in_a_, positions from
-  // ints_ and writes out_.
+  // Enqueue the KV kernels on an explicit cache buffer (the session's, or the self-check's own); k, v, q,
+  // out: [n_tok][...] floats from offset 0; pos: [n_tok] int32.
   void enqueue_kv_store(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t kv_dim,
-                        int64_t n_tok);
+                        int64_t n_tok, const opencl::Buffer& k, const opencl::Buffer& v,
+                        const opencl::Buffer& pos);
   void enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t kv_dim,
-                         int64_t n_tok, const AttnParams& p);
+                         int64_t n_tok, const AttnParams& p, const opencl::Buffer& q,
+                         const opencl::Buffer& pos, const opencl::Buffer& out);
   void run_self_check();
-  // Enqueues y = W x for x already in in_a_, writing out_.
-  void enqueue_matmul(const DeviceWeight& dw, int64_t n_tok);
+  // Enqueues y = W x, x and y on the device from offset 0.
+  void enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
+                      const opencl::Buffer& y);
+
+  // A mirrored host array (see the header comment). Dirty ranges are byte offsets [lo, hi) into the array,
+  // empty when lo == hi; they cover every byte where that copy is newer (the hull of those bytes: the copies
+  // agree on the rest, since only one side is ever newer).
+  struct Mirror {
+    uint8_t* host = nullptr;
+    size_t bytes = 0;
+    opencl::Buffer dev;               // [bytes], the device copy
+    size_t host_lo = 0, host_hi = 0;  // the host copy is newer here
+    size_t dev_lo = 0, dev_hi = 0;    // the device copy is newer here
+    uint64_t upload_epoch = 0;        // epoch_ of its last non-blocking upload (in flight while equal)
+  };
+  // The mirror holding [p, p + bytes), or null when p is in no mirrored array; a range that starts in one
+  // but runs past its end is an error naming the op.
+  Mirror* find_mirror(const void* p, size_t bytes, const char* op);
+  // Uploads the host-newer range of m (non-blocking, from the host array).
+  void upload_dirty(Mirror& m);
+  // The device buffer holding an op's input of n floats at p, from offset 0: the mirror itself, or `staging`
+  // filled from an offset into a mirror (device copy) or from unmirrored host memory (blocking write).
+  const opencl::Buffer& dev_in(const float* p, int64_t n, const opencl::Buffer& staging, const char* op);
+  // The device buffer an op writes its n floats for p into, from offset 0: the mirror itself, else `staging`
+  // (which may be the buffer dev_in filled, for ops in place). Call dev_done() after the launch.
+  const opencl::Buffer& dev_out(float* p, int64_t n, const opencl::Buffer& staging, const char* op);
+  // Records an output written into `written` (what dev_out returned): marks the mirror's range device-newer,
+  // or copies staging into the mirror at p's offset, or downloads it to unmirrored p (blocking).
+  void dev_done(float* p, int64_t n, const opencl::Buffer& written);
+  // Before a CPU-fallback op: its inputs' host copies made current, its outputs marked host-newer.
+  void host_in(const float* p, int64_t n) { to_host(p, size_t(n) * sizeof(float)); }
+  void host_out(float* p, int64_t n) { host_wrote(p, size_t(n) * sizeof(float)); }
+  // Blocking completions of the queue (reads, blocking writes, finish) bump the epoch: a non-blocking upload
+  // recorded with the current epoch may still be reading its host memory.
+  void download(const opencl::Buffer& b, size_t off, void* dst, size_t bytes);
+  void wait_for_upload(uint64_t epoch);
+  // The device copies of the call's token ids / positions (uploaded from host staging only when they
+  // differ from what the device holds), and the RoPE rows of the positions of `table`.
+  const opencl::Buffer& dev_ids(const int32_t* ids, int64_t n_tok);
+  const opencl::Buffer& dev_positions(const int32_t* pos, int64_t n_tok);
+  const opencl::Buffer& dev_rope_rows(const RopeTable& table, const int32_t* pos, int64_t n_tok);
   // The work-group size of a reduction kernel: the largest power of two within the kernel's and device's
   // limits, the local memory it needs (`local_floats_per_item` floats per item) and `want`.
   size_t reduction_wg(const opencl::Kernel& k, size_t want, size_t local_floats_per_item) const;
-  void check_in(int64_t elems, const char* op) const;
-  void check_out(int64_t elems, const char* op) const;
   void check_tokens(int64_t n_tok, const char* op) const;
   void check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok, const char* op) const;
   // The device buffer holding `layer` and the element offset of its K plane in it.
@@ -134,12 +206,36 @@ class OpenclBackend final : public Backend {
   std::unique_ptr<ThreadPool> cpu_pool_;
   std::unique_ptr<CpuBackend> cpu_;
 
-  // Scratch, sized once from the options.
+  // Scratch, sized once from the options, for operands that are not (or not at offset 0 of) a mirror.
   opencl::Buffer in_a_, in_b_;  // [max_in_elems] floats: op inputs
   opencl::Buffer out_;          // [max_out_elems] floats: op outputs
-  opencl::Buffer vec_;          // [max_width] floats: a norm weight vector
-  opencl::Buffer ints_;         // [max_tokens] int32: token ids or positions
-  opencl::Buffer rope_rows_;    // [max_tokens][max_width] floats: RoPE table rows of the call's positions
+  opencl::Buffer vec_;          // [max_width] floats: a norm weight vector not uploaded by upload_model
+
+  std::vector<Mirror> mirrors_;                             // the options' resident arrays
+  std::unordered_map<const float*, opencl::Buffer> norms_;  // norm weights by host address: [n] floats
+  uint64_t epoch_ = 1;
+  uint64_t downloads_ = 0;
+
+  // Small inputs staged on the host (so the non-blocking upload may run while the caller's arrays change),
+  // with their device copies; `epoch` as Mirror::upload_epoch.
+  struct Staged {
+    std::vector<int32_t> host;  // [max_tokens]
+    opencl::Buffer dev;         // [max_tokens] int32
+    int64_t n = -1;             // entries the device holds; -1: none
+    uint64_t epoch = 0;
+  };
+  Staged ids_, pos_;
+  // st's device copy holding ints[0..n), uploaded (non-blocking, from st.host) only when it holds others.
+  const opencl::Buffer& staged(Staged& st, const int32_t* ints, int64_t n);
+  // RoPE rows of the last positions of up to two tables (global and sliding-window layers alternate).
+  struct RopeRows {
+    std::vector<float> rows;  // [max_tokens][max_width] floats: the host copy of what the device holds
+    opencl::Buffer dev;       // the same on the device
+    int64_t n_tok = -1, n_half = 0;
+    uint64_t epoch = 0, last_use = 0;
+  };
+  RopeRows rope_[2];
+  uint64_t rope_uses_ = 0;
 
   // Device FB-KV: kv_bufs_[b] holds layers [b * layers_per_buf_, ...), each [K|V][n_ctx][kv_dim].
   std::vector<opencl::Buffer> kv_bufs_;

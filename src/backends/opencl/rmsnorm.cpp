@@ -6,25 +6,36 @@ namespace tilellm {
 
 void OpenclBackend::rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) {
   if (n_rows <= 0 || n <= 0) return;
-  if (k_rmsnorm_.on_cpu) return cpu_->rmsnorm(x, w, y, n_rows, n, eps);
-  check_in(n_rows * n, "rmsnorm");
-  check_out(n_rows * n, "rmsnorm");
+  if (k_rmsnorm_.on_cpu) {
+    host_in(x, n_rows * n);
+    host_out(y, n_rows * n);
+    return cpu_->rmsnorm(x, w, y, n_rows, n, eps);
+  }
   if (n > opts_.max_width)
     fail("OpenCL backend: rmsnorm rows of {} exceed the width {} sized at start", n, opts_.max_width);
-  rt_.write(in_a_, 0, x, size_t(n_rows * n) * sizeof(float));
-  rt_.write(vec_, 0, w, size_t(n) * sizeof(float));
+  const opencl::Buffer& xb = dev_in(x, n_rows * n, in_a_, "rmsnorm");
+  // The model's norm weights are on the device since upload_model; any other vector goes up now.
+  const opencl::Buffer* wb = &vec_;
+  if (auto it = norms_.find(w); it != norms_.end() && it->second.bytes == size_t(n) * sizeof(float)) {
+    wb = &it->second;
+  } else {
+    rt_.write_now(vec_, 0, w, size_t(n) * sizeof(float));
+    ++epoch_;
+  }
+  // In place (y == x) the kernel writes the buffer it reads, which it allows (rmsnorm.cl).
+  const opencl::Buffer& yb = y == x ? xb : dev_out(y, n_rows * n, out_, "rmsnorm");
   const opencl::Kernel& k = k_rmsnorm_;
   const size_t wg = reduction_wg(k, 64, 1);
   const cl_int nn = cl_int(n);
-  opencl::set_arg(k, 0, in_a_);
-  opencl::set_arg(k, 1, vec_);
-  opencl::set_arg(k, 2, out_);
+  opencl::set_arg(k, 0, xb);
+  opencl::set_arg(k, 1, *wb);
+  opencl::set_arg(k, 2, yb);
   opencl::set_arg(k, 3, nn);
   opencl::set_arg(k, 4, eps);
   opencl::set_local_arg(k, 5, wg * sizeof(float));
   const size_t global[1] = {size_t(n_rows) * wg}, local[1] = {wg};
   rt_.launch(k, 1, global, local);
-  rt_.read(out_, 0, y, size_t(n_rows * n) * sizeof(float));
+  dev_done(y, n_rows * n, yb);
 }
 
 }  // namespace tilellm

@@ -1,5 +1,6 @@
-// RoPE on the device. The table stays on the host (two per session, possibly large); each call sends the rows
-// of its tokens' positions, so the kernel only looks them up.
+// RoPE on the device. The table stays on the host (two per session, possibly large); the device gets the rows
+// of the call's positions, uploaded only when they differ from the rows it holds (dev_rope_rows), so a
+// forward pass sends them once per table.
 #include "backends/opencl/opencl_backend.h"
 #include "format/error.h"
 
@@ -12,25 +13,27 @@ void OpenclBackend::rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_
          head_dim);
   }
   if (n_tok <= 0 || n_heads <= 0 || table.n_half == 0) return;
-  if (k_rope_.on_cpu) return cpu_->rope(x, n_tok, n_heads, head_dim, rope_dim, pos, table, mode);
+  const int64_t n = n_tok * n_heads * head_dim;
+  if (k_rope_.on_cpu) {
+    host_out(x, n);
+    return cpu_->rope(x, n_tok, n_heads, head_dim, rope_dim, pos, table, mode);
+  }
   for (int64_t t = 0; t < n_tok; ++t) {
     if (pos[t] < 0 || pos[t] >= table.n_pos)
       fail("position {} is outside the RoPE table of {}", pos[t], table.n_pos);
   }
   check_tokens(n_tok, "rope");
-  check_in(n_tok * n_heads * head_dim, "rope");
   if (2 * table.n_half > opts_.max_width) {
     fail("OpenCL backend: RoPE rows of {} exceed the width {} sized at start", 2 * table.n_half,
          opts_.max_width);
   }
-  const size_t row = size_t(table.n_half) * 2 * sizeof(float);
-  rt_.write(in_a_, 0, x, size_t(n_tok * n_heads * head_dim) * sizeof(float));
-  for (int64_t t = 0; t < n_tok; ++t) rt_.write(rope_rows_, size_t(t) * row, table.at(pos[t]), row);
+  const opencl::Buffer& rows = dev_rope_rows(table, pos, n_tok);
+  const opencl::Buffer& xb = dev_in(x, n, in_a_, "rope");
   const opencl::Kernel& k = k_rope_;
   const cl_int nt = cl_int(n_tok), nh = cl_int(n_heads), hd = cl_int(head_dim), half = cl_int(table.n_half),
                neox = mode == RopeMode::Neox ? 1 : 0;
-  opencl::set_arg(k, 0, in_a_);
-  opencl::set_arg(k, 1, rope_rows_);
+  opencl::set_arg(k, 0, xb);
+  opencl::set_arg(k, 1, rows);
   opencl::set_arg(k, 2, nt);
   opencl::set_arg(k, 3, nh);
   opencl::set_arg(k, 4, hd);
@@ -38,7 +41,7 @@ void OpenclBackend::rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_
   opencl::set_arg(k, 6, neox);
   const size_t global[3] = {size_t(half), size_t(n_heads), size_t(n_tok)};
   rt_.launch(k, 3, global, nullptr);
-  rt_.read(in_a_, 0, x, size_t(n_tok * n_heads * head_dim) * sizeof(float));
+  dev_done(x, n, xb);
 }
 
 }  // namespace tilellm

@@ -161,11 +161,9 @@ void OpenclBackend::run_self_check() {
                                v = random_floats(size_t(4 * kv_dim), rng);
       const int32_t pos[4] = {int32_t(p0), int32_t(p0 + 1), int32_t(p0 + 2), int32_t(p0 + 3)};
       cpu_->kv_store(ref, 0, k.data(), v.data(), pos, 4);
-      rt_.write(in_a_, 0, k.data(), k.size() * sizeof(float));
-      rt_.write(in_b_, 0, v.data(), v.size() * sizeof(float));
-      rt_.write(ints_, 0, pos, sizeof(pos));
-      enqueue_kv_store(cache, 0, n_ctx, kv_dim, 4);
-      rt_.finish();  // k, v, pos are rewritten by the next iteration
+      rt_.write_now(in_a_, 0, k.data(), k.size() * sizeof(float));
+      rt_.write_now(in_b_, 0, v.data(), v.size() * sizeof(float));
+      enqueue_kv_store(cache, 0, n_ctx, kv_dim, 4, in_a_, in_b_, dev_positions(pos, 4));
     }
     // Compare the stored rows as floats (the cache type's values).
     std::vector<uint8_t> dev(2 * plane);
@@ -203,9 +201,8 @@ void OpenclBackend::run_self_check() {
     const std::vector<float> q = random_floats(size_t(2 * p.n_head * hd), rng);
     std::vector<float> want_o(q.size()), have_o(q.size());
     cpu_->attention(q.data(), ref, 0, pos, 2, p, want_o.data());
-    rt_.write(in_a_, 0, q.data(), q.size() * sizeof(float));
-    rt_.write(ints_, 0, pos, sizeof(pos));
-    enqueue_attention(cache, 0, n_ctx, kv_dim, 2, p);
+    rt_.write_now(in_a_, 0, q.data(), q.size() * sizeof(float));
+    enqueue_attention(cache, 0, n_ctx, kv_dim, 2, p, in_a_, dev_positions(pos, 2), out_);
     rt_.read(out_, 0, have_o.data(), have_o.size() * sizeof(float));
     verdict(k_attention_, relative_error(want_o, have_o));
   }

@@ -1,0 +1,169 @@
+// Device-resident activations: the bookkeeping of the mirrored host arrays (which copy is newer where), the
+// placement of an op's operands (a mirror, or fixed scratch), and the staged small inputs (token ids,
+// positions, RoPE rows). The header comment of opencl_backend.h describes the scheme.
+#include <algorithm>
+#include <cstring>
+
+#include "backends/opencl/opencl_backend.h"
+#include "format/error.h"
+
+namespace tilellm {
+namespace {
+
+// Grows [lo, hi) to cover [a, b).
+void widen(size_t& lo, size_t& hi, size_t a, size_t b) {
+  if (lo == hi) {
+    lo = a;
+    hi = b;
+  } else {
+    lo = std::min(lo, a);
+    hi = std::max(hi, b);
+  }
+}
+
+[[noreturn]] void fail_scratch(const char* op, const char* what, int64_t n, const opencl::Buffer& staging) {
+  fail("OpenCL backend: {} {} of {} floats exceeds the scratch of {} sized at start", op, what, n,
+       staging.bytes / sizeof(float));
+}
+
+}  // namespace
+
+OpenclBackend::Mirror* OpenclBackend::find_mirror(const void* p, size_t bytes, const char* op) {
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  for (Mirror& m : mirrors_) {
+    if (b < m.host || b >= m.host + m.bytes) continue;
+    if (bytes > size_t(m.host + m.bytes - b)) {
+      fail("OpenCL backend: {}: {} bytes at offset {} run past the end of an activation array of {} bytes",
+           op, bytes, size_t(b - m.host), m.bytes);
+    }
+    return &m;
+  }
+  return nullptr;
+}
+
+void OpenclBackend::download(const opencl::Buffer& b, size_t off, void* dst, size_t bytes) {
+  rt_.read(b, off, dst, bytes);
+  ++epoch_;
+  ++downloads_;
+}
+
+void OpenclBackend::wait_for_upload(uint64_t epoch) {
+  if (epoch != epoch_) return;  // a blocking completion since: the upload is done
+  rt_.finish();
+  ++epoch_;
+}
+
+void OpenclBackend::upload_dirty(Mirror& m) {
+  if (m.host_lo == m.host_hi) return;
+  rt_.write(m.dev, m.host_lo, m.host + m.host_lo, m.host_hi - m.host_lo);
+  m.upload_epoch = epoch_;
+  m.host_lo = m.host_hi = 0;
+}
+
+void OpenclBackend::to_host(const void* p, size_t bytes) {
+  Mirror* m = find_mirror(p, bytes, "to_host");
+  if (!m || m->dev_lo == m->dev_hi) return;
+  // The whole device-newer range, not only [p, p + bytes): the invariant (one side newer) needs it before
+  // the host may write anywhere in the array.
+  download(m->dev, m->dev_lo, m->host + m->dev_lo, m->dev_hi - m->dev_lo);
+  m->dev_lo = m->dev_hi = 0;
+}
+
+void OpenclBackend::host_wrote(void* p, size_t bytes) {
+  Mirror* m = find_mirror(p, bytes, "host_wrote");
+  if (!m) return;
+  to_host(p, bytes);
+  wait_for_upload(m->upload_epoch);
+  const size_t off = size_t(static_cast<uint8_t*>(p) - m->host);
+  widen(m->host_lo, m->host_hi, off, off + bytes);
+}
+
+const opencl::Buffer& OpenclBackend::dev_in(const float* p, int64_t n, const opencl::Buffer& staging,
+                                            const char* op) {
+  const size_t bytes = size_t(n) * sizeof(float);
+  Mirror* m = find_mirror(p, bytes, op);
+  if (m) {
+    upload_dirty(*m);
+    const size_t off = size_t(reinterpret_cast<const uint8_t*>(p) - m->host);
+    if (off == 0) return m->dev;
+    if (bytes > staging.bytes) fail_scratch(op, "input", n, staging);
+    rt_.copy(m->dev, off, staging, 0, bytes);
+    return staging;
+  }
+  if (bytes > staging.bytes) fail_scratch(op, "input", n, staging);
+  // Blocking: the caller's array may change as soon as the op returns.
+  rt_.write_now(staging, 0, p, bytes);
+  ++epoch_;
+  return staging;
+}
+
+const opencl::Buffer& OpenclBackend::dev_out(float* p, int64_t n, const opencl::Buffer& staging,
+                                             const char* op) {
+  const size_t bytes = size_t(n) * sizeof(float);
+  Mirror* m = find_mirror(p, bytes, op);
+  if (m) {
+    // The host-newer bytes go up first, so that the device becomes the only newer side.
+    upload_dirty(*m);
+    if (reinterpret_cast<uint8_t*>(p) == m->host) return m->dev;
+  }
+  if (bytes > staging.bytes) fail_scratch(op, "output", n, staging);
+  return staging;
+}
+
+void OpenclBackend::dev_done(float* p, int64_t n, const opencl::Buffer& written) {
+  const size_t bytes = size_t(n) * sizeof(float);
+  Mirror* m = find_mirror(p, bytes, "dev_done");
+  if (!m) return download(written, 0, p, bytes);
+  const size_t off = size_t(reinterpret_cast<uint8_t*>(p) - m->host);
+  if (&written != &m->dev) rt_.copy(written, 0, m->dev, off, bytes);
+  widen(m->dev_lo, m->dev_hi, off, off + bytes);
+}
+
+const opencl::Buffer& OpenclBackend::staged(Staged& st, const int32_t* ints, int64_t n) {
+  const size_t bytes = size_t(n) * sizeof(int32_t);
+  if (st.n == n && std::memcmp(st.host.data(), ints, bytes) == 0) return st.dev;  // the device has them
+  wait_for_upload(st.epoch);
+  std::memcpy(st.host.data(), ints, bytes);
+  rt_.write(st.dev, 0, st.host.data(), bytes);
+  st.n = n;
+  st.epoch = epoch_;
+  return st.dev;
+}
+
+const opencl::Buffer& OpenclBackend::dev_ids(const int32_t* ids, int64_t n_tok) {
+  return staged(ids_, ids, n_tok);
+}
+
+const opencl::Buffer& OpenclBackend::dev_positions(const int32_t* pos, int64_t n_tok) {
+  return staged(pos_, pos, n_tok);
+}
+
+const opencl::Buffer& OpenclBackend::dev_rope_rows(const RopeTable& table, const int32_t* pos,
+                                                   int64_t n_tok) {
+  // Compared by content, not by the table's address: a table freed and another made at the same address
+  // must not find the old rows.
+  const size_t row = size_t(table.n_half) * 2;
+  auto same = [&](const RopeRows& r) {
+    if (r.n_tok != n_tok || r.n_half != table.n_half) return false;
+    for (int64_t t = 0; t < n_tok; ++t) {
+      if (std::memcmp(r.rows.data() + size_t(t) * row, table.at(pos[t]), row * sizeof(float)) != 0)
+        return false;
+    }
+    return true;
+  };
+  RopeRows* hit = same(rope_[0]) ? &rope_[0] : same(rope_[1]) ? &rope_[1] : nullptr;
+  if (!hit) {
+    hit = rope_[0].last_use <= rope_[1].last_use ? &rope_[0] : &rope_[1];
+    wait_for_upload(hit->epoch);
+    for (int64_t t = 0; t < n_tok; ++t)
+      std::memcpy(hit->rows.data() + size_t(t) * row, table.at(pos[t]), row * sizeof(float));
+    rt_.write(hit->dev, 0, hit->rows.data(), size_t(n_tok) * row * sizeof(float));
+    hit->n_tok = n_tok;
+    hit->n_half = table.n_half;
+    hit->epoch = epoch_;
+  }
+  hit->last_use = ++rope_uses_;
+  return hit->dev;
+}
+
+}  // namespace tilellm
