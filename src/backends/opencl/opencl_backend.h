@@ -129,6 +129,7 @@ class OpenclBackend final : public Backend {
   DeviceWeight make_device_weight(const Weight& w);
   const DeviceWeight& find_weight(const Weight& w, const char* op) const;
   opencl::Kernel& matmul_kernel(GgmlType device_type);
+  opencl::Kernel& matvec_kernel(GgmlType device_type);
   opencl::Kernel& embed_kernel(GgmlType device_type);
   std::vector<opencl::Kernel*> all_kernels();
   // The KV ops share the cache: if either kernel failed, both run on the CPU over the host cache.
@@ -145,6 +146,8 @@ class OpenclBackend final : public Backend {
   // Enqueues y = W x, x and y on the device from offset 0.
   void enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                       const opencl::Buffer& y);
+  // Enqueues y = W x for one token with the matvec kernel.
+  void enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y);
 
   // A mirrored host array (see the header comment). Dirty ranges are byte offsets [lo, hi) into the array,
   // empty when lo == hi; they cover every byte where that copy is newer (the hull of those bytes: the copies
@@ -197,7 +200,9 @@ class OpenclBackend final : public Backend {
   // One program built from every op file; kernels chosen by weight type / activation / cache type.
   opencl::ProgramHandle program_;
   opencl::ProgramHandle test_program_;  // the test hook's replacement kernel, when set
-  opencl::Kernel k_embed_[5], k_matmul_[5];
+  // k_matvec_: the one-token (decode) products, used for n_tok == 1 unless they failed the self-check (then
+  // k_matmul_ serves decode too).
+  opencl::Kernel k_embed_[5], k_matmul_[5], k_matvec_[5];
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
 
   std::unordered_map<const uint8_t*, DeviceWeight> weights_;  // by host Weight::data
