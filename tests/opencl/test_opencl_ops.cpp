@@ -245,6 +245,45 @@ TEST_P(OpenclOps, matmul_matches_cpu_for_every_weight_type) {
   }
 }
 
+TEST_P(OpenclOps, profiling_times_each_kernel_launch) {
+  // With profiling on, every launch is counted under its kernel's name with a positive device time; a reset
+  // clears the totals; without profiling nothing is recorded.
+  for (bool profiling : {true, false}) {
+    OpenclBackendOptions o;
+    o.device = test::opencl_test_device();
+    o.profile = GetParam();
+    o.max_tokens = 8;
+    o.max_in_elems = o.max_out_elems = 1 << 12;
+    o.max_width = 256;
+    o.self_check = false;
+    o.profiling = profiling;
+    OpenclBackend be(o);
+    OwnedWeight& w = keep(make_weight(GgmlType::Q4_0, 96, 13, 2));
+    be.upload_weight(w.w);
+    const std::vector<float> x = rand_floats(2 * 96, 3), nw = rand_floats(96, 4);
+    std::vector<float> y(26), xn(2 * 96);
+    be.matmul(w.w, x.data(), 1, y.data());
+    be.matmul(w.w, x.data(), 2, y.data());
+    be.matmul(w.w, x.data(), 1, y.data());
+    be.rmsnorm(x.data(), nw.data(), xn.data(), 2, 96, 1e-5f);
+    const std::vector<KernelTime> t = be.kernel_times();
+    if (!profiling) {
+      EXPECT_TRUE(t.empty());
+      continue;
+    }
+    ASSERT_EQ(t.size(), 3u);  // in the order they first ran
+    EXPECT_EQ(t[0].name, "matvec_q4_0");
+    EXPECT_EQ(t[0].calls, 2);
+    EXPECT_EQ(t[1].name, "matmul_q4_0");
+    EXPECT_EQ(t[1].calls, 1);
+    EXPECT_EQ(t[2].name, "rmsnorm");
+    EXPECT_EQ(t[2].calls, 1);
+    for (const KernelTime& k : t) EXPECT_GT(k.ns, 0.0) << k.name;
+    be.reset_kernel_times();
+    EXPECT_TRUE(be.kernel_times().empty());
+  }
+}
+
 TEST_P(OpenclOps, matmul_shared_equals_separate_matmuls) {
   auto be = make();
   OwnedWeight& w1 = keep(make_weight(GgmlType::Q4_1, 160, 21, 3));

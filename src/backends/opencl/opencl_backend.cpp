@@ -42,7 +42,8 @@ size_t floats(int64_t n) {
 
 }  // namespace
 
-OpenclBackend::OpenclBackend(const OpenclBackendOptions& o) : opts_(o), rt_(o.device, o.profile) {
+OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
+    : opts_(o), rt_(o.device, o.profile, o.profiling) {
   if (o.max_tokens <= 0 || o.max_in_elems <= 0 || o.max_out_elems <= 0 || o.max_width <= 0) {
     fail("internal: OpenCL backend sized for {} tokens, {}/{} elements, width {}", o.max_tokens,
          o.max_in_elems, o.max_out_elems, o.max_width);

@@ -58,6 +58,8 @@ struct OpenclBackendOptions {
   uint64_t kv_max_buffer_bytes = 0;
   // Run the self-check at construction (tests of the kernels themselves turn it off).
   bool self_check = true;
+  // Time every kernel with the queue's profiling timestamps (kernel_times(); `tilellm bench --profile`).
+  bool profiling = false;
   // Host arrays to keep on the device (the session's activation scratch), each mirrored by a device buffer
   // of the same size made at construction. The arrays must outlive the backend.
   struct HostArray {
@@ -117,6 +119,8 @@ class OpenclBackend final : public Backend {
                  const AttnParams& p, float* out) override;
   void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
   void add(float* acc, const float* x, int64_t n) override;
+  std::vector<KernelTime> kernel_times() const override { return rt_.kernel_times(); }
+  void reset_kernel_times() override { rt_.reset_kernel_times(); }
 
  private:
   struct DeviceWeight {
