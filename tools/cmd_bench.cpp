@@ -7,6 +7,7 @@
 // fit the test (depth + prompt + gen tokens) unless -c asks for more.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -38,6 +39,7 @@ struct BenchArgs {
   int64_t batch = 64;
   uint32_t seed = 1234;
   bool membw = false;
+  bool profile = false;  // --profile: per-kernel device times (OpenCL)
   int64_t membw_mib = 256;
 };
 
@@ -148,6 +150,32 @@ void run_membw(const BenchArgs& a, bench::Format f) {
   if (f == bench::Format::Json) std::printf("%s\n", rows.dump(2).c_str());
 }
 
+// --profile: the device time of every kernel over the test's warm-up and timed runs, on stderr (stdout
+// keeps the chosen format). Shares are of the summed kernel time; the wall time of the runs beyond that sum
+// is launch and synchronization cost.
+void print_kernel_profile(const Session& session, const bench::TestSpec& t, int reps) {
+  const std::vector<KernelTime> times = session.kernel_times();
+  if (times.empty()) {
+    std::fprintf(stderr, "profile: this backend has no kernel timestamps (--profile times OpenCL kernels)\n");
+    return;
+  }
+  double total = 0;
+  int64_t calls = 0;
+  for (const KernelTime& k : times) total += k.ns, calls += k.calls;
+  std::fprintf(stderr, "profile %s (%d runs + warm-up): %lld kernel launches, %.1f ms of kernel time\n",
+               bench::test_name(t).c_str(), reps, static_cast<long long>(calls), total / 1e6);
+  std::fprintf(stderr,
+               "| kernel | calls | total us | us/call | share |\n| --- | ---: | ---: | ---: | ---: |\n");
+  std::vector<KernelTime> sorted = times;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const KernelTime& a, const KernelTime& b) { return a.ns > b.ns; });
+  for (const KernelTime& k : sorted) {
+    std::fprintf(stderr, "| %s | %lld | %.1f | %.2f | %.1f%% |\n", k.name.c_str(),
+                 static_cast<long long>(k.calls), k.ns / 1e3, k.ns / 1e3 / double(k.calls),
+                 total > 0 ? 100.0 * k.ns / total : 0.0);
+  }
+}
+
 void run_bench(BenchArgs a) {
   take_pg_from_p(a.n_prompt, a.pg);
   const bench::Format format = bench::parse_format(a.output);
@@ -184,7 +212,9 @@ void run_bench(BenchArgs a) {
         so.activations = a.activations == "f32" ? ActivationMode::F32 : ActivationMode::Quantized;
         apply_backend_args(a.backend, so);
         so.weights = parse_weights_mode(a.weights);
+        so.profile_kernels = a.profile;
         Session session(*model, so);
+        session.reset_kernel_times();  // the self-check's launches are not the test's
 
         bench::Row r;
         r.build_commit = commit;
@@ -210,6 +240,7 @@ void run_bench(BenchArgs a) {
         r.samples_ns = bench::measure(session, t, a.reps, a.seed);
         std::fputs(printer->row(r).c_str(), stdout);
         std::fflush(stdout);
+        if (a.profile) print_kernel_profile(session, t, a.reps);
       }
     }
   }
@@ -255,6 +286,8 @@ void register_bench(CLI::App& app) {
   sub->add_option("--seed", a->seed, "seed of the random token ids")->capture_default_str();
   sub->add_flag("--membw", a->membw,
                 "measure memory bandwidth instead (memcpy read+write and pure read, per -t thread count)");
+  sub->add_flag("--profile", a->profile,
+                "time every device kernel (OpenCL) and print a per-kernel table on stderr after each test");
   sub->add_option("--membw-mib", a->membw_mib, "buffer size of --membw in MiB")->capture_default_str();
   sub->callback([a] { run_bench(*a); });
 }

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/kernel_time.h"
 #include "model/config.h"
 #include "model/weights.h"
 #include "runtime/kv_cache.h"
@@ -67,6 +68,11 @@ class Backend {
   virtual void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) = 0;
   // acc += x, elementwise over n floats.
   virtual void add(float* acc, const float* x, int64_t n) = 0;
+
+  // Device time per kernel since the last reset, for a backend that times its kernels (OpenCL with
+  // profiling on); empty otherwise. Reading it waits for the queued work.
+  virtual std::vector<KernelTime> kernel_times() const { return {}; }
+  virtual void reset_kernel_times() {}
 };
 
 }  // namespace tilellm

@@ -32,6 +32,7 @@ std::unique_ptr<Backend> make_device_backend(const Model& m, const SessionOption
   OpenclBackendOptions g;
   g.device = o.device;
   g.profile = o.device_profile;
+  g.profiling = o.profile_kernels;
   const int64_t n_batch = s.n_batch;
   g.max_tokens = n_batch;
   const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});
@@ -127,6 +128,14 @@ const float* Session::logits_at(int64_t i) const {
   if (!opts_.logits_all) fail("internal: logits_at() needs a session made with logits_all");
   if (i < 0 || i >= last_n_) fail("internal: logits row {} of a batch of {}", i, last_n_);
   return logits_.as<float>() + i * model_.config().n_vocab;
+}
+
+std::vector<KernelTime> Session::kernel_times() const {
+  return device_backend_ ? device_backend_->kernel_times() : std::vector<KernelTime>{};
+}
+
+void Session::reset_kernel_times() {
+  if (device_backend_) device_backend_->reset_kernel_times();
 }
 
 }  // namespace tilellm

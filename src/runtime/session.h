@@ -32,6 +32,7 @@ struct SessionOptions {
   int device = 0;                             // OpenCL: device index (`tilellm devices`)
   std::string device_profile = "none";        // OpenCL: clamp the device to a GPU family (opencl/device.h)
   WeightsMode weights = WeightsMode::Native;  // how matrices are held: backends/cpu/tiled_weight.h
+  bool profile_kernels = false;               // OpenCL: time every kernel (kernel_times())
 };
 
 class Session {
@@ -54,6 +55,9 @@ class Session {
   const Model& model() const { return model_; }
   const KvCache& kv_cache() const { return kv_; }
   int n_threads() const { return pool_.size(); }
+  // Device time per kernel since the last reset (OpenCL with profile_kernels); empty on the CPU backend.
+  std::vector<KernelTime> kernel_times() const;
+  void reset_kernel_times();
 
  private:
   const Model& model_;

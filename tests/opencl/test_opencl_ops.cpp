@@ -215,30 +215,72 @@ TEST_P(OpenclOps, matmul_matches_cpu_for_every_weight_type) {
                      GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::BF16}) {
     const int64_t bs = type_traits(t).block_size;
     const int64_t n_in = bs == 1 ? 333 : bs * (bs == 256 ? 3 : 11);  // odd multiples of the block size
-    const int64_t n_out = 37, n_tok = 7;  // one full tile of 4 tokens and a partial one
+    const int64_t n_out = 37;  // not a multiple of the matvec kernel's 4 rows per group
     OwnedWeight& w = keep(make_weight(t, n_in, n_out, 21));
     be->upload_weight(w.w);
-    const std::vector<float> x = rand_floats(size_t(n_tok * n_in), 5);
-    std::vector<float> a(size_t(n_tok * n_out)), b(size_t(n_tok * n_out), -7.0f);
-    cpu_.matmul(w.w, x.data(), n_tok, a.data());
-    be->matmul(w.w, x.data(), n_tok, b.data());
-    // Both sides sum the same n_in exact products w_i x_i in float, in different orders; each result is
-    // within gamma_n * sum |w_i x_i| (gamma_n ~ n u) of the exact sum, so they differ by at most 2 n u sum
-    // |w_i x_i|.
-    const std::vector<float> wf = dequantize(w.w);
-    int bad = 0;
-    for (int64_t tk = 0; tk < n_tok; ++tk) {
-      for (int64_t r = 0; r < n_out; ++r) {
-        double mag = 0.0;
-        for (int64_t i = 0; i < n_in; ++i)
-          mag += std::abs(double(wf[size_t(r * n_in + i)]) * x[size_t(tk * n_in + i)]);
-        const double err = std::abs(double(a[size_t(tk * n_out + r)]) - b[size_t(tk * n_out + r)]);
-        if (!(err <= 2.0 * double(n_in) * kU * mag) && bad++ < 3) {
-          ADD_FAILURE() << type_name(t) << " y[" << tk << "][" << r << "]: cpu " << a[size_t(tk * n_out + r)]
-                        << " opencl " << b[size_t(tk * n_out + r)];
+    // 7 tokens: the matmul kernel, one full tile of 4 tokens and a partial one; 1 token: the matvec kernel.
+    for (int64_t n_tok : {7, 1}) {
+      const std::vector<float> x = rand_floats(size_t(n_tok * n_in), 5);
+      std::vector<float> a(size_t(n_tok * n_out)), b(size_t(n_tok * n_out), -7.0f);
+      cpu_.matmul(w.w, x.data(), n_tok, a.data());
+      be->matmul(w.w, x.data(), n_tok, b.data());
+      // Both sides sum the same n_in exact products w_i x_i in float, in different orders; each result is
+      // within gamma_n * sum |w_i x_i| (gamma_n ~ n u) of the exact sum, so they differ by at most 2 n u sum
+      // |w_i x_i|.
+      const std::vector<float> wf = dequantize(w.w);
+      int bad = 0;
+      for (int64_t tk = 0; tk < n_tok; ++tk) {
+        for (int64_t r = 0; r < n_out; ++r) {
+          double mag = 0.0;
+          for (int64_t i = 0; i < n_in; ++i)
+            mag += std::abs(double(wf[size_t(r * n_in + i)]) * x[size_t(tk * n_in + i)]);
+          const double err = std::abs(double(a[size_t(tk * n_out + r)]) - b[size_t(tk * n_out + r)]);
+          if (!(err <= 2.0 * double(n_in) * kU * mag) && bad++ < 3) {
+            ADD_FAILURE() << type_name(t) << " y[" << tk << "][" << r << "]: cpu "
+                          << a[size_t(tk * n_out + r)] << " opencl " << b[size_t(tk * n_out + r)];
+          }
         }
       }
     }
+  }
+}
+
+TEST_P(OpenclOps, profiling_times_each_kernel_launch) {
+  // With profiling on, every launch is counted under its kernel's name with a positive device time; a reset
+  // clears the totals; without profiling nothing is recorded.
+  for (bool profiling : {true, false}) {
+    OpenclBackendOptions o;
+    o.device = test::opencl_test_device();
+    o.profile = GetParam();
+    o.max_tokens = 8;
+    o.max_in_elems = o.max_out_elems = 1 << 12;
+    o.max_width = 256;
+    o.self_check = false;
+    o.profiling = profiling;
+    OpenclBackend be(o);
+    OwnedWeight& w = keep(make_weight(GgmlType::Q4_0, 96, 13, 2));
+    be.upload_weight(w.w);
+    const std::vector<float> x = rand_floats(2 * 96, 3), nw = rand_floats(96, 4);
+    std::vector<float> y(26), xn(2 * 96);
+    be.matmul(w.w, x.data(), 1, y.data());
+    be.matmul(w.w, x.data(), 2, y.data());
+    be.matmul(w.w, x.data(), 1, y.data());
+    be.rmsnorm(x.data(), nw.data(), xn.data(), 2, 96, 1e-5f);
+    const std::vector<KernelTime> t = be.kernel_times();
+    if (!profiling) {
+      EXPECT_TRUE(t.empty());
+      continue;
+    }
+    ASSERT_EQ(t.size(), 3u);  // in the order they first ran
+    EXPECT_EQ(t[0].name, "matvec_q4_0");
+    EXPECT_EQ(t[0].calls, 2);
+    EXPECT_EQ(t[1].name, "matmul_q4_0");
+    EXPECT_EQ(t[1].calls, 1);
+    EXPECT_EQ(t[2].name, "rmsnorm");
+    EXPECT_EQ(t[2].calls, 1);
+    for (const KernelTime& k : t) EXPECT_GT(k.ns, 0.0) << k.name;
+    be.reset_kernel_times();
+    EXPECT_TRUE(be.kernel_times().empty());
   }
 }
 

@@ -241,7 +241,7 @@ std::string_view kernel_source(std::string_view name) {
   fail("internal: no OpenCL kernel file '{}.cl' was embedded in this build", name);
 }
 
-Runtime::Runtime(int device, std::string_view profile) {
+Runtime::Runtime(int device, std::string_view profile, bool profiling) : profiling_(profiling) {
   const DeviceProfile& prof = find_profile(profile);
   const std::vector<DeviceRef> devs = list_devices();
   if (devs.empty()) fail("no OpenCL device found (is an OpenCL driver (ICD) installed? see `clinfo`)");
@@ -254,7 +254,7 @@ Runtime::Runtime(int device, std::string_view profile) {
   cl_int err = CL_SUCCESS;
   context_ = clCreateContext(nullptr, 1, &dev_.device, nullptr, nullptr, &err);
   check(err, "clCreateContext");
-  queue_ = clCreateCommandQueue(context_, dev_.device, 0, &err);
+  queue_ = clCreateCommandQueue(context_, dev_.device, profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
   if (err != CL_SUCCESS) {
     clReleaseContext(context_);
     check(err, "clCreateCommandQueue");
@@ -264,6 +264,7 @@ Runtime::Runtime(int device, std::string_view profile) {
 Runtime::~Runtime() {
   if (queue_) {
     clFinish(queue_);
+    for (const PendingLaunch& p : pending_) clReleaseEvent(p.event);
     clReleaseCommandQueue(queue_);
   }
   if (context_) clReleaseContext(context_);
@@ -393,10 +394,39 @@ void Runtime::read(const Buffer& b, size_t offset, void* dst, size_t bytes) cons
     fail("internal: OpenCL read of {} bytes at {} from {}", bytes, offset, b.bytes);
   check(clEnqueueReadBuffer(queue_, b.get(), CL_TRUE, offset, bytes, dst, 0, nullptr, nullptr),
         "clEnqueueReadBuffer");
+  if (!pending_.empty()) collect_times();  // every earlier launch has completed
 }
 
 void Runtime::finish() const {
   check(clFinish(queue_), "clFinish");
+  if (!pending_.empty()) collect_times();
+}
+
+void Runtime::collect_times() const {
+  for (const PendingLaunch& p : pending_) {
+    cl_ulong start = 0, end = 0;
+    check(clGetEventProfilingInfo(p.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr),
+          "clGetEventProfilingInfo");
+    check(clGetEventProfilingInfo(p.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr),
+          "clGetEventProfilingInfo");
+    clReleaseEvent(p.event);
+    auto it =
+        std::find_if(times_.begin(), times_.end(), [&](const KernelTime& t) { return t.name == *p.kernel; });
+    if (it == times_.end()) it = times_.insert(times_.end(), KernelTime{*p.kernel, 0, 0.0});
+    it->calls += 1;
+    it->ns += double(end - start);
+  }
+  pending_.clear();
+}
+
+std::vector<KernelTime> Runtime::kernel_times() const {
+  if (profiling_) finish();
+  return times_;
+}
+
+void Runtime::reset_kernel_times() const {
+  if (profiling_) finish();
+  times_.clear();
 }
 
 void Runtime::launch(const Kernel& k, int dims, const size_t* global, const size_t* local) const {
@@ -415,9 +445,11 @@ void Runtime::launch(const Kernel& k, int dims, const size_t* global, const size
     }
   }
   // The call's name is formatted only on failure: launches run every op of decode, which allocates nothing.
-  const cl_int err =
-      clEnqueueNDRangeKernel(queue_, k.get(), cl_uint(dims), nullptr, g, local, 0, nullptr, nullptr);
+  cl_event ev = nullptr;
+  const cl_int err = clEnqueueNDRangeKernel(queue_, k.get(), cl_uint(dims), nullptr, g, local, 0, nullptr,
+                                            profiling_ ? &ev : nullptr);
   if (err != CL_SUCCESS) check_failed(err, fmt::format("clEnqueueNDRangeKernel({})", k.name));
+  if (ev) pending_.push_back({ev, &k.name});
 }
 
 void set_arg(const Kernel& k, cl_uint i, size_t size, const void* value) {

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "backends/kernel_time.h"
+
 namespace tilellm::opencl {
 
 // What the kernels may rely on, queried once per device and then clamped by the profile.
@@ -130,8 +132,10 @@ struct Kernel {
 // applied). Programs are built from the embedded kernel sources (kernels.h).
 class Runtime {
  public:
-  // device: index into list_devices(); profile: a profiles() name.
-  Runtime(int device, std::string_view profile);
+  // device: index into list_devices(); profile: a profiles() name. profiling: the queue records start and
+  // end timestamps of every kernel (kernel_times()); each launch then creates an event, kept until the next
+  // blocking call, so it costs a little time and memory per launch: it is off unless asked for.
+  Runtime(int device, std::string_view profile, bool profiling = false);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -167,6 +171,11 @@ class Runtime {
   // With local sizes, each global size is rounded up to a multiple of its local size.
   void launch(const Kernel& k, int dims, const size_t* global, const size_t* local) const;
 
+  // With profiling: per kernel name, the launches and device time since the last reset, in the order the
+  // kernels first ran (finishes the queue first). Without: empty.
+  std::vector<KernelTime> kernel_times() const;
+  void reset_kernel_times() const;
+
   // The generated header every program starts with (exposed for tests of the guards).
   std::string generated_header(const std::string& extra_defines) const;
 
@@ -175,6 +184,16 @@ class Runtime {
   Capabilities caps_;
   cl_context context_ = nullptr;
   cl_command_queue queue_ = nullptr;
+  bool profiling_ = false;
+  // Profiling: events of launches not yet read (read at blocking calls, when they have completed), and the
+  // totals so far.
+  struct PendingLaunch {
+    cl_event event;
+    const std::string* kernel;  // the Kernel's name (kernels live as long as the runtime's users)
+  };
+  mutable std::vector<PendingLaunch> pending_;
+  mutable std::vector<KernelTime> times_;
+  void collect_times() const;
 };
 
 // Sets kernel argument i (a cl_mem, a scalar, or local memory of `bytes` bytes).

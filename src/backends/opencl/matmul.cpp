@@ -1,6 +1,7 @@
-// Matmul on the device: one work-group per (output row, tile of kMatmulTile tokens), the kernel picked by the
-// weight's device format (matmul_<type>.cl). matmul_shared places the shared input on the device once for
-// all its weights.
+// Matmul on the device, the kernel picked by the weight's device format (matmul_<type>.cl): for one token
+// (decode) the matvec kernel, one work-group per 4 rows, reading each input block once for the 4 rows; for
+// more, the matmul kernel, one work-group per (output row, tile of kMatmulTile tokens). matmul_shared places
+// the shared input on the device once for all its weights.
 #include <algorithm>
 
 #include "backends/opencl/opencl_backend.h"
@@ -32,6 +33,27 @@ void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const 
   rt_.launch(k, 2, global, local);
 }
 
+void OpenclBackend::enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y) {
+  constexpr int64_t kRows = 4;  // TL_MV_ROWS (common.cl)
+  const opencl::Kernel& k = matvec_kernel(dw.type);
+  // About one 32-input block (or 4-float chunk) per item per pass, at least one SIMD width, at most 64.
+  const int64_t per_item = type_traits(dw.type).block_size == 1 ? 4 : 32;
+  const int64_t want =
+      std::clamp<int64_t>(dw.n_in / per_item, int64_t(std::min<size_t>(k.wg_multiple, 64)), 64);
+  const size_t wg = reduction_wg(k, size_t(want), 4);
+  const cl_ulong row_bytes = dw.row_bytes;
+  const cl_int n_in = cl_int(dw.n_in), n_out = cl_int(dw.n_out);
+  opencl::set_arg(k, 0, dw.buf);
+  opencl::set_arg(k, 1, row_bytes);
+  opencl::set_arg(k, 2, n_in);
+  opencl::set_arg(k, 3, n_out);
+  opencl::set_arg(k, 4, x);
+  opencl::set_arg(k, 5, y);
+  opencl::set_local_arg(k, 6, wg * 4 * sizeof(float));
+  const size_t global[1] = {size_t((dw.n_out + kRows - 1) / kRows) * wg}, local[1] = {wg};
+  rt_.launch(k, 1, global, local);
+}
+
 void OpenclBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float* y) {
   const Weight* ws[1] = {&w};
   float* ys[1] = {y};
@@ -49,7 +71,9 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   const opencl::Buffer* xb = nullptr;  // placed on the device by the first weight that runs there
   for (int i = 0; i < n; ++i) {
     const DeviceWeight& dw = find_weight(*ws[i], "matmul");
-    if (matmul_kernel(dw.type).on_cpu) {
+    // One token takes the matvec kernel unless it failed the self-check; the CPU runs what no kernel can.
+    const bool vec = n_tok == 1 && !matvec_kernel(dw.type).on_cpu;
+    if (!vec && matmul_kernel(dw.type).on_cpu) {
       host_in(x, n_tok * n_in);
       host_out(ys[i], n_tok * dw.n_out);
       cpu_->matmul(*ws[i], x, n_tok, ys[i]);  // the host weight (the mapped file) is still there
@@ -57,7 +81,11 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
     }
     if (!xb) xb = &dev_in(x, n_tok * n_in, in_a_, "matmul");
     const opencl::Buffer& yb = dev_out(ys[i], n_tok * dw.n_out, out_, "matmul");
-    enqueue_matmul(dw, n_tok, *xb, yb);
+    if (vec) {
+      enqueue_matvec(dw, *xb, yb);
+    } else {
+      enqueue_matmul(dw, n_tok, *xb, yb);
+    }
     dev_done(ys[i], n_tok * dw.n_out, yb);
   }
 }

@@ -11,8 +11,8 @@
 namespace tilellm {
 namespace {
 
-// Index of a device weight type into k_matmul_ / k_embed_ (the order of kMatmulKernels); -1: converted to
-// F32.
+// Index of a device weight type into k_matmul_ / k_matvec_ / k_embed_ (the order of kMatmulKernels); -1:
+// converted to F32.
 int kernel_index(GgmlType t) {
   switch (t) {
     case GgmlType::F32:
@@ -32,6 +32,8 @@ int kernel_index(GgmlType t) {
 
 constexpr const char* kMatmulKernels[5] = {"matmul_f32", "matmul_f16", "matmul_q4_0", "matmul_q4_1",
                                            "matmul_q8_0"};
+constexpr const char* kMatvecKernels[5] = {"matvec_f32", "matvec_f16", "matvec_q4_0", "matvec_q4_1",
+                                           "matvec_q8_0"};
 constexpr const char* kEmbedKernels[5] = {"embed_f32", "embed_f16", "embed_q4_0", "embed_q4_1", "embed_q8_0"};
 
 size_t floats(int64_t n) {
@@ -40,7 +42,8 @@ size_t floats(int64_t n) {
 
 }  // namespace
 
-OpenclBackend::OpenclBackend(const OpenclBackendOptions& o) : opts_(o), rt_(o.device, o.profile) {
+OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
+    : opts_(o), rt_(o.device, o.profile, o.profiling) {
   if (o.max_tokens <= 0 || o.max_in_elems <= 0 || o.max_out_elems <= 0 || o.max_width <= 0) {
     fail("internal: OpenCL backend sized for {} tokens, {}/{} elements, width {}", o.max_tokens,
          o.max_in_elems, o.max_out_elems, o.max_width);
@@ -64,6 +67,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o) : opts_(o), rt_(o.de
   for (int i = 0; i < 5; ++i) {
     k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
     k_matmul_[i] = rt_.kernel(program_, kMatmulKernels[i]);
+    k_matvec_[i] = rt_.kernel(program_, kMatvecKernels[i]);
   }
   k_rmsnorm_ = rt_.kernel(program_, "rmsnorm");
   k_rope_ = rt_.kernel(program_, "rope");
@@ -216,6 +220,12 @@ opencl::Kernel& OpenclBackend::matmul_kernel(GgmlType t) {
   return k_matmul_[i];
 }
 
+opencl::Kernel& OpenclBackend::matvec_kernel(GgmlType t) {
+  const int i = kernel_index(t);
+  if (i < 0) fail("internal: no OpenCL matvec kernel for {}", type_name(t));
+  return k_matvec_[i];
+}
+
 opencl::Kernel& OpenclBackend::embed_kernel(GgmlType t) {
   const int i = kernel_index(t);
   if (i < 0) fail("internal: no OpenCL embedding kernel for {}", type_name(t));
@@ -226,6 +236,7 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
   std::vector<opencl::Kernel*> v;
   for (int i = 0; i < 5; ++i) v.push_back(&k_embed_[i]);
   for (int i = 0; i < 5; ++i) v.push_back(&k_matmul_[i]);
+  for (int i = 0; i < 5; ++i) v.push_back(&k_matvec_[i]);
   for (opencl::Kernel* k :
        {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_}) {
     v.push_back(k);
@@ -240,6 +251,7 @@ std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
   };
   for (const opencl::Kernel& k : k_embed_) note(k);
   for (const opencl::Kernel& k : k_matmul_) note(k);
+  for (const opencl::Kernel& k : k_matvec_) note(k);
   for (const opencl::Kernel* k :
        {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_}) {
     note(*k);

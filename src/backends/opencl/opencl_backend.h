@@ -58,6 +58,8 @@ struct OpenclBackendOptions {
   uint64_t kv_max_buffer_bytes = 0;
   // Run the self-check at construction (tests of the kernels themselves turn it off).
   bool self_check = true;
+  // Time every kernel with the queue's profiling timestamps (kernel_times(); `tilellm bench --profile`).
+  bool profiling = false;
   // Host arrays to keep on the device (the session's activation scratch), each mirrored by a device buffer
   // of the same size made at construction. The arrays must outlive the backend.
   struct HostArray {
@@ -117,6 +119,8 @@ class OpenclBackend final : public Backend {
                  const AttnParams& p, float* out) override;
   void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
   void add(float* acc, const float* x, int64_t n) override;
+  std::vector<KernelTime> kernel_times() const override { return rt_.kernel_times(); }
+  void reset_kernel_times() override { rt_.reset_kernel_times(); }
 
  private:
   struct DeviceWeight {
@@ -129,6 +133,7 @@ class OpenclBackend final : public Backend {
   DeviceWeight make_device_weight(const Weight& w);
   const DeviceWeight& find_weight(const Weight& w, const char* op) const;
   opencl::Kernel& matmul_kernel(GgmlType device_type);
+  opencl::Kernel& matvec_kernel(GgmlType device_type);
   opencl::Kernel& embed_kernel(GgmlType device_type);
   std::vector<opencl::Kernel*> all_kernels();
   // The KV ops share the cache: if either kernel failed, both run on the CPU over the host cache.
@@ -145,6 +150,8 @@ class OpenclBackend final : public Backend {
   // Enqueues y = W x, x and y on the device from offset 0.
   void enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                       const opencl::Buffer& y);
+  // Enqueues y = W x for one token with the matvec kernel.
+  void enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y);
 
   // A mirrored host array (see the header comment). Dirty ranges are byte offsets [lo, hi) into the array,
   // empty when lo == hi; they cover every byte where that copy is newer (the hull of those bytes: the copies
@@ -197,7 +204,9 @@ class OpenclBackend final : public Backend {
   // One program built from every op file; kernels chosen by weight type / activation / cache type.
   opencl::ProgramHandle program_;
   opencl::ProgramHandle test_program_;  // the test hook's replacement kernel, when set
-  opencl::Kernel k_embed_[5], k_matmul_[5];
+  // k_matvec_: the one-token (decode) products, used for n_tok == 1 unless they failed the self-check (then
+  // k_matmul_ serves decode too).
+  opencl::Kernel k_embed_[5], k_matmul_[5], k_matvec_[5];
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
 
   std::unordered_map<const uint8_t*, DeviceWeight> weights_;  // by host Weight::data

@@ -77,11 +77,15 @@ void OpenclBackend::run_self_check() {
   auto verdict = [&](opencl::Kernel& k, double err) {
     if (err <= kTolerance) return;
     k.on_cpu = true;
+    // A failed matvec kernel hands decode to its type's matmul kernel (matmul.cpp), which has its own
+    // verdict.
+    const bool matvec = k.name.rfind("matvec_", 0) == 0;
     std::fprintf(
         stderr,
         "warning: OpenCL kernel %s failed its self-check on %s (profile %s): error %.3g of the largest "
-        "value; its op runs on the CPU from now on\n",
-        k.name.c_str(), caps().name.c_str(), caps().profile.c_str(), err);
+        "value; %s from now on\n",
+        k.name.c_str(), caps().name.c_str(), caps().profile.c_str(), err,
+        matvec ? "one-token products use the matmul kernel" : "its op runs on the CPU");
   };
 
   // Weights: embedding and matmul of every block type a kernel reads. Each op below still runs its kernel:
@@ -109,6 +113,12 @@ void OpenclBackend::run_self_check() {
     cpu_->matmul(w, x.data(), n_tok, ref.data());
     matmul(w, x.data(), n_tok, got.data());
     verdict(matmul_kernel(t), relative_error(ref, got));
+    // One token: the matvec kernel (decode), on the first token's input.
+    ref.assign(size_t(n_out), 0.0f);
+    got.assign(ref.size(), 0.0f);
+    cpu_->matmul(w, x.data(), 1, ref.data());
+    matmul(w, x.data(), 1, got.data());
+    verdict(matvec_kernel(t), relative_error(ref, got));
     weights_.erase(w.data);  // `bytes` dies here; nothing may find it by address again
   }
 

@@ -10,8 +10,6 @@
     out[(ulong)t * n + i] = scale != 1.0f ? v * scale : v;                                               \
   }
 
-float tl_f32_at(__global const uchar* row, int i) { return ((__global const float*)row)[i]; }
-
 TL_EMBED_KERNEL(embed_f32, tl_f32_at)
 TL_EMBED_KERNEL(embed_f16, tl_f16_at)
 TL_EMBED_KERNEL(embed_q4_0, tl_q4_0_at)

@@ -21,3 +21,6 @@ __kernel void matmul_f32(__global const uchar* w, ulong row_bytes, int n_in, int
     if (lid == 0) y[(ulong)(t0 + t) * n_out + r] = s;
   }
 }
+
+// Decode (one token): the float-row matrix-vector product of common.cl (TL_MATVEC_FLOAT).
+TL_MATVEC_FLOAT(matvec_f32, tl_f32_at4, tl_f32_at)

@@ -13,6 +13,10 @@
 float tl_half(__global const uchar* p) { return vload_half(0, (__global const half*)p); }
 
 float tl_f16_at(__global const uchar* row, int i) { return vload_half(i, (__global const half*)row); }
+float tl_f32_at(__global const uchar* row, int i) { return ((__global const float*)row)[i]; }
+// Elements 4c .. 4c+3 of a float row.
+float4 tl_f16_at4(__global const uchar* row, int c) { return vload_half4(c, (__global const half*)row); }
+float4 tl_f32_at4(__global const uchar* row, int c) { return vload4(c, (__global const float*)row); }
 
 float tl_q4_0_at(__global const uchar* row, int i) {
   __global const uchar* b = row + (i / 32) * 18;
@@ -88,3 +92,62 @@ void tl_block_q8_0(__global const uchar* b, float* w) {
       if (lid == 0) y[(ulong)(t0 + t) * n_out + r] = s;                                                   \
     }                                                                                                     \
   }
+
+// The matrix-vector product (decode: one token) over rows of 32-weight blocks, for every block format;
+// matmul_q4_0.cl, matmul_q4_1.cl and matmul_q8_0.cl instantiate it with their block size and a reader that
+// forms a block's 32 exact weights as eight float4 (elements 4i .. 4i+3 in w[i]) with whole-vector loads.
+// y = W x. W: [n_out][row_bytes]; x: [n_in]; y: [n_out].
+// One work-group per TL_MV_ROWS (4, common.cl) consecutive rows: item i takes blocks i, i + L, i + 2L, ... (L = the
+// local size, a power of two), loads the block's 32 inputs once and dots them with the four rows' blocks, so
+// x is read once per four rows; the group then sums the four partials with one float4 reduction. Rows past
+// n_out (the last group) repeat the last row and are not written. scratch: __local float4[L].
+#define TL_MATVEC_BLOCK32(NAME, BLOCK_BYTES, READ_BLOCK4)                                               \
+  __kernel void NAME(__global const uchar* w, ulong row_bytes, int n_in, int n_out, __global const float* x, \
+                     __global float* y, __local float4* scratch) {                                      \
+    const int r0 = get_group_id(0) * TL_MV_ROWS;                                                          \
+    const int lid = get_local_id(0), ls = get_local_size(0);                                              \
+    float4 acc = (float4)(0.0f);                                                                          \
+    for (int b = lid; b < n_in / 32; b += ls) {                                                           \
+      float4 xv[8], wv[8];                                                                                \
+      for (int i = 0; i < 8; ++i) xv[i] = vload4(b * 8 + i, x);                                           \
+      float s[TL_MV_ROWS];                                                                                \
+      for (int rr = 0; rr < TL_MV_ROWS; ++rr) {                                                           \
+        READ_BLOCK4(w + (ulong)min(r0 + rr, n_out - 1) * row_bytes + b * (BLOCK_BYTES), wv);              \
+        float4 p = wv[0] * xv[0];                                                                         \
+        for (int i = 1; i < 8; ++i) p += wv[i] * xv[i];                                                   \
+        s[rr] = (p.x + p.y) + (p.z + p.w);                                                                \
+      }                                                                                                   \
+      acc += (float4)(s[0], s[1], s[2], s[3]);                                                            \
+    }                                                                                                     \
+    acc = tl_group_sum4(acc, scratch);                                                                    \
+    if (lid == 0) {                                                                                       \
+      if (r0 < n_out) y[r0] = acc.x;                                                                      \
+      if (r0 + 1 < n_out) y[r0 + 1] = acc.y;                                                              \
+      if (r0 + 2 < n_out) y[r0 + 2] = acc.z;                                                              \
+      if (r0 + 3 < n_out) y[r0 + 3] = acc.w;                                                              \
+    }                                                                                                     \
+  }
+
+// Block readers for TL_MATVEC_BLOCK32: the same exact weights as tl_block_*, as float4 from vector loads.
+void tl_block4_q4_0(__global const uchar* b, float4* w) {
+  const float d = tl_half(b);
+  for (int i = 0; i < 4; ++i) {
+    const int4 q = convert_int4(vload4(0, b + 2 + 4 * i));
+    w[i] = d * convert_float4((q & 15) - 8);
+    w[i + 4] = d * convert_float4((q >> 4) - 8);
+  }
+}
+
+void tl_block4_q4_1(__global const uchar* b, float4* w) {
+  const float d = tl_half(b), m = tl_half(b + 2);
+  for (int i = 0; i < 4; ++i) {
+    const int4 q = convert_int4(vload4(0, b + 4 + 4 * i));
+    w[i] = d * convert_float4(q & 15) + m;
+    w[i + 4] = d * convert_float4(q >> 4) + m;
+  }
+}
+
+void tl_block4_q8_0(__global const uchar* b, float4* w) {
+  const float d = tl_half(b);
+  for (int i = 0; i < 8; ++i) w[i] = d * convert_float4(vload4(0, (__global const char*)(b + 2 + 4 * i)));
+}
