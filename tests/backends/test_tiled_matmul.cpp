@@ -1,5 +1,6 @@
 // The tile repack and the tiled matmul kernels (backends/cpu/tiled_weight.h).
-//  - The repack of Q4_0, Q4_1 and Q8_0 is lossless: every tiled weight equals the GGUF block's value.
+//  - The repack of Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 is lossless: every tiled weight equals the GGUF block's
+//  value.
 //  - The int4b64 / int8b0 conversions round each weight to within half a step of its scale.
 //  - Every compiled kernel (scalar; AVX2, AVX-VNNI, AVX-512 VNNI, NEON, NEON dot product where the CPU has
 //    them) equals a float64 evaluation of the contract's formula (the same exact integer block sums, scaled
@@ -51,7 +52,7 @@ OwnedWeight random_blocks(GgmlType type, int64_t n_in, int64_t n_out, uint32_t s
   for (size_t off = 0; off < o.bytes.size(); off += bs) {
     const uint16_t d = fp32_to_fp16(scale(rng));
     std::memcpy(&o.bytes[off], &d, 2);
-    if (type == GgmlType::Q4_1) {
+    if (type == GgmlType::Q4_1 || type == GgmlType::Q5_1) {
       const uint16_t m = fp32_to_fp16(mn(rng));
       std::memcpy(&o.bytes[off + 2], &m, 2);
     }
@@ -78,8 +79,23 @@ OwnedWeight random_f32(int64_t n_in, int64_t n_out, uint32_t seed) {
 }
 
 TileKind gguf_kind(GgmlType t) {
-  return t == GgmlType::Q4_0 ? TileKind::Q4_0 : t == GgmlType::Q4_1 ? TileKind::Q4_1 : TileKind::Q8_0;
+  switch (t) {
+    case GgmlType::Q4_0:
+      return TileKind::Q4_0;
+    case GgmlType::Q4_1:
+      return TileKind::Q4_1;
+    case GgmlType::Q5_0:
+      return TileKind::Q5_0;
+    case GgmlType::Q5_1:
+      return TileKind::Q5_1;
+    default:
+      return TileKind::Q8_0;
+  }
 }
+
+// The GGUF block types with 32-value blocks that tile (the K-quants: test_tiled_k.cpp).
+constexpr GgmlType kGguf32[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                GgmlType::Q8_0};
 
 std::vector<std::string> isas() {
   std::vector<std::string> v{"scalar"};
@@ -164,7 +180,7 @@ void check_kernel(const TiledWeight& w, int64_t n_tok, const std::string& what) 
 }
 
 TEST(TiledWeight, gguf_repack_is_lossless) {
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+  for (GgmlType type : kGguf32) {
     const OwnedWeight o = random_blocks(type, 96, 37, 3);
     const TiledWeight t = tile_weight(o.w, gguf_kind(type), nullptr);
     EXPECT_EQ(t.n_tiles, 3);
@@ -200,7 +216,7 @@ TEST(TiledWeight, conversions_round_to_half_a_step) {
 
 TEST(TiledMatmul, kernels_match_the_formula) {
   // Row counts: one partial tile, several with a partial last one; tokens: 1 (decode), 8 + 5, 3.
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+  for (GgmlType type : kGguf32) {
     for (int64_t n_out : {5, 45}) {
       for (int64_t n_tok : {1, 13, 3, 70}) {
         const OwnedWeight o = random_blocks(type, 224, n_out, uint32_t(n_out + n_tok));
@@ -221,7 +237,7 @@ TEST(TiledMatmul, kernels_match_the_formula) {
 TEST(TiledMatmul, gguf_kinds_equal_the_row_kernels) {
   // Same integer block sums and block scales as dot_row_q (llama.cpp's vec_dot); only the float order
   // differs.
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+  for (GgmlType type : kGguf32) {
     const OwnedWeight o = random_blocks(type, 576, 29, 9);
     const TiledWeight t = tile_weight(o.w, gguf_kind(type), nullptr);
     const Acts acts = make_acts(t, 4, 21);

@@ -61,7 +61,8 @@ def main() -> int:
     # alone moves Gemma 3's perplexity by up to ~1.7%: each change flips a few 8-bit activation roundings, and
     # Gemma's large activations carry such flips far. Measured with nothing but float rounding changed: row
     # kernels 12.5416; the same with an f32 KV cache 12.6303; Q8_0 products summed in tile order (values equal
-    # to ~1e-7 relative) 12.6662; plus the vectorized exponential in GELU (~1 ulp) 12.7309 — llama.cpp 12.5172.
+    # to ~1e-7 relative) 12.6662; plus the vectorized exponential in GELU (~1 ulp) 12.7309; then K-quant tiles
+    # 12.5218 and Q5_0 tiles 12.4875 (same integer block sums, another float order) — llama.cpp 12.5172.
     # SmolLM2 moves by 0.1-0.2%. A real arithmetic error (a wrong block scale, a dropped offset) moves both by
     # far more; the f32 path below is held to 0.1% of the exact reference.
     for activations, want, limit, who in (("q8", ref["ppl"], 0.02, "llama.cpp"),

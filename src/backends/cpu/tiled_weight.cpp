@@ -44,6 +44,35 @@ void gguf_sub_block(TileKind kind, const uint8_t* row, int64_t s, uint8_t codes[
       *offset = b.m;
       return;
     }
+    case TileKind::Q5_0:
+    case TileKind::Q5_1: {
+      // Bit 4 of element j is bit j of the little-endian uint32 qh (format/quants.h).
+      const bool q5_1 = kind == TileKind::Q5_1;
+      BlockQ5_1 b1;
+      BlockQ5_0 b0;
+      const uint8_t* qs;
+      uint32_t qh;
+      if (q5_1) {
+        std::memcpy(&b1, row + size_t(s) * sizeof b1, sizeof b1);
+        qs = b1.qs;
+        qh = uint32_t(b1.qh[0]) | uint32_t(b1.qh[1]) << 8 | uint32_t(b1.qh[2]) << 16 |
+             uint32_t(b1.qh[3]) << 24;
+        *scale = b1.d;
+        *offset = b1.m;
+      } else {
+        std::memcpy(&b0, row + size_t(s) * sizeof b0, sizeof b0);
+        qs = b0.qs;
+        qh = uint32_t(b0.qh[0]) | uint32_t(b0.qh[1]) << 8 | uint32_t(b0.qh[2]) << 16 |
+             uint32_t(b0.qh[3]) << 24;
+        *scale = b0.d;
+        *offset = 0;
+      }
+      for (int j = 0; j < 16; ++j) {
+        codes[j] = uint8_t((qs[j] & 15) | ((qh >> j) & 1) << 4);
+        codes[j + 16] = uint8_t((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
+      }
+      return;
+    }
     case TileKind::Q8_0: {
       BlockQ8_0 b;
       std::memcpy(&b, row + size_t(s) * sizeof b, sizeof b);
@@ -171,6 +200,10 @@ GgmlType source_of(TileKind k) {
       return GgmlType::Q4_0;
     case TileKind::Q4_1:
       return GgmlType::Q4_1;
+    case TileKind::Q5_0:
+      return GgmlType::Q5_0;
+    case TileKind::Q5_1:
+      return GgmlType::Q5_1;
     case TileKind::Q8_0:
       return GgmlType::Q8_0;
     case TileKind::Q4_K:
@@ -212,6 +245,8 @@ bool tiles_natively(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_0:
     case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
     case GgmlType::Q8_0:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
@@ -228,6 +263,10 @@ TileKind native_tile_kind(GgmlType t) {
       return TileKind::Q4_0;
     case GgmlType::Q4_1:
       return TileKind::Q4_1;
+    case GgmlType::Q5_0:
+      return TileKind::Q5_0;
+    case GgmlType::Q5_1:
+      return TileKind::Q5_1;
     case GgmlType::Q8_0:
       return TileKind::Q8_0;
     case GgmlType::Q4_K:

@@ -22,12 +22,17 @@
 //              sub-blocks);
 //     offsets: [n_groups][16 rows] fp16 (kinds with a float offset only).
 //   Codes are unsigned: a weight is  w = scale * code + offset  (float-offset kinds), or
-//   w = scale * (code - int_offset)  (Q4_0: 8, Q8_0: 128 — the stored signed value plus 128).
+//   w = scale * (code - int_offset)  (Q4_0: 8, Q5_0: 16, Q8_0: 128 — the stored signed value plus 128).
 //
 // Kinds (the repack of the GGUF block formats is lossless: same codes, same fp16 scales):
 //   Q4_0     4-bit, group 32, int offset 8                  (GGUF Q4_0)
 //   Q8_0     8-bit, group 32, int offset 128                (GGUF Q8_0)
 //   Q4_1     4-bit, group 32, float offset m                (GGUF Q4_1)
+//   Q5_0     8-bit codes 0..31, group 32, int offset 16     (GGUF Q5_0)
+//   Q5_1     8-bit codes 0..31, group 32, float offset m    (GGUF Q5_1)
+//   (Q5_0 and Q5_1 hold one byte per 5-bit code, 8.5 bits per weight against the file's 5.5 and 6: the codes
+//   go through the 8-bit kernels as loaded. GGUF writers use these types where a K-quant does not fit, for
+//   inputs not a multiple of 256 — small models, whose weights are few.)
 //   Int4B64  4-bit, group 64, float offset                  (--weights int4b64, MNN's Int4-Block64)
 //   Int8B0   8-bit, one group over all of K, float offset   (--weights int8b0, MNN's Int8-Block0)
 //
@@ -50,11 +55,11 @@
 //   the GGUF dequantization.
 //
 // Arithmetic: activations are quantized per 32 values exactly as for the row kernels (Q8_0, or Q8_1 for
-// Q4_1: format/quants_q8.h), so for the GGUF kinds every block's integer sum and its float scaling are the
-// ones llama.cpp computes; only the order of the float accumulation over blocks differs. Per sub-block s of
-// token t and row r:
+// Q4_1 and Q5_1: format/quants_q8.h), so for the GGUF kinds every block's integer sum and its float scaling
+// are the ones llama.cpp computes; only the order of the float accumulation over blocks differs. Per
+// sub-block s of token t and row r:
 //   int offset kinds:   y += (ws[r] * dx[t][s]) * float(sum_k code * q - int_offset * sum_k q)
-//   Q4_1:               y += (ws[r] * dx[t][s]) * float(sum_k code * q) + wm[r] * s8[t][s]
+//   Q4_1, Q5_1:         y += (ws[r] * dx[t][s]) * float(sum_k code * q) + wm[r] * s8[t][s]
 //                       (s8 = the Q8_1 block's stored half(dx * sum q), as ggml uses it)
 //   Int4B64, Int8B0:    y += (ws[r] * dx[t][s]) * float(sum_k code * q) + wo[r] * (dx[t][s] * sum_k q)
 // K-quant kinds, activations Q8_K (dy per 256, bsums b16 per 16, b32 = sums per 32), per super-block c:
@@ -79,9 +84,8 @@
 namespace tilellm {
 
 // How the CPU backend holds the model's matrices (`--weights`).
-//   Native:  the GGUF types; Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K are repacked losslessly into tiles, F16
-//            and BF16 into float tiles (tiled_float.h); the others (Q5_0, Q5_1, F32) keep their rows (their
-//            row kernels already run per-block integer dots).
+//   Native:  the GGUF types; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K are repacked losslessly
+//            into tiles, F16 and BF16 into float tiles (tiled_float.h); F32 keeps its rows.
 //   Int4B64: every matrix converted to 4-bit, block 64, asymmetric (from its exact float values).
 //   Int8B0:  every matrix converted to 8-bit per output channel, asymmetric.
 //   F16:     every matrix converted to F16 (float tiles where a vector kernel exists, else rows).
@@ -90,7 +94,7 @@ enum class WeightsMode { Native, Int4B64, Int8B0, F16 };
 WeightsMode parse_weights_mode(std::string_view s);
 const char* weights_mode_name(WeightsMode m);
 
-enum class TileKind { Q4_0, Q8_0, Q4_1, Int4B64, Int8B0, Q4_K, Q5_K, Q6_K };
+enum class TileKind { Q4_0, Q8_0, Q4_1, Int4B64, Int8B0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1 };
 
 inline constexpr int kTileRows = 16;  // output rows per tile (one 512-bit vector of int32 or float lanes)
 inline constexpr int kSubK = 32;      // input values per sub-block (one activation block)
@@ -119,15 +123,28 @@ struct TiledWeight {
                : 8;
   }
   int int_offset() const {
-    return kind == TileKind::Q4_0 ? 8 : kind == TileKind::Q8_0 ? 128 : kind == TileKind::Q6_K ? 32 : 0;
+    switch (kind) {
+      case TileKind::Q4_0:
+        return 8;
+      case TileKind::Q5_0:
+        return 16;
+      case TileKind::Q6_K:
+        return 32;
+      case TileKind::Q8_0:
+        return 128;
+      default:
+        return 0;
+    }
   }
   // Kinds with a float offset per scale group (for the K-quants the mins live in the super-block params).
   bool float_offset() const { return int_offset() == 0 && !k_quant(); }
   const uint8_t* tile(int64_t i) const { return data.as<uint8_t>() + size_t(i) * tile_bytes; }
-  // The activation block format the kernels read: Q8_1 for Q4_1 (llama.cpp's pairing), Q8_0 otherwise.
-  // Q8_K for the K-quant kinds.
+  // The activation block format the kernels read (llama.cpp's pairings): Q8_1 for Q4_1 and Q5_1, Q8_K for
+  // the K-quant kinds, Q8_0 otherwise.
   GgmlType activation_type() const {
-    return k_quant() ? GgmlType::Q8_K : kind == TileKind::Q4_1 ? GgmlType::Q8_1 : GgmlType::Q8_0;
+    return k_quant()                                          ? GgmlType::Q8_K
+           : kind == TileKind::Q4_1 || kind == TileKind::Q5_1 ? GgmlType::Q8_1
+                                                              : GgmlType::Q8_0;
   }
 };
 
