@@ -46,8 +46,8 @@ __kernel void matmul_q4_0(__global const uchar* w, ulong row_bytes, int n_in, in
     __global const float* xt = x + (ulong)(t0 + t) * n_in;
     float acc = 0.0f;
     for (int b = lid; b < n_in / 32; b += ls) {
-      __global const uchar* blk = row + b * 18;
-      for (int j = 0; j < 16; ++j) acc += tl_half(blk) * (float)((blk[2 + j] & 15) - 8) * xt[b * 32 + j];
+      const float d = vload_half(b, (__global const half*)(row + 16 * (n_in / 32)));
+      for (int j = 0; j < 16; ++j) acc += d * (float)((row[16 * b + j] & 15) - 8) * xt[b * 32 + j];
     }
     acc = tl_group_sum(acc, scratch);
     if (lid == 0) y[(ulong)(t0 + t) * n_out + r] = acc;

@@ -3,6 +3,7 @@
 #include "backends/opencl/opencl_backend.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "format/error.h"
@@ -35,6 +36,27 @@ constexpr const char* kMatmulKernels[5] = {"matmul_f32", "matmul_f16", "matmul_q
 constexpr const char* kMatvecKernels[5] = {"matvec_f32", "matvec_f16", "matvec_q4_0", "matvec_q4_1",
                                            "matvec_q8_0"};
 constexpr const char* kEmbedKernels[5] = {"embed_f32", "embed_f16", "embed_q4_0", "embed_q4_1", "embed_q8_0"};
+
+// The device row of a block format (kernels/quants.cl): [nb][QB] codes, then [nb] parameters (half d, or
+// half d and half m for Q4_1), padded to 16 bytes, so that every block's codes are one aligned vector load.
+size_t split_row_bytes(GgmlType t, int64_t n_in) {
+  const size_t nb = size_t(n_in / 32);
+  const size_t per_block = t == GgmlType::Q8_0 ? 32 + 2 : t == GgmlType::Q4_1 ? 16 + 4 : 16 + 2;
+  return (nb * per_block + 15) / 16 * 16;
+}
+
+// Writes one GGUF row of Q4_0, Q4_1 or Q8_0 blocks in the split layout (dst: split_row_bytes bytes; the
+// padding is zeroed). The bytes are the file's, rearranged: lossless.
+void split_row(GgmlType t, const uint8_t* src, int64_t n_in, uint8_t* dst) {
+  const size_t nb = size_t(n_in / 32);
+  const size_t qb = t == GgmlType::Q8_0 ? 32 : 16, pb = t == GgmlType::Q4_1 ? 4 : 2;
+  const size_t block = pb + qb;  // GGUF: parameters first, then codes
+  std::memset(dst, 0, split_row_bytes(t, n_in));
+  for (size_t b = 0; b < nb; ++b) {
+    std::memcpy(dst + qb * b, src + block * b + pb, qb);
+    std::memcpy(dst + qb * nb + pb * b, src + block * b, pb);
+  }
+}
 
 size_t floats(int64_t n) {
   return size_t(std::max<int64_t>(n, 1)) * sizeof(float);
@@ -180,15 +202,30 @@ OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w) {
            row_size(w.type, w.n_in), type_name(w.type), w.n_in);
     }
     dw.type = w.type;
-    dw.row_bytes = w.row_bytes;
-    const size_t bytes = w.row_bytes * size_t(w.n_out);
+    const bool split = w.type == GgmlType::Q4_0 || w.type == GgmlType::Q4_1 || w.type == GgmlType::Q8_0;
+    dw.row_bytes = split ? split_row_bytes(w.type, w.n_in) : w.row_bytes;
+    const size_t bytes = dw.row_bytes * size_t(w.n_out);
     if (bytes > caps().max_alloc_bytes) {
       fail(
           "OpenCL backend: weight {} ({} bytes) exceeds the device's largest allocation of {} bytes (profile "
           "{})",
           w.name, bytes, caps().max_alloc_bytes, caps().profile);
     }
-    dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY, w.data);
+    if (!split) {
+      dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY, w.data);
+    } else {
+      // Block formats go up split per row (kernels/quants.cl), a slab of rows at a time.
+      dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY);
+      const int64_t slab = std::max<int64_t>(1, int64_t(16 << 20) / int64_t(dw.row_bytes));  // ~16 MiB
+      std::vector<uint8_t> rows(size_t(std::min(slab, w.n_out)) * dw.row_bytes);
+      for (int64_t r0 = 0; r0 < w.n_out; r0 += slab) {
+        const int64_t nr = std::min(slab, w.n_out - r0);
+        for (int64_t r = 0; r < nr; ++r)
+          split_row(w.type, w.row(r0 + r), w.n_in, rows.data() + r * dw.row_bytes);
+        rt_.write(dw.buf, size_t(r0) * dw.row_bytes, rows.data(), size_t(nr) * dw.row_bytes);
+        rt_.finish();  // `rows` is reused by the next slab
+      }
+    }
   } else {
     // No kernel reads this format: dequantize exactly to F32, a slab of rows at a time.
     dw.type = GgmlType::F32;

@@ -124,7 +124,7 @@ class OpenclBackend final : public Backend {
 
  private:
   struct DeviceWeight {
-    opencl::Buffer buf;  // [n_out][row_bytes] in `type`
+    opencl::Buffer buf;  // [n_out][row_bytes] in `type` (Q4_0, Q4_1, Q8_0 rows split: kernels/quants.cl)
     GgmlType type;       // as stored on the device (the host type, or F32 when dequantized at upload)
     GgmlType host_type;  // as in the model file
     size_t row_bytes;

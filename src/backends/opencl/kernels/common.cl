@@ -114,7 +114,7 @@ float tl_group_max(float v, __local float* scratch) {
     }                                                                                                     \
     for (int i = n_in / 4 * 4 + lid; i < n_in; i += ls) {                                                 \
       const float xi = x[i];                                                                              \
-      acc += (float4)(LOAD1(rows[0], i), LOAD1(rows[1], i), LOAD1(rows[2], i), LOAD1(rows[3], i)) * xi;   \
+      acc += (float4)(LOAD1(rows[0], i, n_in), LOAD1(rows[1], i, n_in), LOAD1(rows[2], i, n_in), LOAD1(rows[3], i, n_in)) * xi;   \
     }                                                                                                     \
     acc = tl_group_sum4(acc, scratch);                                                                    \
     if (lid == 0) {                                                                                       \

@@ -6,7 +6,7 @@
                      int n_tok, float scale, __global float* out) {                                      \
     const int i = get_global_id(0), t = get_global_id(1);                                                \
     if (i >= n || t >= n_tok) return;                                                                    \
-    const float v = AT(table + (ulong)ids[t] * row_bytes, i);                                            \
+    const float v = AT(table + (ulong)ids[t] * row_bytes, i, n);                                            \
     out[(ulong)t * n + i] = scale != 1.0f ? v * scale : v;                                               \
   }
 

@@ -12,7 +12,7 @@ __kernel void matmul_f16(__global const uchar* w, ulong row_bytes, int n_in, int
   float acc[TL_MM_TILE];
   for (int t = 0; t < TL_MM_TILE; ++t) acc[t] = 0.0f;
   for (int i = lid; i < n_in; i += ls) {
-    const float wi = tl_f16_at(row, i);
+    const float wi = tl_f16_at(row, i, n_in);
     for (int t = 0; t < nt; ++t) acc[t] += wi * x[(ulong)(t0 + t) * n_in + i];
   }
   for (int t = 0; t < nt; ++t) {

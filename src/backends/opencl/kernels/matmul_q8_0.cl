@@ -1,6 +1,6 @@
-// Matrix products y[t] = W x[t] for Q8_0 weights (blocks of 32 weights, 34 bytes): the block-format matmul of
-// quants.cl (TL_MATMUL_BLOCK32, where its layout and work split are described) with the Q8_0 block reader.
-TL_MATMUL_BLOCK32(matmul_q8_0, 34, tl_block_q8_0)
+// Matrix products y[t] = W x[t] for Q8_0 weights (blocks of 32, split per row at upload: quants.cl): the
+// block-format matmul of quants.cl (TL_MATMUL_BLOCK32, where its work split is described) with the Q8_0 reader.
+TL_MATMUL_BLOCK32(matmul_q8_0, tl_block_q8_0)
 
 // Decode (one token): the block-format matrix-vector product of quants.cl (TL_MATVEC_BLOCK32).
-TL_MATVEC_BLOCK32(matvec_q8_0, 34, tl_block4_q8_0)
+TL_MATVEC_BLOCK32(matvec_q8_0, tl_block4_q8_0)
