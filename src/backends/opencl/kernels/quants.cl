@@ -100,27 +100,31 @@ void tl_block_q8_0(__global const uchar* row, int b, int nb, float* w) {
   }
 
 // The matrix-vector product (decode: one token) over rows of 32-weight blocks, for every block format;
-// matmul_q4_0.cl, matmul_q4_1.cl and matmul_q8_0.cl instantiate it with a reader that
-// forms a block's 32 exact weights as eight float4 (elements 4i .. 4i+3 in w[i]) with whole-vector loads.
+// matmul_q4_0.cl, matmul_q4_1.cl and matmul_q8_0.cl instantiate it with a reader of one quarter of a block.
 // y = W x. W: [n_out][row_bytes]; x: [n_in]; y: [n_out].
-// One work-group per TL_MV_ROWS (4, common.cl) consecutive rows: item i takes blocks i, i + L, i + 2L, ... (L = the
-// local size, a power of two), loads the block's 32 inputs once and dots them with the four rows' blocks, so
-// x is read once per four rows; the group then sums the four partials with one float4 reduction. Rows past
-// n_out (the last group) repeat the last row and are not written. scratch: __local float4[L].
-#define TL_MATVEC_BLOCK32(NAME, READ_BLOCK4)                                                            \
+// The unit of work is a quarter block (8 weights): item i takes quarters i, i + L, i + 2L, ... (L = the local
+// size, a power of two). Quarter u of block b = u / 4 is two runs of 4 inputs, at e0 = 32b + LO * (u % 4) and
+// e0 + HI (the nibble formats: 4i and 16 + 4i, the low and high nibbles of code bytes 4i .. 4i+3; Q8_0: 8i and
+// 8i + 4), so adjacent items read adjacent code words and adjacent float4 of x: each load instruction of a
+// SIMD group touches consecutive memory. One work-group per TL_MV_ROWS (4, common.cl) consecutive rows: each
+// item loads its two float4 of x once and dots them with the four rows' quarters; one float4 reduction sums
+// the four rows. Rows past n_out (the last group) repeat the last row and are not written.
+// scratch: __local float4[L].
+#define TL_MATVEC_BLOCK32(NAME, LO, HI, READ_QUARTER)                                                   \
   __kernel void NAME(__global const uchar* w, ulong row_bytes, int n_in, int n_out, __global const float* x, \
                      __global float* y, __local float4* scratch) {                                      \
     const int r0 = get_group_id(0) * TL_MV_ROWS;                                                          \
     const int lid = get_local_id(0), ls = get_local_size(0);                                              \
+    const int nb = n_in / 32;                                                                             \
     float4 acc = (float4)(0.0f);                                                                          \
-    for (int b = lid; b < n_in / 32; b += ls) {                                                           \
-      float4 xv[8], wv[8];                                                                                \
-      for (int i = 0; i < 8; ++i) xv[i] = vload4(b * 8 + i, x);                                           \
+    for (int u = lid; u < nb * 4; u += ls) {                                                              \
+      const int e0 = 32 * (u / 4) + (LO) * (u % 4);                                                       \
+      const float4 x0 = vload4(0, x + e0), x1 = vload4(0, x + e0 + (HI));                                 \
       float s[TL_MV_ROWS];                                                                                \
       for (int rr = 0; rr < TL_MV_ROWS; ++rr) {                                                           \
-        READ_BLOCK4(w + (ulong)min(r0 + rr, n_out - 1) * row_bytes, b, n_in / 32, wv);                    \
-        float4 p = wv[0] * xv[0];                                                                         \
-        for (int i = 1; i < 8; ++i) p += wv[i] * xv[i];                                                   \
+        float4 w0, w1;                                                                                    \
+        READ_QUARTER(w + (ulong)min(r0 + rr, n_out - 1) * row_bytes, u, nb, &w0, &w1);                    \
+        const float4 p = w0 * x0 + w1 * x1;                                                               \
         s[rr] = (p.x + p.y) + (p.z + p.w);                                                                \
       }                                                                                                   \
       acc += (float4)(s[0], s[1], s[2], s[3]);                                                            \
@@ -134,34 +138,26 @@ void tl_block_q8_0(__global const uchar* row, int b, int nb, float* w) {
     }                                                                                                     \
   }
 
-// Block readers for TL_MATVEC_BLOCK32: the same exact weights as tl_block_*, as float4 (elements 4i .. 4i+3
-// in w[i]) from one 16-byte load of codes per 16 (the codes are 16-byte aligned; see the layout above).
-void tl_block4_q4_0(__global const uchar* row, int b, int nb, float4* w) {
-  const float d = vload_half(b, (__global const half*)(row + 16 * nb));
-  const uint4 c = vload4(b, (__global const uint*)row);
-  const uint cs[4] = {c.x, c.y, c.z, c.w};
-  for (int i = 0; i < 4; ++i) {
-    const int4 q = convert_int4(as_uchar4(cs[i]));
-    w[i] = d * convert_float4((q & 15) - 8);
-    w[i + 4] = d * convert_float4((q >> 4) - 8);
-  }
+// Quarter readers for TL_MATVEC_BLOCK32: quarter u of a row of nb blocks as the exact weights of its two runs
+// of 4 (the same values as tl_block_*), from one or two aligned 4-byte code loads.
+void tl_quarter_q4_0(__global const uchar* row, int u, int nb, float4* w0, float4* w1) {
+  const float d = vload_half(u / 4, (__global const half*)(row + 16 * nb));
+  const int4 q = convert_int4(as_uchar4(((__global const uint*)row)[u]));
+  *w0 = d * convert_float4((q & 15) - 8);
+  *w1 = d * convert_float4((q >> 4) - 8);
 }
 
-void tl_block4_q4_1(__global const uchar* row, int b, int nb, float4* w) {
+void tl_quarter_q4_1(__global const uchar* row, int u, int nb, float4* w0, float4* w1) {
   __global const half* p = (__global const half*)(row + 16 * nb);
-  const float d = vload_half(2 * b, p), m = vload_half(2 * b + 1, p);
-  const uint4 c = vload4(b, (__global const uint*)row);
-  const uint cs[4] = {c.x, c.y, c.z, c.w};
-  for (int i = 0; i < 4; ++i) {
-    const int4 q = convert_int4(as_uchar4(cs[i]));
-    w[i] = d * convert_float4(q & 15) + m;
-    w[i + 4] = d * convert_float4(q >> 4) + m;
-  }
+  const float d = vload_half(2 * (u / 4), p), m = vload_half(2 * (u / 4) + 1, p);
+  const int4 q = convert_int4(as_uchar4(((__global const uint*)row)[u]));
+  *w0 = d * convert_float4(q & 15) + m;
+  *w1 = d * convert_float4(q >> 4) + m;
 }
 
-void tl_block4_q8_0(__global const uchar* row, int b, int nb, float4* w) {
-  const float d = vload_half(b, (__global const half*)(row + 32 * nb));
-  const uint4 c0 = vload4(2 * b, (__global const uint*)row), c1 = vload4(2 * b + 1, (__global const uint*)row);
-  const uint cs[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-  for (int i = 0; i < 8; ++i) w[i] = d * convert_float4(as_char4(cs[i]));
+void tl_quarter_q8_0(__global const uchar* row, int u, int nb, float4* w0, float4* w1) {
+  const float d = vload_half(u / 4, (__global const half*)(row + 32 * nb));
+  const uint2 c = vload2(u, (__global const uint*)row);
+  *w0 = d * convert_float4(as_char4(c.x));
+  *w1 = d * convert_float4(as_char4(c.y));
 }
