@@ -23,6 +23,11 @@ namespace {
 
 constexpr int kRows = 16;
 
+// Rows of tile ti that exist (16 but in the last tile).
+inline int rows_of(const TiledFloat& w, int64_t ti) {
+  return int(std::min<int64_t>(kRows, w.n_out - ti * kRows));
+}
+
 // Stores the 16 lanes of (lo, hi) as rows [0, rows) of y.
 TILELLM_AVX2_HOT void store_rows(float* y, __m256 lo, __m256 hi, int rows) {
   if (rows == kRows) {
@@ -86,19 +91,14 @@ TILELLM_AVX2_HOT void f16_tokens(const TiledFloat& w, const uint16_t* tile, cons
   for (int j = 0; j < kNt; ++j) store_rows(y + (t + j) * y_stride, lo[j], hi[j], rows);
 }
 
-TILELLM_AVX2 void f16_kernel(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t tile0,
-                             int64_t tile1, float* y, int64_t y_stride) {
-  const auto* xr = static_cast<const float*>(acts);
-  for (int64_t ti = tile0; ti < tile1; ++ti) {
-    const uint16_t* tile = w.tile(ti);
-    const int rows = int(std::min<int64_t>(kRows, w.n_out - ti * kRows));
-    float* yt = y + ti * kRows;
-    int64_t t = 0;
-    for (; t + 4 <= n_tok; t += 4) f16_tokens<4>(w, tile, xr, t, yt, y_stride, rows);
-    for (; t + 2 <= n_tok; t += 2) f16_tokens<2>(w, tile, xr, t, yt, y_stride, rows);
-    for (; t < n_tok; ++t) f16_tokens<1>(w, tile, xr, t, yt, y_stride, rows);
+template <int kNt>
+struct F16Step {
+  TILELLM_AVX2 static void run(const TiledFloat& w, int64_t ti, const void* acts, int64_t t, float* y,
+                               int64_t y_stride) {
+    f16_tokens<kNt>(w, w.tile(ti), static_cast<const float*>(acts), t, y + ti * kRows, y_stride,
+                    rows_of(w, ti));
   }
-}
+};
 
 // ---- BF16 ----
 // acts: [n_tok][n_pairs] 32-bit words, each the bfloat16 pair (x[2p] low, x[2p+1] high).
@@ -155,25 +155,20 @@ TILELLM_AVX2_HOT void bf16_tokens(const TiledFloat& w, const uint16_t* tile, con
   for (int j = 0; j < kNt; ++j) store_rows(y + (t + j) * y_stride, lo[j], hi[j], rows);
 }
 
-TILELLM_AVX2 void bf16_kernel(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t tile0,
-                              int64_t tile1, float* y, int64_t y_stride) {
-  const auto* xp = static_cast<const uint32_t*>(acts);
-  for (int64_t ti = tile0; ti < tile1; ++ti) {
-    const uint16_t* tile = w.tile(ti);
-    const int rows = int(std::min<int64_t>(kRows, w.n_out - ti * kRows));
-    float* yt = y + ti * kRows;
-    int64_t t = 0;
-    for (; t + 4 <= n_tok; t += 4) bf16_tokens<4>(w, tile, xp, t, yt, y_stride, rows);
-    for (; t + 2 <= n_tok; t += 2) bf16_tokens<2>(w, tile, xp, t, yt, y_stride, rows);
-    for (; t < n_tok; ++t) bf16_tokens<1>(w, tile, xp, t, yt, y_stride, rows);
+template <int kNt>
+struct Bf16Step {
+  TILELLM_AVX2 static void run(const TiledFloat& w, int64_t ti, const void* acts, int64_t t, float* y,
+                               int64_t y_stride) {
+    bf16_tokens<kNt>(w, w.tile(ti), static_cast<const uint32_t*>(acts), t, y + ti * kRows, y_stride,
+                     rows_of(w, ti));
   }
-}
+};
 
 }  // namespace
 
 Kernels avx2_kernels() {
   if (!cpu_features().avx2_fma_f16c) return {};
-  return {f16_kernel, bf16_kernel};
+  return {for_tiles<F16Step, 4>, for_tiles<Bf16Step, 4>};
 }
 
 }  // namespace tilellm::tiled_float_detail

@@ -65,20 +65,14 @@ TILELLM_AVX512_HOT void f16_tokens(const TiledFloat& w, const uint16_t* tile, co
   }
 }
 
-TILELLM_AVX512 void f16_kernel(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t tile0,
-                               int64_t tile1, float* y, int64_t y_stride) {
-  const auto* xr = static_cast<const float*>(acts);
-  for (int64_t ti = tile0; ti < tile1; ++ti) {
-    const uint16_t* tile = w.tile(ti);
-    const __mmask16 mask = row_mask(w, ti);
-    float* yt = y + ti * kRows;
-    int64_t t = 0;
-    for (; t + 8 <= n_tok; t += 8) f16_tokens<8>(w, tile, xr, t, yt, y_stride, mask);
-    for (; t + 4 <= n_tok; t += 4) f16_tokens<4>(w, tile, xr, t, yt, y_stride, mask);
-    for (; t + 2 <= n_tok; t += 2) f16_tokens<2>(w, tile, xr, t, yt, y_stride, mask);
-    for (; t < n_tok; ++t) f16_tokens<1>(w, tile, xr, t, yt, y_stride, mask);
+template <int kNt>
+struct F16Step {
+  TILELLM_AVX512 static void run(const TiledFloat& w, int64_t ti, const void* acts, int64_t t, float* y,
+                                 int64_t y_stride) {
+    f16_tokens<kNt>(w, w.tile(ti), static_cast<const float*>(acts), t, y + ti * kRows, y_stride,
+                    row_mask(w, ti));
   }
-}
+};
 
 // ---- BF16 ----
 // acts: [n_tok][n_pairs] 32-bit words, each the bfloat16 pair (x[2p] low, x[2p+1] high).
@@ -132,20 +126,14 @@ TILELLM_AVX512_HOT void bf16_tokens(const TiledFloat& w, const uint16_t* tile, c
   }
 }
 
-TILELLM_AVX512 void bf16_kernel(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t tile0,
-                                int64_t tile1, float* y, int64_t y_stride) {
-  const auto* xp = static_cast<const uint32_t*>(acts);
-  for (int64_t ti = tile0; ti < tile1; ++ti) {
-    const uint16_t* tile = w.tile(ti);
-    const __mmask16 mask = row_mask(w, ti);
-    float* yt = y + ti * kRows;
-    int64_t t = 0;
-    for (; t + 8 <= n_tok; t += 8) bf16_tokens<8>(w, tile, xp, t, yt, y_stride, mask);
-    for (; t + 4 <= n_tok; t += 4) bf16_tokens<4>(w, tile, xp, t, yt, y_stride, mask);
-    for (; t + 2 <= n_tok; t += 2) bf16_tokens<2>(w, tile, xp, t, yt, y_stride, mask);
-    for (; t < n_tok; ++t) bf16_tokens<1>(w, tile, xp, t, yt, y_stride, mask);
+template <int kNt>
+struct Bf16Step {
+  TILELLM_AVX512 static void run(const TiledFloat& w, int64_t ti, const void* acts, int64_t t, float* y,
+                                 int64_t y_stride) {
+    bf16_tokens<kNt>(w, w.tile(ti), static_cast<const uint32_t*>(acts), t, y + ti * kRows, y_stride,
+                     row_mask(w, ti));
   }
-}
+};
 
 // ---- BF16 with vdpbf16ps ----
 
@@ -178,32 +166,26 @@ TILELLM_AVX512BF16_HOT void dp_tokens(const TiledFloat& w, const uint16_t* tile,
   }
 }
 
-TILELLM_AVX512BF16 void bf16_dp_kernel(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t tile0,
-                                       int64_t tile1, float* y, int64_t y_stride) {
-  const auto* xp = static_cast<const uint32_t*>(acts);
-  for (int64_t ti = tile0; ti < tile1; ++ti) {
-    const uint16_t* tile = w.tile(ti);
-    const __mmask16 mask = row_mask(w, ti);
-    float* yt = y + ti * kRows;
-    int64_t t = 0;
-    for (; t + 8 <= n_tok; t += 8) dp_tokens<8>(w, tile, xp, t, yt, y_stride, mask);
-    for (; t + 4 <= n_tok; t += 4) dp_tokens<4>(w, tile, xp, t, yt, y_stride, mask);
-    for (; t + 2 <= n_tok; t += 2) dp_tokens<2>(w, tile, xp, t, yt, y_stride, mask);
-    for (; t < n_tok; ++t) dp_tokens<1>(w, tile, xp, t, yt, y_stride, mask);
+template <int kNt>
+struct DpStep {
+  TILELLM_AVX512BF16 static void run(const TiledFloat& w, int64_t ti, const void* acts, int64_t t, float* y,
+                                     int64_t y_stride) {
+    dp_tokens<kNt>(w, w.tile(ti), static_cast<const uint32_t*>(acts), t, y + ti * kRows, y_stride,
+                   row_mask(w, ti));
   }
-}
+};
 
 }  // namespace
 
 // avx512_vnni stands for the AVX-512 F/BW/VL set the engine probes for (cpu_features.h).
 Kernels avx512_kernels() {
   if (!cpu_features().avx512_vnni) return {};
-  return {f16_kernel, bf16_kernel};
+  return {for_tiles<F16Step, 8>, for_tiles<Bf16Step, 8>};
 }
 
 Kernels avx512bf16_kernels() {
   if (!cpu_features().avx512_bf16) return {};
-  return {nullptr, bf16_dp_kernel};
+  return {nullptr, for_tiles<DpStep, 8>};
 }
 
 }  // namespace tilellm::tiled_float_detail
