@@ -16,18 +16,27 @@ void add_backend_args(CLI::App* app, BackendArgs& a) {
          "--device-profile", a.device_profile,
          "OpenCL: clamp the device to a GPU family's limits: none, powervr-rogue, mali-valhall, adreno-7xx")
       ->capture_default_str();
+  app->add_option("--prefill", a.prefill,
+                  "OpenCL: where prompts run: gpu, cpu (the CPU's tiles; KV rows then go to the device), or "
+                  "auto (cpu for batches of 16 tokens or more)")
+      ->check(CLI::IsMember({"gpu", "cpu", "auto"}))
+      ->capture_default_str();
 }
 
 void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
   o.backend = a.backend == "opencl" ? BackendKind::OpenCL : BackendKind::Cpu;
   o.device = a.device;
   o.device_profile = a.device_profile;
+  o.prefill = a.prefill == "cpu"    ? PrefillMode::Cpu
+              : a.prefill == "auto" ? PrefillMode::Auto
+                                    : PrefillMode::Gpu;
 }
 
 std::string backend_label(const BackendArgs& a) {
   if (a.backend != "opencl") return a.backend;
   std::string s = "opencl:" + std::to_string(a.device);
   if (a.device_profile != "none") s += ":" + a.device_profile;
+  if (a.prefill != "gpu") s += "+prefill-" + a.prefill;
   return s;
 }
 

@@ -1,5 +1,5 @@
 // The backend-selection options shared by the commands that run a model (run, chat, perplexity,
-// dump-logits, bench): --backend cpu|opencl, --device N, --device-profile NAME.
+// dump-logits, bench): --backend cpu|opencl, --device N, --device-profile NAME, --prefill gpu|cpu|auto.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,6 +13,7 @@ struct BackendArgs {
   std::string backend = "cpu";
   int device = 0;
   std::string device_profile = "none";
+  std::string prefill = "gpu";  // OpenCL: where prompt batches run (session.h, PrefillMode)
 };
 
 void add_backend_args(CLI::App* app, BackendArgs& a);

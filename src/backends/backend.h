@@ -69,6 +69,14 @@ class Backend {
   // acc += x, elementwise over n floats.
   virtual void add(float* acc, const float* x, int64_t n) = 0;
 
+  // For a backend that keeps the KV cache in memory of its own (OpenCL): copy positions [p0, p1) of every
+  // layer from the host cache kv (same geometry) to its cache, or back. Hybrid prefill runs a prompt on the
+  // CPU backend over kv and sends the rows up; rows the device decoded come down before the CPU extends the
+  // cache. Both return with the backend's queued work finished, so the host may then use arrays the backend
+  // mirrors. Default: the backend works on kv itself, there is nothing to copy.
+  virtual void kv_to_device(const KvCache& kv, int64_t p0, int64_t p1) { (void)kv, (void)p0, (void)p1; }
+  virtual void kv_to_host(KvCache& kv, int64_t p0, int64_t p1) { (void)kv, (void)p0, (void)p1; }
+
   // Device time per kernel since the last reset, for a backend that times its kernels (OpenCL with
   // profiling on); empty otherwise. Reading it waits for the queued work.
   virtual std::vector<KernelTime> kernel_times() const { return {}; }

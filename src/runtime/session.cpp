@@ -74,7 +74,8 @@ Session::Session(const Model& model, const SessionOptions& opts)
   if (opts.n_batch <= 0) fail("batch size must be positive, got {}", opts.n_batch);
   if (opts.backend == BackendKind::OpenCL) {
     // The device holds its own copy of the weights in their GGUF types; the CPU backend then only runs ops
-    // the self-check took off the device, on the mapped GGUF rows, so it prepares nothing.
+    // the self-check took off the device, on the mapped GGUF rows, so it prepares nothing — unless it runs
+    // prompts too (hybrid prefill), which it does on its tiles.
     if (opts.weights != WeightsMode::Native) {
       fail(
           "--weights {} is a CPU backend mode; the OpenCL backend reads the GGUF types (use --weights "
@@ -82,7 +83,10 @@ Session::Session(const Model& model, const SessionOptions& opts)
           weights_mode_name(opts.weights));
     }
     device_backend_ = make_device_backend(model, opts, kv_, scratch_);
+    if (opts.prefill != PrefillMode::Gpu) backend_.prepare_weights(model.weights(), WeightsMode::Native);
   } else {
+    if (opts.prefill != PrefillMode::Gpu)
+      fail("--prefill cpu|auto splits work between the CPU and a device: use it with --backend opencl");
     backend_.prepare_weights(model.weights(), opts.weights);
   }
 }
@@ -99,20 +103,34 @@ void Session::eval(const int32_t* tokens, int64_t n) {
   for (int64_t t = 0; t < n; ++t) {
     if (tokens[t] < 0 || tokens[t] >= V) fail("token id {} is outside the vocabulary of {}", tokens[t], V);
   }
-  ForwardContext ctx{model_,
-                     device_backend_ ? *device_backend_ : backend_,
-                     kv_,
-                     rope_global_,
-                     model_.config().sliding_window > 0 ? rope_local_ : rope_global_,
-                     scratch_};
+  const RopeTable& rope_local = model_.config().sliding_window > 0 ? rope_local_ : rope_global_;
+  ForwardContext on_cpu{model_, backend_, kv_, rope_global_, rope_local, scratch_};
+  ForwardContext on_device{
+      model_, device_backend_ ? *device_backend_ : backend_, kv_, rope_global_, rope_local, scratch_};
   float* out = logits_.as<float>();
   for (int64_t b = 0; b < n; b += scratch_.n_batch) {
-    const int64_t nb = std::min(scratch_.n_batch, n - b);
+    const int64_t nb = std::min(scratch_.n_batch, n - b), pos = n_past_ + b;
+    const bool cpu = prefill_on_cpu(nb);
+    if (cpu) {
+      // The host cache must hold every earlier position: bring down what the device decoded since. This
+      // also finishes the device's queue before the CPU writes the activation arrays it mirrors.
+      device_backend_->kv_to_host(kv_, host_kv_, pos);
+      host_kv_ = pos;
+    }
+    ForwardContext& ctx = cpu ? on_cpu : on_device;
     if (opts_.logits_all) {
-      forward(ctx, tokens + b, nb, n_past_ + b, out + b * V, nb);
+      forward(ctx, tokens + b, nb, pos, out + b * V, nb);
     } else {
       // Only the very last token's logits are wanted.
-      forward(ctx, tokens + b, nb, n_past_ + b, b + nb == n ? out : nullptr, 1);
+      forward(ctx, tokens + b, nb, pos, b + nb == n ? out : nullptr, 1);
+    }
+    if (cpu) {
+      device_backend_->kv_to_device(kv_, pos, pos + nb);
+      host_kv_ = dev_kv_ = pos + nb;
+    } else if (device_backend_) {
+      dev_kv_ = pos + nb;
+    } else {
+      host_kv_ = pos + nb;
     }
   }
   n_past_ += n;
@@ -128,6 +146,12 @@ const float* Session::logits_at(int64_t i) const {
   if (!opts_.logits_all) fail("internal: logits_at() needs a session made with logits_all");
   if (i < 0 || i >= last_n_) fail("internal: logits row {} of a batch of {}", i, last_n_);
   return logits_.as<float>() + i * model_.config().n_vocab;
+}
+
+bool Session::prefill_on_cpu(int64_t n_tok) const {
+  if (!device_backend_ || n_tok <= 1) return false;
+  return opts_.prefill == PrefillMode::Cpu ||
+         (opts_.prefill == PrefillMode::Auto && n_tok >= kAutoPrefillTokens);
 }
 
 std::vector<KernelTime> Session::kernel_times() const {

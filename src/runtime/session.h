@@ -3,6 +3,7 @@
 // nothing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +21,14 @@ namespace tilellm {
 // (backends/opencl/opencl_backend.h); the CPU backend is the reference.
 enum class BackendKind { Cpu, OpenCL };
 
+// Where an OpenCL session runs prompt batches (--prefill). Gpu: everything on the device. Cpu: every batch of
+// more than one token runs on the CPU backend (its tiled kernels, the host KV cache), and the new KV rows go
+// up to the device cache; decode stays on the device. Auto: the CPU for batches of at least
+// kAutoPrefillTokens tokens (the device's matmul kernels decode each weight block once per 4 tokens; the
+// CPU's tiles were faster for prompts on every device measured, docs/OPENCL.md), the device for shorter ones.
+enum class PrefillMode { Gpu, Cpu, Auto };
+inline constexpr int64_t kAutoPrefillTokens = 16;
+
 struct SessionOptions {
   int64_t n_ctx = 0;      // tokens the cache holds; 0: the model's training context, capped at 4096
   int n_threads = 0;      // 0: one per hardware thread
@@ -33,6 +42,7 @@ struct SessionOptions {
   std::string device_profile = "none";        // OpenCL: clamp the device to a GPU family (opencl/device.h)
   WeightsMode weights = WeightsMode::Native;  // how matrices are held: backends/cpu/tiled_weight.h
   bool profile_kernels = false;               // OpenCL: time every kernel (kernel_times())
+  PrefillMode prefill = PrefillMode::Gpu;     // OpenCL: where prompt batches run
 };
 
 class Session {
@@ -49,9 +59,13 @@ class Session {
 
   int64_t n_past() const { return n_past_; }
   int64_t n_ctx() const { return kv_.n_ctx(); }
-  void reset() { n_past_ = 0; }
+  void reset() { truncate(0); }
   // Forgets every cached token from position n on (the cache rows are simply overwritten later).
-  void truncate(int64_t n) { n_past_ = n < n_past_ ? (n < 0 ? 0 : n) : n_past_; }
+  void truncate(int64_t n) {
+    n_past_ = n < n_past_ ? (n < 0 ? 0 : n) : n_past_;
+    host_kv_ = std::min(host_kv_, n_past_);
+    dev_kv_ = std::min(dev_kv_, n_past_);
+  }
   const Model& model() const { return model_; }
   const KvCache& kv_cache() const { return kv_; }
   int n_threads() const { return pool_.size(); }
@@ -74,6 +88,10 @@ class Session {
   std::unique_ptr<Backend> device_backend_;
   int64_t n_past_ = 0;
   int64_t last_n_ = 0;
+  // Hybrid prefill: positions [0, host_kv_) are current in kv_, [0, dev_kv_) in the device cache.
+  int64_t host_kv_ = 0;
+  int64_t dev_kv_ = 0;
+  bool prefill_on_cpu(int64_t n_tok) const;
 };
 
 }  // namespace tilellm

@@ -21,6 +21,7 @@
 
 #include "../common/paths.h"
 #include "backends/opencl/device.h"
+#include "format/error.h"
 #include "forward_rig.h"
 #include "model/model.h"
 #include "runtime/session.h"
@@ -130,6 +131,71 @@ double relative_difference(const float* a, const float* b, int64_t n) {
 // decode), one without logits reads back nothing, and the host copy of an activation array is fetched only
 // when asked for (once). The logits are the CPU float path's (f32 cache: float rounding only, bound 1e-4 as
 // above).
+// Hybrid prefill (--prefill cpu): prompt batches of more than one token run on the CPU backend over the host
+// cache and their KV rows go up; decode runs on the device. Against the all-device session, with the float
+// path on both (--activations f32, f32 cache: only float rounding separates them, bound 1e-4 as above): a
+// 13-token prompt in batches of 8 and 5, three decode steps, then a second 5-token prompt — whose CPU batch
+// needs the three rows the device decoded brought down first — and two more steps.
+TEST(OpenclModel, hybrid_prefill_equals_the_device_path) {
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  const std::string path = test::model_path(test::kSmolLM2);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  SessionOptions so;
+  so.n_ctx = 64;
+  so.n_batch = 8;
+  so.n_threads = 2;
+  so.activations = ActivationMode::F32;
+  so.kv_type = GgmlType::F32;
+  so.backend = BackendKind::OpenCL;
+  so.device = test::opencl_test_device();
+  Session device(*model, so);
+  so.prefill = PrefillMode::Cpu;
+  Session hybrid(*model, so);
+  const int64_t V = model->config().n_vocab;
+  auto compare = [&](const char* what) {
+    const float* a = device.logits();
+    const float* b = hybrid.logits();
+    double max_diff = 0.0, max_abs = 0.0;
+    for (int64_t i = 0; i < V; ++i) {
+      max_diff = std::max(max_diff, std::abs(double(a[i]) - b[i]));
+      max_abs = std::max(max_abs, std::abs(double(a[i])));
+    }
+    EXPECT_LE(max_diff, 1e-4 * max_abs) << what;
+    return argmax(a, V);
+  };
+  const std::vector<int32_t> prompt = {1, 504, 3492, 282, 253, 1345, 30, 2600, 16, 57, 8, 4411, 42};
+  device.eval(prompt.data(), 13);
+  hybrid.eval(prompt.data(), 13);
+  int32_t tok = compare("prompt");
+  for (int step = 0; step < 3; ++step) {
+    device.eval(&tok, 1);
+    hybrid.eval(&tok, 1);
+    tok = compare("decode");
+  }
+  const std::vector<int32_t> more = {tok, 2600, 16, 57, 8};
+  device.eval(more.data(), 5);
+  hybrid.eval(more.data(), 5);
+  tok = compare("second prompt");
+  for (int step = 0; step < 2; ++step) {
+    device.eval(&tok, 1);
+    hybrid.eval(&tok, 1);
+    tok = compare("decode after the second prompt");
+  }
+  EXPECT_EQ(device.n_past(), hybrid.n_past());
+}
+
+TEST(OpenclModel, hybrid_prefill_needs_a_device_backend) {
+  const std::string path = test::model_path(test::kSmolLM2);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  SessionOptions so;
+  so.n_ctx = 16;
+  so.n_threads = 1;
+  so.prefill = PrefillMode::Cpu;  // with the CPU backend: a named error, not a silent no-op
+  EXPECT_THROW(Session(*model, so), Error);
+}
+
 TEST(OpenclModel, forward_downloads_only_the_logits) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
   const std::string path = test::model_path(test::kSmolLM2);

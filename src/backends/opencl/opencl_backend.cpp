@@ -371,17 +371,43 @@ const opencl::Buffer& OpenclBackend::kv_buffer(int64_t layer, uint64_t& layer_of
   return kv_bufs_[size_t(b)];
 }
 
-void OpenclBackend::read_kv(KvCache& kv) const {
-  if (kv_bufs_.empty()) fail("OpenCL backend: read_kv: the backend was made without a KV cache");
-  const int32_t p0 = 0;
-  check_kv(kv, 0, &p0, 0, "read_kv");
-  const size_t plane = size_t(opts_.kv_ctx) * kv.row_bytes();  // the host planes may be padded; copy each
+void OpenclBackend::read_kv(KvCache& kv) {
+  copy_kv(kv, 0, opts_.kv_ctx, /*to_device=*/false);
+}
+
+void OpenclBackend::kv_to_device(const KvCache& kv, int64_t p0, int64_t p1) {
+  copy_kv(kv, p0, p1, /*to_device=*/true);
+}
+
+void OpenclBackend::kv_to_host(KvCache& kv, int64_t p0, int64_t p1) {
+  copy_kv(kv, p0, p1, /*to_device=*/false);
+}
+
+// Positions [p0, p1) of every layer's K and V planes, between the device cache ([layer][K|V][pos][kv_dim] in
+// the cache type, split over kv_bufs_) and the host cache (its planes may be padded: copied plane by plane).
+// Blocking both ways, and the queue is finished even when the range is empty.
+void OpenclBackend::copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_device) {
+  if (kv_bufs_.empty()) fail("OpenCL backend: the backend was made without a KV cache");
+  const int32_t pos0 = 0;
+  check_kv(kv, 0, &pos0, 0, to_device ? "kv_to_device" : "kv_to_host");
+  if (p0 < 0 || p1 > opts_.kv_ctx || p0 > p1)
+    fail("OpenCL backend: KV positions [{}, {}) outside the cache of {}", p0, p1, opts_.kv_ctx);
+  rt_.finish();
+  if (p0 == p1) return;
+  const size_t row = kv.row_bytes(), plane = size_t(opts_.kv_ctx) * row;
+  const size_t elem = opts_.kv_type == GgmlType::F16 ? 2 : 4;
+  const size_t bytes = size_t(p1 - p0) * row;
   for (int64_t l = 0; l < opts_.kv_layers; ++l) {
     uint64_t off = 0;
     const opencl::Buffer& buf = kv_buffer(l, off);
-    const size_t elem = opts_.kv_type == GgmlType::F16 ? 2 : 4;
     for (int kind = 0; kind < 2; ++kind) {
-      rt_.read(buf, size_t(off) * elem + size_t(kind) * plane, kv.plane(l, kind), plane);
+      const size_t dev = size_t(off) * elem + size_t(kind) * plane + size_t(p0) * row;
+      uint8_t* host = kv.plane(l, kind) + size_t(p0) * row;
+      if (to_device) {
+        rt_.write_now(buf, dev, host, bytes);
+      } else {
+        rt_.read(buf, dev, host, bytes);
+      }
     }
   }
 }

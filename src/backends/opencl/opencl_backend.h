@@ -104,7 +104,9 @@ class OpenclBackend final : public Backend {
   // outputs): tests count them to show what a forward pass reads back.
   uint64_t downloads() const { return downloads_; }
   // Copies the device KV cache into a host cache of the same geometry (tests; moving KV between backends).
-  void read_kv(KvCache& kv) const;
+  void read_kv(KvCache& kv);
+  void kv_to_device(const KvCache& kv, int64_t p0, int64_t p1) override;
+  void kv_to_host(KvCache& kv, int64_t p0, int64_t p1) override;
 
   void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) override;
   void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
@@ -195,6 +197,7 @@ class OpenclBackend final : public Backend {
   size_t reduction_wg(const opencl::Kernel& k, size_t want, size_t local_floats_per_item) const;
   void check_tokens(int64_t n_tok, const char* op) const;
   void check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok, const char* op) const;
+  void copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_device);
   // The device buffer holding `layer` and the element offset of its K plane in it.
   const opencl::Buffer& kv_buffer(int64_t layer, uint64_t& layer_off) const;
 
