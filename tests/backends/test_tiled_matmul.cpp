@@ -78,21 +78,6 @@ OwnedWeight random_f32(int64_t n_in, int64_t n_out, uint32_t seed) {
   return o;
 }
 
-TileKind gguf_kind(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q4_0:
-      return TileKind::Q4_0;
-    case GgmlType::Q4_1:
-      return TileKind::Q4_1;
-    case GgmlType::Q5_0:
-      return TileKind::Q5_0;
-    case GgmlType::Q5_1:
-      return TileKind::Q5_1;
-    default:
-      return TileKind::Q8_0;
-  }
-}
-
 // The GGUF block types with 32-value blocks that tile (the K-quants: test_tiled_k.cpp).
 constexpr GgmlType kGguf32[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                                 GgmlType::Q8_0};
@@ -182,7 +167,7 @@ void check_kernel(const TiledWeight& w, int64_t n_tok, const std::string& what) 
 TEST(TiledWeight, gguf_repack_is_lossless) {
   for (GgmlType type : kGguf32) {
     const OwnedWeight o = random_blocks(type, 96, 37, 3);
-    const TiledWeight t = tile_weight(o.w, gguf_kind(type), nullptr);
+    const TiledWeight t = tile_weight(o.w, native_tile_kind(type), nullptr);
     EXPECT_EQ(t.n_tiles, 3);
     EXPECT_EQ(t.tile_bytes % 128, 0u);
     std::vector<float> row(96);
@@ -220,7 +205,7 @@ TEST(TiledMatmul, kernels_match_the_formula) {
     for (int64_t n_out : {5, 45}) {
       for (int64_t n_tok : {1, 13, 3, 70}) {
         const OwnedWeight o = random_blocks(type, 224, n_out, uint32_t(n_out + n_tok));
-        check_kernel(tile_weight(o.w, gguf_kind(type), nullptr), n_tok,
+        check_kernel(tile_weight(o.w, native_tile_kind(type), nullptr), n_tok,
                      std::string(type_name(type)) + " n_out " + std::to_string(n_out));
       }
     }
@@ -239,7 +224,7 @@ TEST(TiledMatmul, gguf_kinds_equal_the_row_kernels) {
   // differs.
   for (GgmlType type : kGguf32) {
     const OwnedWeight o = random_blocks(type, 576, 29, 9);
-    const TiledWeight t = tile_weight(o.w, gguf_kind(type), nullptr);
+    const TiledWeight t = tile_weight(o.w, native_tile_kind(type), nullptr);
     const Acts acts = make_acts(t, 4, 21);
     for (const std::string& isa : isas()) {
       ASSERT_TRUE(select_tiled_isa_for_testing(isa));
@@ -262,7 +247,7 @@ TEST(TiledMatmul, gguf_kinds_equal_the_row_kernels) {
 TiledWeight tiles_of(const Weight& w, WeightsMode mode) {
   if (mode == WeightsMode::Int8B0) return tile_weight(w, TileKind::Int8B0, nullptr);
   if (mode == WeightsMode::Int4B64) return tile_weight(w, TileKind::Int4B64, nullptr);
-  return tile_weight(w, gguf_kind(w.type), nullptr);
+  return tile_weight(w, native_tile_kind(w.type), nullptr);
 }
 
 // got: the backend on tiles; rows: the backend on the GGUF rows (x: [nt][w.n_in]).

@@ -21,7 +21,6 @@
 
 #include "../common/paths.h"
 #include "backends/opencl/device.h"
-#include "format/error.h"
 #include "forward_rig.h"
 #include "model/model.h"
 #include "runtime/session.h"
@@ -183,17 +182,6 @@ TEST(OpenclModel, hybrid_prefill_equals_the_device_path) {
     tok = compare("decode after the second prompt");
   }
   EXPECT_EQ(device.n_past(), hybrid.n_past());
-}
-
-TEST(OpenclModel, hybrid_prefill_needs_a_device_backend) {
-  const std::string path = test::model_path(test::kSmolLM2);
-  ASSERT_MODEL(path);
-  auto model = Model::load(path);
-  SessionOptions so;
-  so.n_ctx = 16;
-  so.n_threads = 1;
-  so.prefill = PrefillMode::Cpu;  // with the CPU backend: a named error, not a silent no-op
-  EXPECT_THROW(Session(*model, so), Error);
 }
 
 TEST(OpenclModel, forward_downloads_only_the_logits) {

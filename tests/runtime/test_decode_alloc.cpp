@@ -73,6 +73,26 @@ TEST(Session, cpu_weights_modes_are_refused_for_the_opencl_backend) {
   }
 }
 
+TEST(Session, hybrid_prefill_is_refused_for_the_cpu_backend) {
+  // --prefill cpu|auto splits work between the CPU and a device: with the CPU backend alone it is a named
+  // error, not a silent no-op.
+  const std::string path = test::model_path(test::kSmolLM2);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  SessionOptions so;
+  so.n_ctx = 16;
+  so.n_threads = 1;
+  for (PrefillMode mode : {PrefillMode::Cpu, PrefillMode::Auto}) {
+    so.prefill = mode;
+    try {
+      Session session(*model, so);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--prefill"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Session, prompt_longer_than_context_is_a_clear_error_and_leaves_state) {
   const std::string path = test::model_path(test::kSmolLM2);
   ASSERT_MODEL(path);
