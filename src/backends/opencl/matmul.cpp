@@ -1,7 +1,7 @@
 // Matmul on the device, the kernel picked by the weight's device format (matmul_<type>.cl): for one token
-// (decode) the matvec kernel, one work-group per 4 rows, reading each input once for the 4 rows; for
-// more, the matmul kernel, one work-group per (output row, tile of kMatmulTile tokens). matmul_shared places
-// the shared input on the device once for all its weights.
+// (decode) the matvec kernel, one work-group per 2 (block formats) or 4 (float rows) rows, reading each input
+// once for those rows; for more, the matmul kernel, one work-group per (output row, tile of kMatmulTile
+// tokens). matmul_shared places the shared input on the device once for all its weights.
 #include <algorithm>
 
 #include "backends/opencl/opencl_backend.h"
@@ -34,11 +34,13 @@ void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const 
 }
 
 void OpenclBackend::enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y) {
-  constexpr int64_t kRows = 4;  // TL_MV_ROWS (common.cl)
   const opencl::Kernel& k = matvec_kernel(dw.type);
-  // About one unit per item per pass (a quarter block of 8 weights, or a 4-float chunk), at least one SIMD
+  // Rows per work-group: TL_MV_ROWS (common.cl) for float rows, TL_MVB_ROWS (quants.cl) for block formats.
+  const bool block = type_traits(dw.type).block_size != 1;
+  const int64_t kRows = block ? 2 : 4;
+  // About one unit per item per pass (a half block of 16 weights, or a 4-float chunk), at least one SIMD
   // width, at most 64.
-  const int64_t per_item = type_traits(dw.type).block_size == 1 ? 4 : 8;
+  const int64_t per_item = block ? 16 : 4;
   const int64_t want =
       std::clamp<int64_t>(dw.n_in / per_item, int64_t(std::min<size_t>(k.wg_multiple, 64)), 64);
   const size_t wg = reduction_wg(k, size_t(want), 4);

@@ -100,64 +100,74 @@ void tl_block_q8_0(__global const uchar* row, int b, int nb, float* w) {
   }
 
 // The matrix-vector product (decode: one token) over rows of 32-weight blocks, for every block format;
-// matmul_q4_0.cl, matmul_q4_1.cl and matmul_q8_0.cl instantiate it with a reader of one quarter of a block.
+// matmul_q4_0.cl, matmul_q4_1.cl and matmul_q8_0.cl instantiate it with a reader of one half of a block.
 // y = W x. W: [n_out][row_bytes]; x: [n_in]; y: [n_out].
-// The unit of work is a quarter block (8 weights): item i takes quarters i, i + L, i + 2L, ... (L = the local
-// size, a power of two). Quarter u of block b = u / 4 is two runs of 4 inputs, at e0 = 32b + LO * (u % 4) and
-// e0 + HI (the nibble formats: 4i and 16 + 4i, the low and high nibbles of code bytes 4i .. 4i+3; Q8_0: 8i and
-// 8i + 4), so adjacent items read adjacent code words and adjacent float4 of x: each load instruction of a
-// SIMD group touches consecutive memory. One work-group per TL_MV_ROWS (4, common.cl) consecutive rows: each
-// item loads its two float4 of x once and dots them with the four rows' quarters; one float4 reduction sums
-// the four rows. Rows past n_out (the last group) repeat the last row and are not written.
-// scratch: __local float4[L].
-#define TL_MATVEC_BLOCK32(NAME, LO, HI, READ_QUARTER)                                                   \
+// The unit of work is a half block (16 weights): item i takes units i, i + L, i + 2L, ... (L = the local size,
+// a power of two). Unit u of block b = u / 2 is two runs of 8 inputs, at e0 = 32b + LO * (u % 2) and e0 + HI
+// (the nibble formats: 8h and 16 + 8h, the low and high nibbles of code bytes 8h .. 8h+7; Q8_0: 16h and
+// 16h + 8), read from one 8- or 16-byte code load, so adjacent items read adjacent code words and adjacent
+// float4 of x. One work-group per TL_MVB_ROWS (2) consecutive rows: each item loads its four float4 of x once
+// and dots them with both rows' halves. Measured on an NVIDIA H200 (docs/OPENCL.md), this split (8-byte loads,
+// 2 rows, 64 items) streamed a Llama-7B-shaped Q4_0 decode's matrices at 1.07 TB/s where quarter blocks over 4
+// rows (4-byte loads) reached 0.68 and whole blocks per item 0.82. Rows past n_out (the last group) repeat the
+// last row and are not written. scratch: __local float4[L].
+#define TL_MVB_ROWS 2
+#define TL_MATVEC_BLOCK32(NAME, LO, HI, READ_HALF)                                                      \
   __kernel void NAME(__global const uchar* w, ulong row_bytes, int n_in, int n_out, __global const float* x, \
                      __global float* y, __local float4* scratch) {                                      \
-    const int r0 = get_group_id(0) * TL_MV_ROWS;                                                          \
+    const int r0 = get_group_id(0) * TL_MVB_ROWS;                                                         \
     const int lid = get_local_id(0), ls = get_local_size(0);                                              \
     const int nb = n_in / 32;                                                                             \
-    float4 acc = (float4)(0.0f);                                                                          \
-    for (int u = lid; u < nb * 4; u += ls) {                                                              \
-      const int e0 = 32 * (u / 4) + (LO) * (u % 4);                                                       \
-      const float4 x0 = vload4(0, x + e0), x1 = vload4(0, x + e0 + (HI));                                 \
-      float s[TL_MV_ROWS];                                                                                \
-      for (int rr = 0; rr < TL_MV_ROWS; ++rr) {                                                           \
-        float4 w0, w1;                                                                                    \
-        READ_QUARTER(w + (ulong)min(r0 + rr, n_out - 1) * row_bytes, u, nb, &w0, &w1);                    \
-        const float4 p = w0 * x0 + w1 * x1;                                                               \
-        s[rr] = (p.x + p.y) + (p.z + p.w);                                                                \
-      }                                                                                                   \
-      acc += (float4)(s[0], s[1], s[2], s[3]);                                                            \
+    __global const uchar* row0 = w + (ulong)r0 * row_bytes;                                               \
+    __global const uchar* row1 = w + (ulong)min(r0 + 1, n_out - 1) * row_bytes;                          \
+    float2 acc = (float2)(0.0f);                                                                          \
+    for (int u = lid; u < nb * 2; u += ls) {                                                              \
+      const int e0 = 32 * (u / 2) + (LO) * (u % 2);                                                       \
+      const float4 x0 = vload4(0, x + e0), x1 = vload4(0, x + e0 + 4);                                    \
+      const float4 x2 = vload4(0, x + e0 + (HI)), x3 = vload4(0, x + e0 + (HI) + 4);                      \
+      float4 a[4], b[4];                                                                                  \
+      READ_HALF(row0, u, nb, a);                                                                          \
+      READ_HALF(row1, u, nb, b);                                                                          \
+      const float4 p = a[0] * x0 + a[1] * x1 + a[2] * x2 + a[3] * x3;                                     \
+      const float4 q = b[0] * x0 + b[1] * x1 + b[2] * x2 + b[3] * x3;                                     \
+      acc += (float2)((p.x + p.y) + (p.z + p.w), (q.x + q.y) + (q.z + q.w));                              \
     }                                                                                                     \
-    acc = tl_group_sum4(acc, scratch);                                                                    \
+    const float4 t = tl_group_sum4((float4)(acc.x, acc.y, 0.0f, 0.0f), scratch);                          \
     if (lid == 0) {                                                                                       \
-      if (r0 < n_out) y[r0] = acc.x;                                                                      \
-      if (r0 + 1 < n_out) y[r0 + 1] = acc.y;                                                              \
-      if (r0 + 2 < n_out) y[r0 + 2] = acc.z;                                                              \
-      if (r0 + 3 < n_out) y[r0 + 3] = acc.w;                                                              \
+      y[r0] = t.x;                                                                                        \
+      if (r0 + 1 < n_out) y[r0 + 1] = t.y;                                                                \
     }                                                                                                     \
   }
 
-// Quarter readers for TL_MATVEC_BLOCK32: quarter u of a row of nb blocks as the exact weights of its two runs
-// of 4 (the same values as tl_block_*), from one or two aligned 4-byte code loads.
-void tl_quarter_q4_0(__global const uchar* row, int u, int nb, float4* w0, float4* w1) {
-  const float d = vload_half(u / 4, (__global const half*)(row + 16 * nb));
-  const int4 q = convert_int4(as_uchar4(((__global const uint*)row)[u]));
-  *w0 = d * convert_float4((q & 15) - 8);
-  *w1 = d * convert_float4((q >> 4) - 8);
-}
-
-void tl_quarter_q4_1(__global const uchar* row, int u, int nb, float4* w0, float4* w1) {
-  __global const half* p = (__global const half*)(row + 16 * nb);
-  const float d = vload_half(2 * (u / 4), p), m = vload_half(2 * (u / 4) + 1, p);
-  const int4 q = convert_int4(as_uchar4(((__global const uint*)row)[u]));
-  *w0 = d * convert_float4(q & 15) + m;
-  *w1 = d * convert_float4(q >> 4) + m;
-}
-
-void tl_quarter_q8_0(__global const uchar* row, int u, int nb, float4* w0, float4* w1) {
-  const float d = vload_half(u / 4, (__global const half*)(row + 32 * nb));
+// Half-block readers for TL_MATVEC_BLOCK32: unit u of a row of nb blocks as the exact weights of its two runs
+// of 8 (the same values as tl_block_*): w[0], w[1] the run at e0, w[2], w[3] the run at e0 + HI. Rows are
+// 16-byte aligned and a block's codes start at a multiple of 16 bytes, so the code loads are aligned.
+void tl_half_q4_0(__global const uchar* row, int u, int nb, float4* w) {
+  const float d = vload_half(u / 2, (__global const half*)(row + 16 * nb));
   const uint2 c = vload2(u, (__global const uint*)row);
-  *w0 = d * convert_float4(as_char4(c.x));
-  *w1 = d * convert_float4(as_char4(c.y));
+  const int4 q0 = convert_int4(as_uchar4(c.x)), q1 = convert_int4(as_uchar4(c.y));
+  w[0] = d * convert_float4((q0 & 15) - 8);
+  w[1] = d * convert_float4((q1 & 15) - 8);
+  w[2] = d * convert_float4((q0 >> 4) - 8);
+  w[3] = d * convert_float4((q1 >> 4) - 8);
+}
+
+void tl_half_q4_1(__global const uchar* row, int u, int nb, float4* w) {
+  __global const half* p = (__global const half*)(row + 16 * nb);
+  const float d = vload_half(2 * (u / 2), p), m = vload_half(2 * (u / 2) + 1, p);
+  const uint2 c = vload2(u, (__global const uint*)row);
+  const int4 q0 = convert_int4(as_uchar4(c.x)), q1 = convert_int4(as_uchar4(c.y));
+  w[0] = d * convert_float4(q0 & 15) + m;
+  w[1] = d * convert_float4(q1 & 15) + m;
+  w[2] = d * convert_float4(q0 >> 4) + m;
+  w[3] = d * convert_float4(q1 >> 4) + m;
+}
+
+void tl_half_q8_0(__global const uchar* row, int u, int nb, float4* w) {
+  const float d = vload_half(u / 2, (__global const half*)(row + 32 * nb));
+  const uint4 c = vload4(u, (__global const uint*)row);
+  w[0] = d * convert_float4(as_char4(c.x));
+  w[1] = d * convert_float4(as_char4(c.y));
+  w[2] = d * convert_float4(as_char4(c.z));
+  w[3] = d * convert_float4(as_char4(c.w));
 }
