@@ -1,4 +1,5 @@
-// Causal attention over the device FB-KV cache (attention.cl): one 32-item work-group per (token, head).
+// Causal attention over the device FB-KV cache (attention.cl): one work-group of 32 x split items per (token,
+// head).
 #include "backends/opencl/opencl_backend.h"
 #include "format/error.h"
 
@@ -8,18 +9,30 @@ void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t laye
                                       int64_t kv_dim, int64_t n_tok, const AttnParams& p,
                                       const opencl::Buffer& q, const opencl::Buffer& pos,
                                       const opencl::Buffer& out) {
-  constexpr size_t kBlock = 32;  // TL_ATTN_BLOCK: the work-group size the kernel is written for
-  const size_t local_bytes = (2 * size_t(p.head_dim) + 2 * kBlock) * sizeof(float);
+  constexpr size_t kBlock = 32;  // TL_ATTN_BLOCK: keys per block, and items per split
+  const opencl::Kernel& k = k_attention_;
+  // Items per key: the most of 8, 4, 2 that divides head_dim into float4 steps and fits the kernel's
+  // work-group limit and local memory; 1 always works.
+  size_t split = 1;
+  for (size_t s : {8, 4, 2}) {
+    const size_t bytes = (2 * size_t(p.head_dim) + kBlock + kBlock * s) * sizeof(float);
+    if (p.head_dim % int64_t(4 * s) == 0 && kBlock * s <= k.max_wg && bytes <= caps().local_mem_bytes) {
+      split = s;
+      break;
+    }
+  }
+  const size_t wg = kBlock * split;
+  const size_t local_bytes = (2 * size_t(p.head_dim) + kBlock + wg) * sizeof(float);
   if (local_bytes > caps().local_mem_bytes) {
     fail(
         "OpenCL backend: attention with head size {} needs {} bytes of local memory; the device (profile {}) "
         "has {}",
         p.head_dim, local_bytes, caps().profile, caps().local_mem_bytes);
   }
-  const opencl::Kernel& k = k_attention_;
   const cl_ulong off = layer_off;
   const cl_int ctx = cl_int(n_ctx), d = cl_int(kv_dim), n_head = cl_int(p.n_head),
-               group = cl_int(p.n_head / p.n_head_kv), hd = cl_int(p.head_dim), window = cl_int(p.window);
+               group = cl_int(p.n_head / p.n_head_kv), hd = cl_int(p.head_dim), window = cl_int(p.window),
+               sp = cl_int(split);
   opencl::set_arg(k, 0, q);
   opencl::set_arg(k, 1, cache);
   opencl::set_arg(k, 2, off);
@@ -31,12 +44,13 @@ void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t laye
   opencl::set_arg(k, 8, hd);
   opencl::set_arg(k, 9, p.scale);
   opencl::set_arg(k, 10, window);
-  opencl::set_arg(k, 11, out);
-  opencl::set_local_arg(k, 12, size_t(p.head_dim) * sizeof(float));
+  opencl::set_arg(k, 11, sp);
+  opencl::set_arg(k, 12, out);
   opencl::set_local_arg(k, 13, size_t(p.head_dim) * sizeof(float));
-  opencl::set_local_arg(k, 14, kBlock * sizeof(float));
+  opencl::set_local_arg(k, 14, size_t(p.head_dim) * sizeof(float));
   opencl::set_local_arg(k, 15, kBlock * sizeof(float));
-  const size_t global[1] = {size_t(n_tok * p.n_head) * kBlock}, local[1] = {kBlock};
+  opencl::set_local_arg(k, 16, wg * sizeof(float));
+  const size_t global[1] = {size_t(n_tok * p.n_head) * wg}, local[1] = {wg};
   rt_.launch(k, 1, global, local);
 }
 
