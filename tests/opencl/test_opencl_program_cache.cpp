@@ -18,6 +18,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -27,6 +28,7 @@
 #include "format/error.h"
 #include "format/fp16.h"
 #include "format/quants.h"
+#include "runtime/bench.h"
 #include "runtime/thread_pool.h"
 #include "test_device.h"
 
@@ -411,6 +413,54 @@ TEST_F(OpenclProgramCache, profile_and_cache_type_are_part_of_the_key) {
   o.kv_type = GgmlType::F32;
   EXPECT_FALSE(start(o)->programs_from_cache());
   EXPECT_EQ(dir_.files().size(), 3u);
+}
+
+// `tilellm bench`'s start times: cold writes the entry that warm then loads; with the cache off only cold.
+TEST_F(OpenclProgramCache, bench_start_times_are_cold_then_warm_from_the_entry_cold_wrote) {
+  SessionOptions so;
+  so.device = test::opencl_test_device();
+  so.program_cache = {Mode::On, dir_.path.string()};
+  ::testing::internal::CaptureStderr();
+  const bench::StartTimes t = bench::measure_opencl_start(so);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_GT(t.cold_ms, 0.0);
+  EXPECT_GT(t.warm_ms, 0.0);
+  EXPECT_EQ(dir_.files().size(), 1u);
+  EXPECT_TRUE(start(cached(dir_.path))->programs_from_cache());  // the entry a session then uses
+
+  so.program_cache = {Mode::Off, (dir_.path / "off").string()};
+  const bench::StartTimes off = bench::measure_opencl_start(so);
+  EXPECT_GT(off.cold_ms, 0.0);
+  EXPECT_LT(off.warm_ms, 0.0);
+  EXPECT_FALSE(fs::exists(dir_.path / "off"));
+}
+
+// Stores racing with loads of the same key (threads here; processes behave alike, since the rename is what
+// makes it atomic): every load finds a whole entry, one of the two written, and never reports a damaged one.
+TEST(OpenclProgramCacheFile, concurrent_stores_and_loads_never_see_a_partial_entry) {
+  TempDir dir;
+  const opencl::ProgramCache cache({Mode::On, dir.path.string()}, "one key");
+  opencl::CacheEntry a, b;
+  a.binaries = {std::vector<uint8_t>(3 << 20, 0xa1)};  // MiBs, so that a write takes a while
+  b.binaries = {std::vector<uint8_t>((3 << 20) + 17, 0xb2)};
+  b.checked = true;
+  ASSERT_TRUE(cache.store(a));
+  ::testing::internal::CaptureStderr();
+  std::vector<std::thread> writers;
+  for (const opencl::CacheEntry* e : {&a, &b}) {
+    writers.emplace_back([&cache, e] {
+      for (int i = 0; i < 20; ++i) cache.store(*e);
+    });
+  }
+  int loads = 0, whole = 0;
+  for (; loads < 200; ++loads) {
+    const std::optional<opencl::CacheEntry> got = cache.load();
+    if (got && (got->binaries == a.binaries || got->binaries == b.binaries)) ++whole;
+  }
+  for (std::thread& t : writers) t.join();
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(whole, loads);
+  EXPECT_EQ(dir.files().size(), 1u);  // no temporary file left behind
 }
 
 // The file format without a device: a round trip, and every single flipped byte and every truncation of an
