@@ -1,5 +1,9 @@
 #include "backend_args.h"
 
+#include <cstdlib>
+
+#include "format/error.h"
+
 namespace tilellm::cli {
 
 void add_backend_args(CLI::App* app, BackendArgs& a) {
@@ -21,6 +25,36 @@ void add_backend_args(CLI::App* app, BackendArgs& a) {
                   "auto (cpu for batches of 16 tokens or more)")
       ->check(CLI::IsMember({"gpu", "cpu", "auto"}))
       ->capture_default_str();
+  app->add_option("--cl-cache", a.cl_cache,
+                  "OpenCL: program binary and self-check cache: on (default; $TILELLM_CACHE_DIR, else "
+                  "$XDG_CACHE_HOME/tilellm/opencl, else ~/.cache/tilellm/opencl), off, refresh (rebuild and "
+                  "re-check now), or a directory; $TILELLM_CL_CACHE sets the default");
+}
+
+opencl::ProgramCacheOptions program_cache_options(const std::string& cl_cache) {
+  using Mode = opencl::ProgramCacheOptions::Mode;
+  std::string v = cl_cache;
+  const char* where = "--cl-cache";
+  if (v.empty()) {
+    const char* e = std::getenv("TILELLM_CL_CACHE");
+    v = e && *e ? e : "on";
+    where = "TILELLM_CL_CACHE";
+  }
+  opencl::ProgramCacheOptions c;
+  if (v == "on" || v == "1") {
+    c.mode = Mode::On;
+  } else if (v == "off" || v == "0") {
+    c.mode = Mode::Off;
+  } else if (v == "refresh") {
+    c.mode = Mode::Refresh;
+  } else if (v.find('/') != std::string::npos || v == ".") {
+    c.mode = Mode::On;
+    c.dir = v;
+  } else {
+    // A bare word is more likely a mistyped mode than a directory in the working directory.
+    fail("{}: '{}' is not on, off, refresh or a directory (write ./{} for one here)", where, v, v);
+  }
+  return c;
 }
 
 void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
@@ -30,6 +64,7 @@ void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
   o.prefill = a.prefill == "cpu"    ? PrefillMode::Cpu
               : a.prefill == "auto" ? PrefillMode::Auto
                                     : PrefillMode::Gpu;
+  o.program_cache = program_cache_options(a.cl_cache);
 }
 
 std::string backend_label(const BackendArgs& a) {

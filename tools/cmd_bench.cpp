@@ -5,6 +5,10 @@
 //
 // Every model x threads x depth x test is one row. Each row gets its own session whose context is sized to
 // fit the test (depth + prompt + gen tokens) unless -c asks for more.
+//
+// With --backend opencl the run first times the backend's start twice, cold (programs built from source and
+// self-checked, the program cache bypassed and rewritten) and warm (from that cache); every row carries both
+// (start_cold_ms, start_warm_ms), and the Markdown table gives them in a line below it.
 #include <unistd.h>
 
 #include <algorithm>
@@ -195,6 +199,14 @@ void run_bench(BenchArgs a) {
                     cpu_set = bench::cpu_affinity_list();
   const bool tty = isatty(STDERR_FILENO);
   std::unique_ptr<bench::Printer> printer = bench::make_printer(format);
+  bench::StartTimes start;
+  if (a.backend.backend == "opencl") {
+    SessionOptions so;
+    so.kv_type = a.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
+    apply_backend_args(a.backend, so);
+    if (tty) std::fprintf(stderr, "bench: timing the OpenCL backend's cold and warm start\n");
+    start = bench::measure_opencl_start(so);
+  }
   std::fputs(printer->header().c_str(), stdout);
   std::fflush(stdout);
   for (const std::string& path : models) {
@@ -233,6 +245,8 @@ void run_bench(BenchArgs a) {
         r.weights_mode = a.weights;
         r.weight_bytes_per_token = bench::weight_bytes_per_token(*model, so.weights);
         r.test_time = bench::utc_now_rfc3339();
+        r.start_cold_ms = start.cold_ms;
+        r.start_warm_ms = start.warm_ms;
         if (tty) {
           std::fprintf(stderr, "bench: %s, %d threads, %s: %d runs after a warm-up\n", path.c_str(), nt,
                        bench::test_name(t).c_str(), a.reps);

@@ -41,6 +41,11 @@ struct Cell {
   std::string text;
 };
 
+// A start time's cell: empty when it was not measured (JSON: null).
+std::string start_ms(double ms) {
+  return ms < 0 ? std::string() : fmt::format("{:.1f}", ms);
+}
+
 std::vector<Cell> cells(const Row& r) {
   return {
       {"build_commit", Kind::Str, r.build_commit},
@@ -72,6 +77,8 @@ std::vector<Cell> cells(const Row& r) {
       {"activations", Kind::Str, r.activations},
       {"commit", Kind::Str, r.build_commit},
       {"weight_bytes_per_token", Kind::Int, std::to_string(r.weight_bytes_per_token)},
+      {"start_cold_ms", Kind::Float, start_ms(r.start_cold_ms)},
+      {"start_warm_ms", Kind::Float, start_ms(r.start_warm_ms)},
   };
 }
 
@@ -86,7 +93,11 @@ nlohmann::ordered_json to_json(const Row& r) {
         j[c.name] = std::stoll(c.text);
         break;
       case Kind::Float:
-        j[c.name] = std::stod(c.text);
+        if (c.text.empty()) {
+          j[c.name] = nullptr;
+        } else {
+          j[c.name] = std::stod(c.text);
+        }
         break;
     }
   }
@@ -188,6 +199,13 @@ class MdPrinter final : public Printer {
   }
   std::string row(const Row& r) override {
     commit_ = r.build_commit;
+    if (r.start_cold_ms >= 0) {
+      start_ = fmt::format(
+          "\n{} start: cold {:.1f} ms (programs built from source, self-check run), warm {}\n",
+          backend_cell(r), r.start_cold_ms,
+          r.start_warm_ms >= 0 ? fmt::format("{:.1f} ms (from the program cache)", r.start_warm_ms)
+                               : std::string("not measured (program cache off)"));
+    }
     const std::string size = r.model_size < (uint64_t(1) << 30)
                                  ? fmt::format("{:.2f} MiB", double(r.model_size) / (1 << 20))
                                  : fmt::format("{:.2f} GiB", double(r.model_size) / (1 << 30));
@@ -211,7 +229,7 @@ class MdPrinter final : public Printer {
     return line + "\n";
   }
   std::string footer() override {
-    return fmt::format("\nbuild: {}\n", commit_.empty() ? "unknown" : commit_);
+    return start_ + fmt::format("\nbuild: {}\n", commit_.empty() ? "unknown" : commit_);
   }
 
  private:
@@ -225,6 +243,7 @@ class MdPrinter final : public Printer {
     return c;
   }
   std::string commit_;
+  std::string start_;  // the start-time line, when a row had one
 };
 
 }  // namespace

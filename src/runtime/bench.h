@@ -9,7 +9,9 @@
 //
 // Rows are printed as a Markdown table (llama-bench's columns), CSV, JSON (one array) or JSONL (one object
 // per line). Field names are llama-bench's (`model_filename`, `n_prompt`, `avg_ts`, `samples_ns`, ...)
-// followed by ours (`backend`, `cpu_set`, `weights_mode`, `activations`, `commit`, `weight_bytes_per_token`).
+// followed by ours (`backend`, `cpu_set`, `weights_mode`, `activations`, `commit`, `weight_bytes_per_token`,
+// `start_cold_ms`, `start_warm_ms`). The start times (OpenCL: measure_opencl_start) are the run's, repeated
+// in every row; the Markdown table, whose columns are llama-bench's, gives them in a line below it.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +63,10 @@ struct Row {
   std::string weights_mode = "native";  // --weights: native (GGUF types, some tiled), int4b64, int8b0, f16
   std::string activations = "q8";
   uint64_t weight_bytes_per_token = 0;  // weight bytes one decode step reads (for the bandwidth roofline)
+  // Start-up of the backend in milliseconds (measure_opencl_start); negative: not measured (the CPU backend,
+  // or warm with the program cache off): CSV writes an empty cell, JSON null.
+  double start_cold_ms = -1;
+  double start_warm_ms = -1;
 
   // llama-bench's statistics: integer mean and sample standard deviation of the times, and of the rates
   // (n_prompt + n_gen) / time per sample.
@@ -94,6 +100,17 @@ const std::vector<std::string>& field_names();
 // Runs one test on a session whose context holds at least n_depth + n_prompt + n_gen tokens: a warm-up run,
 // then `reps` timed runs. Returns the time of each run in nanoseconds.
 std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t seed);
+
+// The OpenCL backend's start-up for the device, profile, KV cache type and program cache of `o`, in
+// milliseconds of the steady clock: cold, the programs built from source and every kernel self-checked (the
+// program cache bypassed, then rewritten), and warm, both loaded from the cache. The backend is made without
+// a model: uploading the weights costs the same either way and is left out. Warm is negative when the cache
+// is off or the warm start did not find the entry cold wrote (an unwritable cache directory).
+struct StartTimes {
+  double cold_ms = -1;
+  double warm_ms = -1;
+};
+StartTimes measure_opencl_start(const SessionOptions& o);
 
 // Facts about the machine and the build that every row carries.
 std::string cpu_model_name();     // /proc/cpuinfo's "model name", or "unknown"

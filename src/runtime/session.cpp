@@ -33,6 +33,7 @@ std::unique_ptr<Backend> make_device_backend(const Model& m, const SessionOption
   g.device = o.device;
   g.profile = o.device_profile;
   g.profiling = o.profile_kernels;
+  g.cache = o.program_cache;
   const int64_t n_batch = s.n_batch;
   g.max_tokens = n_batch;
   const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/opencl/program_cache.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
@@ -43,6 +44,8 @@ struct SessionOptions {
   WeightsMode weights = WeightsMode::Native;  // how matrices are held: backends/cpu/tiled_weight.h
   bool profile_kernels = false;               // OpenCL: time every kernel (kernel_times())
   PrefillMode prefill = PrefillMode::Gpu;     // OpenCL: where prompt batches run
+  // OpenCL: the program binary cache (off unless asked for; the CLI's --cl-cache defaults to on).
+  opencl::ProgramCacheOptions program_cache;
 };
 
 class Session {

@@ -78,7 +78,8 @@ const char* const kLlamaBenchFields[] = {"build_commit", "cpu_info",       "mode
                                          "model_size",   "model_n_params", "n_batch",        "n_threads",
                                          "n_prompt",     "n_gen",          "n_depth",        "test_time",
                                          "avg_ns",       "stddev_ns",      "avg_ts",         "stddev_ts"};
-const char* const kOurFields[] = {"backend", "cpu_set", "weights_mode", "activations", "commit"};
+const char* const kOurFields[] = {"backend", "cpu_set",       "weights_mode", "activations",
+                                  "commit",  "start_cold_ms", "start_warm_ms"};
 
 TEST(BenchFormat, parse_int_list_reads_comma_lists) {
   EXPECT_EQ(parse_int_list("128,512", "-p"), (std::vector<int64_t>{128, 512}));
@@ -212,6 +213,47 @@ TEST(BenchFormat, markdown_backend_names_the_device_and_a_converted_weights_mode
   r.weights_mode = "native";
   r.backend = "opencl:1:mali-valhall";
   EXPECT_NE(print(*make_printer(Format::Md), {r}).find("| OpenCL:1:mali-valhall "), std::string::npos);
+}
+
+// The OpenCL start times: numbers in CSV and JSON and a line under the Markdown table when measured; an
+// empty cell, null and no line when not (the CPU backend); warm alone missing when the cache was off.
+TEST(BenchFormat, start_times_appear_in_every_format_when_measured) {
+  Row r = synthetic_row({0, 16, 0});
+  auto csv_at = [](const std::string& out, const std::string& name) {
+    const auto ls = lines(out);
+    const auto header = csv_fields(ls.at(0)), row = csv_fields(ls.at(1));
+    return row.at(size_t(std::find(header.begin(), header.end(), name) - header.begin()));
+  };
+  auto json_row = [](const Row& row) {
+    return nlohmann::json::parse(print(*make_printer(Format::Jsonl), {row}));
+  };
+  EXPECT_EQ(csv_at(print(*make_printer(Format::Csv), {r}), "start_cold_ms"), "");
+  EXPECT_TRUE(json_row(r)["start_cold_ms"].is_null());
+  EXPECT_TRUE(json_row(r)["start_warm_ms"].is_null());
+  EXPECT_EQ(print(*make_printer(Format::Md), {r}).find(" start: "), std::string::npos);
+
+  r.backend = "opencl:0";
+  r.start_cold_ms = 1234.56;
+  r.start_warm_ms = 78.94;
+  const std::string csv = print(*make_printer(Format::Csv), {r});
+  EXPECT_EQ(csv_at(csv, "start_cold_ms"), "1234.6");
+  EXPECT_EQ(csv_at(csv, "start_warm_ms"), "78.9");
+  const auto j = nlohmann::json::parse(print(*make_printer(Format::Json), {r}));
+  EXPECT_NEAR(j[0]["start_cold_ms"].get<double>(), 1234.6, 1e-9);
+  EXPECT_NEAR(j[0]["start_warm_ms"].get<double>(), 78.9, 1e-9);
+  const std::string md = print(*make_printer(Format::Md), {r});
+  EXPECT_NE(
+      md.find("OpenCL:0 start: cold 1234.6 ms (programs built from source, self-check run), warm 78.9 ms "
+              "(from the program cache)"),
+      std::string::npos)
+      << md;
+  EXPECT_LT(md.find(" start: "), md.find("build: abc1234"));  // below the table, before the build line
+
+  r.start_warm_ms = -1;
+  EXPECT_TRUE(json_row(r)["start_warm_ms"].is_null());
+  EXPECT_EQ(json_row(r)["start_cold_ms"].get<double>(), 1234.6);
+  EXPECT_NE(print(*make_printer(Format::Md), {r}).find("warm not measured (program cache off)"),
+            std::string::npos);
 }
 
 TEST(BenchFormat, cpu_facts_are_filled) {

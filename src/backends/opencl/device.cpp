@@ -153,6 +153,7 @@ Capabilities query_capabilities(const DeviceRef& ref) {
   const cl_device_id d = ref.device;
   Capabilities c;
   c.platform = platform_string(ref.platform, CL_PLATFORM_NAME);
+  c.platform_version = platform_string(ref.platform, CL_PLATFORM_VERSION);
   c.name = device_string(d, CL_DEVICE_NAME, "clGetDeviceInfo(CL_DEVICE_NAME)");
   c.vendor = device_string(d, CL_DEVICE_VENDOR, "clGetDeviceInfo(CL_DEVICE_VENDOR)");
   c.device_version = device_string(d, CL_DEVICE_VERSION, "clGetDeviceInfo(CL_DEVICE_VERSION)");
@@ -285,18 +286,28 @@ std::string Runtime::generated_header(const std::string& extra_defines) const {
 ProgramHandle Runtime::build(const std::vector<std::string_view>& ops,
                              const std::string& extra_defines) const {
   std::string label;  // the files, for messages
-  std::string body;
   for (std::string_view o : ops) {
     label += label.empty() ? "" : "+";
     label += o;
-    body += kernel_source(o);
-    if (body.back() != '\n') body += '\n';
   }
-  return build_source(label, body, extra_defines);
+  return build_source(label, op_sources(ops), extra_defines);
 }
 
 ProgramHandle Runtime::build_source(std::string_view op, std::string_view body,
                                     const std::string& extra_defines) const {
+  return build_text(op, program_text(body, extra_defines));
+}
+
+std::string Runtime::op_sources(const std::vector<std::string_view>& ops) {
+  std::string body;
+  for (std::string_view o : ops) {
+    body += kernel_source(o);
+    if (body.back() != '\n') body += '\n';
+  }
+  return body;
+}
+
+std::string Runtime::program_text(std::string_view body, const std::string& extra_defines) const {
   std::string src = generated_header(extra_defines);
   for (std::string_view part : {kernel_source("common"), kernel_source("quants"), body}) {
     src += part;
@@ -304,8 +315,17 @@ ProgramHandle Runtime::build_source(std::string_view op, std::string_view body,
   }
   // Guard: some compilers reject (or misparse a last directive of) a source without a final newline.
   if (src.empty() || src.back() != '\n') src += '\n';
+  return src;
+}
+
+std::string Runtime::build_options() const {
   std::string options = "-cl-std=CL1.2";
   if (caps_.fp32_correctly_rounded_div_sqrt) options += " -cl-fp32-correctly-rounded-divide-sqrt";
+  return options;
+}
+
+ProgramHandle Runtime::build_text(std::string_view op, const std::string& src) const {
+  const std::string options = build_options();
   if (options.size() >= kMaxBuildOptions) {
     fail("internal: OpenCL build options for {}.cl are {} bytes (limit {})", op, options.size(),
          kMaxBuildOptions);
@@ -325,6 +345,37 @@ ProgramHandle Runtime::build_source(std::string_view op, std::string_view body,
          log);
   }
   return prog;
+}
+
+// A binary the driver returned for this device is still only trusted as far as the driver accepts it: a
+// driver update that kept its version string, or a damaged file that passed the cache's checks, shows up
+// here as a failed create or build, which the caller answers by building from source.
+ProgramHandle Runtime::build_binary(std::string_view op, const std::vector<uint8_t>& binary) const {
+  if (binary.empty()) fail("OpenCL: empty program binary for {}", op);
+  const std::string options = build_options();
+  const unsigned char* bin = binary.data();
+  const size_t len = binary.size();
+  cl_int status = CL_SUCCESS, err = CL_SUCCESS;
+  ProgramHandle prog(clCreateProgramWithBinary(context_, 1, &dev_.device, &len, &bin, &status, &err));
+  check(err, fmt::format("clCreateProgramWithBinary({})", op));
+  check(status, fmt::format("clCreateProgramWithBinary({}) binary status", op));
+  check(clBuildProgram(prog.get(), 1, &dev_.device, options.c_str(), nullptr, nullptr),
+        fmt::format("clBuildProgram({} from its binary)", op));
+  return prog;
+}
+
+std::vector<uint8_t> Runtime::program_binary(const ProgramHandle& program) const {
+  // The program is built for one device, so there is one binary.
+  size_t size = 0;
+  check(clGetProgramInfo(program.get(), CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr),
+        "clGetProgramInfo(CL_PROGRAM_BINARY_SIZES)");
+  std::vector<uint8_t> bin(size);
+  unsigned char* p = bin.data();
+  if (size > 0) {
+    check(clGetProgramInfo(program.get(), CL_PROGRAM_BINARIES, sizeof p, &p, nullptr),
+          "clGetProgramInfo(CL_PROGRAM_BINARIES)");
+  }
+  return bin;
 }
 
 Kernel Runtime::kernel(const ProgramHandle& program, const char* name) const {

@@ -25,7 +25,7 @@ namespace tilellm::opencl {
 // What the kernels may rely on, queried once per device and then clamped by the profile.
 struct Capabilities {
   // Identification (printed, never used to choose a kernel).
-  std::string platform, name, vendor, device_version, driver_version, c_version;
+  std::string platform, platform_version, name, vendor, device_version, driver_version, c_version;
   int cl_major = 1, cl_minor = 2;  // from CL_DEVICE_VERSION "OpenCL <major>.<minor> ..."
 
   uint32_t compute_units = 0;
@@ -153,6 +153,16 @@ class Runtime {
   // test hook builds a deliberately broken kernel this way.
   ProgramHandle build_source(std::string_view label, std::string_view body,
                              const std::string& extra_defines = "") const;
+  // The steps of build() and build_source(), for the program binary cache (program_cache.h): the op files
+  // concatenated, the full source text compiled (generated header, helpers, then `body`), the build options,
+  // a build from that text, a build from a binary this device's driver returned before (throws tilellm::Error
+  // when the driver rejects it), and a built program's binary.
+  static std::string op_sources(const std::vector<std::string_view>& ops);
+  std::string program_text(std::string_view body, const std::string& extra_defines = "") const;
+  std::string build_options() const;
+  ProgramHandle build_text(std::string_view label, const std::string& text) const;
+  ProgramHandle build_binary(std::string_view label, const std::vector<uint8_t>& binary) const;
+  std::vector<uint8_t> program_binary(const ProgramHandle& program) const;
   Kernel kernel(const ProgramHandle& program, const char* name) const;
 
   Buffer alloc(size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE, const void* init = nullptr) const;

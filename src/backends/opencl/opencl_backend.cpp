@@ -3,8 +3,10 @@
 #include "backends/opencl/opencl_backend.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "format/error.h"
 #include "format/quants.h"
@@ -62,6 +64,35 @@ size_t floats(int64_t n) {
   return size_t(std::max<int64_t>(n, 1)) * sizeof(float);
 }
 
+// Bumped whenever something outside the program texts changes what a cached entry means: the self-check's
+// cases or tolerance (its verdict is cached), or how binaries are made or used.
+constexpr const char* kCacheKeyVersion = "tilellm-opencl-programs 1";
+
+// The program cache's key (program_cache.h): every input of the binaries and of the self-check's verdict, as
+// length-prefixed fields so that no two different inputs make the same text.
+std::string program_cache_key(const opencl::Capabilities& c, const std::string& options,
+                              const std::vector<std::string>& texts, const std::string& hook_kernel) {
+  std::string k;
+  auto field = [&k](std::string_view name, std::string_view v) {
+    k += fmt::format("{} {}:", name, v.size());
+    k += v;
+    k += '\n';
+  };
+  field("version", kCacheKeyVersion);
+  field("platform", c.platform);
+  field("platform-version", c.platform_version);
+  field("device", c.name);
+  field("vendor", c.vendor);
+  field("device-version", c.device_version);
+  field("driver-version", c.driver_version);
+  field("c-version", c.c_version);
+  field("profile", c.profile);
+  field("options", options);
+  field("test-hook", hook_kernel);
+  for (const std::string& t : texts) field("program", t);
+  return k;
+}
+
 }  // namespace
 
 OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
@@ -83,9 +114,39 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   const std::string defines =
       fmt::format("#define TL_KV_F16 {}\n#define TL_MM_TILE {}\n", kv_f16 ? 1 : 0, kMatmulTile);
 
-  program_ = rt_.build({"embedding", "rmsnorm", "matmul_f32", "matmul_f16", "matmul_q4_0", "matmul_q4_1",
-                        "matmul_q8_0", "rope", "kv_store", "attention", "glu", "add"},
-                       defines);
+  // The programs: one from every op file, and the test hook's replacement kernel when one is set. Both come
+  // from the binary cache when it holds an entry for exactly these texts on this device, else from source.
+  const std::vector<std::string_view> ops = {"embedding",   "rmsnorm",     "matmul_f32",  "matmul_f16",
+                                             "matmul_q4_0", "matmul_q4_1", "matmul_q8_0", "rope",
+                                             "kv_store",    "attention",   "glu",         "add"};
+  std::vector<std::string> labels = {"ops"},
+                           texts = {rt_.program_text(opencl::Runtime::op_sources(ops), defines)};
+  if (!o.test_kernel_name.empty()) {
+    labels.push_back("test hook " + o.test_kernel_name);
+    texts.push_back(rt_.program_text(o.test_kernel_source, defines));
+  }
+  const opencl::ProgramCache cache(o.cache,
+                                   program_cache_key(caps(), rt_.build_options(), texts, o.test_kernel_name));
+  std::optional<opencl::CacheEntry> entry = cache.load();
+  std::vector<opencl::ProgramHandle> programs;
+  if (entry && entry->binaries.size() == texts.size()) {
+    try {
+      for (size_t i = 0; i < texts.size(); ++i)
+        programs.push_back(rt_.build_binary(labels[i], entry->binaries[i]));
+    } catch (const Error& e) {
+      std::fprintf(
+          stderr, "note: OpenCL program cache: %s: the driver rejected a cached binary (%s); rebuilding it\n",
+          cache.path().c_str(), e.what());
+      programs.clear();
+    }
+  }
+  programs_from_cache_ = !programs.empty();
+  if (!programs_from_cache_) {
+    entry.reset();
+    for (size_t i = 0; i < texts.size(); ++i) programs.push_back(rt_.build_text(labels[i], texts[i]));
+  }
+  program_ = std::move(programs[0]);
+  if (programs.size() > 1) test_program_ = std::move(programs[1]);
   for (int i = 0; i < 5; ++i) {
     k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
     k_matmul_[i] = rt_.kernel(program_, kMatmulKernels[i]);
@@ -104,7 +165,6 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
       if (k->name == o.test_kernel_name) slot = k;
     }
     if (!slot) fail("OpenCL backend: the test hook names no kernel '{}'", o.test_kernel_name);
-    test_program_ = rt_.build_source("test hook " + o.test_kernel_name, o.test_kernel_source, defines);
     *slot = rt_.kernel(test_program_, o.test_kernel_name.c_str());
   }
 
@@ -163,7 +223,27 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
 
   cpu_pool_ = std::make_unique<ThreadPool>(1);
   cpu_ = std::make_unique<CpuBackend>(*cpu_pool_, ActivationMode::F32, 0);
-  if (o.self_check) run_self_check();
+  if (o.self_check) {
+    verdict_from_cache_ = entry && entry->checked && o.reuse_verdict && apply_cached_verdict(entry->failed);
+    if (!verdict_from_cache_) {
+      run_self_check();
+      self_check_ran_ = true;
+    }
+  }
+  // Stored after the self-check, whose verdict goes with the binaries: a new entry after a build from source,
+  // or the cached binaries with a new verdict (the entry had none, or the check was forced).
+  if (cache.enabled() && (!programs_from_cache_ || self_check_ran_)) {
+    opencl::CacheEntry e;
+    if (programs_from_cache_) {
+      e.binaries = std::move(entry->binaries);
+    } else {
+      e.binaries.push_back(rt_.program_binary(program_));
+      if (test_program_) e.binaries.push_back(rt_.program_binary(test_program_));
+    }
+    e.checked = self_check_ran_;
+    e.failed = failed_;
+    cache.store(e);
+  }
 }
 
 OpenclBackend::~OpenclBackend() {

@@ -11,6 +11,9 @@
 //    to kv_store/attention only supplies (and must match) the geometry; its memory is not used.
 //  - Self-check: at construction every kernel runs a small random case against the CPU backend; a kernel that
 //    fails is replaced by the CPU backend for its op, with a warning naming it (self_check.cpp).
+//  - Program binary cache (program_cache.h), when the options turn it on: the programs' binaries and the
+//    self-check's verdict are stored after the first start on a device and loaded at the next, which then
+//    neither compiles nor re-runs the self-check (the cached verdict's fallbacks apply, with their warnings).
 //  - Activations are device-resident. The Backend interface passes host float pointers, and the CPU backend
 //    must keep paying nothing for that, so the interface is unchanged: instead the session hands the backend
 //    its activation scratch (ForwardScratch's float arrays) at construction, and the backend mirrors each
@@ -40,6 +43,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/opencl/device.h"
+#include "backends/opencl/program_cache.h"
 
 namespace tilellm {
 
@@ -58,6 +62,12 @@ struct OpenclBackendOptions {
   uint64_t kv_max_buffer_bytes = 0;
   // Run the self-check at construction (tests of the kernels themselves turn it off).
   bool self_check = true;
+  // The program binary cache. Off unless asked for, so that a backend a test or a library caller makes
+  // touches no disk; the CLI turns it on (--cl-cache).
+  opencl::ProgramCacheOptions cache;
+  // With the cache on and a cached verdict, the self-check is skipped and that verdict applied; false: the
+  // self-check runs anyway and its verdict replaces the cached one.
+  bool reuse_verdict = true;
   // Time every kernel with the queue's profiling timestamps (kernel_times(); `tilellm bench --profile`).
   bool profiling = false;
   // Host arrays to keep on the device (the session's activation scratch), each mirrored by a device buffer
@@ -93,6 +103,11 @@ class OpenclBackend final : public Backend {
   void upload_model(const ModelWeights& mw);
   // Names of the kernels that failed the self-check and whose ops run on the CPU backend.
   std::vector<std::string> cpu_fallbacks() const;
+  // Which start path this backend took: programs loaded from cached binaries (else built from source), and
+  // whether the self-check ran here (else its verdict came from the cache, or it was turned off).
+  bool programs_from_cache() const { return programs_from_cache_; }
+  bool self_check_ran() const { return self_check_ran_; }
+  bool verdict_from_cache() const { return verdict_from_cache_; }
   // Device buffers the KV cache is split over (1 unless one buffer cannot hold it).
   size_t kv_buffers() const { return kv_bufs_.size(); }
   // Makes the host copy of `bytes` bytes at p current (p: anywhere; only mirrored arrays need a copy).
@@ -149,6 +164,10 @@ class OpenclBackend final : public Backend {
                          int64_t n_tok, const AttnParams& p, const opencl::Buffer& q,
                          const opencl::Buffer& pos, const opencl::Buffer& out);
   void run_self_check();
+  // Marks the kernels a cached verdict names as failed (with the self-check's warnings); false, marking
+  // nothing, when it names a kernel this backend does not have.
+  bool apply_cached_verdict(const std::vector<opencl::CacheEntry::Failed>& failed);
+  void warn_cpu_fallback(const opencl::Kernel& k, double err, bool cached) const;
   // Enqueues y = W x, x and y on the device from offset 0.
   void enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                       const opencl::Buffer& y);
@@ -207,6 +226,8 @@ class OpenclBackend final : public Backend {
   // One program built from every op file; kernels chosen by weight type / activation / cache type.
   opencl::ProgramHandle program_;
   opencl::ProgramHandle test_program_;  // the test hook's replacement kernel, when set
+  bool programs_from_cache_ = false, self_check_ran_ = false, verdict_from_cache_ = false;
+  std::vector<opencl::CacheEntry::Failed> failed_;  // the self-check's verdict: kernels that failed it
   // k_matvec_: the one-token (decode) products, used for n_tok == 1 unless they failed the self-check (then
   // k_matmul_ serves decode too).
   opencl::Kernel k_embed_[5], k_matmul_[5], k_matvec_[5];

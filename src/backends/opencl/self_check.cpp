@@ -72,20 +72,43 @@ double relative_error(const std::vector<float>& ref, const std::vector<float>& g
 
 }  // namespace
 
+void OpenclBackend::warn_cpu_fallback(const opencl::Kernel& k, double err, bool cached) const {
+  // A failed matvec kernel hands decode to its type's matmul kernel (matmul.cpp), which has its own verdict.
+  const bool matvec = k.name.rfind("matvec_", 0) == 0;
+  std::fprintf(stderr,
+               "warning: OpenCL kernel %s failed its self-check on %s (profile %s)%s: error %.3g of the "
+               "largest value; %s from now on\n",
+               k.name.c_str(), caps().name.c_str(), caps().profile.c_str(),
+               cached ? " (verdict from the program cache)" : "", err,
+               matvec ? "one-token products use the matmul kernel" : "its op runs on the CPU");
+}
+
+bool OpenclBackend::apply_cached_verdict(const std::vector<opencl::CacheEntry::Failed>& failed) {
+  std::vector<opencl::Kernel*> marked;
+  for (const opencl::CacheEntry::Failed& f : failed) {
+    opencl::Kernel* hit = nullptr;
+    for (opencl::Kernel* k : all_kernels()) {
+      if (k->name == f.kernel) hit = k;
+    }
+    if (!hit) return false;  // the key covers the sources, so only a damaged entry gets here
+    marked.push_back(hit);
+  }
+  for (size_t i = 0; i < failed.size(); ++i) {
+    marked[i]->on_cpu = true;
+    warn_cpu_fallback(*marked[i], failed[i].error, /*cached=*/true);
+  }
+  failed_ = failed;
+  return true;
+}
+
 void OpenclBackend::run_self_check() {
   std::mt19937 rng(0x5e1fc4ecu);
+  failed_.clear();
   auto verdict = [&](opencl::Kernel& k, double err) {
     if (err <= kTolerance) return;
     k.on_cpu = true;
-    // A failed matvec kernel hands decode to its type's matmul kernel (matmul.cpp), which has its own
-    // verdict.
-    const bool matvec = k.name.rfind("matvec_", 0) == 0;
-    std::fprintf(
-        stderr,
-        "warning: OpenCL kernel %s failed its self-check on %s (profile %s): error %.3g of the largest "
-        "value; %s from now on\n",
-        k.name.c_str(), caps().name.c_str(), caps().profile.c_str(), err,
-        matvec ? "one-token products use the matmul kernel" : "its op runs on the CPU");
+    failed_.push_back({k.name, err});
+    warn_cpu_fallback(k, err, /*cached=*/false);
   };
 
   // Weights: embedding and matmul of every block type a kernel reads. Each op below still runs its kernel:
