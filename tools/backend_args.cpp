@@ -1,5 +1,7 @@
 #include "backend_args.h"
 
+#include "format/error.h"
+
 namespace tilellm::cli {
 
 void add_backend_args(CLI::App* app, BackendArgs& a) {
@@ -21,6 +23,10 @@ void add_backend_args(CLI::App* app, BackendArgs& a) {
                   "auto (cpu for batches of 16 tokens or more)")
       ->check(CLI::IsMember({"gpu", "cpu", "auto"}))
       ->capture_default_str();
+  app->add_option("--gpu-memory", a.gpu_memory,
+                  "OpenCL: where weights live: buffer (default), or image (2D images read through the "
+                  "texture path, for F16/Q4_0/Q4_1/Q8_0 weights that fit the device's image limits)")
+      ->check(CLI::IsMember({"buffer", "image"}));
 }
 
 void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
@@ -30,12 +36,16 @@ void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
   o.prefill = a.prefill == "cpu"    ? PrefillMode::Cpu
               : a.prefill == "auto" ? PrefillMode::Auto
                                     : PrefillMode::Gpu;
+  if (!a.gpu_memory.empty() && a.backend != "opencl")
+    fail("--gpu-memory {} applies to a GPU backend: use it with --backend opencl", a.gpu_memory);
+  o.gpu_memory = a.gpu_memory == "image" ? GpuMemory::Image : GpuMemory::Buffer;
 }
 
 std::string backend_label(const BackendArgs& a) {
   if (a.backend != "opencl") return a.backend;
   std::string s = "opencl:" + std::to_string(a.device);
   if (a.device_profile != "none") s += ":" + a.device_profile;
+  s += a.gpu_memory == "image" ? "+image" : "+buffer";  // the weights' memory mode
   if (a.prefill != "gpu") s += "+prefill-" + a.prefill;
   return s;
 }

@@ -1,5 +1,6 @@
 // The backend-selection options shared by the commands that run a model (run, chat, perplexity,
-// dump-logits, bench): --backend cpu|opencl, --device N, --device-profile NAME, --prefill gpu|cpu|auto.
+// dump-logits, bench): --backend cpu|opencl, --device N, --device-profile NAME, --prefill gpu|cpu|auto,
+// --gpu-memory buffer|image.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@ struct BackendArgs {
   int device = 0;
   std::string device_profile = "none";
   std::string prefill = "gpu";  // OpenCL: where prompt batches run (session.h, PrefillMode)
+  std::string gpu_memory;       // OpenCL: buffer|image (backends/gpu_memory.h); empty: not given (buffer)
 };
 
 void add_backend_args(CLI::App* app, BackendArgs& a);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/gpu_memory.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
@@ -43,6 +44,7 @@ struct SessionOptions {
   WeightsMode weights = WeightsMode::Native;  // how matrices are held: backends/cpu/tiled_weight.h
   bool profile_kernels = false;               // OpenCL: time every kernel (kernel_times())
   PrefillMode prefill = PrefillMode::Gpu;     // OpenCL: where prompt batches run
+  GpuMemory gpu_memory = GpuMemory::Buffer;   // OpenCL: weights in buffers or images (backends/gpu_memory.h)
 };
 
 class Session {
