@@ -6,6 +6,8 @@
 //  - Weights: uploaded once into one device buffer each, keyed by the host Weight's data pointer. Q4_0, Q4_1,
 //    Q8_0, F16 and F32 keep their block format; every other type (Q5_0, Q5_1, K-quants, BF16) is dequantized
 //    at upload to F32, exactly (docs/OPENCL.md).
+//    With --gpu-memory image, F16, Q4_0, Q4_1 and Q8_0 matrices go into one 2D image each instead (the same
+//    device rows, 128-byte aligned: kernels/matmul_image.cl), where the image fits the device's limits.
 //  - FB-KV on the device: [layer][K|V][pos < n_ctx][kv_dim] in the cache type, one buffer when it fits the
 //    device's largest allocation, else whole layers split over as few buffers as fit. The host KvCache passed
 //    to kv_store/attention only supplies (and must match) the geometry; its memory is not used.
