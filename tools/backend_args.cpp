@@ -25,6 +25,10 @@ void add_backend_args(CLI::App* app, BackendArgs& a) {
                   "auto (cpu for batches of 16 tokens or more)")
       ->check(CLI::IsMember({"gpu", "cpu", "auto"}))
       ->capture_default_str();
+  app->add_option("--gpu-memory", a.gpu_memory,
+                  "OpenCL: where weights live: buffer (default), or image (2D images read through the "
+                  "texture path, for F16/Q4_0/Q4_1/Q8_0 weights that fit the device's image limits)")
+      ->check(CLI::IsMember({"buffer", "image"}));
   app->add_option("--cl-cache", a.cl_cache,
                   "OpenCL: program binary and self-check cache: on (default; $TILELLM_CACHE_DIR, else "
                   "$XDG_CACHE_HOME/tilellm/opencl, else ~/.cache/tilellm/opencl), off, refresh (rebuild and "
@@ -65,12 +69,16 @@ void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
               : a.prefill == "auto" ? PrefillMode::Auto
                                     : PrefillMode::Gpu;
   o.program_cache = program_cache_options(a.cl_cache);
+  if (!a.gpu_memory.empty() && a.backend != "opencl")
+    fail("--gpu-memory {} applies to a GPU backend: use it with --backend opencl", a.gpu_memory);
+  o.gpu_memory = a.gpu_memory == "image" ? GpuMemory::Image : GpuMemory::Buffer;
 }
 
 std::string backend_label(const BackendArgs& a) {
   if (a.backend != "opencl") return a.backend;
   std::string s = "opencl:" + std::to_string(a.device);
   if (a.device_profile != "none") s += ":" + a.device_profile;
+  s += a.gpu_memory == "image" ? "+image" : "+buffer";  // the weights' memory mode
   if (a.prefill != "gpu") s += "+prefill-" + a.prefill;
   return s;
 }

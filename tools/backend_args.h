@@ -1,6 +1,6 @@
 // The backend-selection options shared by the commands that run a model (run, chat, perplexity,
 // dump-logits, bench): --backend cpu|opencl, --device N, --device-profile NAME, --prefill gpu|cpu|auto,
-// --cl-cache on|off|refresh|DIR.
+// --cl-cache on|off|refresh|DIR, --gpu-memory buffer|image.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,6 +16,7 @@ struct BackendArgs {
   std::string device_profile = "none";
   std::string prefill = "gpu";  // OpenCL: where prompt batches run (session.h, PrefillMode)
   std::string cl_cache;         // OpenCL program cache: on, off, refresh or a directory; empty: see below
+  std::string gpu_memory;       // OpenCL: buffer|image (backends/gpu_memory.h); empty: not given (buffer)
 };
 
 void add_backend_args(CLI::App* app, BackendArgs& a);

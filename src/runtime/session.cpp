@@ -34,6 +34,7 @@ std::unique_ptr<Backend> make_device_backend(const Model& m, const SessionOption
   g.profile = o.device_profile;
   g.profiling = o.profile_kernels;
   g.cache = o.program_cache;
+  g.memory = o.gpu_memory;
   const int64_t n_batch = s.n_batch;
   g.max_tokens = n_batch;
   const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});
@@ -88,6 +89,9 @@ Session::Session(const Model& model, const SessionOptions& opts)
   } else {
     if (opts.prefill != PrefillMode::Gpu)
       fail("--prefill cpu|auto splits work between the CPU and a device: use it with --backend opencl");
+    if (opts.gpu_memory != GpuMemory::Buffer)
+      fail("--gpu-memory {} places weights in device memory: use it with --backend opencl",
+           gpu_memory_name(opts.gpu_memory));
     backend_.prepare_weights(model.weights(), opts.weights);
   }
 }

@@ -8,6 +8,8 @@ namespace tilellm {
 void OpenclBackend::embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) {
   if (n_tok <= 0) return;
   const DeviceWeight& dw = find_weight(table, "embed");
+  if (dw.img)
+    fail("OpenCL backend: embed: weight {} is held in an image; the embedding reads buffers", table.name);
   for (int64_t t = 0; t < n_tok; ++t) {
     if (ids[t] < 0 || ids[t] >= table.n_out)
       fail("token id {} is outside the vocabulary of {}", ids[t], table.n_out);

@@ -74,9 +74,11 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   const opencl::Buffer* xb = nullptr;  // placed on the device by the first weight that runs there
   for (int i = 0; i < n; ++i) {
     const DeviceWeight& dw = find_weight(*ws[i], "matmul");
+    // A weight held in an image (--gpu-memory image) takes the image kernels (matmul_image.cpp).
+    const bool img = bool(dw.img);
     // One token takes the matvec kernel unless it failed the self-check; the CPU runs what no kernel can.
-    const bool vec = n_tok == 1 && !matvec_kernel(dw.type).on_cpu;
-    if (!vec && matmul_kernel(dw.type).on_cpu) {
+    const bool vec = n_tok == 1 && !(img ? matvec_image_kernel(dw.type) : matvec_kernel(dw.type)).on_cpu;
+    if (!vec && (img ? matmul_image_kernel(dw.type) : matmul_kernel(dw.type)).on_cpu) {
       host_in(x, n_tok * n_in);
       host_out(ys[i], n_tok * dw.n_out);
       cpu_->matmul(*ws[i], x, n_tok, ys[i]);  // the host weight (the mapped file) is still there
@@ -85,9 +87,9 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
     if (!xb) xb = &dev_in(x, n_tok * n_in, in_a_, "matmul");
     const opencl::Buffer& yb = dev_out(ys[i], n_tok * dw.n_out, out_, "matmul");
     if (vec) {
-      enqueue_matvec(dw, *xb, yb);
+      img ? enqueue_matvec_image(dw, *xb, yb) : enqueue_matvec(dw, *xb, yb);
     } else {
-      enqueue_matmul(dw, n_tok, *xb, yb);
+      img ? enqueue_matmul_image(dw, n_tok, *xb, yb) : enqueue_matmul(dw, n_tok, *xb, yb);
     }
     dev_done(ys[i], n_tok * dw.n_out, yb);
   }

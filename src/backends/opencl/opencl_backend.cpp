@@ -159,6 +159,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   k_glu_silu_ = rt_.kernel(program_, "glu_silu");
   k_glu_gelu_ = rt_.kernel(program_, "glu_gelu");
   k_add_ = rt_.kernel(program_, "add");
+  build_image_kernels(defines);
   if (!o.test_kernel_name.empty()) {
     opencl::Kernel* slot = nullptr;
     for (opencl::Kernel* k : all_kernels()) {
@@ -252,6 +253,10 @@ OpenclBackend::~OpenclBackend() {
 }
 
 void OpenclBackend::upload_weight(const Weight& w) {
+  upload_weight_in(w, opts_.memory == GpuMemory::Image);
+}
+
+void OpenclBackend::upload_weight_in(const Weight& w, bool as_image) {
   if (!w.data) fail("OpenCL backend: weight {} has no data", w.name);
   if (auto it = weights_.find(w.data); it != weights_.end()) {
     // The same tensor again (a tied output is the embedding): nothing to do. Different tensor metadata at
@@ -268,10 +273,15 @@ void OpenclBackend::upload_weight(const Weight& w) {
   if (w.n_in > std::numeric_limits<int32_t>::max() || w.n_out > std::numeric_limits<int32_t>::max()) {
     fail("OpenCL backend: weight {} ({} x {}) exceeds the kernels' 32-bit indexing", w.name, w.n_out, w.n_in);
   }
-  weights_.emplace(w.data, make_device_weight(w));
+  weights_.emplace(w.data, make_device_weight(w, as_image));
 }
 
-OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w) {
+size_t OpenclBackend::device_row_bytes(GgmlType t, int64_t n_in) {
+  const bool split = t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0;
+  return split ? split_row_bytes(t, n_in) : row_size(t, n_in);
+}
+
+OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, bool as_image) {
   DeviceWeight dw;
   dw.host_type = w.type;
   dw.n_in = w.n_in;
@@ -284,6 +294,15 @@ OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w) {
     dw.type = w.type;
     const bool split = w.type == GgmlType::Q4_0 || w.type == GgmlType::Q4_1 || w.type == GgmlType::Q8_0;
     dw.row_bytes = split ? split_row_bytes(w.type, w.n_in) : w.row_bytes;
+    if (as_image && make_weight_image(dw, w.name, [&](int64_t r, uint8_t* dst) {
+          if (split) {
+            split_row(w.type, w.row(r), w.n_in, dst);
+          } else {
+            std::memcpy(dst, w.row(r), dw.row_bytes);
+          }
+        })) {
+      return dw;
+    }
     const size_t bytes = dw.row_bytes * size_t(w.n_out);
     if (bytes > caps().max_alloc_bytes) {
       fail(
@@ -308,6 +327,7 @@ OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w) {
     }
   } else {
     // No kernel reads this format: dequantize exactly to F32, a slab of rows at a time.
+    if (as_image) note_buffer_weight(w.name, fmt::format("no image kernel reads {}", type_name(w.type)));
     dw.type = GgmlType::F32;
     dw.row_bytes = size_t(w.n_in) * sizeof(float);
     const size_t bytes = dw.row_bytes * size_t(w.n_out);
@@ -358,6 +378,11 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
        {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_}) {
     v.push_back(k);
   }
+  for (opencl::Kernel* ks : {k_matmul_img_, k_matvec_img_}) {
+    for (int i = 0; i < 5; ++i) {
+      if (ks[i].handle) v.push_back(&ks[i]);
+    }
+  }
   return v;
 }
 
@@ -373,11 +398,20 @@ std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
        {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_}) {
     note(*k);
   }
+  for (const opencl::Kernel& k : k_matmul_img_) note(k);
+  for (const opencl::Kernel& k : k_matvec_img_) note(k);
   return v;
 }
 
 void OpenclBackend::upload_model(const ModelWeights& mw) {
-  upload_weight(mw.tok_embd);
+  // The embedding kernel reads its table from a buffer, so the table stays one in either memory mode.
+  if (opts_.memory == GpuMemory::Image && !weights_.count(mw.tok_embd.data)) {
+    note_buffer_weight(mw.tok_embd.name,
+                       mw.output.data == mw.tok_embd.data
+                           ? "the embedding kernel reads it (the output matrix is tied to it)"
+                           : "the embedding kernel reads it");
+  }
+  upload_weight_in(mw.tok_embd, false);
   upload_weight(mw.output);
   for (const LayerWeights& l : mw.layers) {
     for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) upload_weight(*w);

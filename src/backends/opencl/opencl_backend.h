@@ -6,6 +6,8 @@
 //  - Weights: uploaded once into one device buffer each, keyed by the host Weight's data pointer. Q4_0, Q4_1,
 //    Q8_0, F16 and F32 keep their block format; every other type (Q5_0, Q5_1, K-quants, BF16) is dequantized
 //    at upload to F32, exactly (docs/OPENCL.md).
+//    With --gpu-memory image, F16, Q4_0, Q4_1 and Q8_0 matrices go into one 2D image each instead (the same
+//    device rows, 128-byte aligned: kernels/matmul_image.cl), where the image fits the device's limits.
 //  - FB-KV on the device: [layer][K|V][pos < n_ctx][kv_dim] in the cache type, one buffer when it fits the
 //    device's largest allocation, else whole layers split over as few buffers as fit. The host KvCache passed
 //    to kv_store/attention only supplies (and must match) the geometry; its memory is not used.
@@ -35,6 +37,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -42,6 +45,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/gpu_memory.h"
 #include "backends/opencl/device.h"
 #include "backends/opencl/program_cache.h"
 
@@ -70,6 +74,14 @@ struct OpenclBackendOptions {
   bool reuse_verdict = true;
   // Time every kernel with the queue's profiling timestamps (kernel_times(); `tilellm bench --profile`).
   bool profiling = false;
+  // Where matmul weights live (--gpu-memory): buffers, or 2D images read by kernels/matmul_image.cl for the
+  // formats it has kernels for (F16, Q4_0, Q4_1, Q8_0) where the image fits the device's limits; any other
+  // weight stays a buffer with a note on stderr (buffer_weights()). The embedding table always stays a
+  // buffer (the embedding kernel reads buffers; a tied output matrix shares it).
+  GpuMemory memory = GpuMemory::Buffer;
+  // Test clamps of the 2D image limits below the device's and the profile's (0: no further clamp), so tests
+  // can force the wrapped row mapping and the fallback to a buffer.
+  size_t image_max_width = 0, image_max_height = 0;
   // Host arrays to keep on the device (the session's activation scratch), each mirrored by a device buffer
   // of the same size made at construction. The arrays must outlive the backend.
   struct HostArray {
@@ -101,6 +113,11 @@ class OpenclBackend final : public Backend {
   void upload_weight(const Weight& w);
   // Uploads every matrix of a model (the tied output shares the embedding's buffer).
   void upload_model(const ModelWeights& mw);
+  // --gpu-memory image: weights held in images, and one line per weight that stayed a buffer, saying why.
+  size_t image_weights() const;
+  const std::vector<std::string>& buffer_weights() const { return buffer_weights_; }
+  // Bytes of one device row of a type a kernel reads (split block rows, or the file's rows).
+  static size_t device_row_bytes(GgmlType t, int64_t n_in);
   // Names of the kernels that failed the self-check and whose ops run on the CPU backend.
   std::vector<std::string> cpu_fallbacks() const;
   // Which start path this backend took: programs loaded from cached binaries (else built from source), and
@@ -142,12 +159,27 @@ class OpenclBackend final : public Backend {
  private:
   struct DeviceWeight {
     opencl::Buffer buf;  // [n_out][row_bytes] in `type` (Q4_0, Q4_1, Q8_0 rows split: kernels/quants.cl)
+    // --gpu-memory image: instead of buf, [n_out * img_lines][img_width] RGBA32UI texels, each row's
+    // row_bytes zero-padded to 128-byte multiples (kernels/matmul_image.cl); null for a buffer weight.
+    opencl::MemHandle img;
+    int img_width = 0, img_lines = 0;
     GgmlType type;       // as stored on the device (the host type, or F32 when dequantized at upload)
     GgmlType host_type;  // as in the model file
     size_t row_bytes;
     int64_t n_in, n_out;
   };
-  DeviceWeight make_device_weight(const Weight& w);
+  DeviceWeight make_device_weight(const Weight& w, bool as_image);
+  void upload_weight_in(const Weight& w, bool as_image);
+  // The image path (matmul_image.cpp): its kernels (built only for --gpu-memory image on a device with
+  // images), an image for dw from its device rows (device_row(r, dst) writes row r's row_bytes at dst), or
+  // false and a note when it stays a buffer.
+  void build_image_kernels(const std::string& defines);
+  bool has_image_kernel(GgmlType device_type) const;
+  opencl::Kernel& matmul_image_kernel(GgmlType device_type);
+  opencl::Kernel& matvec_image_kernel(GgmlType device_type);
+  bool make_weight_image(DeviceWeight& dw, const std::string& name,
+                         const std::function<void(int64_t, uint8_t*)>& device_row);
+  void note_buffer_weight(const std::string& name, const std::string& why);
   const DeviceWeight& find_weight(const Weight& w, const char* op) const;
   opencl::Kernel& matmul_kernel(GgmlType device_type);
   opencl::Kernel& matvec_kernel(GgmlType device_type);
@@ -173,6 +205,10 @@ class OpenclBackend final : public Backend {
                       const opencl::Buffer& y);
   // Enqueues y = W x for one token with the matvec kernel.
   void enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y);
+  // The same for a weight held in an image (matmul_image.cpp).
+  void enqueue_matmul_image(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
+                            const opencl::Buffer& y);
+  void enqueue_matvec_image(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y);
 
   // A mirrored host array (see the header comment). Dirty ranges are byte offsets [lo, hi) into the array,
   // empty when lo == hi; they cover every byte where that copy is newer (the hull of those bytes: the copies
@@ -232,6 +268,10 @@ class OpenclBackend final : public Backend {
   // k_matmul_ serves decode too).
   opencl::Kernel k_embed_[5], k_matmul_[5], k_matvec_[5];
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
+  // --gpu-memory image: the image kernels, indexed as k_matmul_ (no F32 kernel: slot 0 stays empty).
+  opencl::ProgramHandle image_program_;
+  opencl::Kernel k_matmul_img_[5], k_matvec_img_[5];
+  std::vector<std::string> buffer_weights_;
 
   std::unordered_map<const uint8_t*, DeviceWeight> weights_;  // by host Weight::data
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 
+#include "backends/opencl/image_weight.h"
 #include "backends/opencl/opencl_backend.h"
 #include "format/error.h"
 #include "format/fp16.h"
@@ -123,7 +124,7 @@ void OpenclBackend::run_self_check() {
     w.n_in = n_in;
     w.n_out = n_out;
     w.row_bytes = row_size(t, n_in);
-    upload_weight(w);
+    upload_weight_in(w, false);
     const int32_t ids[3] = {3, 0, 4};
     std::vector<float> ref(size_t(3 * n_in)), got(ref.size());
     cpu_->embed(w, ids, 3, 0.5f, ref.data());
@@ -143,6 +144,21 @@ void OpenclBackend::run_self_check() {
     matmul(w, x.data(), 1, got.data());
     verdict(matvec_kernel(t), relative_error(ref, got));
     weights_.erase(w.data);  // `bytes` dies here; nothing may find it by address again
+    // --gpu-memory image: the image kernels on the same rows, held in an image this time (when it fits the
+    // device's image limits; otherwise no weight of this shape would use them).
+    if (has_image_kernel(t) && opencl::plan_weight_image(caps(), device_row_bytes(t, n_in), n_out,
+                                                         opts_.image_max_width, opts_.image_max_height)
+                                   .fits) {
+      upload_weight_in(w, true);
+      for (int64_t nt : {n_tok, int64_t(1)}) {
+        ref.assign(size_t(nt * n_out), 0.0f);
+        got.assign(ref.size(), 0.0f);
+        cpu_->matmul(w, x.data(), nt, ref.data());
+        matmul(w, x.data(), nt, got.data());
+        verdict(nt == 1 ? matvec_image_kernel(t) : matmul_image_kernel(t), relative_error(ref, got));
+      }
+      weights_.erase(w.data);
+    }
   }
 
   {
