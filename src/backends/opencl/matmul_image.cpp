@@ -74,9 +74,7 @@ constexpr const char* kMatvecImageKernels[5] = {nullptr, "matvec_image_f16", "ma
 
 }  // namespace
 
-void OpenclBackend::build_image_kernels(const std::string& defines) {
-  if (opts_.memory != GpuMemory::Image || !caps().images) return;
-  image_program_ = rt_.build({"matmul_image"}, defines);
+void OpenclBackend::image_kernels() {
   for (int i = 1; i < 5; ++i) {
     k_matmul_img_[i] = rt_.kernel(image_program_, kMatmulImageKernels[i]);
     k_matvec_img_[i] = rt_.kernel(image_program_, kMatvecImageKernels[i]);

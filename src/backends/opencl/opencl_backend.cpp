@@ -121,6 +121,12 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
                                              "kv_store",    "attention",   "glu",         "add"};
   std::vector<std::string> labels = {"ops"},
                            texts = {rt_.program_text(opencl::Runtime::op_sources(ops), defines)};
+  // The image matmuls (--gpu-memory image) are a program of their own, built only when they can be used.
+  const bool images = o.memory == GpuMemory::Image && caps().images;
+  if (images) {
+    labels.push_back("image matmuls");
+    texts.push_back(rt_.program_text(opencl::Runtime::op_sources({"matmul_image"}), defines));
+  }
   if (!o.test_kernel_name.empty()) {
     labels.push_back("test hook " + o.test_kernel_name);
     texts.push_back(rt_.program_text(o.test_kernel_source, defines));
@@ -146,7 +152,8 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     for (size_t i = 0; i < texts.size(); ++i) programs.push_back(rt_.build_text(labels[i], texts[i]));
   }
   program_ = std::move(programs[0]);
-  if (programs.size() > 1) test_program_ = std::move(programs[1]);
+  if (images) image_program_ = std::move(programs[1]);
+  if (!o.test_kernel_name.empty()) test_program_ = std::move(programs.back());
   for (int i = 0; i < 5; ++i) {
     k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
     k_matmul_[i] = rt_.kernel(program_, kMatmulKernels[i]);
@@ -159,7 +166,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   k_glu_silu_ = rt_.kernel(program_, "glu_silu");
   k_glu_gelu_ = rt_.kernel(program_, "glu_gelu");
   k_add_ = rt_.kernel(program_, "add");
-  build_image_kernels(defines);
+  if (images) image_kernels();
   if (!o.test_kernel_name.empty()) {
     opencl::Kernel* slot = nullptr;
     for (opencl::Kernel* k : all_kernels()) {

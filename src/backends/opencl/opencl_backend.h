@@ -173,7 +173,7 @@ class OpenclBackend final : public Backend {
   // The image path (matmul_image.cpp): its kernels (built only for --gpu-memory image on a device with
   // images), an image for dw from its device rows (device_row(r, dst) writes row r's row_bytes at dst), or
   // false and a note when it stays a buffer.
-  void build_image_kernels(const std::string& defines);
+  void image_kernels();  // the image matmuls' kernels, from image_program_
   bool has_image_kernel(GgmlType device_type) const;
   opencl::Kernel& matmul_image_kernel(GgmlType device_type);
   opencl::Kernel& matvec_image_kernel(GgmlType device_type);
