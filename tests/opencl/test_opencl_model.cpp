@@ -39,7 +39,7 @@ int32_t argmax(const float* v, int64_t n) {
 
 void compare_greedy(const std::string& profile, GgmlType kv_type, double rel_bound,
                     const char* model_file = test::kSmolLM2, const char* golden = "smollm2.json",
-                    int n_prompts = kPrompts) {
+                    int n_prompts = kPrompts, WeightsMode weights = WeightsMode::Native) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
   const std::string path = test::model_path(model_file);
   ASSERT_MODEL(path);
@@ -53,6 +53,7 @@ void compare_greedy(const std::string& profile, GgmlType kv_type, double rel_bou
   so.n_threads = 2;
   so.activations = ActivationMode::F32;
   so.kv_type = kv_type;
+  so.weights = weights;
   Session cpu(*model, so);
   so.backend = BackendKind::OpenCL;
   so.device_profile = profile;
@@ -114,6 +115,12 @@ TEST(OpenclModel, smollm2_greedy_equals_cpu_float_path_f32_cache_powervr_profile
 // the matrices are F32 there). f32 cache: float rounding only, as above (measured 1.6e-6); bound 1e-4.
 TEST(OpenclModel, gemma3_greedy_equals_cpu_float_path_f32_cache) {
   compare_greedy("none", GgmlType::F32, 1e-4, test::kGemma3, "gemma3.json", 1);
+}
+
+// --weights int8b0 on both (the device's INT8B0 rows against the CPU's float path over the same
+// conversion's exact values): the same weights, so float rounding only, as above; f32 cache, bound 1e-4.
+TEST(OpenclModel, smollm2_greedy_int8b0_equals_cpu_float_path_f32_cache) {
+  compare_greedy("none", GgmlType::F32, 1e-4, test::kSmolLM2, "smollm2.json", kPrompts, WeightsMode::Int8B0);
 }
 
 // Largest |a - b| over the largest |a|.

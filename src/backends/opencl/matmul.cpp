@@ -11,7 +11,7 @@ namespace tilellm {
 
 void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                                    const opencl::Buffer& y) {
-  const opencl::Kernel& k = matmul_kernel(dw.type);
+  const opencl::Kernel& k = matmul_kernel(dw.fmt);
   // About one 32-weight block per item (idle items would only lengthen the reduction), but at least one
   // SIMD width (the preferred multiple): a group of one item is legal yet trips some compilers (PoCL 5.0
   // fails to link such a kernel when it uses subgroups).
@@ -35,10 +35,10 @@ void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const 
 
 void OpenclBackend::enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y) {
   constexpr int64_t kRows = 4;  // TL_MV_ROWS (common.cl)
-  const opencl::Kernel& k = matvec_kernel(dw.type);
+  const opencl::Kernel& k = matvec_kernel(dw.fmt);
   // About one unit per item per pass (a quarter block of 8 weights, or a 4-float chunk), at least one SIMD
   // width, at most 64.
-  const int64_t per_item = type_traits(dw.type).block_size == 1 ? 4 : 8;
+  const int64_t per_item = dw.float_rows() ? 4 : 8;
   const int64_t want =
       std::clamp<int64_t>(dw.n_in / per_item, int64_t(std::min<size_t>(k.wg_multiple, 64)), 64);
   const size_t wg = reduction_wg(k, size_t(want), 4);
@@ -73,11 +73,13 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   for (int i = 0; i < n; ++i) {
     const DeviceWeight& dw = find_weight(*ws[i], "matmul");
     // One token takes the matvec kernel unless it failed the self-check; the CPU runs what no kernel can.
-    const bool vec = n_tok == 1 && !matvec_kernel(dw.type).on_cpu;
-    if (!vec && matmul_kernel(dw.type).on_cpu) {
+    const bool vec = n_tok == 1 && !matvec_kernel(dw.fmt).on_cpu;
+    if (!vec && matmul_kernel(dw.fmt).on_cpu) {
       host_in(x, n_tok * n_in);
       host_out(ys[i], n_tok * dw.n_out);
-      cpu_->matmul(*ws[i], x, n_tok, ys[i]);  // the host weight (the mapped file) is still there
+      // The host weight (the mapped file) is still there; in a converted mode upload_model gave cpu_ the
+      // same conversion.
+      cpu_->matmul(*ws[i], x, n_tok, ys[i]);
       continue;
     }
     if (!xb) xb = &dev_in(x, n_tok * n_in, in_a_, "matmul");

@@ -100,26 +100,60 @@ void OpenclBackend::run_self_check() {
     w.n_in = n_in;
     w.n_out = n_out;
     w.row_bytes = row_size(t, n_in);
-    upload_weight(w);
+    weights_.emplace(w.data, make_device_weight(w, WeightsMode::Native));  // whatever options.weights says
+    const DevFormat f = weights_.at(w.data).fmt;
     const int32_t ids[3] = {3, 0, 4};
     std::vector<float> ref(size_t(3 * n_in)), got(ref.size());
     cpu_->embed(w, ids, 3, 0.5f, ref.data());
     embed(w, ids, 3, 0.5f, got.data());
-    verdict(embed_kernel(t), relative_error(ref, got));
+    verdict(embed_kernel(f), relative_error(ref, got));
 
     const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
     ref.assign(size_t(n_tok * n_out), 0.0f);
     got.assign(ref.size(), 0.0f);
     cpu_->matmul(w, x.data(), n_tok, ref.data());
     matmul(w, x.data(), n_tok, got.data());
-    verdict(matmul_kernel(t), relative_error(ref, got));
+    verdict(matmul_kernel(f), relative_error(ref, got));
     // One token: the matvec kernel (decode), on the first token's input.
     ref.assign(size_t(n_out), 0.0f);
     got.assign(ref.size(), 0.0f);
     cpu_->matmul(w, x.data(), 1, ref.data());
     matmul(w, x.data(), 1, got.data());
-    verdict(matvec_kernel(t), relative_error(ref, got));
+    verdict(matvec_kernel(f), relative_error(ref, got));
     weights_.erase(w.data);  // `bytes` dies here; nothing may find it by address again
+  }
+
+  // The converted formats (--weights int4b64, int8b0): random float rows converted at upload; the reference
+  // is the CPU's float path on the same conversion's exact values (dequantize_row_asym). K = 96 leaves
+  // INT4B64 a group of one block.
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+    const int64_t n_in = 96, n_out = 5, n_tok = 2;
+    const TileKind kind = mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0;
+    std::vector<float> src = random_floats(size_t(n_in * n_out), rng), exact(src.size());
+    for (int64_t r = 0; r < n_out; ++r)
+      dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);
+    Weight w, we;
+    w.name = fmt::format("self-check {}", weights_mode_name(mode));
+    w.type = GgmlType::F32;
+    w.data = reinterpret_cast<const uint8_t*>(src.data());
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = size_t(n_in) * sizeof(float);
+    we = w;
+    we.data = reinterpret_cast<const uint8_t*>(exact.data());
+    weights_.emplace(w.data, make_device_weight(w, mode));
+    const DevFormat f = weights_.at(w.data).fmt;
+    const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+    std::vector<float> ref(size_t(n_tok * n_out)), got(ref.size());
+    cpu_->matmul(we, x.data(), n_tok, ref.data());
+    matmul(w, x.data(), n_tok, got.data());
+    verdict(matmul_kernel(f), relative_error(ref, got));
+    ref.assign(size_t(n_out), 0.0f);
+    got.assign(ref.size(), 0.0f);
+    cpu_->matmul(we, x.data(), 1, ref.data());
+    matmul(w, x.data(), 1, got.data());
+    verdict(matvec_kernel(f), relative_error(ref, got));
+    weights_.erase(w.data);
   }
 
   {
