@@ -90,6 +90,9 @@ class OpenclBackend final : public Backend {
   OpenclBackend& operator=(const OpenclBackend&) = delete;
   std::string_view name() const override { return "opencl"; }
   const opencl::Capabilities& caps() const { return rt_.caps(); }
+  // The device runtime (queue, buffers, programs), for benchmarks that measure the device beside the ops
+  // (gemv-bw's bandwidth peaks); ops never need it.
+  opencl::Runtime& runtime() { return rt_; }
 
   // Uploads one weight matrix (or embedding table), keyed by its data pointer, which must stay valid and
   // unchanged while the backend lives (the mapped model file); ops on a weight not uploaded throw. The
