@@ -191,6 +191,38 @@ TEST(OpenclModel, hybrid_prefill_equals_the_device_path) {
   EXPECT_EQ(device.n_past(), hybrid.n_past());
 }
 
+// Hybrid prefill with --weights int8b0: the CPU side converts in the same mode (its float path here holds the
+// same exact weights as F32 rows), so a CPU-prefilled prompt and device decode give the all-device logits to
+// float rounding (f32 cache, bound 1e-4 as above).
+TEST(OpenclModel, hybrid_prefill_int8b0_equals_the_device_path) {
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  const std::string path = test::model_path(test::kSmolLM2);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  SessionOptions so;
+  so.n_ctx = 32;
+  so.n_batch = 8;
+  so.n_threads = 2;
+  so.activations = ActivationMode::F32;
+  so.kv_type = GgmlType::F32;
+  so.weights = WeightsMode::Int8B0;
+  so.backend = BackendKind::OpenCL;
+  so.device = test::opencl_test_device();
+  Session device(*model, so);
+  so.prefill = PrefillMode::Cpu;
+  Session hybrid(*model, so);
+  const int64_t V = model->config().n_vocab;
+  const std::vector<int32_t> prompt = {1, 504, 3492, 282, 253, 1345, 30, 2600};
+  device.eval(prompt.data(), int64_t(prompt.size()));
+  hybrid.eval(prompt.data(), int64_t(prompt.size()));
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_LE(relative_difference(device.logits(), hybrid.logits(), V), 1e-4) << "step " << step;
+    const int32_t tok = argmax(device.logits(), V);
+    device.eval(&tok, 1);
+    hybrid.eval(&tok, 1);
+  }
+}
+
 TEST(OpenclModel, forward_downloads_only_the_logits) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
   const std::string path = test::model_path(test::kSmolLM2);
