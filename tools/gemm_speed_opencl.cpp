@@ -95,7 +95,7 @@ GpuDeviceInfo opencl_device_info(int device, const std::string& profile) {
     fail("OpenCL device {} does not exist ({} found; see `tilellm devices`)", device, devs.size());
   opencl::Capabilities c = opencl::query_capabilities(devs[size_t(device)]);
   opencl::apply_profile(c, opencl::find_profile(profile));
-  return {c.name, c.platform, c.driver_version, c.device_version, c.profile, c.images};
+  return {c.name, c.platform, c.driver_version, c.device_version, c.profile};
 }
 
 std::vector<GpuGemmRow> run_gemm_opencl(const GpuGemmConfig& c, FILE* prog, bool text, int* failures) {

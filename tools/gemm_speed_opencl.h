@@ -42,7 +42,6 @@ struct GpuGemmRow {
 // What the header and every machine-readable row record about the device.
 struct GpuDeviceInfo {
   std::string name, platform, driver, version, profile;
-  bool image_support = false;
 };
 
 // The device's identification; throws when the device index does not exist or this build has no OpenCL.
