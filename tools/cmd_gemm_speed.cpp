@@ -1,7 +1,9 @@
-// `tilellm gemm-speed`: MNN's GemmSpeed benchmark (test/speed/GemmSpeed.cpp) on TileLLM's CPU kernels.
+// `tilellm gemm-speed`: MNN's GemmSpeed benchmark (test/speed/GemmSpeed.cpp) on TileLLM's CPU kernels, or
+// (backend 3) on the OpenCL backend's kernels (gemm_speed_opencl.h: MNN's GPU line, total and gpu times).
 //
 //   tilellm gemm-speed TEST [backend] [precision] [threads-or-gpu-mode]     (MNN's positional form)
 //   tilellm gemm-speed speed/GemmSpeedAll --threads 2 --format md --plot gemm.svg
+//   tilellm gemm-speed speed/GemmSpeedAll 3 0 68 --device 0 --format md    (OpenCL, buffer memory)
 //
 // Per (mode, K, N, M): the weights are made from random data and packed once; the kernel's output is checked
 // against a double-precision reference at sampled rows and columns (a kernel that fails gets no GFLOPS);
@@ -21,6 +23,8 @@
 #include "bench/gemm_speed.h"
 #include "commands.h"
 #include "format/error.h"
+#include "gemm_speed_opencl.h"
+#include "gemv_bw_opencl.h"
 
 namespace tilellm::cli {
 namespace {
@@ -34,16 +38,21 @@ struct GemmSpeedArgs {
   int third = -1;  // threads (CPU) or GPU-mode bitmask; -1: not given
   std::string backend, precision, gpu_memory, tuning, format = "text", plot, isa = "auto";
   int threads = 0;
+  int device = 0;                       // OpenCL device index
+  std::string device_profile = "none";  // OpenCL device profile
   std::vector<std::string> shapes;
   std::vector<int> ms;
   int warmup = 3, runs = 10;
 };
 
+// ms: the CPU run, or on a GPU the full round trip (total); gpu: the kernels' device time (GPU rows only).
 struct Row {
   Mode mode;
   int M, K, N;
   bench::Stats ms;
   double max_rel_err;
+  bool has_gpu = false;
+  bench::Stats gpu;
 };
 
 std::vector<float> random_matrix(size_t n, uint32_t seed) {
@@ -140,7 +149,8 @@ const char* svg_color(Mode m) {
   return "#000";
 }
 
-// GFLOPS against M, one panel per (K, N), one line per mode; log2 M on x. Self-contained SVG.
+// GFLOPS against M, one panel per (K, N), one line per mode; log2 M on x. Self-contained SVG. GPU rows add a
+// dashed line per mode for the GFLOPS of the kernels' device time (the solid line is the round trip).
 void write_plot(const std::string& path, const std::vector<Row>& rows, const std::string& title) {
   std::vector<std::pair<int, int>> shapes;
   std::set<int> mset;
@@ -153,6 +163,7 @@ void write_plot(const std::string& path, const std::vector<Row>& rows, const std
     mset.insert(r.M);
     modes.insert(r.mode);
     ymax = std::max(ymax, gflops(r.M, r.K, r.N, r.ms.mean));
+    if (r.has_gpu && r.gpu.mean > 0) ymax = std::max(ymax, gflops(r.M, r.K, r.N, r.gpu.mean));
   }
   const std::vector<int> mv(mset.begin(), mset.end());
   const int pw = 300, ph = 240, ml = 50, mt = 50, gap = 30;
@@ -190,16 +201,22 @@ void write_plot(const std::string& path, const std::vector<Row>& rows, const std
     }
     o << "<text x=\"" << px + pw / 2 << "\" y=\"" << mt + ph + 30 << "\" text-anchor=\"middle\">M</text>\n";
     for (Mode mode : modes) {
-      std::string pts;
+      std::string pts, gpts;
       for (const Row& r : rows) {
         if (r.mode != mode || r.K != shapes[s].first || r.N != shapes[s].second) continue;
         const double x = xpos(px, r.M), y = ypos(gflops(r.M, r.K, r.N, r.ms.mean));
         pts += std::to_string(x) + "," + std::to_string(y) + " ";
         o << "<circle cx=\"" << x << "\" cy=\"" << y << "\" r=\"2.5\" fill=\"" << svg_color(mode) << "\"/>\n";
+        if (r.has_gpu && r.gpu.mean > 0)
+          gpts += std::to_string(x) + "," + std::to_string(ypos(gflops(r.M, r.K, r.N, r.gpu.mean))) + " ";
       }
       if (!pts.empty()) {
         o << "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"" << svg_color(mode) << "\" points=\""
           << pts << "\"/>\n";
+      }
+      if (!gpts.empty()) {
+        o << "<polyline fill=\"none\" stroke-width=\"1.5\" stroke-dasharray=\"4 3\" stroke=\""
+          << svg_color(mode) << "\" points=\"" << gpts << "\"/>\n";
       }
     }
   }
@@ -212,11 +229,144 @@ void write_plot(const std::string& path, const std::vector<Row>& rows, const std
       << "</text>\n";
     lx += 120;
   }
+  if (std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.has_gpu; }))
+    o << "<text x=\"" << lx << "\" y=\"" << H - 20
+      << "\">solid: total (round trip); dashed: gpu time</text>\n";
   o << "</svg>\n";
+}
+
+#ifdef TILELLM_HAVE_OPENCL
+constexpr bool kHaveOpencl = true;
+#else
+constexpr bool kHaveOpencl = false;
+#endif
+
+// Backend 3: the OpenCL backend's kernels (gemm_speed_opencl.h); the MNN GPU lines, then the tables.
+void gemm_speed_opencl(const GemmSpeedArgs& a, const std::vector<Mode>& modes,
+                       const std::vector<ShapeConfig>& shapes, const std::vector<int>& ms, int precision,
+                       const GpuMode& g, int mask) {
+  const GpuDeviceInfo dev = opencl_device_info(a.device, a.device_profile);
+  const std::string commit = bench::source_commit(TILELLM_SOURCE_DIR);
+  const bool text = a.format == "text";
+  FILE* out = stdout;
+  FILE* prog = text ? stdout : stderr;
+  const char* weights = precision == 2 ? "F16 weights" : "F32 weights";
+  // IMAGE is MNN's default when the bitmask leaves memory unset; only an explicit request (the IMAGE bit, or
+  // --gpu-memory image, which overrides the bitmask) is refused, anything else runs on buffers.
+  const bool image_asked =
+      g.memory == kMemoryImage &&
+      (a.gpu_memory == "image" || (a.gpu_memory.empty() && a.third >= 0 && (a.third & kMemoryImage) != 0));
+  std::fprintf(prog, "GemmSpeed backend=3 (opencl) precision=%d numthread=%d\n", precision, mask);
+  std::fprintf(
+      prog,
+      "# device %d: %s | platform: %s | driver: %s | %s | profile: %s | precision: %d (%s: float-gemm "
+      "on %s; int8b0/int4b64 on their device formats; fp32 compute and activations) | memory: %s | "
+      "tuning: %s (not used: work-group sizes come from the device's capabilities) | commit: %s | "
+      "warmup %d, runs %d\n",
+      a.device, dev.name.c_str(), dev.platform.c_str(), dev.driver.c_str(), dev.version.c_str(),
+      dev.profile.c_str(), precision, precision_name(precision), weights, image_asked ? "IMAGE" : "BUFFER",
+      tuning_name(g.tuning), commit.c_str(), a.warmup, a.runs);
+  if (image_asked) {
+    std::fprintf(
+        prog,
+        "OpenCL memory mode IMAGE is not available in this build (the weights are read from buffers "
+        "only); skipped: no numbers are reported. Use the BUFFER bit (64) or --gpu-memory buffer.\n");
+    return;
+  }
+  if (g.memory != kMemoryBuffer) {
+    std::fprintf(prog,
+                 "# memory mode not given: BUFFER (IMAGE, MNN's default, is not available in this build)\n");
+  }
+
+  GpuGemmConfig c;
+  c.device = a.device;
+  c.profile = a.device_profile;
+  c.precision = precision;
+  c.modes = modes;
+  c.shapes = shapes;
+  c.ms = ms;
+  c.warmup = a.warmup;
+  c.runs = a.runs;
+  int failures = 0;
+  const std::vector<GpuGemmRow> gr = run_gemm_opencl(c, prog, text, &failures);
+  std::vector<Row> rows;
+  for (const GpuGemmRow& r : gr)
+    rows.push_back(Row{r.mode, r.M, r.K, r.N, r.total_ms, r.max_rel_err, true, r.gpu_ms});
+
+  const std::string where = fmt::format("opencl:{} {}", a.device, dev.name);
+  if (a.format == "md") {
+    std::fprintf(out,
+                 "\ndevice: %s, driver: %s, %s, profile: %s, precision: %d, memory: BUFFER, commit: %s\n\n",
+                 where.c_str(), dev.driver.c_str(), dev.version.c_str(), dev.profile.c_str(), precision,
+                 commit.c_str());
+    std::fprintf(
+        out,
+        "| mode | M | K | N | avg ms | median ms | min ms | stddev ms | GFLOPS (avg) | GFLOPS (median) | "
+        "gpu ms | gpu median ms | GFLOPS (gpu) |\n");
+    std::fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (const Row& r : rows) {
+      std::fprintf(out,
+                   "| %s | %d | %d | %d | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f | %.3f | %.3f | %.2f |\n",
+                   mode_tag(r.mode), r.M, r.K, r.N, r.ms.mean, r.ms.median, r.ms.min, r.ms.stddev,
+                   gflops(r.M, r.K, r.N, r.ms.mean), gflops(r.M, r.K, r.N, r.ms.median), r.gpu.mean,
+                   r.gpu.median, gflops(r.M, r.K, r.N, r.gpu.mean));
+    }
+    std::fprintf(out,
+                 "\navg/median/min/stddev ms: total (round trip: upload A, kernels, download C); gpu: the "
+                 "kernels' device time (profiling timestamps), mean over the runs\n");
+  } else if (a.format == "csv") {
+    std::fprintf(
+        out,
+        "mode,M,K,N,avg_ms,median_ms,min_ms,stddev_ms,gflops_avg,gflops_median,check_rel_err,backend,"
+        "precision,threads,cpuset,isa,cpu,commit,gpu_ms,gpu_median_ms,gpu_min_ms,gflops_gpu,device,"
+        "driver,opencl,profile,memory\n");
+    for (const Row& r : rows) {
+      std::fprintf(
+          out,
+          "%s,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.2e,opencl,%d,,,,,%s,%.4f,%.4f,%.4f,%.2f,\"%s\","
+          "\"%s\",\"%s\",%s,buffer\n",
+          mode_tag(r.mode), r.M, r.K, r.N, r.ms.mean, r.ms.median, r.ms.min, r.ms.stddev,
+          gflops(r.M, r.K, r.N, r.ms.mean), gflops(r.M, r.K, r.N, r.ms.median), r.max_rel_err, precision,
+          commit.c_str(), r.gpu.mean, r.gpu.median, r.gpu.min, gflops(r.M, r.K, r.N, r.gpu.mean),
+          where.c_str(), dev.driver.c_str(), dev.version.c_str(), dev.profile.c_str());
+    }
+  } else if (a.format == "json") {
+    std::fprintf(out,
+                 "{\"test\": \"%s\", \"backend\": \"opencl\", \"device\": \"%s\", \"driver\": \"%s\", "
+                 "\"opencl\": \"%s\", \"profile\": \"%s\", \"precision\": %d, \"memory\": \"buffer\", "
+                 "\"commit\": \"%s\", \"warmup\": %d, \"runs\": %d, \"results\": [",
+                 a.test.c_str(), where.c_str(), dev.driver.c_str(), dev.version.c_str(), dev.profile.c_str(),
+                 precision, commit.c_str(), a.warmup, a.runs);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      std::fprintf(
+          out,
+          "%s\n  {\"mode\": \"%s\", \"M\": %d, \"K\": %d, \"N\": %d, \"avg_ms\": %.4f, "
+          "\"median_ms\": %.4f, \"min_ms\": %.4f, \"stddev_ms\": %.4f, \"gflops\": %.2f, "
+          "\"gpu_ms\": %.4f, \"gpu_median_ms\": %.4f, \"gflops_gpu\": %.2f, \"check_rel_err\": %.2e}",
+          i ? "," : "", mode_tag(r.mode), r.M, r.K, r.N, r.ms.mean, r.ms.median, r.ms.min, r.ms.stddev,
+          gflops(r.M, r.K, r.N, r.ms.mean), r.gpu.mean, r.gpu.median, gflops(r.M, r.K, r.N, r.gpu.mean),
+          r.max_rel_err);
+    }
+    std::fprintf(out, "\n]}\n");
+  }
+  if (!a.plot.empty()) {
+    write_plot(a.plot, rows,
+               a.test + ", opencl " + dev.name + " (" + dev.profile + "), precision " +
+                   std::to_string(precision) + ", " + commit);
+    std::fprintf(stderr, "plot written to %s\n", a.plot.c_str());
+  }
+  if (failures) fail("{} configuration(s) failed the reference check and were not timed", failures);
 }
 
 void gemm_speed(GemmSpeedArgs a) {
   if (a.test == "speed/GemvBW" || a.test == "GemvBW") {
+    if (parse_backend(a.backend.empty() ? a.backend_pos : a.backend) == Backend::kOpenCL) {
+      std::vector<ShapeConfig> shapes;
+      for (const auto& s : a.shapes) shapes.push_back(parse_shape(s));
+      if (shapes.empty()) shapes.push_back({14336, 4096, 0});
+      return gemv_bw_opencl(a.device, a.device_profile, shapes, a.format);
+    }
     gemv_bw_main(a.threads > 0 ? a.threads : (a.third > 0 ? a.third : 1), a.shapes, a.format);
     return;
   }
@@ -233,15 +383,26 @@ void gemm_speed(GemmSpeedArgs a) {
     fail("unknown format '{}': use text, md, csv or json", a.format);
   }
 
+  std::vector<ShapeConfig> shapes;
+  for (const auto& s : a.shapes) shapes.push_back(parse_shape(s));
+  if (shapes.empty()) shapes = default_configs();
+  std::vector<int> ms = a.ms.empty() ? default_m_values() : a.ms;
+  for (int M : ms) {
+    if (M <= 0) fail("M must be positive (got {})", M);
+  }
+  if (a.runs < 1 || a.warmup < 0) fail("--runs must be >= 1 and --warmup >= 0");
+
   if (backend != Backend::kCpu) {
-    // GPU backends take the third argument as MNN's GPU-mode bitmask; validate it even though no GPU backend
+    // GPU backends take the third argument as MNN's GPU-mode bitmask; validate it even where no such backend
     // is built, so a script's arguments are known good before it meets a build that has one.
     GpuMode g = parse_gpu_mode(a.third < 0 ? 0 : a.third);
     if (!a.tuning.empty()) g.tuning = parse_tuning(a.tuning);
     if (!a.gpu_memory.empty()) g.memory = parse_gpu_memory(a.gpu_memory);
+    const int mask = a.third >= 0 ? a.third : (a.tuning.empty() && a.gpu_memory.empty() ? 0 : g.mask());
+    if (backend == Backend::kOpenCL && kHaveOpencl)
+      return gemm_speed_opencl(a, *modes, shapes, ms, precision, g, mask);
     std::printf("GemmSpeed backend=%d (%s) precision=%d numthread=%d\n", int(backend), backend_name(backend),
-                precision,
-                a.third >= 0 ? a.third : (a.tuning.empty() && a.gpu_memory.empty() ? 0 : g.mask()));
+                precision, mask);
     if (backend == Backend::kOpenCL) {
       std::printf("OpenCL memory mode: %s, tuning: %s\n", g.memory == kMemoryBuffer ? "BUFFER" : "IMAGE",
                   tuning_name(g.tuning));
@@ -260,15 +421,6 @@ void gemm_speed(GemmSpeedArgs a) {
   } else if (a.isa != "auto") {
     fail("unknown --isa '{}': use auto or scalar", a.isa);
   }
-  std::vector<ShapeConfig> shapes;
-  for (const auto& s : a.shapes) shapes.push_back(parse_shape(s));
-  if (shapes.empty()) shapes = default_configs();
-  std::vector<int> ms = a.ms.empty() ? default_m_values() : a.ms;
-  for (int M : ms) {
-    if (M <= 0) fail("M must be positive (got {})", M);
-  }
-  if (a.runs < 1 || a.warmup < 0) fail("--runs must be >= 1 and --warmup >= 0");
-
   int ncpu = 0;
   const std::string cpus = bench::cpu_set(&ncpu);
   const std::string commit = bench::source_commit(TILELLM_SOURCE_DIR);
@@ -322,7 +474,7 @@ void gemm_speed(GemmSpeedArgs a) {
           c.run(A.data(), M, C.data(), &pool, isa);
           times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
         }
-        const Row r{mode, M, s.K, s.N, bench::stats_of(times), err};
+        const Row r{mode, M, s.K, s.N, bench::stats_of(times), err, false, {}};
         rows.push_back(r);
         std::fputs(cpu_line(mode_tag(mode), M, s.K, s.N, r.ms.mean).c_str(), prog);
         if (text) {
@@ -390,7 +542,8 @@ void gemm_speed(GemmSpeedArgs a) {
 
 void register_gemm_speed(CLI::App& app) {
   auto a = std::make_shared<GemmSpeedArgs>();
-  CLI::App* sub = app.add_subcommand("gemm-speed", "MNN GemmSpeed GEMM throughput benchmark (CPU backend)");
+  CLI::App* sub =
+      app.add_subcommand("gemm-speed", "MNN GemmSpeed GEMM throughput benchmark (CPU and OpenCL backends)");
   sub->add_option(
          "test", a->test,
          "speed/GemmSpeedFloat | speed/GemmSpeedInt8 | speed/GemmSpeedInt4 | speed/GemmSpeedInt4A8 | "
@@ -407,6 +560,10 @@ void register_gemm_speed(CLI::App& app) {
   sub->add_option("--threads", a->threads, "CPU threads");
   sub->add_option("--gpu-memory", a->gpu_memory, "buffer|image (GPU backends)");
   sub->add_option("--tuning", a->tuning, "none|heavy|wide|normal|fast (GPU backends)");
+  sub->add_option("--device", a->device, "OpenCL device index (see `tilellm devices`)");
+  sub->add_option("--device-profile", a->device_profile,
+                  "OpenCL: clamp the device to a GPU family's limits: none, powervr-rogue, mali-valhall, "
+                  "adreno-7xx");
   sub->add_option("--shape", a->shapes, "K,N[,maxM] instead of the default shapes (repeatable)");
   sub->add_option("--m", a->ms, "M values instead of 1,8,32,128,512")->delimiter(',');
   sub->add_option("--format", a->format, "text (MNN lines) | md | csv | json");

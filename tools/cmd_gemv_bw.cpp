@@ -9,6 +9,7 @@
 //   eff GB/s = weight bytes / time;  %peak = eff / read peak;  GFLOPS = 2*K*N / time;  AI = 2*K*N / bytes
 // Peaks: memcpy (read + write bytes counted) and a pure read (sum over a buffer), each over 4x the LLC, on
 // the same threads.
+// --backend opencl (or 3): the same table from the OpenCL backend's matvec kernels (gemv_bw_opencl.cpp).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "bench/gemm_speed.h"
 #include "commands.h"
 #include "format/error.h"
+#include "gemv_bw_opencl.h"
 #include "runtime/bench.h"
 
 #if defined(__x86_64__)
@@ -160,12 +162,32 @@ void register_gemv_bw(CLI::App& app) {
     int threads = 1;
     std::vector<std::string> shapes;
     std::string format = "text";
+    std::string backend = "cpu", device_profile = "none";
+    int device = 0, peak_mib = 0;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("gemv-bw", "decode GEMV bandwidth against the memcpy/read roofline");
   sub->add_option("-t,--threads", a->threads, "CPU threads");
   sub->add_option("--shape", a->shapes, "K,N (repeatable; default 14336,4096)");
-  sub->callback([a] { gemv_bw_main(a->threads, a->shapes, a->format); });
+  sub->add_option("--backend", a->backend, "cpu (0) or opencl (3)");
+  sub->add_option("--device", a->device, "OpenCL device index (see `tilellm devices`)");
+  sub->add_option("--device-profile", a->device_profile,
+                  "OpenCL: clamp the device to a GPU family's limits: none, powervr-rogue, mali-valhall, "
+                  "adreno-7xx");
+  sub->add_option(
+      "--peak-mib", a->peak_mib,
+      "OpenCL: size of the peak measurement's buffers in MiB (default: max(4x the device's cache, "
+      "256))");
+  sub->callback([a] {
+    const gemm::Backend b = gemm::parse_backend(a->backend);
+    if (b == gemm::Backend::kCpu) return gemv_bw_main(a->threads, a->shapes, a->format);
+    if (b != gemm::Backend::kOpenCL)
+      fail("gemv-bw runs on backend 0 (cpu) or 3 (opencl), not {}", a->backend);
+    std::vector<gemm::ShapeConfig> shapes;
+    for (const auto& s : a->shapes) shapes.push_back(parse_shape(s));
+    if (shapes.empty()) shapes.push_back({14336, 4096, 0});
+    gemv_bw_opencl(a->device, a->device_profile, shapes, a->format, a->peak_mib);
+  });
 }
 
 }  // namespace tilellm::cli

@@ -35,6 +35,7 @@ std::unique_ptr<Backend> make_device_backend(const Model& m, const SessionOption
   g.profiling = o.profile_kernels;
   g.cache = o.program_cache;
   g.memory = o.gpu_memory;
+  g.weights = o.weights;
   const int64_t n_batch = s.n_batch;
   g.max_tokens = n_batch;
   const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});
@@ -75,17 +76,12 @@ Session::Session(const Model& model, const SessionOptions& opts)
       logits_(size_t((opts.logits_all ? kv_.n_ctx() : 1) * model.config().n_vocab) * sizeof(float)) {
   if (opts.n_batch <= 0) fail("batch size must be positive, got {}", opts.n_batch);
   if (opts.backend == BackendKind::OpenCL) {
-    // The device holds its own copy of the weights in their GGUF types; the CPU backend then only runs ops
-    // the self-check took off the device, on the mapped GGUF rows, so it prepares nothing — unless it runs
-    // prompts too (hybrid prefill), which it does on its tiles.
-    if (opts.weights != WeightsMode::Native) {
-      fail(
-          "--weights {} is a CPU backend mode; the OpenCL backend reads the GGUF types (use --weights "
-          "native)",
-          weights_mode_name(opts.weights));
-    }
+    // The device holds its own copy of the weights, in their GGUF types or converted per --weights with the
+    // CPU's conversion; the CPU backend then only runs ops the self-check took off the device (the device
+    // backend's own CPU fallback holds what those need), so it prepares nothing — unless it runs prompts
+    // too (hybrid prefill), which it does on its tiles in the same --weights mode.
     device_backend_ = make_device_backend(model, opts, kv_, scratch_);
-    if (opts.prefill != PrefillMode::Gpu) backend_.prepare_weights(model.weights(), WeightsMode::Native);
+    if (opts.prefill != PrefillMode::Gpu) backend_.prepare_weights(model.weights(), opts.weights);
   } else {
     if (opts.prefill != PrefillMode::Gpu)
       fail("--prefill cpu|auto splits work between the CPU and a device: use it with --backend opencl");

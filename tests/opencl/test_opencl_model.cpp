@@ -39,7 +39,7 @@ int32_t argmax(const float* v, int64_t n) {
 
 void compare_greedy(const std::string& profile, GgmlType kv_type, double rel_bound,
                     const char* model_file = test::kSmolLM2, const char* golden = "smollm2.json",
-                    int n_prompts = kPrompts) {
+                    int n_prompts = kPrompts, WeightsMode weights = WeightsMode::Native) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
   const std::string path = test::model_path(model_file);
   ASSERT_MODEL(path);
@@ -53,6 +53,7 @@ void compare_greedy(const std::string& profile, GgmlType kv_type, double rel_bou
   so.n_threads = 2;
   so.activations = ActivationMode::F32;
   so.kv_type = kv_type;
+  so.weights = weights;
   Session cpu(*model, so);
   so.backend = BackendKind::OpenCL;
   so.device_profile = profile;
@@ -114,6 +115,12 @@ TEST(OpenclModel, smollm2_greedy_equals_cpu_float_path_f32_cache_powervr_profile
 // the matrices are F32 there). f32 cache: float rounding only, as above (measured 1.6e-6); bound 1e-4.
 TEST(OpenclModel, gemma3_greedy_equals_cpu_float_path_f32_cache) {
   compare_greedy("none", GgmlType::F32, 1e-4, test::kGemma3, "gemma3.json", 1);
+}
+
+// --weights int8b0 on both (the device's INT8B0 rows against the CPU's float path over the same
+// conversion's exact values): the same weights, so float rounding only, as above; f32 cache, bound 1e-4.
+TEST(OpenclModel, smollm2_greedy_int8b0_equals_cpu_float_path_f32_cache) {
+  compare_greedy("none", GgmlType::F32, 1e-4, test::kSmolLM2, "smollm2.json", kPrompts, WeightsMode::Int8B0);
 }
 
 // Largest |a - b| over the largest |a|.
@@ -182,6 +189,38 @@ TEST(OpenclModel, hybrid_prefill_equals_the_device_path) {
     tok = compare("decode after the second prompt");
   }
   EXPECT_EQ(device.n_past(), hybrid.n_past());
+}
+
+// Hybrid prefill with --weights int8b0: the CPU side converts in the same mode (its float path here holds the
+// same exact weights as F32 rows), so a CPU-prefilled prompt and device decode give the all-device logits to
+// float rounding (f32 cache, bound 1e-4 as above).
+TEST(OpenclModel, hybrid_prefill_int8b0_equals_the_device_path) {
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  const std::string path = test::model_path(test::kSmolLM2);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  SessionOptions so;
+  so.n_ctx = 32;
+  so.n_batch = 8;
+  so.n_threads = 2;
+  so.activations = ActivationMode::F32;
+  so.kv_type = GgmlType::F32;
+  so.weights = WeightsMode::Int8B0;
+  so.backend = BackendKind::OpenCL;
+  so.device = test::opencl_test_device();
+  Session device(*model, so);
+  so.prefill = PrefillMode::Cpu;
+  Session hybrid(*model, so);
+  const int64_t V = model->config().n_vocab;
+  const std::vector<int32_t> prompt = {1, 504, 3492, 282, 253, 1345, 30, 2600};
+  device.eval(prompt.data(), int64_t(prompt.size()));
+  hybrid.eval(prompt.data(), int64_t(prompt.size()));
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_LE(relative_difference(device.logits(), hybrid.logits(), V), 1e-4) << "step " << step;
+    const int32_t tok = argmax(device.logits(), V);
+    device.eval(&tok, 1);
+    hybrid.eval(&tok, 1);
+  }
 }
 
 TEST(OpenclModel, forward_downloads_only_the_logits) {

@@ -38,8 +38,9 @@ class CpuBackend final : public Backend {
   // Repacks or converts the model's matrices once (tiled_weight.h, tiled_float.h) per `mode`; matmuls on
   // those weights then read the prepared copies. Native mode tiles Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K
   // when this CPU has a vector tile kernel, and F16 and BF16 when it has a vector float tile kernel for them,
-  // with quantized activations (the F32 path keeps reading the GGUF rows, its exact reference).
-  // Throws tilellm::Error for a combination that cannot run (a converted 8/4-bit mode with F32 activations).
+  // with quantized activations (the F32 path keeps reading the GGUF rows, its exact reference). With F32
+  // activations the converted 8/4-bit modes hold their exact weight values as F32 rows (the float
+  // reference of those formats, as the OpenCL device computes them).
   // The weights must outlive the backend and stay where they are (they are looked up by address).
   void prepare_weights(const ModelWeights& mw, WeightsMode mode);
 
@@ -69,7 +70,7 @@ class CpuBackend final : public Backend {
     TiledWeight tiles;
     bool float_tiled = false;  // F16 / BF16 tiles (float_tiles)
     TiledFloat float_tiles;
-    Weight rows;  // F16 mode: the converted matrix; data points into rows_data
+    Weight rows;  // F16 mode, or int4b64/int8b0 with F32 activations: the converted matrix (in rows_data)
     AlignedBuffer rows_data;
   };
   const Prepared* prepared(const Weight& w) const {

@@ -48,10 +48,6 @@ void release_rows(const Weight& w) {
 void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
   prepared_.clear();
   const bool quantized = mode_ == ActivationMode::Quantized;
-  if (!quantized && (mode == WeightsMode::Int4B64 || mode == WeightsMode::Int8B0)) {
-    fail("--weights {} multiplies with 8-bit activations; it cannot run with --activations f32",
-         weights_mode_name(mode));
-  }
   std::vector<const Weight*> mats;
   for (const LayerWeights& l : mw.layers) {
     for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) mats.push_back(w);
@@ -88,6 +84,26 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
                        "rounding of both formats adds up; perplexity shows the cost\n",
                        weights_mode_name(mode), std::string(type_name(w->type)).c_str());
           warned = true;
+        }
+        if (!quantized) {
+          // The float path: the converted weights' exact values (the same conversion the tiles and the
+          // OpenCL device hold) as F32 rows meeting float32 activations, the reference for the device.
+          const TileKind kind = mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0;
+          p.rows = *w;
+          p.rows.type = GgmlType::F32;
+          p.rows.row_bytes = size_t(w->n_in) * sizeof(float);
+          p.rows_data = AlignedBuffer(p.rows.row_bytes * size_t(w->n_out));
+          auto* dst = p.rows_data.as<float>();
+          pool_.parallel_for(w->n_out, 64, [&](int64_t b, int64_t e, int) {
+            std::vector<float> row(size_t(w->n_in));
+            for (int64_t r = b; r < e; ++r) {
+              dequantize_row(w->type, w->row(r), row.data(), w->n_in);
+              dequantize_row_asym(kind, row.data(), w->n_in, dst + r * w->n_in);
+            }
+          });
+          p.rows.data = p.rows_data.as<uint8_t>();
+          p.rows.file_mapped = false;
+          break;
         }
         p.tiled = true;
         p.tiles =

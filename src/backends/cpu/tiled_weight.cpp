@@ -312,8 +312,9 @@ TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool) {
   const int bits = t.bits();
   auto pack_tiles = [&](int64_t b, int64_t e, int) {
     std::vector<float> row(converted ? size_t(w.n_in) : 0);
-    const int64_t gk = t.sub_per_group * kSubK;  // input values per group
-    std::vector<uint8_t> codes(converted ? size_t(t.n_groups * gk) : 0, 0);
+    const int64_t gk = t.sub_per_group * kSubK;                              // input values per group
+    std::vector<uint8_t> codes(converted ? size_t(t.n_groups * gk) : 0, 0);  // past n_in: zero codes
+    std::vector<uint16_t> gscale(converted ? size_t(t.n_groups) : 0), goff(gscale.size());
     for (int64_t ti = b; ti < e; ++ti) {
       uint8_t* base = t.data.as<uint8_t>() + size_t(ti) * t.tile_bytes;
       auto* scales = reinterpret_cast<uint16_t*>(base + t.scale_off);
@@ -341,11 +342,10 @@ TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool) {
           continue;
         }
         dequantize_row(w.type, w.row(r), row.data(), w.n_in);
+        quantize_row_asym(kind, row.data(), w.n_in, codes.data(), gscale.data(), goff.data());
         for (int64_t g = 0; g < t.n_groups; ++g) {
-          const int64_t k0 = g * gk, n = std::min(gk, w.n_in - k0);
-          quantize_asym(row.data() + k0, n, bits == 4 ? 15 : 255, codes.data() + k0,
-                        &scales[g * kTileRows + rr], &offsets[g * kTileRows + rr]);
-          std::fill(codes.begin() + k0 + n, codes.begin() + k0 + gk, uint8_t{0});
+          scales[g * kTileRows + rr] = gscale[size_t(g)];
+          offsets[g * kTileRows + rr] = goff[size_t(g)];
         }
         for (int64_t s = 0; s < t.n_sub; ++s) put_codes(base, bits, s, rr, codes.data() + s * kSubK);
       }
@@ -357,6 +357,39 @@ TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool) {
     pack_tiles(0, t.n_tiles, 0);
   }
   return t;
+}
+
+int64_t asym_group_size(TileKind kind, int64_t n_in) {
+  if (kind == TileKind::Int4B64) return 64;
+  if (kind == TileKind::Int8B0) return n_in;
+  fail("internal: tile kind {} is not a converted kind", int(kind));
+}
+
+int64_t asym_groups(TileKind kind, int64_t n_in) {
+  const int64_t g = asym_group_size(kind, n_in);
+  return (n_in + g - 1) / g;
+}
+
+void quantize_row_asym(TileKind kind, const float* row, int64_t n_in, uint8_t* codes, uint16_t* scales,
+                       uint16_t* offsets) {
+  if (n_in <= 0 || n_in % kSubK != 0) fail("internal: converted row of {} values", n_in);
+  const int64_t gk = asym_group_size(kind, n_in);
+  const int max_code = kind == TileKind::Int4B64 ? 15 : 255;
+  for (int64_t g = 0; g * gk < n_in; ++g) {
+    const int64_t k0 = g * gk;
+    quantize_asym(row + k0, std::min(gk, n_in - k0), max_code, codes + k0, &scales[g], &offsets[g]);
+  }
+}
+
+void dequantize_row_asym(TileKind kind, const float* row, int64_t n_in, float* out) {
+  const int64_t gk = asym_group_size(kind, n_in), ng = asym_groups(kind, n_in);
+  std::vector<uint8_t> codes(static_cast<size_t>(n_in));
+  std::vector<uint16_t> sc(static_cast<size_t>(ng)), off(static_cast<size_t>(ng));
+  quantize_row_asym(kind, row, n_in, codes.data(), sc.data(), off.data());
+  for (int64_t k = 0; k < n_in; ++k) {
+    const size_t g = size_t(k / gk);
+    out[k] = fp16_to_fp32(sc[g]) * float(codes[size_t(k)]) + fp16_to_fp32(off[g]);
+  }
 }
 
 TiledEntry tiled_entry(const TiledWeight& w, int64_t r, int64_t k) {

@@ -158,6 +158,21 @@ TileKind native_tile_kind(GgmlType t);
 // Int8B0, from the weight's exact float values) a weight matrix. The work is split over pool when given.
 TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool);
 
+// The --weights int4b64 / int8b0 conversion of one row of n_in exact float values (n_in a multiple of 32),
+// the one every holder of these formats calls (the CPU tiles, the OpenCL device rows), so that all hold the
+// same codes, scales and offsets. The row is cut into groups of asym_group_size values (Int4B64: 64, the
+// last group 32 when n_in % 64 == 32; Int8B0: all of n_in); each group is quantized asymmetrically to codes
+// 0..15 (Int4B64) or 0..255 (Int8B0) with scale = (max - min) / max_code and offset = min, both rounded to
+// fp16 first and the codes rounded against the rounded pair, so a weight is exactly
+//   w = fp16_to_fp32(scale) * code + fp16_to_fp32(offset).
+// codes: [n_in], one code per byte; scales, offsets: [asym_groups(kind, n_in)] fp16 bits.
+int64_t asym_group_size(TileKind kind, int64_t n_in);
+int64_t asym_groups(TileKind kind, int64_t n_in);
+void quantize_row_asym(TileKind kind, const float* row, int64_t n_in, uint8_t* codes, uint16_t* scales,
+                       uint16_t* offsets);
+// The converted row's weights as floats (the formula above): the exact values every kernel multiplies by.
+void dequantize_row_asym(TileKind kind, const float* row, int64_t n_in, float* out);
+
 // Weight (row r, input k) as the kernels see it: scale * (code - int_offset) + offset (offset 0 for the
 // int offset kinds). For tests and references. K-quant kinds also give the integer parts: scale = d * sc,
 // offset = -(dmin * mn) (Q4_K, Q5_K; 0 for Q6_K), exactly the GGUF dequantization's two products.

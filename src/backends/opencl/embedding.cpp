@@ -14,14 +14,14 @@ void OpenclBackend::embed(const Weight& table, const int32_t* ids, int64_t n_tok
     if (ids[t] < 0 || ids[t] >= table.n_out)
       fail("token id {} is outside the vocabulary of {}", ids[t], table.n_out);
   }
-  if (embed_kernel(dw.type).on_cpu) {
+  if (embed_kernel(dw.fmt).on_cpu) {
     host_out(out, n_tok * dw.n_in);
     return cpu_->embed(table, ids, n_tok, scale, out);
   }
   check_tokens(n_tok, "embed");
   const opencl::Buffer& idb = dev_ids(ids, n_tok);
   const opencl::Buffer& y = dev_out(out, n_tok * dw.n_in, out_, "embed");
-  const opencl::Kernel& k = embed_kernel(dw.type);
+  const opencl::Kernel& k = embed_kernel(dw.fmt);
   const cl_ulong row_bytes = dw.row_bytes;
   const cl_int n = cl_int(dw.n_in), nt = cl_int(n_tok);
   opencl::set_arg(k, 0, dw.buf);

@@ -11,7 +11,7 @@ namespace tilellm {
 
 void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                                    const opencl::Buffer& y) {
-  const opencl::Kernel& k = matmul_kernel(dw.type);
+  const opencl::Kernel& k = matmul_kernel(dw.fmt);
   // About one 32-weight block per item (idle items would only lengthen the reduction), but at least one
   // SIMD width (the preferred multiple): a group of one item is legal yet trips some compilers (PoCL 5.0
   // fails to link such a kernel when it uses subgroups).
@@ -34,9 +34,9 @@ void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const 
 }
 
 void OpenclBackend::enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y) {
-  const opencl::Kernel& k = matvec_kernel(dw.type);
+  const opencl::Kernel& k = matvec_kernel(dw.fmt);
   // Rows per work-group: TL_MV_ROWS (common.cl) for float rows, TL_MVB_ROWS (quants.cl) for block formats.
-  const bool block = type_traits(dw.type).block_size != 1;
+  const bool block = !dw.float_rows();
   const int64_t kRows = block ? 2 : 4;
   // About one unit per item per pass (a half block of 16 weights, or a 4-float chunk), at least one SIMD
   // width, at most 64.
@@ -77,11 +77,13 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
     // A weight held in an image (--gpu-memory image) takes the image kernels (matmul_image.cpp).
     const bool img = bool(dw.img);
     // One token takes the matvec kernel unless it failed the self-check; the CPU runs what no kernel can.
-    const bool vec = n_tok == 1 && !(img ? matvec_image_kernel(dw.type) : matvec_kernel(dw.type)).on_cpu;
-    if (!vec && (img ? matmul_image_kernel(dw.type) : matmul_kernel(dw.type)).on_cpu) {
+    const bool vec = n_tok == 1 && !(img ? matvec_image_kernel(dw.fmt) : matvec_kernel(dw.fmt)).on_cpu;
+    if (!vec && (img ? matmul_image_kernel(dw.fmt) : matmul_kernel(dw.fmt)).on_cpu) {
       host_in(x, n_tok * n_in);
       host_out(ys[i], n_tok * dw.n_out);
-      cpu_->matmul(*ws[i], x, n_tok, ys[i]);  // the host weight (the mapped file) is still there
+      // The host weight (the mapped file) is still there; in a converted mode upload_model gave cpu_ the
+      // same conversion.
+      cpu_->matmul(*ws[i], x, n_tok, ys[i]);
       continue;
     }
     if (!xb) xb = &dev_in(x, n_tok * n_in, in_a_, "matmul");

@@ -52,19 +52,10 @@ ImagePlan plan_weight_image(const Capabilities& caps, size_t row_bytes, int64_t 
 namespace {
 
 // The order of kMatmulKernels in opencl_backend.cpp (F32, F16, Q4_0, Q4_1, Q8_0); F32 has no image kernel.
-int image_kernel_index(GgmlType t) {
-  switch (t) {
-    case GgmlType::F16:
-      return 1;
-    case GgmlType::Q4_0:
-      return 2;
-    case GgmlType::Q4_1:
-      return 3;
-    case GgmlType::Q8_0:
-      return 4;
-    default:
-      return -1;
-  }
+// Index of a device format (OpenclBackend::DevFormat, as an int) into the image kernel tables, which follow
+// its order (F32 = 0 has no image kernel, nor have the converted formats past Q8_0 = 4); -1: none.
+int image_kernel_index(int fmt) {
+  return fmt >= 1 && fmt <= 4 ? fmt : -1;
 }
 
 constexpr const char* kMatmulImageKernels[5] = {nullptr, "matmul_image_f16", "matmul_image_q4_0",
@@ -81,20 +72,22 @@ void OpenclBackend::image_kernels() {
   }
 }
 
-bool OpenclBackend::has_image_kernel(GgmlType device_type) const {
-  const int i = image_kernel_index(device_type);
+bool OpenclBackend::has_image_kernel(DevFormat f) const {
+  const int i = image_kernel_index(int(f));
   return i >= 0 && bool(k_matmul_img_[i].handle);
 }
 
-opencl::Kernel& OpenclBackend::matmul_image_kernel(GgmlType t) {
-  const int i = image_kernel_index(t);
-  if (i < 0 || !k_matmul_img_[i].handle) fail("internal: no OpenCL image matmul kernel for {}", type_name(t));
+opencl::Kernel& OpenclBackend::matmul_image_kernel(DevFormat f) {
+  const int i = image_kernel_index(int(f));
+  if (i < 0 || !k_matmul_img_[i].handle)
+    fail("internal: no OpenCL image matmul kernel for device format {}", int(f));
   return k_matmul_img_[i];
 }
 
-opencl::Kernel& OpenclBackend::matvec_image_kernel(GgmlType t) {
-  const int i = image_kernel_index(t);
-  if (i < 0 || !k_matvec_img_[i].handle) fail("internal: no OpenCL image matvec kernel for {}", type_name(t));
+opencl::Kernel& OpenclBackend::matvec_image_kernel(DevFormat f) {
+  const int i = image_kernel_index(int(f));
+  if (i < 0 || !k_matvec_img_[i].handle)
+    fail("internal: no OpenCL image matvec kernel for device format {}", int(f));
   return k_matvec_img_[i];
 }
 
@@ -111,8 +104,8 @@ void OpenclBackend::note_buffer_weight(const std::string& name, const std::strin
 
 bool OpenclBackend::make_weight_image(DeviceWeight& dw, const std::string& name,
                                       const std::function<void(int64_t, uint8_t*)>& device_row) {
-  if (!has_image_kernel(dw.type)) {
-    note_buffer_weight(name, caps().images ? fmt::format("no image kernel reads {}", type_name(dw.type))
+  if (!has_image_kernel(dw.fmt)) {
+    note_buffer_weight(name, caps().images ? fmt::format("no image kernel reads {}", type_name(dw.host_type))
                                            : std::string("the device has no image support"));
     return false;
   }
@@ -154,7 +147,7 @@ bool OpenclBackend::make_weight_image(DeviceWeight& dw, const std::string& name,
 void OpenclBackend::enqueue_matvec_image(const DeviceWeight& dw, const opencl::Buffer& x,
                                          const opencl::Buffer& y) {
   constexpr int64_t kRows = 4;  // TL_MV_ROWS (common.cl)
-  const opencl::Kernel& k = matvec_image_kernel(dw.type);
+  const opencl::Kernel& k = matvec_image_kernel(dw.fmt);
   // About one 32-weight unit per item, at least one SIMD width, at most 64.
   const int64_t want =
       std::clamp<int64_t>((dw.n_in + 31) / 32, int64_t(std::min<size_t>(k.wg_multiple, 64)), 64);
@@ -175,7 +168,7 @@ void OpenclBackend::enqueue_matvec_image(const DeviceWeight& dw, const opencl::B
 
 void OpenclBackend::enqueue_matmul_image(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                                          const opencl::Buffer& y) {
-  const opencl::Kernel& k = matmul_image_kernel(dw.type);
+  const opencl::Kernel& k = matmul_image_kernel(dw.fmt);
   const int64_t want =
       std::clamp<int64_t>((dw.n_in + 31) / 32, int64_t(std::min<size_t>(k.wg_multiple, 64)), 64);
   const size_t wg = reduction_wg(k, size_t(want), 1);

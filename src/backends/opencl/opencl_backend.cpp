@@ -9,13 +9,14 @@
 #include <optional>
 
 #include "format/error.h"
+#include "format/fp16.h"
 #include "format/quants.h"
 
 namespace tilellm {
 namespace {
 
-// Index of a device weight type into k_matmul_ / k_matvec_ / k_embed_ (the order of kMatmulKernels); -1:
-// converted to F32.
+// The device format a GGUF type keeps at upload in native mode (OpenclBackend::DevFormat, the index into
+// the kernel tables); -1: dequantized to F32.
 int kernel_index(GgmlType t) {
   switch (t) {
     case GgmlType::F32:
@@ -33,11 +34,45 @@ int kernel_index(GgmlType t) {
   }
 }
 
-constexpr const char* kMatmulKernels[5] = {"matmul_f32", "matmul_f16", "matmul_q4_0", "matmul_q4_1",
-                                           "matmul_q8_0"};
-constexpr const char* kMatvecKernels[5] = {"matvec_f32", "matvec_f16", "matvec_q4_0", "matvec_q4_1",
-                                           "matvec_q8_0"};
+constexpr const char* kMatmulKernels[7] = {"matmul_f32",  "matmul_f16",     "matmul_q4_0",  "matmul_q4_1",
+                                           "matmul_q8_0", "matmul_int4b64", "matmul_int8b0"};
+constexpr const char* kMatvecKernels[7] = {"matvec_f32",  "matvec_f16",     "matvec_q4_0",  "matvec_q4_1",
+                                           "matvec_q8_0", "matvec_int4b64", "matvec_int8b0"};
 constexpr const char* kEmbedKernels[5] = {"embed_f32", "embed_f16", "embed_q4_0", "embed_q4_1", "embed_q8_0"};
+
+// Device row bytes of the converted formats (kernels/quants.cl): codes, then the (half d, half m) pairs
+// (one per 64 weights for INT4B64, one per row for INT8B0), padded to 16 bytes.
+size_t converted_row_bytes(TileKind kind, int64_t n_in) {
+  const size_t code_bytes = kind == TileKind::Int4B64 ? size_t(n_in / 2) : size_t(n_in);
+  return (code_bytes + size_t(asym_groups(kind, n_in)) * 4 + 15) / 16 * 16;
+}
+
+// Writes one row of exact float values converted (quantize_row_asym, the CPU's conversion) in the device
+// layout of `kind` (dst: converted_row_bytes; the padding is zeroed).
+void converted_row(TileKind kind, const float* v, int64_t n_in, uint8_t* dst, std::vector<uint8_t>& codes,
+                   std::vector<uint16_t>& sc, std::vector<uint16_t>& off) {
+  const int64_t ng = asym_groups(kind, n_in);
+  codes.resize(size_t(n_in));
+  sc.resize(size_t(ng));
+  off.resize(size_t(ng));
+  quantize_row_asym(kind, v, n_in, codes.data(), sc.data(), off.data());
+  std::memset(dst, 0, converted_row_bytes(kind, n_in));
+  size_t p = size_t(n_in);
+  if (kind == TileKind::Int4B64) {
+    // Block b's 16 bytes: element j < 16 in the low nibble of byte j, element 16 + j in its high nibble.
+    for (int64_t b = 0; b < n_in / 32; ++b) {
+      for (int j = 0; j < 16; ++j)
+        dst[16 * b + j] = uint8_t(codes[size_t(32 * b + j)] | codes[size_t(32 * b + 16 + j)] << 4);
+    }
+    p = size_t(n_in / 2);
+  } else {
+    std::memcpy(dst, codes.data(), size_t(n_in));
+  }
+  for (int64_t g = 0; g < ng; ++g) {
+    std::memcpy(dst + p + 4 * size_t(g), &sc[size_t(g)], 2);
+    std::memcpy(dst + p + 4 * size_t(g) + 2, &off[size_t(g)], 2);
+  }
+}
 
 // The device row of a block format (kernels/quants.cl): [nb][QB] codes, then [nb] parameters (half d, or
 // half d and half m for Q4_1), padded to 16 bytes, so that every block's codes are one aligned vector load.
@@ -116,9 +151,10 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
 
   // The programs: one from every op file, and the test hook's replacement kernel when one is set. Both come
   // from the binary cache when it holds an entry for exactly these texts on this device, else from source.
-  const std::vector<std::string_view> ops = {"embedding",   "rmsnorm",     "matmul_f32",  "matmul_f16",
-                                             "matmul_q4_0", "matmul_q4_1", "matmul_q8_0", "rope",
-                                             "kv_store",    "attention",   "glu",         "add"};
+  const std::vector<std::string_view> ops = {"embedding",     "rmsnorm",     "matmul_f32",  "matmul_f16",
+                                             "matmul_q4_0",   "matmul_q4_1", "matmul_q8_0", "matmul_int4b64",
+                                             "matmul_int8b0", "rope",        "kv_store",    "attention",
+                                             "glu",           "add"};
   std::vector<std::string> labels = {"ops"},
                            texts = {rt_.program_text(opencl::Runtime::op_sources(ops), defines)};
   // The image matmuls (--gpu-memory image) are a program of their own, built only when they can be used.
@@ -154,8 +190,8 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   program_ = std::move(programs[0]);
   if (images) image_program_ = std::move(programs[1]);
   if (!o.test_kernel_name.empty()) test_program_ = std::move(programs.back());
-  for (int i = 0; i < 5; ++i) {
-    k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
+  for (int i = 0; i < kEmbedFormats; ++i) k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
+  for (int i = 0; i < kFormats; ++i) {
     k_matmul_[i] = rt_.kernel(program_, kMatmulKernels[i]);
     k_matvec_[i] = rt_.kernel(program_, kMatvecKernels[i]);
   }
@@ -280,7 +316,17 @@ void OpenclBackend::upload_weight_in(const Weight& w, bool as_image) {
   if (w.n_in > std::numeric_limits<int32_t>::max() || w.n_out > std::numeric_limits<int32_t>::max()) {
     fail("OpenCL backend: weight {} ({} x {}) exceeds the kernels' 32-bit indexing", w.name, w.n_out, w.n_in);
   }
-  weights_.emplace(w.data, make_device_weight(w, as_image));
+  if (opts_.weights != WeightsMode::Native) {
+    // The CPU backend's fallback multiplies by what it holds: only upload_model prepares it in this mode.
+    const DevFormat f = converted_format(opts_.weights);
+    if (matmul_kernel(f).on_cpu && !cpu_prepared_) {
+      fail(
+          "OpenCL backend: kernel {} failed its self-check; upload the model with upload_model so that its "
+          "CPU fallback holds the converted weights",
+          matmul_kernel(f).name);
+    }
+  }
+  weights_.emplace(w.data, make_device_weight(w, opts_.weights, as_image));
 }
 
 size_t OpenclBackend::device_row_bytes(GgmlType t, int64_t n_in) {
@@ -288,7 +334,13 @@ size_t OpenclBackend::device_row_bytes(GgmlType t, int64_t n_in) {
   return split ? split_row_bytes(t, n_in) : row_size(t, n_in);
 }
 
-OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, bool as_image) {
+OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, WeightsMode mode,
+                                                              bool as_image) {
+  if (mode != WeightsMode::Native) {
+    if (as_image)
+      note_buffer_weight(w.name, fmt::format("--weights {} converts into buffers", weights_mode_name(mode)));
+    return convert_device_weight(w, mode);
+  }
   DeviceWeight dw;
   dw.host_type = w.type;
   dw.n_in = w.n_in;
@@ -298,7 +350,7 @@ OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, b
       fail("OpenCL backend: weight {} has rows of {} bytes, expected {} for {} x {}", w.name, w.row_bytes,
            row_size(w.type, w.n_in), type_name(w.type), w.n_in);
     }
-    dw.type = w.type;
+    dw.fmt = DevFormat(kernel_index(w.type));
     const bool split = w.type == GgmlType::Q4_0 || w.type == GgmlType::Q4_1 || w.type == GgmlType::Q8_0;
     dw.row_bytes = split ? split_row_bytes(w.type, w.n_in) : w.row_bytes;
     if (as_image && make_weight_image(dw, w.name, [&](int64_t r, uint8_t* dst) {
@@ -335,7 +387,7 @@ OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, b
   } else {
     // No kernel reads this format: dequantize exactly to F32, a slab of rows at a time.
     if (as_image) note_buffer_weight(w.name, fmt::format("no image kernel reads {}", type_name(w.type)));
-    dw.type = GgmlType::F32;
+    dw.fmt = DevFormat::F32;
     dw.row_bytes = size_t(w.n_in) * sizeof(float);
     const size_t bytes = dw.row_bytes * size_t(w.n_out);
     if (bytes > caps().max_alloc_bytes) {
@@ -358,29 +410,88 @@ OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, b
   return dw;
 }
 
-opencl::Kernel& OpenclBackend::matmul_kernel(GgmlType t) {
-  const int i = kernel_index(t);
-  if (i < 0) fail("internal: no OpenCL matmul kernel for {}", type_name(t));
-  return k_matmul_[i];
+OpenclBackend::DeviceWeight OpenclBackend::convert_device_weight(const Weight& w, WeightsMode mode) {
+  DeviceWeight dw;
+  dw.host_type = w.type;
+  dw.n_in = w.n_in;
+  dw.n_out = w.n_out;
+  const TileKind kind = mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0;
+  if (mode == WeightsMode::F16) {
+    dw.fmt = DevFormat::F16;
+    dw.row_bytes = size_t(w.n_in) * 2;
+  } else {
+    // Both formats are read in blocks of 32 (as the CPU tiles need too).
+    if (w.n_in % 32 != 0) {
+      fail("OpenCL backend: weight {}: {} inputs is not a multiple of 32, which --weights {} needs", w.name,
+           w.n_in, weights_mode_name(mode));
+    }
+    dw.fmt = converted_format(mode);
+    dw.row_bytes = converted_row_bytes(kind, w.n_in);
+  }
+  const size_t bytes = dw.row_bytes * size_t(w.n_out);
+  if (bytes > caps().max_alloc_bytes) {
+    fail(
+        "OpenCL backend: weight {} converted to {} ({} bytes) exceeds the device's largest allocation of {} "
+        "bytes (profile {})",
+        w.name, weights_mode_name(mode), bytes, caps().max_alloc_bytes, caps().profile);
+  }
+  dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY);
+  const int64_t slab = std::max<int64_t>(1, int64_t(16 << 20) / int64_t(dw.row_bytes));  // ~16 MiB
+  std::vector<uint8_t> rows(size_t(std::min(slab, w.n_out)) * dw.row_bytes), codes;
+  std::vector<float> v(size_t(w.n_in));
+  std::vector<uint16_t> sc, off;
+  for (int64_t r0 = 0; r0 < w.n_out; r0 += slab) {
+    const int64_t nr = std::min(slab, w.n_out - r0);
+    for (int64_t r = 0; r < nr; ++r) {
+      dequantize_row(w.type, w.row(r0 + r), v.data(), w.n_in);
+      uint8_t* dst = rows.data() + size_t(r) * dw.row_bytes;
+      if (mode == WeightsMode::F16) {
+        for (int64_t k = 0; k < w.n_in; ++k) {
+          const uint16_t h = fp32_to_fp16(v[size_t(k)]);
+          std::memcpy(dst + 2 * k, &h, 2);
+        }
+      } else {
+        converted_row(kind, v.data(), w.n_in, dst, codes, sc, off);
+      }
+    }
+    rt_.write(dw.buf, size_t(r0) * dw.row_bytes, rows.data(), size_t(nr) * dw.row_bytes);
+    rt_.finish();  // `rows` is reused by the next slab
+  }
+  return dw;
 }
 
-opencl::Kernel& OpenclBackend::matvec_kernel(GgmlType t) {
-  const int i = kernel_index(t);
-  if (i < 0) fail("internal: no OpenCL matvec kernel for {}", type_name(t));
-  return k_matvec_[i];
+OpenclBackend::DevFormat OpenclBackend::converted_format(WeightsMode m) {
+  switch (m) {
+    case WeightsMode::Int4B64:
+      return DevFormat::Int4B64;
+    case WeightsMode::Int8B0:
+      return DevFormat::Int8B0;
+    case WeightsMode::F16:
+      return DevFormat::F16;
+    case WeightsMode::Native:
+      break;
+  }
+  fail("internal: --weights native has no converted device format");
 }
 
-opencl::Kernel& OpenclBackend::embed_kernel(GgmlType t) {
-  const int i = kernel_index(t);
-  if (i < 0) fail("internal: no OpenCL embedding kernel for {}", type_name(t));
-  return k_embed_[i];
+opencl::Kernel& OpenclBackend::matmul_kernel(DevFormat f) {
+  return k_matmul_[int(f)];
+}
+
+opencl::Kernel& OpenclBackend::matvec_kernel(DevFormat f) {
+  return k_matvec_[int(f)];
+}
+
+opencl::Kernel& OpenclBackend::embed_kernel(DevFormat f) {
+  if (int(f) >= kEmbedFormats) fail("internal: no OpenCL embedding kernel for device format {}", int(f));
+  return k_embed_[int(f)];
 }
 
 std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
   std::vector<opencl::Kernel*> v;
-  for (int i = 0; i < 5; ++i) v.push_back(&k_embed_[i]);
-  for (int i = 0; i < 5; ++i) v.push_back(&k_matmul_[i]);
-  for (int i = 0; i < 5; ++i) v.push_back(&k_matvec_[i]);
+  for (int i = 0; i < kEmbedFormats; ++i) v.push_back(&k_embed_[i]);
+  for (int i = 0; i < kFormats; ++i) v.push_back(&k_matmul_[i]);
+  for (int i = 0; i < kFormats; ++i) v.push_back(&k_matvec_[i]);
   for (opencl::Kernel* k :
        {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_}) {
     v.push_back(k);
@@ -418,7 +529,19 @@ void OpenclBackend::upload_model(const ModelWeights& mw) {
                            ? "the embedding kernel reads it (the output matrix is tied to it)"
                            : "the embedding kernel reads it");
   }
-  upload_weight_in(mw.tok_embd, false);
+  if (opts_.weights == WeightsMode::Native) {
+    upload_weight_in(mw.tok_embd, false);
+  } else if (!tables_.count(mw.tok_embd.data)) {
+    // The lookup reads the table's GGUF type, as the CPU backend does in every --weights mode.
+    tables_.emplace(mw.tok_embd.data, make_device_weight(mw.tok_embd, WeightsMode::Native, false));
+  }
+  if (opts_.weights != WeightsMode::Native) {
+    if (matmul_kernel(converted_format(opts_.weights)).on_cpu && !cpu_prepared_) {
+      // Its matrices then multiply on the CPU backend, which must hold the same converted weights.
+      cpu_->prepare_weights(mw, opts_.weights);
+      cpu_prepared_ = true;
+    }
+  }
   upload_weight(mw.output);
   for (const LayerWeights& l : mw.layers) {
     for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) upload_weight(*w);
@@ -440,6 +563,9 @@ void OpenclBackend::upload_model(const ModelWeights& mw) {
 
 const OpenclBackend::DeviceWeight& OpenclBackend::find_weight(const Weight& w, const char* op) const {
   auto it = weights_.find(w.data);
+  if (std::string_view(op) == "embed") {
+    if (auto t = tables_.find(w.data); t != tables_.end()) it = t;
+  }
   if (it == weights_.end()) fail("OpenCL backend: {}: weight {} was not uploaded to the device", op, w.name);
   const DeviceWeight& dw = it->second;
   if (dw.n_in != w.n_in || dw.n_out != w.n_out) {

@@ -5,7 +5,10 @@
 // Memory (all allocated in the constructor and upload_*; nothing is allocated while ops run):
 //  - Weights: uploaded once into one device buffer each, keyed by the host Weight's data pointer. Q4_0, Q4_1,
 //    Q8_0, F16 and F32 keep their block format; every other type (Q5_0, Q5_1, K-quants, BF16) is dequantized
-//    at upload to F32, exactly (docs/OPENCL.md).
+//    at upload to F32, exactly (docs/OPENCL.md). With --weights int4b64 / int8b0 / f16 (options.weights)
+//    every matrix is converted at upload instead, with the CPU backend's conversion (tiled_weight.h), into
+//    the device formats INT4B64 / INT8B0 (kernels/quants.cl) or F16; the embedding table keeps its GGUF
+//    type for the lookup, as on the CPU (a tied output matrix is then held twice: table and converted).
 //    With --gpu-memory image, F16, Q4_0, Q4_1 and Q8_0 matrices go into one 2D image each instead (the same
 //    device rows, 128-byte aligned: kernels/matmul_image.cl), where the image fits the device's limits.
 //  - FB-KV on the device: [layer][K|V][pos < n_ctx][kv_dim] in the cache type, one buffer when it fits the
@@ -58,6 +61,8 @@ struct OpenclBackendOptions {
   int64_t max_in_elems = 0;      // largest op input in floats (n_tok * widest activation)
   int64_t max_out_elems = 0;     // largest op output in floats (also covers the logits)
   int64_t max_width = 0;         // longest norm weight vector / RoPE table row, in floats
+  // How the matrices are held (--weights): native (the GGUF types) or converted at upload.
+  WeightsMode weights = WeightsMode::Native;
   // Geometry of the device FB-KV cache.
   int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
   GgmlType kv_type = GgmlType::F16;
@@ -107,9 +112,13 @@ class OpenclBackend final : public Backend {
   OpenclBackend& operator=(const OpenclBackend&) = delete;
   std::string_view name() const override { return "opencl"; }
   const opencl::Capabilities& caps() const { return rt_.caps(); }
+  // The device runtime (queue, buffers, programs), for benchmarks that measure the device beside the ops
+  // (gemv-bw's bandwidth peaks); ops never need it.
+  opencl::Runtime& runtime() { return rt_; }
 
   // Uploads one weight matrix (or embedding table), keyed by its data pointer, which must stay valid and
-  // unchanged while the backend lives (the mapped model file); ops on a weight not uploaded throw.
+  // unchanged while the backend lives (the mapped model file); ops on a weight not uploaded throw. The
+  // matrix is held as options.weights says (converted, or its GGUF type).
   void upload_weight(const Weight& w);
   // Uploads every matrix of a model (the tied output shares the embedding's buffer).
   void upload_model(const ModelWeights& mw);
@@ -157,33 +166,42 @@ class OpenclBackend final : public Backend {
   void reset_kernel_times() override { rt_.reset_kernel_times(); }
 
  private:
+  // The weight formats device kernels read (kernels/matmul_<format>.cl), in the order of the kernel tables
+  // below; the converted formats have no embedding kernel (tables keep their GGUF type).
+  enum class DevFormat : int { F32, F16, Q4_0, Q4_1, Q8_0, Int4B64, Int8B0 };
+  static constexpr int kFormats = 7, kEmbedFormats = 5;
   struct DeviceWeight {
-    opencl::Buffer buf;  // [n_out][row_bytes] in `type` (Q4_0, Q4_1, Q8_0 rows split: kernels/quants.cl)
+    opencl::Buffer buf;  // [n_out][row_bytes] in `fmt` (block formats' rows split: kernels/quants.cl)
     // --gpu-memory image: instead of buf, [n_out * img_lines][img_width] RGBA32UI texels, each row's
     // row_bytes zero-padded to 128-byte multiples (kernels/matmul_image.cl); null for a buffer weight.
     opencl::MemHandle img;
     int img_width = 0, img_lines = 0;
-    GgmlType type;       // as stored on the device (the host type, or F32 when dequantized at upload)
+    DevFormat fmt;       // as stored on the device (the host type, F32 when dequantized, or converted)
     GgmlType host_type;  // as in the model file
     size_t row_bytes;
     int64_t n_in, n_out;
+    bool float_rows() const { return fmt == DevFormat::F32 || fmt == DevFormat::F16; }
   };
-  DeviceWeight make_device_weight(const Weight& w, bool as_image);
+  static DevFormat converted_format(WeightsMode m);  // int4b64, int8b0, f16 (not native)
+  DeviceWeight make_device_weight(const Weight& w, WeightsMode mode, bool as_image);
+  // Converted upload (int4b64, int8b0, f16) of a matrix, from its exact float values, a slab of rows at a
+  // time.
+  DeviceWeight convert_device_weight(const Weight& w, WeightsMode mode);
   void upload_weight_in(const Weight& w, bool as_image);
   // The image path (matmul_image.cpp): its kernels (built only for --gpu-memory image on a device with
   // images), an image for dw from its device rows (device_row(r, dst) writes row r's row_bytes at dst), or
   // false and a note when it stays a buffer.
   void image_kernels();  // the image matmuls' kernels, from image_program_
-  bool has_image_kernel(GgmlType device_type) const;
-  opencl::Kernel& matmul_image_kernel(GgmlType device_type);
-  opencl::Kernel& matvec_image_kernel(GgmlType device_type);
+  bool has_image_kernel(DevFormat f) const;
+  opencl::Kernel& matmul_image_kernel(DevFormat f);
+  opencl::Kernel& matvec_image_kernel(DevFormat f);
   bool make_weight_image(DeviceWeight& dw, const std::string& name,
                          const std::function<void(int64_t, uint8_t*)>& device_row);
   void note_buffer_weight(const std::string& name, const std::string& why);
   const DeviceWeight& find_weight(const Weight& w, const char* op) const;
-  opencl::Kernel& matmul_kernel(GgmlType device_type);
-  opencl::Kernel& matvec_kernel(GgmlType device_type);
-  opencl::Kernel& embed_kernel(GgmlType device_type);
+  opencl::Kernel& matmul_kernel(DevFormat f);
+  opencl::Kernel& matvec_kernel(DevFormat f);
+  opencl::Kernel& embed_kernel(DevFormat f);
   std::vector<opencl::Kernel*> all_kernels();
   // The KV ops share the cache: if either kernel failed, both run on the CPU over the host cache.
   bool kv_on_cpu() const { return k_kv_store_.on_cpu || k_attention_.on_cpu; }
@@ -266,7 +284,7 @@ class OpenclBackend final : public Backend {
   std::vector<opencl::CacheEntry::Failed> failed_;  // the self-check's verdict: kernels that failed it
   // k_matvec_: the one-token (decode) products, used for n_tok == 1 unless they failed the self-check (then
   // k_matmul_ serves decode too).
-  opencl::Kernel k_embed_[5], k_matmul_[5], k_matvec_[5];
+  opencl::Kernel k_embed_[kEmbedFormats], k_matmul_[kFormats], k_matvec_[kFormats];
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
   // --gpu-memory image: the image kernels, indexed as k_matmul_ (no F32 kernel: slot 0 stays empty).
   opencl::ProgramHandle image_program_;
@@ -274,10 +292,14 @@ class OpenclBackend final : public Backend {
   std::vector<std::string> buffer_weights_;
 
   std::unordered_map<const uint8_t*, DeviceWeight> weights_;  // by host Weight::data
+  // Embedding tables in their GGUF type when the matrices are converted (weights_ then holds a tied output
+  // matrix converted under the same key); embed looks here first.
+  std::unordered_map<const uint8_t*, DeviceWeight> tables_;
 
   // The CPU reference for the self-check, kept as the fallback of ops whose kernel failed it (float path).
   std::unique_ptr<ThreadPool> cpu_pool_;
   std::unique_ptr<CpuBackend> cpu_;
+  bool cpu_prepared_ = false;  // cpu_ holds the model's converted matrices (a converted kernel failed)
 
   // Scratch, sized once from the options, for operands that are not (or not at offset 0 of) a mirror.
   opencl::Buffer in_a_, in_b_;  // [max_in_elems] floats: op inputs

@@ -124,41 +124,76 @@ void OpenclBackend::run_self_check() {
     w.n_in = n_in;
     w.n_out = n_out;
     w.row_bytes = row_size(t, n_in);
-    upload_weight_in(w, false);
+    weights_.emplace(w.data,
+                     make_device_weight(w, WeightsMode::Native, false));  // whatever options.weights says
+    const DevFormat f = weights_.at(w.data).fmt;
     const int32_t ids[3] = {3, 0, 4};
     std::vector<float> ref(size_t(3 * n_in)), got(ref.size());
     cpu_->embed(w, ids, 3, 0.5f, ref.data());
     embed(w, ids, 3, 0.5f, got.data());
-    verdict(embed_kernel(t), relative_error(ref, got));
+    verdict(embed_kernel(f), relative_error(ref, got));
 
     const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
     ref.assign(size_t(n_tok * n_out), 0.0f);
     got.assign(ref.size(), 0.0f);
     cpu_->matmul(w, x.data(), n_tok, ref.data());
     matmul(w, x.data(), n_tok, got.data());
-    verdict(matmul_kernel(t), relative_error(ref, got));
+    verdict(matmul_kernel(f), relative_error(ref, got));
     // One token: the matvec kernel (decode), on the first token's input.
     ref.assign(size_t(n_out), 0.0f);
     got.assign(ref.size(), 0.0f);
     cpu_->matmul(w, x.data(), 1, ref.data());
     matmul(w, x.data(), 1, got.data());
-    verdict(matvec_kernel(t), relative_error(ref, got));
+    verdict(matvec_kernel(f), relative_error(ref, got));
     weights_.erase(w.data);  // `bytes` dies here; nothing may find it by address again
     // --gpu-memory image: the image kernels on the same rows, held in an image this time (when it fits the
     // device's image limits; otherwise no weight of this shape would use them).
-    if (has_image_kernel(t) && opencl::plan_weight_image(caps(), device_row_bytes(t, n_in), n_out,
+    if (has_image_kernel(f) && opencl::plan_weight_image(caps(), device_row_bytes(t, n_in), n_out,
                                                          opts_.image_max_width, opts_.image_max_height)
                                    .fits) {
-      upload_weight_in(w, true);
+      weights_.emplace(w.data, make_device_weight(w, WeightsMode::Native, true));
       for (int64_t nt : {n_tok, int64_t(1)}) {
         ref.assign(size_t(nt * n_out), 0.0f);
         got.assign(ref.size(), 0.0f);
         cpu_->matmul(w, x.data(), nt, ref.data());
         matmul(w, x.data(), nt, got.data());
-        verdict(nt == 1 ? matvec_image_kernel(t) : matmul_image_kernel(t), relative_error(ref, got));
+        verdict(nt == 1 ? matvec_image_kernel(f) : matmul_image_kernel(f), relative_error(ref, got));
       }
       weights_.erase(w.data);
     }
+  }
+
+  // The converted formats (--weights int4b64, int8b0): random float rows converted at upload; the reference
+  // is the CPU's float path on the same conversion's exact values (dequantize_row_asym). K = 96 leaves
+  // INT4B64 a group of one block.
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+    const int64_t n_in = 96, n_out = 5, n_tok = 2;
+    const TileKind kind = mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0;
+    std::vector<float> src = random_floats(size_t(n_in * n_out), rng), exact(src.size());
+    for (int64_t r = 0; r < n_out; ++r)
+      dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);
+    Weight w, we;
+    w.name = fmt::format("self-check {}", weights_mode_name(mode));
+    w.type = GgmlType::F32;
+    w.data = reinterpret_cast<const uint8_t*>(src.data());
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = size_t(n_in) * sizeof(float);
+    we = w;
+    we.data = reinterpret_cast<const uint8_t*>(exact.data());
+    weights_.emplace(w.data, make_device_weight(w, mode, false));
+    const DevFormat f = weights_.at(w.data).fmt;
+    const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+    std::vector<float> ref(size_t(n_tok * n_out)), got(ref.size());
+    cpu_->matmul(we, x.data(), n_tok, ref.data());
+    matmul(w, x.data(), n_tok, got.data());
+    verdict(matmul_kernel(f), relative_error(ref, got));
+    ref.assign(size_t(n_out), 0.0f);
+    got.assign(ref.size(), 0.0f);
+    cpu_->matmul(we, x.data(), 1, ref.data());
+    matmul(w, x.data(), 1, got.data());
+    verdict(matvec_kernel(f), relative_error(ref, got));
+    weights_.erase(w.data);
   }
 
   {

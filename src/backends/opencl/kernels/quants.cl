@@ -8,10 +8,18 @@
 //   [nb][QB bytes] codes, then [nb] parameters, padded to a multiple of 16 bytes (row_bytes);
 //   QB = 16 (Q4_0, Q4_1) or 32 (Q8_0); parameters: half d (Q4_0, Q8_0) or half d, half m (Q4_1).
 // With the buffer and every row 16-byte aligned, block b's codes start at a multiple of 16 bytes.
+// The converted formats of --weights (backends/cpu/tiled_weight.h: quantize_row_asym, the same codes, fp16
+// scales and offsets the CPU tiles hold; the device row is written at upload, opencl_backend.cpp):
+//   INT4B64: [nb][16 bytes] codes as Q4_0's, then [ng = ceil(nb / 2)] (half d, half m), one pair per 64
+//            weights (a 64-group is two 32-blocks sharing one pair; the last group is one block when
+//            nb is odd), padded to a multiple of 16 bytes.
+//   INT8B0:  [nb][32 bytes] codes (unsigned), then one (half d, half m) for the whole row, padded to 16.
 // Weights (q = the stored integer):
 //   Q4_0: w = d * (q - 8); element j < 16: low nibble of code byte j, j >= 16: high nibble of byte j - 16
 //   Q4_1: w = d * q + m; nibbles as Q4_0
 //   Q8_0: w = d * q, q the signed code byte j
+//   INT4B64: w = d * q + m, (d, m) of group b / 2; nibbles as Q4_0
+//   INT8B0: w = d * q + m, q the unsigned code byte j
 //   F16: one half per element; F32: one float per element (rows as in the file).
 // Element readers take (row, element i, n = elements per row).
 
@@ -65,6 +73,22 @@ void tl_block_q4_1(__global const uchar* row, int b, int nb, float* w) {
 void tl_block_q8_0(__global const uchar* row, int b, int nb, float* w) {
   const float d = vload_half(b, (__global const half*)(row + 32 * nb));
   for (int j = 0; j < 32; ++j) w[j] = d * (float)(char)row[32 * b + j];
+}
+
+void tl_block_int4b64(__global const uchar* row, int b, int nb, float* w) {
+  __global const half* p = (__global const half*)(row + 16 * nb);
+  const float d = vload_half(2 * (b / 2), p), m = vload_half(2 * (b / 2) + 1, p);
+  for (int j = 0; j < 16; ++j) {
+    const int q = row[16 * b + j];
+    w[j] = d * (float)(q & 15) + m;
+    w[j + 16] = d * (float)(q >> 4) + m;
+  }
+}
+
+void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
+  __global const half* p = (__global const half*)(row + 32 * nb);
+  const float d = vload_half(0, p), m = vload_half(1, p);
+  for (int j = 0; j < 32; ++j) w[j] = d * (float)row[32 * b + j] + m;
 }
 
 // The matrix product over rows of 32-weight blocks, written once for every block format; matmul_q4_0.cl,
@@ -170,4 +194,25 @@ void tl_half_q8_0(__global const uchar* row, int u, int nb, float4* w) {
   w[1] = d * convert_float4(as_char4(c.y));
   w[2] = d * convert_float4(as_char4(c.z));
   w[3] = d * convert_float4(as_char4(c.w));
+}
+
+void tl_half_int4b64(__global const uchar* row, int u, int nb, float4* w) {
+  __global const half* p = (__global const half*)(row + 16 * nb);
+  const float d = vload_half(2 * (u / 4), p), m = vload_half(2 * (u / 4) + 1, p);
+  const uint2 c = vload2(u, (__global const uint*)row);
+  const int4 q0 = convert_int4(as_uchar4(c.x)), q1 = convert_int4(as_uchar4(c.y));
+  w[0] = d * convert_float4(q0 & 15) + m;
+  w[1] = d * convert_float4(q1 & 15) + m;
+  w[2] = d * convert_float4(q0 >> 4) + m;
+  w[3] = d * convert_float4(q1 >> 4) + m;
+}
+
+void tl_half_int8b0(__global const uchar* row, int u, int nb, float4* w) {
+  __global const half* p = (__global const half*)(row + 32 * nb);
+  const float d = vload_half(0, p), m = vload_half(1, p);
+  const uint4 c = vload4(u, (__global const uint*)row);
+  w[0] = d * convert_float4(as_uchar4(c.x)) + m;
+  w[1] = d * convert_float4(as_uchar4(c.y)) + m;
+  w[2] = d * convert_float4(as_uchar4(c.z)) + m;
+  w[3] = d * convert_float4(as_uchar4(c.w)) + m;
 }

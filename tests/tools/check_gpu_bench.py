@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""`tilellm gemm-speed` and `tilellm gemv-bw` on backend 3 (OpenCL), run as a user runs them, on a small shape:
+
+  - every mode of speed/GemmSpeedAll prints one MNN GPU line per M, byte for byte MNN's printf format
+    (rebuilt here from the numbers it shows), after its reference check (a CHECK FAILED line would fail);
+  - int4a8-gemm prints a skip line and never a number;
+  - the image memory mode (bitmask bit 128, --gpu-memory image) prints that it is not available and reports
+    no numbers; a bad bitmask and a missing device are errors naming the cause;
+  - --format md carries the GPU columns;
+  - gemv-bw --backend opencl prints its peaks and one row per format.
+
+    check_gpu_bench.py TILELLM_BINARY
+
+Exits 77 (CTest's skip code) when no OpenCL device is present or the build has no OpenCL backend.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+GPU_LINE = re.compile(
+    r"^  (\S+)\s+M=(\d+)\s+K=(\d+)\s+N=(\d+)\s+total=([0-9.]+) ms \(([0-9.]+) GFLOPS\)  "
+    r"gpu=([0-9.]+) ms \(([0-9.]+) GFLOPS\)$")
+
+
+def run(binary: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=300)
+
+
+def mnn_line(tag: str, m: int, k: int, n: int, total: float, tg: float, gpu: float, gg: float) -> str:
+    return "  %-28s  M=%-5d K=%-5d N=%-5d  total=%.3f ms (%.2f GFLOPS)  gpu=%.3f ms (%.2f GFLOPS)" % (
+        tag, m, k, n, total, tg, gpu, gg)
+
+
+def consistent(gflops: float, m: int, k: int, n: int, ms: float) -> bool:
+    """The printed GFLOPS is 2 M K N / (ms 1e6) of the unrounded ms, which the printed ms (3 decimals) can
+    only bound: ms is within 0.0005 of it."""
+    flops = 2.0 * m * k * n
+    lo, hi = flops / ((ms + 0.0005) * 1e6), flops / (max(ms - 0.0005, 1e-9) * 1e6)
+    return lo - 0.006 <= gflops <= hi + 0.006
+
+
+def main() -> int:
+    binary = sys.argv[1]
+    devices = run(binary, "devices")
+    if devices.returncode != 0 or "no OpenCL" in devices.stdout + devices.stderr or \
+            "name:" not in devices.stdout:
+        print("no OpenCL device (or no OpenCL backend in this build): skipped")
+        return 77
+    fails = []
+    small = ["--shape", "128,40", "--m", "1,5", "--warmup", "1", "--runs", "2"]
+
+    for precision in ("0", "2"):
+        r = run(binary, "gemm-speed", "speed/GemmSpeedAll", "3", precision, "68", *small)
+        if r.returncode != 0:
+            fails.append(f"GemmSpeedAll precision {precision} failed ({r.returncode}): {r.stdout}{r.stderr}")
+            continue
+        lines = r.stdout.splitlines()
+        if not lines or lines[0] != f"GemmSpeed backend=3 (opencl) precision={precision} numthread=68":
+            fails.append(f"first line: {lines[:1]}")
+        if not any(l.startswith("# device 0: ") and "memory: BUFFER" in l and "driver:" in l for l in lines):
+            fails.append("no metadata header with device, driver and memory mode")
+        seen = []
+        for l in lines:
+            m = GPU_LINE.match(l)
+            if not m:
+                if "CHECK FAILED" in l:
+                    fails.append(l)
+                continue
+            tag, mm, k, n = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
+            total, tg, gpu, gg = (float(m.group(i)) for i in (5, 6, 7, 8))
+            if gpu <= 0 or total <= 0 or gpu > total:
+                fails.append(f"times not positive, or gpu above total: {l}")
+                continue
+            if l != mnn_line(tag, mm, k, n, total, tg, gpu, gg):
+                fails.append(f"not MNN's printf format:\n{l!r}\n{mnn_line(tag, mm, k, n, total, tg, gpu, gg)!r}")
+            if not consistent(tg, mm, k, n, total) or not consistent(gg, mm, k, n, gpu):
+                fails.append(f"GFLOPS do not follow from the times: {l}")
+            seen.append((tag, mm))
+        want = [(t, m) for t in ("float-gemm", "int8b0-gemm", "int4b64-gemm") for m in (1, 5)]
+        if seen != want:
+            fails.append(f"precision {precision}: rows {seen}, expected {want}")
+
+    r = run(binary, "gemm-speed", "speed/GemmSpeedInt4A8", "3", "0", "68", *small)
+    if r.returncode != 0 or "int4a8-gemm" not in r.stdout or "skipped" not in r.stdout or \
+            any(GPU_LINE.match(l) for l in r.stdout.splitlines()):
+        fails.append(f"int4a8 on the device is not a clean skip: {r.stdout}{r.stderr}")
+
+    for args in (["3", "0", "132"], ["3", "0", "--gpu-memory", "image"]):
+        r = run(binary, "gemm-speed", "speed/GemmSpeedFloat", *args, *small)
+        if r.returncode != 0 or "IMAGE is not available in this build" not in r.stdout or \
+                any(GPU_LINE.match(l) for l in r.stdout.splitlines()):
+            fails.append(f"image mode {args} is not a clean skip: {r.stdout}{r.stderr}")
+
+    r = run(binary, "gemm-speed", "speed/GemmSpeedFloat", "3", "0", "192", *small)
+    if r.returncode == 0 or "sets both BUFFER (64) and IMAGE (128)" not in r.stderr:
+        fails.append(f"bitmask 192 is not an error naming the bits: {r.stdout}{r.stderr}")
+    r = run(binary, "gemm-speed", "speed/GemmSpeedFloat", "3", "0", "68", "--device", "99", *small)
+    if r.returncode == 0 or "OpenCL device 99 does not exist" not in r.stderr:
+        fails.append(f"--device 99 is not an error naming the device: {r.stdout}{r.stderr}")
+
+    r = run(binary, "gemm-speed", "speed/GemmSpeedInt8", "--backend", "opencl", "--gpu-memory", "buffer",
+            "--device-profile", "powervr-rogue", "--format", "md", *small)
+    if r.returncode != 0 or "| gpu ms | gpu median ms | GFLOPS (gpu) |" not in r.stdout or \
+            r.stdout.count("| int8b0-gemm | ") != 2 or "profile: powervr-rogue" not in r.stdout:
+        fails.append(f"md table: {r.stdout}{r.stderr}")
+
+    r = run(binary, "gemv-bw", "--backend", "opencl", "--shape", "256,40", "--peak-mib", "32")
+    rows = [l for l in r.stdout.splitlines() if l.startswith("| int")]
+    if r.returncode != 0 or "# peak (same run, device timestamps): copy " not in r.stdout or \
+            [l.split()[1] for l in rows] != ["int8b0", "int4b64"]:
+        fails.append(f"gemv-bw --backend opencl: {r.stdout}{r.stderr}")
+    for l in rows:
+        cells = [c.strip() for c in l.strip("|").split("|")]
+        if len(cells) != 10 or not float(cells[2]) > 0 or not float(cells[5]) > 0:
+            fails.append(f"gemv-bw row: {l}")
+
+    for f in fails:
+        print("FAIL:", f)
+    if not fails:
+        print("gemm-speed / gemv-bw on OpenCL: ok")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
