@@ -298,7 +298,8 @@ ProgramHandle Runtime::build(const std::vector<std::string_view>& ops,
 ProgramHandle Runtime::build_source(std::string_view op, std::string_view body,
                                     const std::string& extra_defines) const {
   std::string src = generated_header(extra_defines);
-  for (std::string_view part : {kernel_source("common"), kernel_source("quants"), body}) {
+  for (std::string_view part :
+       {kernel_source("common"), kernel_source("quants"), kernel_source("gemm"), body}) {
     src += part;
     if (src.back() != '\n') src += '\n';
   }

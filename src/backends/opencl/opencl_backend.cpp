@@ -79,17 +79,31 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   const bool kv_f16 = o.kv_type == GgmlType::F16;
   if (!kv_f16 && o.kv_type != GgmlType::F32)
     fail("OpenCL backend: KV cache type {} is not f16 or f32", type_name(o.kv_type));
-  // The generated header's per-backend constants: the cache type, and the tokens per matmul work-group.
-  const std::string defines =
-      fmt::format("#define TL_KV_F16 {}\n#define TL_MM_TILE {}\n", kv_f16 ? 1 : 0, kMatmulTile);
-
-  program_ = rt_.build({"embedding", "rmsnorm", "matmul_f32", "matmul_f16", "matmul_q4_0", "matmul_q4_1",
-                        "matmul_q8_0", "rope", "kv_store", "attention", "glu", "add"},
-                       defines);
-  for (int i = 0; i < 5; ++i) {
-    k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
-    k_matmul_[i] = rt_.kernel(program_, kMatmulKernels[i]);
-    k_matvec_[i] = rt_.kernel(program_, kMatvecKernels[i]);
+  // The generated header's per-backend constants: the cache type, the matmul's GEMM tile (kernels/gemm.cl)
+  // and the tokens per work-group of the row kernels it replaces where no tile fits.
+  gemm_ = o.tiled_matmul ? gemm_tiles_for(caps()) : GemmTiles{};
+  std::string defines;
+  for (;;) {
+    defines = fmt::format("#define TL_KV_F16 {}\n#define TL_MM_TILE {}\n#define TL_GEMM {}\n", kv_f16 ? 1 : 0,
+                          kMatmulTile, gemm_.on() ? 1 : 0);
+    if (gemm_.on()) {
+      defines += fmt::format(
+          "#define TL_GEMM_RM {}\n#define TL_GEMM_TM {}\n#define TL_GEMM_WR {}\n#define TL_GEMM_WT {}\n",
+          gemm_.rm, gemm_.tm, gemm_.wr, gemm_.wt);
+    }
+    program_ = rt_.build({"embedding", "rmsnorm", "matmul_f32", "matmul_f16", "matmul_q4_0", "matmul_q4_1",
+                          "matmul_q8_0", "rope", "kv_store", "attention", "glu", "add"},
+                         defines);
+    for (int i = 0; i < 5; ++i) {
+      k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
+      k_matmul_[i] = rt_.kernel(program_, kMatmulKernels[i]);
+      k_matvec_[i] = rt_.kernel(program_, kMatvecKernels[i]);
+    }
+    // A compiler may allow a kernel fewer items than the device (registers): then the next smaller tile.
+    size_t fits = SIZE_MAX;
+    for (const opencl::Kernel& k : k_matmul_) fits = std::min(fits, k.max_wg);
+    if (!gemm_.on() || fits >= gemm_.items()) break;
+    gemm_ = gemm_tiles_for(caps(), fits);
   }
   k_rmsnorm_ = rt_.kernel(program_, "rmsnorm");
   k_rope_ = rt_.kernel(program_, "rope");

@@ -22,6 +22,13 @@ float tl_f32_at(__global const uchar* row, int i, int n) { return ((__global con
 // Elements 4c .. 4c+3 of a float row.
 float4 tl_f16_at4(__global const uchar* row, int c) { return vload_half4(c, (__global const half*)row); }
 float4 tl_f32_at4(__global const uchar* row, int c) { return vload4(c, (__global const float*)row); }
+// Elements 32b .. 32b+31 of a float row (the tiled GEMM's block reader for F16 and F32; nb unused).
+void tl_block_f16(__global const uchar* row, int b, int nb, float* w) {
+  for (int c = 0; c < 8; ++c) vstore4(vload_half4(8 * b + c, (__global const half*)row), c, w);
+}
+void tl_block_f32(__global const uchar* row, int b, int nb, float* w) {
+  for (int c = 0; c < 8; ++c) vstore4(vload4(8 * b + c, (__global const float*)row), c, w);
+}
 
 float tl_q4_0_at(__global const uchar* row, int i, int n) {
   const int b = i / 32, j = i % 32;
@@ -67,14 +74,14 @@ void tl_block_q8_0(__global const uchar* row, int b, int nb, float* w) {
   for (int j = 0; j < 32; ++j) w[j] = d * (float)(char)row[32 * b + j];
 }
 
-// The matrix product over rows of 32-weight blocks, written once for every block format; matmul_q4_0.cl,
-// matmul_q4_1.cl and matmul_q8_0.cl each instantiate it with their block reader.
+// The row kernel of the matrix product over rows of 32-weight blocks, for devices that cannot hold the tiled
+// GEMM's smallest tile (gemm.cl: there TL_MATMUL_BLOCK32, which matmul_<format>.cl instantiate, is this).
 // y[t] = W x[t]. W: [n_out][row_bytes]; x: [n_tok][n_in]; y: [n_tok][n_out].
 // One work-group per (output row r, tile of up to TL_MM_TILE tokens): item i decodes blocks i, i + L, i + 2L,
 // ... of the row once into exact weights (L = the local size, a power of two) and dots each with every token
 // of the tile; the group then sums each token's partials (common.cl). The token loop's trip count is the same
 // for the whole group, so its barriers are uniform. scratch: __local float[L].
-#define TL_MATMUL_BLOCK32(NAME, READ_BLOCK)                                                             \
+#define TL_MATMUL_ROWS_BLOCK32(NAME, READ_BLOCK)                                                        \
   __kernel void NAME(__global const uchar* w, ulong row_bytes, int n_in, int n_out, int n_tok,           \
                      __global const float* x, __global float* y, __local float* scratch) {              \
     const int r = get_group_id(0), t0 = get_group_id(1) * TL_MM_TILE;                                     \
