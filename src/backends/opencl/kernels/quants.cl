@@ -49,29 +49,28 @@ float tl_q8_0_at(__global const uchar* row, int i, int n) {
 }
 
 // The 32 exact weights of block b of a row of nb blocks, for the matmuls (each block is decoded once per tile
-// of tokens).
+// of tokens). The codes are one aligned 16-byte load per 16 bytes (the split rows put block b's codes at a
+// multiple of 16 bytes), not one load per byte.
 void tl_block_q4_0(__global const uchar* row, int b, int nb, float* w) {
   const float d = vload_half(b, (__global const half*)(row + 16 * nb));
-  for (int j = 0; j < 16; ++j) {
-    const int q = row[16 * b + j];
-    w[j] = d * (float)((q & 15) - 8);
-    w[j + 16] = d * (float)((q >> 4) - 8);
-  }
+  const int16 q = convert_int16(as_uchar16(((__global const uint4*)row)[b]));
+  vstore16(d * convert_float16((q & 15) - 8), 0, w);
+  vstore16(d * convert_float16((q >> 4) - 8), 1, w);
 }
 
 void tl_block_q4_1(__global const uchar* row, int b, int nb, float* w) {
   __global const half* p = (__global const half*)(row + 16 * nb);
   const float d = vload_half(2 * b, p), m = vload_half(2 * b + 1, p);
-  for (int j = 0; j < 16; ++j) {
-    const int q = row[16 * b + j];
-    w[j] = d * (float)(q & 15) + m;
-    w[j + 16] = d * (float)(q >> 4) + m;
-  }
+  const int16 q = convert_int16(as_uchar16(((__global const uint4*)row)[b]));
+  vstore16(d * convert_float16(q & 15) + m, 0, w);
+  vstore16(d * convert_float16(q >> 4) + m, 1, w);
 }
 
 void tl_block_q8_0(__global const uchar* row, int b, int nb, float* w) {
   const float d = vload_half(b, (__global const half*)(row + 32 * nb));
-  for (int j = 0; j < 32; ++j) w[j] = d * (float)(char)row[32 * b + j];
+  __global const uint4* c = (__global const uint4*)row + 2 * b;
+  vstore16(d * convert_float16(as_char16(c[0])), 0, w);
+  vstore16(d * convert_float16(as_char16(c[1])), 1, w);
 }
 
 // The row kernel of the matrix product over rows of 32-weight blocks, for devices that cannot hold the tiled
