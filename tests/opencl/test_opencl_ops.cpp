@@ -308,6 +308,127 @@ TEST_P(OpenclOps, matmul_of_a_weight_not_uploaded_is_an_error) {
   EXPECT_THROW(be->matmul(w.w, x.data(), 1, y.data()), Error);
 }
 
+// The prefill matmul (the tiled GEMM, or the row kernels where no tile fits) against the CPU at every tail:
+// n_tok = 1 .. tt + 3 (one-token products sent to the matmul kernel too) and n_out not a multiple of the
+// rows per tile nor of 4, for every format a kernel reads, with one block and with 4096 + 32 inputs (float
+// formats: also rows ending in a partial block). Bound as in matmul_matches_cpu_for_every_weight_type.
+void check_matmul_tails(OpenclBackend& be, CpuBackend& cpu, std::vector<std::unique_ptr<OwnedWeight>>& kept,
+                        const std::vector<int64_t>& n_toks_long) {
+  const int64_t tt = be.gemm_tiles().on() ? be.gemm_tiles().tt() : OpenclBackend::kMatmulTile;
+  const int64_t tr = be.gemm_tiles().on() ? be.gemm_tiles().tr() : 4;
+  std::vector<int64_t> all;  // 1 .. tt + 3: every partial token tile, the full one, and past it
+  for (int64_t n = 1; n <= tt + 3; ++n) all.push_back(n);
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+    const bool fl = type_traits(t).block_size == 1;
+    struct Case {
+      int64_t n_in, n_out;
+      const std::vector<int64_t>* n_toks;
+    };
+    std::vector<Case> cases = {{32, 3, &all}, {32, 2 * tr + 5, &all}, {4096 + 32, 2 * tr + 5, &n_toks_long}};
+    if (fl) {
+      cases.push_back({45, tr + 1, &all});
+      cases.push_back({4096 + 45, tr + 3, &n_toks_long});
+    }
+    for (const Case& c : cases) {
+      const uint32_t seed = uint32_t(c.n_in * 131 + c.n_out);
+      OwnedWeight& w =
+          *kept.emplace_back(std::make_unique<OwnedWeight>(make_weight(t, c.n_in, c.n_out, seed)));
+      be.upload_weight(w.w);
+      const std::vector<float> wf = dequantize(w.w);
+      for (int64_t n_tok : *c.n_toks) {
+        const std::vector<float> x = rand_floats(size_t(n_tok * c.n_in), seed + uint32_t(n_tok));
+        std::vector<float> a(size_t(n_tok * c.n_out)), b(size_t(n_tok * c.n_out), -7.0f);
+        cpu.matmul(w.w, x.data(), n_tok, a.data());
+        be.matmul(w.w, x.data(), n_tok, b.data());
+        int bad = 0;
+        for (int64_t tk = 0; tk < n_tok; ++tk) {
+          for (int64_t r = 0; r < c.n_out; ++r) {
+            double mag = 0.0;
+            for (int64_t i = 0; i < c.n_in; ++i)
+              mag += std::abs(double(wf[size_t(r * c.n_in + i)]) * x[size_t(tk * c.n_in + i)]);
+            const size_t o = size_t(tk * c.n_out + r);
+            if (!(std::abs(double(a[o]) - b[o]) <= 2.0 * double(c.n_in) * kU * mag) && bad++ < 3) {
+              ADD_FAILURE() << type_name(t) << " " << c.n_out << " x " << c.n_in << ", " << n_tok
+                            << " tokens: y[" << tk << "][" << r << "]: cpu " << a[o] << " opencl " << b[o];
+            }
+          }
+        }
+        if (bad > 0) return;
+      }
+    }
+  }
+}
+
+OpenclBackendOptions tails_options(const std::string& profile) {
+  OpenclBackendOptions o;
+  o.device = test::opencl_test_device();
+  o.profile = profile;
+  o.max_tokens = 128;  // past the largest token tile + 3
+  o.max_in_elems = 128 * (4096 + 45);
+  o.max_out_elems = 128 * 256;
+  o.max_width = 1024;
+  o.self_check = false;
+  o.one_token_matvec = false;
+  return o;
+}
+
+TEST_P(OpenclOps, tiled_matmul_matches_cpu_at_every_tail) {
+  OpenclBackend be(tails_options(GetParam()));
+  // Every profile (PowerVR Rogue's 4 KiB of local memory included) holds a tile; the one chosen fits.
+  const OpenclBackend::GemmTiles& g = be.gemm_tiles();
+  ASSERT_TRUE(g.on());
+  EXPECT_LE(g.local_bytes(), be.caps().local_mem_bytes);
+  EXPECT_LE(g.items(), be.caps().max_work_group_size);
+  EXPECT_EQ(g.rm % 4, 0);
+  EXPECT_EQ(g.tm % 4, 0);
+  const int64_t tt = g.tt();
+  check_matmul_tails(be, cpu_, kept_, {1, 2, 3, 5, tt - 1, tt, tt + 1, tt + 3});
+}
+
+TEST_P(OpenclOps, row_matmul_kernels_match_cpu_at_every_tail) {
+  // The kernels of a device that cannot hold the smallest GEMM tile.
+  OpenclBackendOptions o = tails_options(GetParam());
+  o.tiled_matmul = false;
+  OpenclBackend be(o);
+  ASSERT_FALSE(be.gemm_tiles().on());
+  check_matmul_tails(be, cpu_, kept_, {1, 2, 3, 5});
+}
+
+TEST(OpenclGemmTiles, chosen_from_local_memory_work_group_limit_and_multiple) {
+  opencl::Capabilities c;
+  c.max_work_group_size = 1024;
+  c.local_mem_bytes = 48 * 1024;
+  c.wg_multiple = 32;
+  OpenclBackend::GemmTiles g = OpenclBackend::gemm_tiles_for(c);
+  EXPECT_EQ(g.tr(), 64);
+  EXPECT_EQ(g.tt(), 64);
+  EXPECT_EQ(g.items(), 128u);
+  // A multiple the largest group is not a multiple of: still the largest that fits.
+  c.wg_multiple = 256;
+  EXPECT_EQ(OpenclBackend::gemm_tiles_for(c).items(), 128u);
+  // Less local memory: smaller tiles, the preferred multiple deciding between those that fit.
+  c.wg_multiple = 32;
+  c.local_mem_bytes = 8 * 1024;
+  g = OpenclBackend::gemm_tiles_for(c);
+  EXPECT_EQ(g.items(), 64u);
+  EXPECT_LE(g.local_bytes(), c.local_mem_bytes);
+  c.local_mem_bytes = 4096;
+  g = OpenclBackend::gemm_tiles_for(c);
+  EXPECT_EQ(g.tr(), 16);
+  EXPECT_EQ(g.local_bytes(), 4096u);
+  // A work-group limit (the device's, or a kernel's) below the group: the next smaller one.
+  c.local_mem_bytes = 48 * 1024;
+  c.max_work_group_size = 100;
+  EXPECT_EQ(OpenclBackend::gemm_tiles_for(c).items(), 64u);
+  EXPECT_EQ(OpenclBackend::gemm_tiles_for(c, 63).items(), 16u);
+  // Nothing fits: the row kernels.
+  c.local_mem_bytes = 2048;
+  EXPECT_FALSE(OpenclBackend::gemm_tiles_for(c).on());
+  c.local_mem_bytes = 48 * 1024;
+  c.max_work_group_size = 8;
+  EXPECT_FALSE(OpenclBackend::gemm_tiles_for(c).on());
+}
+
 TEST_P(OpenclOps, rmsnorm_matches_cpu) {
   auto be = make();
   for (int64_t n : {int64_t(1), int64_t(37), int64_t(576), int64_t(1023)}) {

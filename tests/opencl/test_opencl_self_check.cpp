@@ -34,25 +34,17 @@ __kernel void rmsnorm(__global const float* x, __global const float* w, __global
 }
 )";
 
-// Q4_0 matmul that reads only the low nibbles (a plausible unpacking bug).
+// Q4_0 matmul that reads only the low nibbles (a plausible unpacking bug): the matmul kernel as the backend
+// builds it (the tiled GEMM, or the row kernel where no tile fits), over a broken block reader.
 constexpr const char* kBrokenMatmulQ4_0 = R"(
-__kernel void matmul_q4_0(__global const uchar* w, ulong row_bytes, int n_in, int n_out, int n_tok,
-                          __global const float* x, __global float* y, __local float* scratch) {
-  const int r = get_group_id(0), t0 = get_group_id(1) * TL_MM_TILE;
-  const int nt = min(TL_MM_TILE, n_tok - t0);
-  const int lid = get_local_id(0), ls = get_local_size(0);
-  __global const uchar* row = w + (ulong)r * row_bytes;
-  for (int t = 0; t < nt; ++t) {
-    __global const float* xt = x + (ulong)(t0 + t) * n_in;
-    float acc = 0.0f;
-    for (int b = lid; b < n_in / 32; b += ls) {
-      const float d = vload_half(b, (__global const half*)(row + 16 * (n_in / 32)));
-      for (int j = 0; j < 16; ++j) acc += d * (float)((row[16 * b + j] & 15) - 8) * xt[b * 32 + j];
-    }
-    acc = tl_group_sum(acc, scratch);
-    if (lid == 0) y[(ulong)(t0 + t) * n_out + r] = acc;
+void broken_block_q4_0(__global const uchar* row, int b, int nb, float* w) {
+  const float d = vload_half(b, (__global const half*)(row + 16 * nb));
+  for (int j = 0; j < 16; ++j) {
+    w[j] = d * (float)((row[16 * b + j] & 15) - 8);
+    w[j + 16] = 0.0f;
   }
 }
+TL_MATMUL_BLOCK32(matmul_q4_0, broken_block_q4_0)
 )";
 
 // SiLU·mul that forgets the SiLU: out = gate * up.

@@ -309,7 +309,8 @@ std::string Runtime::op_sources(const std::vector<std::string_view>& ops) {
 
 std::string Runtime::program_text(std::string_view body, const std::string& extra_defines) const {
   std::string src = generated_header(extra_defines);
-  for (std::string_view part : {kernel_source("common"), kernel_source("quants"), body}) {
+  for (std::string_view part :
+       {kernel_source("common"), kernel_source("quants"), kernel_source("gemm"), body}) {
     src += part;
     if (src.back() != '\n') src += '\n';
   }

@@ -145,7 +145,7 @@ class Runtime {
   cl_command_queue queue() const { return queue_; }
 
   // Builds one program from the op files `ops` (kernels/<op>.cl) behind the generated header and the shared
-  // helpers (kernels/common.cl, kernels/quants.cl). `extra_defines` are more "#define NAME VALUE" lines for
+  // helpers (kernels/common.cl, quants.cl, gemm.cl). `extra_defines` are more "#define NAME VALUE" lines for
   // the generated header. Throws with the build log on failure. One program for many ops costs one compiler
   // invocation instead of one per op (the fixed cost dominates on PoCL and on mobile drivers alike).
   ProgramHandle build(const std::vector<std::string_view>& ops, const std::string& extra_defines = "") const;

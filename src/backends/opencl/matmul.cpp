@@ -1,7 +1,9 @@
 // Matmul on the device, the kernel picked by the weight's device format (matmul_<type>.cl): for one token
 // (decode) the matvec kernel, one work-group per 2 (block formats) or 4 (float rows) rows, reading each input
-// once for those rows; for more, the matmul kernel, one work-group per (output row, tile of kMatmulTile
-// tokens). matmul_shared places the shared input on the device once for all its weights.
+// once for those rows; for more, the matmul kernel: the tiled GEMM (kernels/gemm.cl), one work-group per tile
+// of tr rows x tt tokens, or, where the device cannot hold its smallest tile, the row kernel, one work-group
+// per (output row, tile of kMatmulTile tokens). matmul_shared places the shared input on the device once for
+// all its weights.
 #include <algorithm>
 
 #include "backends/opencl/opencl_backend.h"
@@ -9,9 +11,42 @@
 
 namespace tilellm {
 
+// Candidates, largest first. 8 x 4 outputs per item make each k cost 3 float4 local loads for 32
+// multiply-adds, and 128 items fill 4 SIMD groups of 32 (or one of 128); a tile of 64 rows x 64 tokens takes
+// 16 KiB of local memory. The smaller ones fit 8 KiB and 4 KiB (PowerVR Rogue's whole local memory).
+OpenclBackend::GemmTiles OpenclBackend::gemm_tiles_for(const opencl::Capabilities& caps, size_t max_items) {
+  static constexpr GemmTiles kCandidates[] = {{8, 4, 8, 16}, {4, 4, 8, 8}, {4, 4, 4, 4}};
+  const GemmTiles* fit = nullptr;
+  for (const GemmTiles& g : kCandidates) {
+    if (g.items() > std::min(caps.max_work_group_size, max_items) || g.local_bytes() > caps.local_mem_bytes)
+      continue;
+    if (g.items() % std::max<size_t>(caps.wg_multiple, 1) == 0) return g;  // no idle SIMD lanes
+    if (!fit) fit = &g;
+  }
+  return fit ? *fit : GemmTiles{};
+}
+
 void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                                    const opencl::Buffer& y) {
   const opencl::Kernel& k = matmul_kernel(dw.fmt);
+  if (gemm_.on()) {
+    const cl_ulong row_bytes = dw.row_bytes;
+    const cl_int n_in = cl_int(dw.n_in), n_out = cl_int(dw.n_out), nt = cl_int(n_tok);
+    opencl::set_arg(k, 0, dw.buf);
+    opencl::set_arg(k, 1, row_bytes);
+    opencl::set_arg(k, 2, n_in);
+    opencl::set_arg(k, 3, n_out);
+    opencl::set_arg(k, 4, nt);
+    opencl::set_arg(k, 5, x);
+    opencl::set_arg(k, 6, y);
+    opencl::set_local_arg(k, 7, gemm_.local_bytes());
+    const size_t row_tiles = size_t((dw.n_out + gemm_.tr() - 1) / gemm_.tr());
+    const size_t tok_tiles = size_t((n_tok + gemm_.tt() - 1) / gemm_.tt());
+    const size_t global[2] = {row_tiles * size_t(gemm_.wr), tok_tiles * size_t(gemm_.wt)};
+    const size_t local[2] = {size_t(gemm_.wr), size_t(gemm_.wt)};
+    rt_.launch(k, 2, global, local);
+    return;
+  }
   // About one 32-weight block per item (idle items would only lengthen the reduction), but at least one
   // SIMD width (the preferred multiple): a group of one item is legal yet trips some compilers (PoCL 5.0
   // fails to link such a kernel when it uses subgroups).
@@ -76,8 +111,10 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
     const DeviceWeight& dw = find_weight(*ws[i], "matmul");
     // A weight held in an image (--gpu-memory image) takes the image kernels (matmul_image.cpp).
     const bool img = bool(dw.img);
-    // One token takes the matvec kernel unless it failed the self-check; the CPU runs what no kernel can.
-    const bool vec = n_tok == 1 && !(img ? matvec_image_kernel(dw.fmt) : matvec_kernel(dw.fmt)).on_cpu;
+    // One token takes the matvec kernel unless it failed the self-check (or a test turned it off); the CPU
+    // runs what no kernel can.
+    const bool vec = n_tok == 1 && opts_.one_token_matvec &&
+                     !(img ? matvec_image_kernel(dw.fmt) : matvec_kernel(dw.fmt)).on_cpu;
     if (!vec && (img ? matmul_image_kernel(dw.fmt) : matmul_kernel(dw.fmt)).on_cpu) {
       host_in(x, n_tok * n_in);
       host_out(ys[i], n_tok * dw.n_out);

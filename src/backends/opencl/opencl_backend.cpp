@@ -145,55 +145,73 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   const bool kv_f16 = o.kv_type == GgmlType::F16;
   if (!kv_f16 && o.kv_type != GgmlType::F32)
     fail("OpenCL backend: KV cache type {} is not f16 or f32", type_name(o.kv_type));
-  // The generated header's per-backend constants: the cache type, and the tokens per matmul work-group.
-  const std::string defines =
-      fmt::format("#define TL_KV_F16 {}\n#define TL_MM_TILE {}\n", kv_f16 ? 1 : 0, kMatmulTile);
-
-  // The programs: one from every op file, and the test hook's replacement kernel when one is set. Both come
-  // from the binary cache when it holds an entry for exactly these texts on this device, else from source.
+  // The generated header's per-backend constants: the cache type, the matmul's GEMM tile (kernels/gemm.cl)
+  // and the tokens per work-group of the row kernels it replaces where no tile fits.
+  gemm_ = o.tiled_matmul ? gemm_tiles_for(caps()) : GemmTiles{};
+  // The image matmuls (--gpu-memory image) are a program of their own, built only when they can be used.
+  const bool images = o.memory == GpuMemory::Image && caps().images;
   const std::vector<std::string_view> ops = {"embedding",     "rmsnorm",     "matmul_f32",  "matmul_f16",
                                              "matmul_q4_0",   "matmul_q4_1", "matmul_q8_0", "matmul_int4b64",
                                              "matmul_int8b0", "rope",        "kv_store",    "attention",
                                              "glu",           "add"};
-  std::vector<std::string> labels = {"ops"},
-                           texts = {rt_.program_text(opencl::Runtime::op_sources(ops), defines)};
-  // The image matmuls (--gpu-memory image) are a program of their own, built only when they can be used.
-  const bool images = o.memory == GpuMemory::Image && caps().images;
-  if (images) {
-    labels.push_back("image matmuls");
-    texts.push_back(rt_.program_text(opencl::Runtime::op_sources({"matmul_image"}), defines));
-  }
-  if (!o.test_kernel_name.empty()) {
-    labels.push_back("test hook " + o.test_kernel_name);
-    texts.push_back(rt_.program_text(o.test_kernel_source, defines));
-  }
-  const opencl::ProgramCache cache(o.cache,
-                                   program_cache_key(caps(), rt_.build_options(), texts, o.test_kernel_name));
-  std::optional<opencl::CacheEntry> entry = cache.load();
-  std::vector<opencl::ProgramHandle> programs;
-  if (entry && entry->binaries.size() == texts.size()) {
-    try {
-      for (size_t i = 0; i < texts.size(); ++i)
-        programs.push_back(rt_.build_binary(labels[i], entry->binaries[i]));
-    } catch (const Error& e) {
-      std::fprintf(
-          stderr, "note: OpenCL program cache: %s: the driver rejected a cached binary (%s); rebuilding it\n",
-          cache.path().c_str(), e.what());
-      programs.clear();
+  std::string defines;
+  std::unique_ptr<opencl::ProgramCache> cache;
+  std::optional<opencl::CacheEntry> entry;
+  for (;;) {
+    defines = fmt::format("#define TL_KV_F16 {}\n#define TL_MM_TILE {}\n#define TL_GEMM {}\n", kv_f16 ? 1 : 0,
+                          kMatmulTile, gemm_.on() ? 1 : 0);
+    if (gemm_.on()) {
+      defines += fmt::format(
+          "#define TL_GEMM_RM {}\n#define TL_GEMM_TM {}\n#define TL_GEMM_WR {}\n#define TL_GEMM_WT {}\n",
+          gemm_.rm, gemm_.tm, gemm_.wr, gemm_.wt);
     }
-  }
-  programs_from_cache_ = !programs.empty();
-  if (!programs_from_cache_) {
-    entry.reset();
-    for (size_t i = 0; i < texts.size(); ++i) programs.push_back(rt_.build_text(labels[i], texts[i]));
-  }
-  program_ = std::move(programs[0]);
-  if (images) image_program_ = std::move(programs[1]);
-  if (!o.test_kernel_name.empty()) test_program_ = std::move(programs.back());
-  for (int i = 0; i < kEmbedFormats; ++i) k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
-  for (int i = 0; i < kFormats; ++i) {
-    k_matmul_[i] = rt_.kernel(program_, kMatmulKernels[i]);
-    k_matvec_[i] = rt_.kernel(program_, kMatvecKernels[i]);
+    // The programs: one from every op file, the image matmuls when used, and the test hook's replacement
+    // kernel when one is set. All come from the binary cache when it holds an entry for exactly these texts
+    // on this device, else from source.
+    std::vector<std::string> labels = {"ops"},
+                             texts = {rt_.program_text(opencl::Runtime::op_sources(ops), defines)};
+    if (images) {
+      labels.push_back("image matmuls");
+      texts.push_back(rt_.program_text(opencl::Runtime::op_sources({"matmul_image"}), defines));
+    }
+    if (!o.test_kernel_name.empty()) {
+      labels.push_back("test hook " + o.test_kernel_name);
+      texts.push_back(rt_.program_text(o.test_kernel_source, defines));
+    }
+    cache = std::make_unique<opencl::ProgramCache>(
+        o.cache, program_cache_key(caps(), rt_.build_options(), texts, o.test_kernel_name));
+    entry = cache->load();
+    std::vector<opencl::ProgramHandle> programs;
+    if (entry && entry->binaries.size() == texts.size()) {
+      try {
+        for (size_t i = 0; i < texts.size(); ++i)
+          programs.push_back(rt_.build_binary(labels[i], entry->binaries[i]));
+      } catch (const Error& e) {
+        std::fprintf(
+            stderr,
+            "note: OpenCL program cache: %s: the driver rejected a cached binary (%s); rebuilding it\n",
+            cache->path().c_str(), e.what());
+        programs.clear();
+      }
+    }
+    programs_from_cache_ = !programs.empty();
+    if (!programs_from_cache_) {
+      entry.reset();
+      for (size_t i = 0; i < texts.size(); ++i) programs.push_back(rt_.build_text(labels[i], texts[i]));
+    }
+    program_ = std::move(programs[0]);
+    if (images) image_program_ = std::move(programs[1]);
+    if (!o.test_kernel_name.empty()) test_program_ = std::move(programs.back());
+    for (int i = 0; i < kEmbedFormats; ++i) k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
+    for (int i = 0; i < kFormats; ++i) {
+      k_matmul_[i] = rt_.kernel(program_, kMatmulKernels[i]);
+      k_matvec_[i] = rt_.kernel(program_, kMatvecKernels[i]);
+    }
+    // A compiler may allow a kernel fewer items than the device (registers): then the next smaller tile.
+    size_t fits = SIZE_MAX;
+    for (const opencl::Kernel& k : k_matmul_) fits = std::min(fits, k.max_wg);
+    if (!gemm_.on() || fits >= gemm_.items()) break;
+    gemm_ = gemm_tiles_for(caps(), fits);
   }
   k_rmsnorm_ = rt_.kernel(program_, "rmsnorm");
   k_rope_ = rt_.kernel(program_, "rope");
@@ -276,17 +294,19 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   }
   // Stored after the self-check, whose verdict goes with the binaries: a new entry after a build from source,
   // or the cached binaries with a new verdict (the entry had none, or the check was forced).
-  if (cache.enabled() && (!programs_from_cache_ || self_check_ran_)) {
+  if (cache->enabled() && (!programs_from_cache_ || self_check_ran_)) {
     opencl::CacheEntry e;
     if (programs_from_cache_) {
       e.binaries = std::move(entry->binaries);
     } else {
+      // In the order of the texts above: ops, image matmuls, test hook.
       e.binaries.push_back(rt_.program_binary(program_));
+      if (image_program_) e.binaries.push_back(rt_.program_binary(image_program_));
       if (test_program_) e.binaries.push_back(rt_.program_binary(test_program_));
     }
     e.checked = self_check_ran_;
     e.failed = failed_;
-    cache.store(e);
+    cache->store(e);
   }
 }
 

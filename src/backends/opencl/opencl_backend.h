@@ -94,6 +94,11 @@ struct OpenclBackendOptions {
     size_t bytes;
   };
   std::vector<HostArray> resident;
+  // Test switches of the prefill matmul: `tiled_matmul = false` builds the row kernels instead of the tiled
+  // GEMM (what a device too small for any GEMM tile runs); `one_token_matvec = false` sends one-token
+  // products to the matmul kernel too (what a matvec kernel that failed the self-check leads to).
+  bool tiled_matmul = true;
+  bool one_token_matvec = true;
   // Test hook: replaces the kernel named `test_kernel_name` by one of that name built from
   // `test_kernel_source` (after the usual header and helpers), before the self-check runs, so a test can
   // show a broken kernel caught. Empty: no replacement.
@@ -102,9 +107,24 @@ struct OpenclBackendOptions {
 
 class OpenclBackend final : public Backend {
  public:
-  // Tokens one matmul work-group multiplies (TL_MM_TILE in the kernels): each weight block is decoded once
-  // per tile of tokens rather than once per token.
+  // Tokens one work-group of the row kernels multiplies (TL_MM_TILE; used where no GEMM tile fits): each
+  // weight block is decoded once per tile of tokens rather than once per token.
   static constexpr int kMatmulTile = 4;
+
+  // The tiled GEMM's shape (kernels/gemm.cl): rm x tm outputs per work-item, wr x wt work-items per group,
+  // so a group computes tr() rows by tt() tokens. wr == 0: no GEMM, the row kernels run.
+  struct GemmTiles {
+    int rm = 0, tm = 0, wr = 0, wt = 0;
+    bool on() const { return wr > 0; }
+    int tr() const { return rm * wr; }
+    int tt() const { return tm * wt; }
+    size_t items() const { return size_t(wr) * size_t(wt); }
+    // The weight and activation tiles of one 32-weight block: [32][tr] and [32][tt] floats.
+    size_t local_bytes() const { return size_t(32) * size_t(tr() + tt()) * sizeof(float); }
+  };
+  // The largest candidate tile whose group fits the capabilities (local memory, the work-group limit and
+  // `max_items`), preferring one whose group is a multiple of the preferred work-group multiple; {} if none.
+  static GemmTiles gemm_tiles_for(const opencl::Capabilities& caps, size_t max_items = SIZE_MAX);
 
   explicit OpenclBackend(const OpenclBackendOptions& o);
   ~OpenclBackend() override;
@@ -115,6 +135,8 @@ class OpenclBackend final : public Backend {
   // The device runtime (queue, buffers, programs), for benchmarks that measure the device beside the ops
   // (gemv-bw's bandwidth peaks); ops never need it.
   opencl::Runtime& runtime() { return rt_; }
+  // The GEMM tile the matmul kernels were built with (off: the row kernels).
+  const GemmTiles& gemm_tiles() const { return gemm_; }
 
   // Uploads one weight matrix (or embedding table), keyed by its data pointer, which must stay valid and
   // unchanged while the backend lives (the mapped model file); ops on a weight not uploaded throw. The
@@ -285,6 +307,7 @@ class OpenclBackend final : public Backend {
   // k_matvec_: the one-token (decode) products, used for n_tok == 1 unless they failed the self-check (then
   // k_matmul_ serves decode too).
   opencl::Kernel k_embed_[kEmbedFormats], k_matmul_[kFormats], k_matvec_[kFormats];
+  GemmTiles gemm_;  // the shape k_matmul_ were built with (TL_GEMM_* in the generated header)
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
   // --gpu-memory image: the image kernels, indexed as k_matmul_ (no F32 kernel: slot 0 stays empty).
   opencl::ProgramHandle image_program_;

@@ -115,7 +115,10 @@ void OpenclBackend::run_self_check() {
   // Weights: embedding and matmul of every block type a kernel reads. Each op below still runs its kernel:
   // a kernel's on_cpu is set only after its own check.
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
-    const int64_t n_in = type_traits(t).block_size == 1 ? 63 : 64, n_out = 5, n_tok = 2;
+    // With the tiled GEMM, rows over two row tiles (the second partial); the float rows end in a partial
+    // block.
+    const int64_t n_in = type_traits(t).block_size == 1 ? 63 : 64, n_tok = 2;
+    const int64_t n_out = gemm_.on() ? gemm_.tr() + 5 : 5;
     std::vector<uint8_t> bytes = random_rows(t, n_in, n_out, rng);
     Weight w;
     w.name = fmt::format("self-check {}", type_name(t));

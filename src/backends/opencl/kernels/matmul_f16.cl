@@ -1,5 +1,11 @@
 // Matrix products y[t] = W x[t] for F16 weights; (exact half -> float, float arithmetic).
 // W: [n_out][n_in] (halves, row_bytes = 2 n_in); x: [n_tok][n_in]; y: [n_tok][n_out].
+// The tiled GEMM of gemm.cl, reading 32 consecutive F16 weights per block (the last block of a row
+// whose length is not a multiple of 32 element by element). Where no tile fits the device (TL_GEMM 0), the
+// row kernel below.
+#if TL_GEMM
+TL_GEMM_KERNEL(matmul_f16, tl_block_f16, tl_f16_at)
+#else
 // One work-group per (output row r, tile of up to TL_MM_TILE tokens): item i reads elements i, i + L, ... of
 // the row once (L = the local size, a power of two) and multiplies each with every token of the tile; the
 // group then sums each token's partials (common.cl). scratch: __local float[L].
@@ -20,6 +26,7 @@ __kernel void matmul_f16(__global const uchar* w, ulong row_bytes, int n_in, int
     if (lid == 0) y[(ulong)(t0 + t) * n_out + r] = s;
   }
 }
+#endif
 
 // Decode (one token): the float-row matrix-vector product of common.cl (TL_MATVEC_FLOAT).
 TL_MATVEC_FLOAT(matvec_f16, tl_f16_at4, tl_f16_at)

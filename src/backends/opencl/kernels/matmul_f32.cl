@@ -1,6 +1,12 @@
 // Matrix products y[t] = W x[t] for F32 weights; also the path of every type dequantized at load
 // (K-quants, Q5_0, Q5_1, BF16: see docs/OPENCL.md).
 // W: [n_out][n_in] (floats, row_bytes = 4 n_in); x: [n_tok][n_in]; y: [n_tok][n_out].
+// The tiled GEMM of gemm.cl, reading 32 consecutive F32 weights per block (the last block of a row
+// whose length is not a multiple of 32 element by element). Where no tile fits the device (TL_GEMM 0), the
+// row kernel below.
+#if TL_GEMM
+TL_GEMM_KERNEL(matmul_f32, tl_block_f32, tl_f32_at)
+#else
 // One work-group per (output row r, tile of up to TL_MM_TILE tokens): item i reads elements i, i + L, ... of
 // the row once (L = the local size, a power of two) and multiplies each with every token of the tile; the
 // group then sums each token's partials (common.cl). scratch: __local float[L].
@@ -21,6 +27,7 @@ __kernel void matmul_f32(__global const uchar* w, ulong row_bytes, int n_in, int
     if (lid == 0) y[(ulong)(t0 + t) * n_out + r] = s;
   }
 }
+#endif
 
 // Decode (one token): the float-row matrix-vector product of common.cl (TL_MATVEC_FLOAT).
 TL_MATVEC_FLOAT(matvec_f32, tl_f32_at4, tl_f32_at)

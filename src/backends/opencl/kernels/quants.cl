@@ -30,6 +30,13 @@ float tl_f32_at(__global const uchar* row, int i, int n) { return ((__global con
 // Elements 4c .. 4c+3 of a float row.
 float4 tl_f16_at4(__global const uchar* row, int c) { return vload_half4(c, (__global const half*)row); }
 float4 tl_f32_at4(__global const uchar* row, int c) { return vload4(c, (__global const float*)row); }
+// Elements 32b .. 32b+31 of a float row (the tiled GEMM's block reader for F16 and F32; nb unused).
+void tl_block_f16(__global const uchar* row, int b, int nb, float* w) {
+  for (int c = 0; c < 8; ++c) vstore4(vload_half4(8 * b + c, (__global const half*)row), c, w);
+}
+void tl_block_f32(__global const uchar* row, int b, int nb, float* w) {
+  for (int c = 0; c < 8; ++c) vstore4(vload4(8 * b + c, (__global const float*)row), c, w);
+}
 
 float tl_q4_0_at(__global const uchar* row, int i, int n) {
   const int b = i / 32, j = i % 32;
@@ -50,29 +57,28 @@ float tl_q8_0_at(__global const uchar* row, int i, int n) {
 }
 
 // The 32 exact weights of block b of a row of nb blocks, for the matmuls (each block is decoded once per tile
-// of tokens).
+// of tokens). The codes are one aligned 16-byte load per 16 bytes (the split rows put block b's codes at a
+// multiple of 16 bytes), not one load per byte.
 void tl_block_q4_0(__global const uchar* row, int b, int nb, float* w) {
   const float d = vload_half(b, (__global const half*)(row + 16 * nb));
-  for (int j = 0; j < 16; ++j) {
-    const int q = row[16 * b + j];
-    w[j] = d * (float)((q & 15) - 8);
-    w[j + 16] = d * (float)((q >> 4) - 8);
-  }
+  const int16 q = convert_int16(as_uchar16(((__global const uint4*)row)[b]));
+  vstore16(d * convert_float16((q & 15) - 8), 0, w);
+  vstore16(d * convert_float16((q >> 4) - 8), 1, w);
 }
 
 void tl_block_q4_1(__global const uchar* row, int b, int nb, float* w) {
   __global const half* p = (__global const half*)(row + 16 * nb);
   const float d = vload_half(2 * b, p), m = vload_half(2 * b + 1, p);
-  for (int j = 0; j < 16; ++j) {
-    const int q = row[16 * b + j];
-    w[j] = d * (float)(q & 15) + m;
-    w[j + 16] = d * (float)(q >> 4) + m;
-  }
+  const int16 q = convert_int16(as_uchar16(((__global const uint4*)row)[b]));
+  vstore16(d * convert_float16(q & 15) + m, 0, w);
+  vstore16(d * convert_float16(q >> 4) + m, 1, w);
 }
 
 void tl_block_q8_0(__global const uchar* row, int b, int nb, float* w) {
   const float d = vload_half(b, (__global const half*)(row + 32 * nb));
-  for (int j = 0; j < 32; ++j) w[j] = d * (float)(char)row[32 * b + j];
+  __global const uint4* c = (__global const uint4*)row + 2 * b;
+  vstore16(d * convert_float16(as_char16(c[0])), 0, w);
+  vstore16(d * convert_float16(as_char16(c[1])), 1, w);
 }
 
 void tl_block_int4b64(__global const uchar* row, int b, int nb, float* w) {
@@ -91,14 +97,14 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
   for (int j = 0; j < 32; ++j) w[j] = d * (float)row[32 * b + j] + m;
 }
 
-// The matrix product over rows of 32-weight blocks, written once for every block format; matmul_q4_0.cl,
-// matmul_q4_1.cl and matmul_q8_0.cl each instantiate it with their block reader.
+// The row kernel of the matrix product over rows of 32-weight blocks, for devices that cannot hold the tiled
+// GEMM's smallest tile (gemm.cl: there TL_MATMUL_BLOCK32, which matmul_<format>.cl instantiate, is this).
 // y[t] = W x[t]. W: [n_out][row_bytes]; x: [n_tok][n_in]; y: [n_tok][n_out].
 // One work-group per (output row r, tile of up to TL_MM_TILE tokens): item i decodes blocks i, i + L, i + 2L,
 // ... of the row once into exact weights (L = the local size, a power of two) and dots each with every token
 // of the tile; the group then sums each token's partials (common.cl). The token loop's trip count is the same
 // for the whole group, so its barriers are uniform. scratch: __local float[L].
-#define TL_MATMUL_BLOCK32(NAME, READ_BLOCK)                                                             \
+#define TL_MATMUL_ROWS_BLOCK32(NAME, READ_BLOCK)                                                        \
   __kernel void NAME(__global const uchar* w, ulong row_bytes, int n_in, int n_out, int n_tok,           \
                      __global const float* x, __global float* y, __local float* scratch) {              \
     const int r = get_group_id(0), t0 = get_group_id(1) * TL_MM_TILE;                                     \

@@ -1,0 +1,147 @@
+// The matrix product of prefill, y[t][r] = sum_k W[r][k] x[t][k], as a tiled GEMM written once for every
+// weight format; every program gets this file after common.cl and quants.cl.
+// W: [n_out][row_bytes] in a device row format (quants.cl); x: [n_tok][n_in] floats; y: [n_tok][n_out]
+// floats.
+//
+// A format instantiates it with TL_MATMUL_BLOCK32(NAME, READ_BLOCK), READ_BLOCK being
+//   void READ_BLOCK(__global const uchar* row, int b, int nb, float* w)
+// which writes the 32 exact weights of block b of a row of nb blocks (the values the CPU forms). The float
+// formats (F32, F16) use TL_GEMM_KERNEL directly, adding an element reader for the last, partial block of a
+// row whose length is not a multiple of 32.
+//
+// The generated header sets TL_GEMM (1: this kernel; 0: the device's local memory or work-group size cannot
+// hold the smallest tile, and TL_MATMUL_BLOCK32 is the row kernel of quants.cl) and the tile shape, chosen by
+// the host from the capability struct (matmul.cpp, OpenclBackend::gemm_tiles_for):
+//   TL_GEMM_RM x TL_GEMM_TM  outputs per work-item (rows x tokens; both multiples of 4): the register tile;
+//   TL_GEMM_WR x TL_GEMM_WT  work-items per group (local size (WR, WT));
+// so a group computes a tile of TR = RM * WR rows by TT = TM * WT tokens.
+//
+// The K loop walks the 32-weight blocks. Per block the group
+//  1. decodes the block of each of its TR rows once (one row per item, with the format's reader) into
+//     wl[32][TR], and loads the 32 inputs of each of its TT tokens into xl[32][TT] (local memory, both
+//     k-major, so that a work-item's 4 adjacent rows or tokens at one k are one aligned float4);
+//  2. after a barrier, every item accumulates its RM x TM outputs over the 32 k from local memory: per k,
+//     RM / 4 + TM / 4 float4 loads for RM * TM multiply-adds;
+//  3. waits at a second barrier before the tiles are overwritten.
+// Ownership is interleaved by float4: item (lr, lt) holds rows 4 (lr + WR i) + c (i < RM / 4, c < 4) and
+// tokens 4 (lt + WT j) + c (j < TM / 4). So the WR items of a row of the group read WR consecutive float4 of
+// wl (no bank conflicts) and write consecutive float4 of y (coalesced); the items that share lr read the same
+// float4 (a broadcast). The tile fills store k-major with the row or token index fastest, so adjacent items
+// store to adjacent words (no bank conflicts either).
+//
+// Tails: rows past n_out read the last row and tokens past n_tok the last token (no out-of-bounds reads);
+// their outputs are not written. Elements past n_in (float formats only) are 0 in both tiles, adding exact
+// zeros. Every output is a sum of its n_in products w x in k order (mad: fused where the device fuses), so
+// the result is within n u sum |w x| of the exact sum, as the CPU's is.
+#if TL_GEMM
+
+#define TL_GEMM_TR (TL_GEMM_RM * TL_GEMM_WR)
+#define TL_GEMM_TT (TL_GEMM_TM * TL_GEMM_WT)
+#define TL_GEMM_ITEMS (TL_GEMM_WR * TL_GEMM_WT)
+
+// Inputs k0 .. k0 + 31 of tokens t0 .. t0 + TT - 1 into xl[32][TT]. Item f takes float4 q = f / TT of token
+// t = f % TT: adjacent items store adjacent words of a row of xl.
+void tl_gemm_load_x(__global const float* x, int n_in, int n_tok, int t0, int k0, __local float* xl,
+                    int lid) {
+  for (int f = lid; f < 8 * TL_GEMM_TT; f += TL_GEMM_ITEMS) {
+    const int t = f % TL_GEMM_TT, k = 4 * (f / TL_GEMM_TT);
+    __global const float* xt = x + (ulong)min(t0 + t, n_tok - 1) * n_in + k0 + k;
+    float4 v;
+    if (k0 + k + 4 <= n_in) {
+      v = vload4(0, xt);
+    } else {  // the last, partial block of a float row
+      v = (float4)(k0 + k < n_in ? xt[0] : 0.0f, k0 + k + 1 < n_in ? xt[1] : 0.0f,
+                   k0 + k + 2 < n_in ? xt[2] : 0.0f, 0.0f);
+    }
+    xl[(k + 0) * TL_GEMM_TT + t] = v.x;
+    xl[(k + 1) * TL_GEMM_TT + t] = v.y;
+    xl[(k + 2) * TL_GEMM_TT + t] = v.z;
+    xl[(k + 3) * TL_GEMM_TT + t] = v.w;
+  }
+}
+
+// acc[j][i] (component c) += sum over the 32 k of the tile of w[row 4 (lr + WR i) + c][k] * x[token of j][k],
+// token of j: 4 (lt + WT (j / 4)) + j % 4.
+void tl_gemm_accumulate(__local const float4* wl, __local const float4* xl,
+                        float4 acc[TL_GEMM_TM][TL_GEMM_RM / 4], int lr, int lt) {
+  for (int k = 0; k < 32; ++k) {
+    float4 wv[TL_GEMM_RM / 4];
+    for (int i = 0; i < TL_GEMM_RM / 4; ++i) wv[i] = wl[k * (TL_GEMM_TR / 4) + lr + TL_GEMM_WR * i];
+    for (int j = 0; j < TL_GEMM_TM / 4; ++j) {
+      const float4 xv = xl[k * (TL_GEMM_TT / 4) + lt + TL_GEMM_WT * j];
+      for (int i = 0; i < TL_GEMM_RM / 4; ++i) {
+        acc[4 * j + 0][i] = mad(wv[i], (float4)(xv.x), acc[4 * j + 0][i]);
+        acc[4 * j + 1][i] = mad(wv[i], (float4)(xv.y), acc[4 * j + 1][i]);
+        acc[4 * j + 2][i] = mad(wv[i], (float4)(xv.z), acc[4 * j + 2][i]);
+        acc[4 * j + 3][i] = mad(wv[i], (float4)(xv.w), acc[4 * j + 3][i]);
+      }
+    }
+  }
+}
+
+// Writes the item's outputs that lie inside [n_tok][n_out]: a float4 of 4 rows where all 4 exist.
+void tl_gemm_store(__global float* y, int n_out, int n_tok, int r0, int t0,
+                   float4 acc[TL_GEMM_TM][TL_GEMM_RM / 4], int lr, int lt) {
+  for (int j = 0; j < TL_GEMM_TM; ++j) {
+    const int t = t0 + 4 * (lt + TL_GEMM_WT * (j / 4)) + j % 4;
+    if (t >= n_tok) continue;
+    for (int i = 0; i < TL_GEMM_RM / 4; ++i) {
+      const int r = r0 + 4 * (lr + TL_GEMM_WR * i);
+      __global float* yr = y + (ulong)t * n_out + r;
+      const float4 v = acc[j][i];
+      if (r + 4 <= n_out) {
+        vstore4(v, 0, yr);
+      } else {
+        if (r < n_out) yr[0] = v.x;
+        if (r + 1 < n_out) yr[1] = v.y;
+        if (r + 2 < n_out) yr[2] = v.z;
+      }
+    }
+  }
+}
+
+// The block formats have no partial block (n_in is a multiple of 32): their element reader is never called.
+float tl_gemm_no_tail(__global const uchar* row, int i, int n) { return 0.0f; }
+
+// One kernel NAME over the format's block reader (and element reader, for the partial last block of a float
+// row). One group per (TR rows, TT tokens) tile: global size (ceil(n_out / TR) WR, ceil(n_tok / TT) WT),
+// local size (WR, WT). tiles: __local float4[8 (TR + TT)] (wl then xl, [32][TR] and [32][TT] floats).
+#define TL_GEMM_KERNEL(NAME, READ_BLOCK, READ_AT)                                                        \
+  __kernel __attribute__((reqd_work_group_size(TL_GEMM_WR, TL_GEMM_WT, 1))) void NAME(                  \
+      __global const uchar* w, ulong row_bytes, int n_in, int n_out, int n_tok, __global const float* x, \
+      __global float* y, __local float4* tiles) {                                                        \
+    const int lr = get_local_id(0), lt = get_local_id(1), lid = lt * TL_GEMM_WR + lr;                     \
+    const int r0 = get_group_id(0) * TL_GEMM_TR, t0 = get_group_id(1) * TL_GEMM_TT;                       \
+    __local float* wl = (__local float*)tiles;                                                            \
+    __local float* xl = wl + 32 * TL_GEMM_TR;                                                             \
+    float4 acc[TL_GEMM_TM][TL_GEMM_RM / 4];                                                               \
+    for (int j = 0; j < TL_GEMM_TM; ++j)                                                                  \
+      for (int i = 0; i < TL_GEMM_RM / 4; ++i) acc[j][i] = (float4)(0.0f);                               \
+    const int nb = n_in / 32;                                                                             \
+    for (int b = 0; b < (n_in + 31) / 32; ++b) {                                                          \
+      for (int r = lid; r < TL_GEMM_TR; r += TL_GEMM_ITEMS) {                                             \
+        __global const uchar* row = w + (ulong)min(r0 + r, n_out - 1) * row_bytes;                        \
+        float wb[32];                                                                                     \
+        if (b < nb) {                                                                                     \
+          READ_BLOCK(row, b, nb, wb);                                                                     \
+        } else {                                                                                          \
+          for (int j = 0; j < 32; ++j) wb[j] = 32 * b + j < n_in ? READ_AT(row, 32 * b + j, n_in) : 0.0f; \
+        }                                                                                                 \
+        for (int j = 0; j < 32; ++j) wl[j * TL_GEMM_TR + r] = wb[j];                                      \
+      }                                                                                                   \
+      tl_gemm_load_x(x, n_in, n_tok, t0, 32 * b, xl, lid);                                                \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+      tl_gemm_accumulate(tiles, tiles + 8 * TL_GEMM_TR, acc, lr, lt);                                     \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+    }                                                                                                     \
+    tl_gemm_store(y, n_out, n_tok, r0, t0, acc, lr, lt);                                                  \
+  }
+
+#define TL_MATMUL_BLOCK32(NAME, READ_BLOCK) TL_GEMM_KERNEL(NAME, READ_BLOCK, tl_gemm_no_tail)
+
+#else
+
+// No tile fits the device: the row kernel of quants.cl (one group per output row and TL_MM_TILE tokens).
+#define TL_MATMUL_BLOCK32(NAME, READ_BLOCK) TL_MATMUL_ROWS_BLOCK32(NAME, READ_BLOCK)
+
+#endif
