@@ -56,23 +56,6 @@ TEST(DecodeAllocations, none_across_32_steps_smollm2_converted_to_int4b64) {
   check_no_decode_allocations(test::kSmolLM2, WeightsMode::Int4B64);
 }
 
-TEST(Session, cpu_weights_modes_are_refused_for_the_opencl_backend) {
-  const std::string path = test::model_path(test::kSmolLM2);
-  ASSERT_MODEL(path);
-  auto model = Model::load(path);
-  SessionOptions so;
-  so.n_ctx = 16;
-  so.n_threads = 1;
-  so.backend = BackendKind::OpenCL;
-  so.weights = WeightsMode::Int8B0;
-  try {
-    Session session(*model, so);
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--weights int8b0"), std::string::npos) << e.what();
-  }
-}
-
 TEST(Session, hybrid_prefill_is_refused_for_the_cpu_backend) {
   // --prefill cpu|auto splits work between the CPU and a device: with the CPU backend alone it is a named
   // error, not a silent no-op.
