@@ -137,10 +137,11 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
 // (the nibble formats: 8h and 16 + 8h, the low and high nibbles of code bytes 8h .. 8h+7; Q8_0: 16h and
 // 16h + 8), read from one 8- or 16-byte code load, so adjacent items read adjacent code words and adjacent
 // float4 of x. One work-group per TL_MVB_ROWS (2) consecutive rows: each item loads its four float4 of x once
-// and dots them with both rows' halves. Measured on an NVIDIA H200 (docs/OPENCL.md), this split (8-byte loads,
-// 2 rows, 64 items) streamed a Llama-7B-shaped Q4_0 decode's matrices at 1.07 TB/s where quarter blocks over 4
-// rows (4-byte loads) reached 0.68 and whole blocks per item 0.82. Rows past n_out (the last group) repeat the
-// last row and are not written. scratch: __local float4[L].
+// and dots them with both rows' codes (tl_w16_dot). Measured on an NVIDIA H200 (docs/PERF.md), this split
+// (8-byte loads, 2 rows, 64 items) streamed a Llama-7B-shaped Q4_0 decode's matrices at ~1 TB/s where
+// quarter blocks over 4 rows (4-byte loads) reached 0.68 and whole blocks per item 0.82; the same kernel with
+// each weight formed as d * code before the products ran 2.4x slower there. Rows past n_out (the last group)
+// repeat the last row and are not written. scratch: __local float4[L].
 #define TL_MVB_ROWS 2
 #define TL_MATVEC_BLOCK32(NAME, LO, HI, READ_HALF)                                                      \
   __kernel void NAME(__global const uchar* w, ulong row_bytes, int n_in, int n_out, __global const float* x, \
@@ -153,14 +154,11 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
     float2 acc = (float2)(0.0f);                                                                          \
     for (int u = lid; u < nb * 2; u += ls) {                                                              \
       const int e0 = 32 * (u / 2) + (LO) * (u % 2);                                                       \
-      const float4 x0 = vload4(0, x + e0), x1 = vload4(0, x + e0 + 4);                                    \
-      const float4 x2 = vload4(0, x + e0 + (HI)), x3 = vload4(0, x + e0 + (HI) + 4);                      \
-      float4 a[4], b[4];                                                                                  \
-      READ_HALF(row0, u, nb, a);                                                                          \
-      READ_HALF(row1, u, nb, b);                                                                          \
-      const float4 p = a[0] * x0 + a[1] * x1 + a[2] * x2 + a[3] * x3;                                     \
-      const float4 q = b[0] * x0 + b[1] * x1 + b[2] * x2 + b[3] * x3;                                     \
-      acc += (float2)((p.x + p.y) + (p.z + p.w), (q.x + q.y) + (q.z + q.w));                              \
+      __global const float4* xv = (__global const float4*)x + e0 / 4;                                     \
+      const float4 x0 = xv[0], x1 = xv[1], x2 = xv[(HI) / 4], x3 = xv[(HI) / 4 + 1];                      \
+      const tl_w16 a = READ_HALF(row0, u, nb), b = READ_HALF(row1, u, nb);                                \
+      const float sx = dot(x0 + x1, (float4)(1.0f)) + dot(x2 + x3, (float4)(1.0f));                       \
+      acc += (float2)(tl_w16_dot(a, x0, x1, x2, x3, sx), tl_w16_dot(b, x0, x1, x2, x3, sx));              \
     }                                                                                                     \
     const float4 t = tl_group_sum4((float4)(acc.x, acc.y, 0.0f, 0.0f), scratch);                          \
     if (lid == 0) {                                                                                       \
@@ -170,55 +168,89 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
   }
 
 // Half-block readers for TL_MATVEC_BLOCK32: unit u of a row of nb blocks as the exact weights of its two runs
-// of 8 (the same values as tl_block_*): w[0], w[1] the run at e0, w[2], w[3] the run at e0 + HI. Rows are
-// 16-byte aligned and a block's codes start at a multiple of 16 bytes, so the code loads are aligned.
-void tl_half_q4_0(__global const uchar* row, int u, int nb, float4* w) {
-  const float d = vload_half(u / 2, (__global const half*)(row + 16 * nb));
-  const uint2 c = vload2(u, (__global const uint*)row);
-  const int4 q0 = convert_int4(as_uchar4(c.x)), q1 = convert_int4(as_uchar4(c.y));
-  w[0] = d * convert_float4((q0 & 15) - 8);
-  w[1] = d * convert_float4((q1 & 15) - 8);
-  w[2] = d * convert_float4((q0 >> 4) - 8);
-  w[3] = d * convert_float4((q1 >> 4) - 8);
+// of 8 (the same values as tl_block_*): w0, w1 the run at e0, w2, w3 the run at e0 + HI. Rows are 16-byte
+// aligned and a block's codes start at a multiple of 16 bytes, so the code loads are aligned: they are typed
+// vector loads (uint2, uint4), as are x's float4 (x is a whole buffer and e0 a multiple of 8), because vloadn
+// promises the compiler only element alignment and it may split it into scalar loads.
+typedef struct {
+  float4 w0, w1, w2, w3;  // the codes as floats, offset removed for the symmetric formats (q - 8, or q)
+  float d, m;             // weight = d * code + m (m = 0 for Q4_0, Q8_0)
+} tl_w16;
+
+// sum over the unit of weight * x, as d * sum(code * x) + m * sum(x): each weight d * code + m is exact in
+// float (a half times a small integer), so this is the dot product of the exact weights, summed in another
+// order. sx: the sum of the unit's 16 inputs.
+float tl_w16_dot(tl_w16 w, float4 x0, float4 x1, float4 x2, float4 x3, float sx) {
+  return w.d * (dot(w.w0, x0) + dot(w.w1, x1) + dot(w.w2, x2) + dot(w.w3, x3)) + w.m * sx;
 }
 
-void tl_half_q4_1(__global const uchar* row, int u, int nb, float4* w) {
+tl_w16 tl_half_q4_0(__global const uchar* row, int u, int nb) {
+  tl_w16 w;
+  const float d = vload_half(u / 2, (__global const half*)(row + 16 * nb));
+  const uint2 c = ((__global const uint2*)row)[u];
+  const int4 q0 = convert_int4(as_uchar4(c.x)), q1 = convert_int4(as_uchar4(c.y));
+  w.w0 = convert_float4((q0 & 15) - 8);
+  w.w1 = convert_float4((q1 & 15) - 8);
+  w.w2 = convert_float4((q0 >> 4) - 8);
+  w.w3 = convert_float4((q1 >> 4) - 8);
+  w.d = d;
+  w.m = 0.0f;
+  return w;
+}
+
+tl_w16 tl_half_q4_1(__global const uchar* row, int u, int nb) {
+  tl_w16 w;
   __global const half* p = (__global const half*)(row + 16 * nb);
   const float d = vload_half(2 * (u / 2), p), m = vload_half(2 * (u / 2) + 1, p);
-  const uint2 c = vload2(u, (__global const uint*)row);
+  const uint2 c = ((__global const uint2*)row)[u];
   const int4 q0 = convert_int4(as_uchar4(c.x)), q1 = convert_int4(as_uchar4(c.y));
-  w[0] = d * convert_float4(q0 & 15) + m;
-  w[1] = d * convert_float4(q1 & 15) + m;
-  w[2] = d * convert_float4(q0 >> 4) + m;
-  w[3] = d * convert_float4(q1 >> 4) + m;
+  w.w0 = convert_float4(q0 & 15);
+  w.w1 = convert_float4(q1 & 15);
+  w.w2 = convert_float4(q0 >> 4);
+  w.w3 = convert_float4(q1 >> 4);
+  w.d = d;
+  w.m = m;
+  return w;
 }
 
-void tl_half_q8_0(__global const uchar* row, int u, int nb, float4* w) {
+tl_w16 tl_half_q8_0(__global const uchar* row, int u, int nb) {
+  tl_w16 w;
   const float d = vload_half(u / 2, (__global const half*)(row + 32 * nb));
-  const uint4 c = vload4(u, (__global const uint*)row);
-  w[0] = d * convert_float4(as_char4(c.x));
-  w[1] = d * convert_float4(as_char4(c.y));
-  w[2] = d * convert_float4(as_char4(c.z));
-  w[3] = d * convert_float4(as_char4(c.w));
+  const uint4 c = ((__global const uint4*)row)[u];
+  w.w0 = convert_float4(as_char4(c.x));
+  w.w1 = convert_float4(as_char4(c.y));
+  w.w2 = convert_float4(as_char4(c.z));
+  w.w3 = convert_float4(as_char4(c.w));
+  w.d = d;
+  w.m = 0.0f;
+  return w;
 }
 
-void tl_half_int4b64(__global const uchar* row, int u, int nb, float4* w) {
+tl_w16 tl_half_int4b64(__global const uchar* row, int u, int nb) {
+  tl_w16 w;
   __global const half* p = (__global const half*)(row + 16 * nb);
   const float d = vload_half(2 * (u / 4), p), m = vload_half(2 * (u / 4) + 1, p);
-  const uint2 c = vload2(u, (__global const uint*)row);
+  const uint2 c = ((__global const uint2*)row)[u];
   const int4 q0 = convert_int4(as_uchar4(c.x)), q1 = convert_int4(as_uchar4(c.y));
-  w[0] = d * convert_float4(q0 & 15) + m;
-  w[1] = d * convert_float4(q1 & 15) + m;
-  w[2] = d * convert_float4(q0 >> 4) + m;
-  w[3] = d * convert_float4(q1 >> 4) + m;
+  w.w0 = convert_float4(q0 & 15);
+  w.w1 = convert_float4(q1 & 15);
+  w.w2 = convert_float4(q0 >> 4);
+  w.w3 = convert_float4(q1 >> 4);
+  w.d = d;
+  w.m = m;
+  return w;
 }
 
-void tl_half_int8b0(__global const uchar* row, int u, int nb, float4* w) {
+tl_w16 tl_half_int8b0(__global const uchar* row, int u, int nb) {
+  tl_w16 w;
   __global const half* p = (__global const half*)(row + 32 * nb);
   const float d = vload_half(0, p), m = vload_half(1, p);
-  const uint4 c = vload4(u, (__global const uint*)row);
-  w[0] = d * convert_float4(as_uchar4(c.x)) + m;
-  w[1] = d * convert_float4(as_uchar4(c.y)) + m;
-  w[2] = d * convert_float4(as_uchar4(c.z)) + m;
-  w[3] = d * convert_float4(as_uchar4(c.w)) + m;
+  const uint4 c = ((__global const uint4*)row)[u];
+  w.w0 = convert_float4(as_uchar4(c.x));
+  w.w1 = convert_float4(as_uchar4(c.y));
+  w.w2 = convert_float4(as_uchar4(c.z));
+  w.w3 = convert_float4(as_uchar4(c.w));
+  w.d = d;
+  w.m = m;
+  return w;
 }
