@@ -27,9 +27,9 @@ void OpenclBackend::rmsnorm(const float* x, const float* w, float* y, int64_t n_
   // In place (y == x) the kernel writes the buffer it reads, which it allows (rmsnorm.cl).
   const opencl::Buffer& yb = y == x ? xb : dev_out(y, n_rows * n, out_, "rmsnorm");
   const opencl::Kernel& k = k_rmsnorm_;
-  // One work-group per row, about 16 elements per item (64 to 256 items): each item's loop is a chain of
-  // dependent loads, so a long row (decode: one row of n_embd) needs many items to hide their latency.
-  const size_t wg = reduction_wg(k, std::clamp<size_t>(size_t(n) / 16, 64, 256), 1);
+  // One work-group per row, up to one float4 per item (64 to 1024 items, as the kernel and local memory
+  // allow): each item's loads then do not queue behind each other (rmsnorm.cl).
+  const size_t wg = reduction_wg(k, std::clamp<size_t>(size_t(n + 3) / 4, 64, 1024), 1);
   const cl_int nn = cl_int(n);
   opencl::set_arg(k, 0, xb);
   opencl::set_arg(k, 1, *wb);

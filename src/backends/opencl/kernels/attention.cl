@@ -68,10 +68,19 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
     const float w = part == 0 && key < nb ? exp(s - m_new) : 0.0f;
     if (part == 0) lw[key] = w;
     l = l * corr + tl_group_sum(w, scratch);  // its barriers also publish lw
+    // Four independent sums, so that four V loads are in flight per item rather than one at a time.
     for (int i = lid; i < head_dim; i += ls) {
-      float a = lacc[i] * corr;
-      for (int j = 0; j < nb; ++j) a += lw[j] * TL_KV_GET(vbase + (ulong)(j0 + j) * kv_dim, i);
-      lacc[i] = a;
+      __global const TL_KV_T* vi = vbase + (ulong)j0 * kv_dim + i;
+      float a0 = lacc[i] * corr, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+      int j = 0;
+      for (; j + 4 <= nb; j += 4) {
+        a0 += lw[j] * TL_KV_GET(vi + (ulong)j * kv_dim, 0);
+        a1 += lw[j + 1] * TL_KV_GET(vi + (ulong)(j + 1) * kv_dim, 0);
+        a2 += lw[j + 2] * TL_KV_GET(vi + (ulong)(j + 2) * kv_dim, 0);
+        a3 += lw[j + 3] * TL_KV_GET(vi + (ulong)(j + 3) * kv_dim, 0);
+      }
+      for (; j < nb; ++j) a0 += lw[j] * TL_KV_GET(vi + (ulong)j * kv_dim, 0);
+      lacc[i] = (a0 + a1) + (a2 + a3);
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // lw is rewritten by the next block
     m = m_new;

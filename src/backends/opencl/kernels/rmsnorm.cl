@@ -1,15 +1,24 @@
 // RMSNorm: y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for rows of n floats.
-// x, y: [n_rows][n]; w: [n]. One work-group per row: each item sums squares of elements lid, lid + L, ...,
-// the group sums them (common.cl), then each item scales its elements. scratch: __local float[L].
+// x, y: [n_rows][n]; w: [n]. One work-group per row: item i sums the squares of the float4 chunks i, i + L,
+// ... (L = the local size, a power of two) and of one of the last n % 4 elements, the group sums them
+// (common.cl), then each item scales the same elements. The host gives a decode row (one row of n_embd) up to
+// one chunk per item: on an NVIDIA H200 a 4096-float row took 11 us with 256 items walking 16 elements each,
+// a chain of dependent loads. scratch: __local float[L].
 // y may be x's buffer: every item reads its elements before writing them, after the reduction's barriers.
 __kernel void rmsnorm(__global const float* x, __global const float* w, __global float* y, int n, float eps,
                       __local float* scratch) {
   const int row = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
   __global const float* xr = x + (ulong)row * n;
   __global float* yr = y + (ulong)row * n;
+  const int n4 = n / 4;
   float s = 0.0f;
-  for (int i = lid; i < n; i += ls) s += xr[i] * xr[i];
+  for (int c = lid; c < n4; c += ls) {
+    const float4 v = vload4(c, xr);
+    s += dot(v, v);
+  }
+  if (4 * n4 + lid < n) s += xr[4 * n4 + lid] * xr[4 * n4 + lid];
   s = tl_group_sum(s, scratch);
   const float scale = 1.0f / sqrt(s / (float)n + eps);
-  for (int i = lid; i < n; i += ls) yr[i] = xr[i] * scale * w[i];
+  for (int c = lid; c < n4; c += ls) vstore4(vload4(c, xr) * scale * vload4(c, w), c, yr);
+  if (4 * n4 + lid < n) yr[4 * n4 + lid] = xr[4 * n4 + lid] * scale * w[4 * n4 + lid];
 }
