@@ -301,6 +301,43 @@ TEST_P(OpenclOps, matmul_shared_equals_separate_matmuls) {
   EXPECT_EQ(y2, s2);
 }
 
+TEST_P(OpenclOps, decode_matvecs_into_resident_arrays_share_one_launch) {
+  // Decode's q, k, v (or gate, up): block-format weights of one format over one x, each writing the start of
+  // its own device-resident array, run as one launch; the results equal one launch per weight. Odd row
+  // counts put a half-used group at the end of every weight. A fourth weight starts a second launch.
+  std::vector<float> x = rand_floats(160, 11), y1(21), y2(9), y3(13), y4(7);
+  OpenclBackendOptions o;
+  o.device = test::opencl_test_device();
+  o.profile = GetParam();
+  o.max_tokens = 4;
+  o.max_in_elems = o.max_out_elems = 1 << 12;
+  o.max_width = 256;
+  o.self_check = false;
+  o.profiling = true;
+  for (std::vector<float>* a : {&x, &y1, &y2, &y3, &y4}) o.resident.push_back({a->data(), a->size() * 4});
+  OpenclBackend be(o);
+  OwnedWeight* w[4] = {
+      &keep(make_weight(GgmlType::Q4_0, 160, 21, 5)), &keep(make_weight(GgmlType::Q4_0, 160, 9, 6)),
+      &keep(make_weight(GgmlType::Q4_0, 160, 13, 7)), &keep(make_weight(GgmlType::Q4_0, 160, 7, 8))};
+  for (OwnedWeight* ow : w) be.upload_weight(ow->w);
+  be.host_wrote(x.data(), x.size() * 4);
+  const Weight* ws[4] = {&w[0]->w, &w[1]->w, &w[2]->w, &w[3]->w};
+  float* ys[4] = {y1.data(), y2.data(), y3.data(), y4.data()};
+  be.reset_kernel_times();
+  be.matmul_shared(ws, ys, 4, x.data(), 1);
+  const std::vector<KernelTime> t = be.kernel_times();
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].name, "matvec_q4_0");
+  EXPECT_EQ(t[0].calls, 2);  // q, k, v-like three in one launch, then the fourth
+  std::vector<float>* got[4] = {&y1, &y2, &y3, &y4};
+  for (int i = 0; i < 4; ++i) {
+    be.to_host(got[i]->data(), got[i]->size() * 4);
+    std::vector<float> want(got[i]->size());
+    be.matmul(*ws[i], x.data(), 1, want.data());  // want is not resident: a launch of its own
+    EXPECT_EQ(*got[i], want) << "weight " << i;
+  }
+}
+
 TEST_P(OpenclOps, matmul_of_a_weight_not_uploaded_is_an_error) {
   auto be = make();
   OwnedWeight w = make_weight(GgmlType::F32, 16, 4, 1);

@@ -69,15 +69,15 @@ void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const 
 }
 
 void OpenclBackend::enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y) {
+  if (!dw.float_rows()) {
+    const DeviceWeight* dws[1] = {&dw};
+    const opencl::Buffer* ys[1] = {&y};
+    return enqueue_matvec_blocks(dws, ys, 1, x);
+  }
+  constexpr int64_t kRows = 4;  // TL_MV_ROWS (common.cl)
   const opencl::Kernel& k = matvec_kernel(dw.fmt);
-  // Rows per work-group: TL_MV_ROWS (common.cl) for float rows, TL_MVB_ROWS (quants.cl) for block formats.
-  const bool block = !dw.float_rows();
-  const int64_t kRows = block ? 2 : 4;
-  // About one unit per item per pass (a half block of 16 weights, or a 4-float chunk), at least one SIMD
-  // width, at most 64.
-  const int64_t per_item = block ? 16 : 4;
-  const int64_t want =
-      std::clamp<int64_t>(dw.n_in / per_item, int64_t(std::min<size_t>(k.wg_multiple, 64)), 64);
+  // About one 4-float chunk per item per pass, at least one SIMD width, at most 64.
+  const int64_t want = std::clamp<int64_t>(dw.n_in / 4, int64_t(std::min<size_t>(k.wg_multiple, 64)), 64);
   const size_t wg = reduction_wg(k, size_t(want), 4);
   const cl_ulong row_bytes = dw.row_bytes;
   const cl_int n_in = cl_int(dw.n_in), n_out = cl_int(dw.n_out);
@@ -89,6 +89,37 @@ void OpenclBackend::enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer&
   opencl::set_arg(k, 5, y);
   opencl::set_local_arg(k, 6, wg * 4 * sizeof(float));
   const size_t global[1] = {size_t((dw.n_out + kRows - 1) / kRows) * wg}, local[1] = {wg};
+  rt_.launch(k, 1, global, local);
+}
+
+void OpenclBackend::enqueue_matvec_blocks(const DeviceWeight* const* dws, const opencl::Buffer* const* ys,
+                                          int n, const opencl::Buffer& x) {
+  if (n < 1 || n > 3) fail("internal: one matvec launch takes 1 to 3 weights, not {}", n);
+  constexpr int64_t kRows = 2;  // TL_MVB_ROWS (quants.cl)
+  const DeviceWeight& dw = *dws[0];
+  const opencl::Kernel& k = matvec_kernel(dw.fmt);
+  // About one half block (16 weights) per item per pass, at least one SIMD width, at most 64.
+  const int64_t want = std::clamp<int64_t>(dw.n_in / 16, int64_t(std::min<size_t>(k.wg_multiple, 64)), 64);
+  const size_t wg = reduction_wg(k, size_t(want), 4);
+  const cl_ulong row_bytes = dw.row_bytes;
+  const cl_int n_in = cl_int(dw.n_in);
+  size_t groups = 0;
+  for (int i = 0; i < 3; ++i) {
+    // Unused slots repeat the first weight and output with no rows: no group reads or writes them.
+    const DeviceWeight& di = *dws[i < n ? i : 0];
+    if (i < n && (di.fmt != dw.fmt || di.row_bytes != dw.row_bytes || di.n_in != dw.n_in))
+      fail("internal: weights of one matvec launch differ in format or row size");
+    const cl_int rows = i < n ? cl_int(di.n_out) : 0;
+    opencl::set_arg(k, cl_uint(i), di.buf);
+    opencl::set_arg(k, cl_uint(5 + i), rows);
+    opencl::set_arg(k, cl_uint(9 + i), *ys[i < n ? i : 0]);
+    groups += size_t((rows + kRows - 1) / kRows);
+  }
+  opencl::set_arg(k, 3, row_bytes);
+  opencl::set_arg(k, 4, n_in);
+  opencl::set_arg(k, 8, x);
+  opencl::set_local_arg(k, 12, wg * 4 * sizeof(float));
+  const size_t global[1] = {groups * wg}, local[1] = {wg};
   rt_.launch(k, 1, global, local);
 }
 
@@ -109,6 +140,21 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   const opencl::Buffer* xb = nullptr;  // placed on the device by the first weight that runs there
   for (int i = 0; i < n; ++i) {
     const DeviceWeight& dw = find_weight(*ws[i], "matmul");
+    // Decode: up to three block-format weights of one format whose outputs are device arrays of their own
+    // go in one launch (enqueue_matvec_blocks): each launch costs a few microseconds on its own.
+    if (const int run = matvec_run(ws + i, ys + i, n - i, n_tok); run > 1) {
+      if (!xb) xb = &dev_in(x, n_in, in_a_, "matmul");
+      const DeviceWeight* dws[3];
+      const opencl::Buffer* ybs[3];
+      for (int j = 0; j < run; ++j) {
+        dws[j] = &find_weight(*ws[i + j], "matmul");
+        ybs[j] = &dev_out(ys[i + j], dws[j]->n_out, out_, "matmul");
+      }
+      enqueue_matvec_blocks(dws, ybs, run, *xb);
+      for (int j = 0; j < run; ++j) dev_done(ys[i + j], dws[j]->n_out, *ybs[j]);
+      i += run - 1;
+      continue;
+    }
     // A weight held in an image (--gpu-memory image) takes the image kernels (matmul_image.cpp).
     const bool img = bool(dw.img);
     // One token takes the matvec kernel unless it failed the self-check (or a test turned it off); the CPU
@@ -132,6 +178,20 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
     }
     dev_done(ys[i], n_tok * dw.n_out, yb);
   }
+}
+
+int OpenclBackend::matvec_run(const Weight* const* ws, float* const* ys, int n, int64_t n_tok) {
+  if (n_tok != 1 || !opts_.one_token_matvec) return 1;
+  const DeviceWeight& first = find_weight(*ws[0], "matmul");
+  auto fits = [&](const DeviceWeight& dw, float* y) {
+    // The output must be the start of a mirrored array: dev_out then returns that array's own buffer, not
+    // the shared staging buffer.
+    return !dw.img && !dw.float_rows() && dw.fmt == first.fmt && dw.row_bytes == first.row_bytes &&
+           !matvec_kernel(dw.fmt).on_cpu && is_mirror_start(y, dw.n_out);
+  };
+  int run = 0;
+  while (run < std::min(n, 3) && fits(find_weight(*ws[run], "matmul"), ys[run])) ++run;
+  return std::max(run, 1);
 }
 
 }  // namespace tilellm

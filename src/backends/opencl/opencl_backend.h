@@ -245,6 +245,13 @@ class OpenclBackend final : public Backend {
                       const opencl::Buffer& y);
   // Enqueues y = W x for one token with the matvec kernel.
   void enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y);
+  // One launch of a block format's matvec over 1 to 3 weights of that format and row size sharing x
+  // (kernels/quants.cl), y[i] = W[i] x.
+  void enqueue_matvec_blocks(const DeviceWeight* const* dws, const opencl::Buffer* const* ys, int n,
+                             const opencl::Buffer& x);
+  // How many of the n weights from ws go in one decode launch with ws[0] (1 when not decoding, or when the
+  // next one differs in format or row size, sits in an image, or writes to staging).
+  int matvec_run(const Weight* const* ws, float* const* ys, int n, int64_t n_tok);
   // The same for a weight held in an image (matmul_image.cpp).
   void enqueue_matmul_image(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                             const opencl::Buffer& y);
@@ -264,6 +271,8 @@ class OpenclBackend final : public Backend {
   // The mirror holding [p, p + bytes), or null when p is in no mirrored array; a range that starts in one
   // but runs past its end is an error naming the op.
   Mirror* find_mirror(const void* p, size_t bytes, const char* op);
+  // Whether p is the first float of a mirrored array (dev_out then gives that array's own buffer).
+  bool is_mirror_start(const float* p, int64_t n);
   // Uploads the host-newer range of m (non-blocking, from the host array).
   void upload_dirty(Mirror& m);
   // The device buffer holding an op's input of n floats at p, from offset 0: the mirror itself, or `staging`

@@ -41,6 +41,11 @@ OpenclBackend::Mirror* OpenclBackend::find_mirror(const void* p, size_t bytes, c
   return nullptr;
 }
 
+bool OpenclBackend::is_mirror_start(const float* p, int64_t n) {
+  const Mirror* m = find_mirror(p, size_t(n) * sizeof(float), "matmul");
+  return m && reinterpret_cast<const uint8_t*>(p) == m->host;
+}
+
 void OpenclBackend::download(const opencl::Buffer& b, size_t off, void* dst, size_t bytes) {
   rt_.read(b, off, dst, bytes);
   ++epoch_;

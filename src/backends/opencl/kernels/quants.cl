@@ -136,7 +136,7 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
 // a power of two). Unit u of block b = u / 2 is two runs of 8 inputs, at e0 = 32b + LO * (u % 2) and e0 + HI
 // (the nibble formats: 8h and 16 + 8h, the low and high nibbles of code bytes 8h .. 8h+7; Q8_0: 16h and
 // 16h + 8), read from one 8- or 16-byte code load, so adjacent items read adjacent code words and adjacent
-// float4 of x. One work-group per TL_MVB_ROWS (2) consecutive rows: each item loads its four float4 of x once
+// float4 of x. One work-group per TL_MVB_ROWS (2) consecutive rows of one of up to three matrices: each item loads its four float4 of x once
 // and dots them with both rows' codes (tl_w16_dot). Measured on an NVIDIA H200 (docs/PERF.md), this split
 // (8-byte loads, 2 rows, 64 items) streamed a Llama-7B-shaped Q4_0 decode's matrices at ~1 TB/s where
 // quarter blocks over 4 rows (4-byte loads) reached 0.68 and whole blocks per item 0.82; the same kernel with
@@ -144,9 +144,21 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
 // repeat the last row and are not written. scratch: __local float4[L].
 #define TL_MVB_ROWS 2
 #define TL_MATVEC_BLOCK32(NAME, LO, HI, READ_HALF)                                                      \
-  __kernel void NAME(__global const uchar* w, ulong row_bytes, int n_in, int n_out, __global const float* x, \
-                     __global float* y, __local float4* scratch) {                                      \
-    const int r0 = get_group_id(0) * TL_MVB_ROWS;                                                         \
+  __kernel void NAME(__global const uchar* w0, __global const uchar* w1, __global const uchar* w2,         \
+                     ulong row_bytes, int n_in, int n0, int n1, int n2, __global const float* x,          \
+                     __global float* y0, __global float* y1, __global float* y2, __local float4* scratch) { \
+    /* Up to three matrices of one format over the same x in one launch (decode's q, k, v or gate, up): */ \
+    /* groups [0, g0) take (w0, y0), the next g1 (w1, y1), the rest (w2, y2); unused ones have n = 0. */  \
+    const int g0 = (n0 + 1) / 2, g1 = (n1 + 1) / 2;                                                       \
+    int g = get_group_id(0), n_out = n0;                                                                  \
+    __global const uchar* w = w0;                                                                         \
+    __global float* y = y0;                                                                               \
+    if (g >= g0 + g1) {                                                                                   \
+      g -= g0 + g1, n_out = n2, w = w2, y = y2;                                                           \
+    } else if (g >= g0) {                                                                                 \
+      g -= g0, n_out = n1, w = w1, y = y1;                                                                \
+    }                                                                                                     \
+    const int r0 = g * TL_MVB_ROWS;                                                                       \
     const int lid = get_local_id(0), ls = get_local_size(0);                                              \
     const int nb = n_in / 32;                                                                             \
     __global const uchar* row0 = w + (ulong)r0 * row_bytes;                                               \
