@@ -68,6 +68,14 @@ class Backend {
   virtual void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) = 0;
   // acc += x, elementwise over n floats.
   virtual void add(float* acc, const float* x, int64_t n) = 0;
+  // The residual add and the next RMSNorm: acc += x, then y = rmsnorm(acc) * w, for n_rows rows of n floats
+  // (acc, x, y: [n_rows][n]; y must not alias acc or x). A backend may do both in one pass; this is the
+  // unfused reference.
+  virtual void add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
+                           float eps) {
+    add(acc, x, n_rows * n);
+    rmsnorm(acc, w, y, n_rows, n, eps);
+  }
 
   // For a backend that keeps the KV cache in memory of its own (OpenCL): copy positions [p0, p1) of every
   // layer from the host cache kv (same geometry) to its cache, or back. Hybrid prefill runs a prompt on the

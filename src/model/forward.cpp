@@ -59,8 +59,8 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
     const bool local = c.layer_is_swa[size_t(il)] != 0;
     const RopeTable& rope = local ? ctx.rope_local : ctx.rope_global;
 
-    // Attention block.
-    be.rmsnorm(x, L.attn_norm.data(), xn, n, E, c.rms_eps);
+    // Attention block. Its input norm comes with the previous layer's last residual add (below).
+    if (il == 0) be.rmsnorm(x, L.attn_norm.data(), xn, n, E, c.rms_eps);
     {
       const Weight* ws[3] = {&L.wq, &L.wk, &L.wv};
       float* ys[3] = {q, k, v};
@@ -82,10 +82,9 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
     be.attention(q, ctx.kv, il, pos, n, ap, attn);
     be.matmul(L.wo, attn, n, o);
     if (c.post_norms) be.rmsnorm(o, L.post_attn_norm.data(), o, n, E, c.rms_eps);
-    be.add(x, o, n * E);
 
-    // Feed-forward block.
-    be.rmsnorm(x, L.ffn_norm.data(), xn, n, E, c.rms_eps);
+    // Feed-forward block: the residual add and its input norm in one call.
+    be.add_rmsnorm(x, o, L.ffn_norm.data(), xn, n, E, c.rms_eps);
     {
       const Weight* ws[2] = {&L.w_gate, &L.w_up};
       float* ys[2] = {gate, up};
@@ -94,7 +93,11 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
     be.glu(gate, up, gate, n * c.n_ff, c.ffn_act);
     be.matmul(L.w_down, gate, n, o);
     if (c.post_norms) be.rmsnorm(o, L.post_ffn_norm.data(), o, n, E, c.rms_eps);
-    be.add(x, o, n * E);
+    if (il + 1 < c.n_layer) {
+      be.add_rmsnorm(x, o, W.layers[size_t(il + 1)].attn_norm.data(), xn, n, E, c.rms_eps);
+    } else {
+      be.add(x, o, n * E);
+    }
   }
 
   if (!logits || n_logits <= 0) return;

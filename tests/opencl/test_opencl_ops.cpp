@@ -489,6 +489,31 @@ TEST_P(OpenclOps, rmsnorm_matches_cpu) {
   }
 }
 
+TEST_P(OpenclOps, add_rmsnorm_matches_add_then_rmsnorm_on_the_cpu) {
+  // The fused residual add + RMSNorm: the new residual is exactly the CPU's add (one rounding per element),
+  // and the norm is within rmsnorm_matches_cpu's bound; its result also equals the device's own add followed
+  // by its rmsnorm (same work split and summation order).
+  auto be = make();
+  for (int64_t n : {int64_t(1), int64_t(37), int64_t(576), int64_t(1023)}) {
+    const int64_t rows = 3;
+    const std::vector<float> x = rand_floats(size_t(rows * n), 41, -3.0f, 3.0f);
+    const std::vector<float> r = rand_floats(size_t(rows * n), 42, -1.0f, 1.0f);
+    const std::vector<float> w = rand_floats(size_t(n), 43);
+    std::vector<float> acc_cpu = x, acc_dev = x, acc_two = x, a(x.size()), b(x.size(), -7.0f), c(x.size());
+    cpu_.add(acc_cpu.data(), r.data(), rows * n);
+    cpu_.rmsnorm(acc_cpu.data(), w.data(), a.data(), rows, n, 1e-5f);
+    be->add_rmsnorm(acc_dev.data(), r.data(), w.data(), b.data(), rows, n, 1e-5f);
+    EXPECT_EQ(acc_dev, acc_cpu) << "n " << n;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_LE(std::abs(double(a[i]) - b[i]), double(n + 16) * kU * std::abs(double(a[i])))
+          << "n " << n << " [" << i << "]";
+    }
+    be->add(acc_two.data(), r.data(), rows * n);
+    be->rmsnorm(acc_two.data(), w.data(), c.data(), rows, n, 1e-5f);
+    EXPECT_EQ(c, b) << "n " << n;
+  }
+}
+
 TEST_P(OpenclOps, rope_matches_cpu_in_both_modes) {
   auto be = make();
   const int64_t n_tok = 5, n_heads = 3, head_dim = 66;

@@ -34,6 +34,15 @@ __kernel void rmsnorm(__global const float* x, __global const float* w, __global
 }
 )";
 
+// The fused residual add + RMSNorm that forgets to write the new residual back.
+constexpr const char* kBrokenAddRmsnorm = R"(
+__kernel void add_rmsnorm(__global float* acc, __global const float* x, __global const float* w,
+                          __global float* y, int n, float eps, __local float* scratch) {
+  const int row = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
+  for (int i = lid; i < n; i += ls) y[(ulong)row * n + i] = (acc[(ulong)row * n + i] + x[(ulong)row * n + i]) * w[i];
+}
+)";
+
 // Q4_0 matmul that reads only the low nibbles (a plausible unpacking bug): the matmul kernel as the backend
 // builds it (the tiled GEMM, or the row kernel where no tile fits), over a broken block reader.
 constexpr const char* kBrokenMatmulQ4_0 = R"(
@@ -129,11 +138,13 @@ TEST(OpenclSelfCheck, broken_q4_0_matmul_is_caught_and_other_types_stay_on_the_d
   EXPECT_EQ(a, b);
 }
 
-// A whole forward pass with a CPU-fallback op in every layer: the activations go down for it and its output
-// goes back up, so the logits still equal the CPU float path's. RMSNorm runs at each block's start, on the
-// last row only for the logits, and GLU writes over its gate input in place. f32 cache: only float rounding
-// separates the two (bound 1e-4, as in test_opencl_model.cpp).
-void forward_with_fallback_matches_cpu(const char* kernel, const char* source) {
+// A whole forward pass with an op on a fallback: a CPU op goes down and back up for its activations (in
+// every layer for GLU, which writes over its gate input in place; for RMSNorm at the first layer's start and
+// on the last row for the logits, the other norms coming with the residual add), a failed fused add+RMSNorm
+// runs the device's unfused add and RMSNorm. Either way the logits still equal the CPU float path's. f32
+// cache: only float rounding separates the two (bound 1e-4, as in test_opencl_model.cpp). min_downloads: the
+// downloads a decode step must make beyond the logits (the fallback's traffic).
+void forward_with_fallback_matches_cpu(const char* kernel, const char* source, uint64_t min_downloads) {
   if (!have_device()) GTEST_SKIP() << "no OpenCL device";
   const std::string path = test::model_path(test::kSmolLM2);
   ASSERT_MODEL(path);
@@ -168,19 +179,23 @@ void forward_with_fallback_matches_cpu(const char* kernel, const char* source) {
     const int32_t t = int32_t(std::max_element(cpu.logits(), cpu.logits() + V) - cpu.logits());
     const uint64_t d0 = rig.be->downloads();
     rig.run(&t, 1, n_past++);
-    // More than the logits came down: the fallback op's inputs, in every layer.
-    EXPECT_GT(rig.be->downloads() - d0, uint64_t(model->config().n_layer)) << "step " << step;
+    // The logits, plus what the fallback op needed.
+    EXPECT_GE(rig.be->downloads() - d0, 1 + min_downloads) << "step " << step;
     cpu.eval(&t, 1);
     EXPECT_LE(rel_diff(cpu.logits(), rig.logits.data()), 1e-4) << "step " << step;
   }
 }
 
 TEST(OpenclSelfCheck, forward_with_rmsnorm_on_the_cpu_matches_the_cpu_backend) {
-  forward_with_fallback_matches_cpu("rmsnorm", kBrokenRmsnorm);
+  forward_with_fallback_matches_cpu("rmsnorm", kBrokenRmsnorm, 2);  // layer 0's input, the output norm's
 }
 
 TEST(OpenclSelfCheck, forward_with_glu_on_the_cpu_matches_the_cpu_backend) {
-  forward_with_fallback_matches_cpu("glu_silu", kBrokenGluSilu);
+  forward_with_fallback_matches_cpu("glu_silu", kBrokenGluSilu, 30);  // one per layer (SmolLM2: 30)
+}
+
+TEST(OpenclSelfCheck, forward_with_add_rmsnorm_failed_runs_add_and_rmsnorm_on_the_device) {
+  forward_with_fallback_matches_cpu("add_rmsnorm", kBrokenAddRmsnorm, 0);
 }
 
 TEST(OpenclSelfCheck, test_hook_rejects_an_unknown_kernel_name) {

@@ -214,6 +214,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     gemm_ = gemm_tiles_for(caps(), fits);
   }
   k_rmsnorm_ = rt_.kernel(program_, "rmsnorm");
+  k_add_rmsnorm_ = rt_.kernel(program_, "add_rmsnorm");
   k_rope_ = rt_.kernel(program_, "rope");
   k_kv_store_ = rt_.kernel(program_, "kv_store");
   k_attention_ = rt_.kernel(program_, "attention");
@@ -512,8 +513,8 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
   for (int i = 0; i < kEmbedFormats; ++i) v.push_back(&k_embed_[i]);
   for (int i = 0; i < kFormats; ++i) v.push_back(&k_matmul_[i]);
   for (int i = 0; i < kFormats; ++i) v.push_back(&k_matvec_[i]);
-  for (opencl::Kernel* k :
-       {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_}) {
+  for (opencl::Kernel* k : {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_,
+                            &k_add_, &k_add_rmsnorm_}) {
     v.push_back(k);
   }
   for (opencl::Kernel* ks : {k_matmul_img_, k_matvec_img_}) {
@@ -532,8 +533,8 @@ std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
   for (const opencl::Kernel& k : k_embed_) note(k);
   for (const opencl::Kernel& k : k_matmul_) note(k);
   for (const opencl::Kernel& k : k_matvec_) note(k);
-  for (const opencl::Kernel* k :
-       {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_}) {
+  for (const opencl::Kernel* k : {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_,
+                                  &k_glu_gelu_, &k_add_, &k_add_rmsnorm_}) {
     note(*k);
   }
   for (const opencl::Kernel& k : k_matmul_img_) note(k);

@@ -184,6 +184,8 @@ class OpenclBackend final : public Backend {
                  const AttnParams& p, float* out) override;
   void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
   void add(float* acc, const float* x, int64_t n) override;
+  void add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
+                   float eps) override;
   std::vector<KernelTime> kernel_times() const override { return rt_.kernel_times(); }
   void reset_kernel_times() override { rt_.reset_kernel_times(); }
 
@@ -273,6 +275,8 @@ class OpenclBackend final : public Backend {
   Mirror* find_mirror(const void* p, size_t bytes, const char* op);
   // Whether p is the first float of a mirrored array (dev_out then gives that array's own buffer).
   bool is_mirror_start(const float* p, int64_t n);
+  // A norm's weight vector on the device: the uploaded copy of a model norm, else w sent up now (vec_).
+  const opencl::Buffer& norm_weight(const float* w, int64_t n);
   // Uploads the host-newer range of m (non-blocking, from the host array).
   void upload_dirty(Mirror& m);
   // The device buffer holding an op's input of n floats at p, from offset 0: the mirror itself, or `staging`
@@ -318,6 +322,7 @@ class OpenclBackend final : public Backend {
   opencl::Kernel k_embed_[kEmbedFormats], k_matmul_[kFormats], k_matvec_[kFormats];
   GemmTiles gemm_;  // the shape k_matmul_ were built with (TL_GEMM_* in the generated header)
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
+  opencl::Kernel k_add_rmsnorm_;
   // --gpu-memory image: the image kernels, indexed as k_matmul_ (no F32 kernel: slot 0 stays empty).
   opencl::ProgramHandle image_program_;
   opencl::Kernel k_matmul_img_[5], k_matvec_img_[5];

@@ -1,4 +1,5 @@
-// RMSNorm on the device: one work-group per row, a group reduction of the sum of squares (rmsnorm.cl).
+// RMSNorm on the device, alone and fused with the residual add before it: one work-group per row, a group
+// reduction of the sum of squares (rmsnorm.cl).
 #include <algorithm>
 
 #include "backends/opencl/opencl_backend.h"
@@ -16,14 +17,7 @@ void OpenclBackend::rmsnorm(const float* x, const float* w, float* y, int64_t n_
   if (n > opts_.max_width)
     fail("OpenCL backend: rmsnorm rows of {} exceed the width {} sized at start", n, opts_.max_width);
   const opencl::Buffer& xb = dev_in(x, n_rows * n, in_a_, "rmsnorm");
-  // The model's norm weights are on the device since upload_model; any other vector goes up now.
-  const opencl::Buffer* wb = &vec_;
-  if (auto it = norms_.find(w); it != norms_.end() && it->second.bytes == size_t(n) * sizeof(float)) {
-    wb = &it->second;
-  } else {
-    rt_.write_now(vec_, 0, w, size_t(n) * sizeof(float));
-    ++epoch_;
-  }
+  const opencl::Buffer& wb = norm_weight(w, n);
   // In place (y == x) the kernel writes the buffer it reads, which it allows (rmsnorm.cl).
   const opencl::Buffer& yb = y == x ? xb : dev_out(y, n_rows * n, out_, "rmsnorm");
   const opencl::Kernel& k = k_rmsnorm_;
@@ -32,13 +26,49 @@ void OpenclBackend::rmsnorm(const float* x, const float* w, float* y, int64_t n_
   const size_t wg = reduction_wg(k, std::clamp<size_t>(size_t(n + 3) / 4, 64, 1024), 1);
   const cl_int nn = cl_int(n);
   opencl::set_arg(k, 0, xb);
-  opencl::set_arg(k, 1, *wb);
+  opencl::set_arg(k, 1, wb);
   opencl::set_arg(k, 2, yb);
   opencl::set_arg(k, 3, nn);
   opencl::set_arg(k, 4, eps);
   opencl::set_local_arg(k, 5, wg * sizeof(float));
   const size_t global[1] = {size_t(n_rows) * wg}, local[1] = {wg};
   rt_.launch(k, 1, global, local);
+  dev_done(y, n_rows * n, yb);
+}
+
+const opencl::Buffer& OpenclBackend::norm_weight(const float* w, int64_t n) {
+  // The model's norm weights are on the device since upload_model; any other vector goes up now.
+  if (auto it = norms_.find(w); it != norms_.end() && it->second.bytes == size_t(n) * sizeof(float))
+    return it->second;
+  rt_.write_now(vec_, 0, w, size_t(n) * sizeof(float));
+  ++epoch_;
+  return vec_;
+}
+
+void OpenclBackend::add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows,
+                                int64_t n, float eps) {
+  if (n_rows <= 0 || n <= 0) return;
+  if (k_add_rmsnorm_.on_cpu) return Backend::add_rmsnorm(acc, x, w, y, n_rows, n, eps);  // each op's own path
+  if (n > opts_.max_width)
+    fail("OpenCL backend: add_rmsnorm rows of {} exceed the width {} sized at start", n, opts_.max_width);
+  if (y == acc || y == x) fail("internal: add_rmsnorm's output aliases an input");
+  const opencl::Buffer& ab = dev_in(acc, n_rows * n, in_a_, "add_rmsnorm");
+  const opencl::Buffer& xb = dev_in(x, n_rows * n, in_b_, "add_rmsnorm");
+  const opencl::Buffer& wb = norm_weight(w, n);
+  const opencl::Buffer& yb = dev_out(y, n_rows * n, out_, "add_rmsnorm");
+  const opencl::Kernel& k = k_add_rmsnorm_;
+  const size_t wg = reduction_wg(k, std::clamp<size_t>(size_t(n + 3) / 4, 64, 1024), 1);  // as rmsnorm
+  const cl_int nn = cl_int(n);
+  opencl::set_arg(k, 0, ab);
+  opencl::set_arg(k, 1, xb);
+  opencl::set_arg(k, 2, wb);
+  opencl::set_arg(k, 3, yb);
+  opencl::set_arg(k, 4, nn);
+  opencl::set_arg(k, 5, eps);
+  opencl::set_local_arg(k, 6, wg * sizeof(float));
+  const size_t global[1] = {size_t(n_rows) * wg}, local[1] = {wg};
+  rt_.launch(k, 1, global, local);
+  dev_done(acc, n_rows * n, ab);
   dev_done(y, n_rows * n, yb);
 }
 

@@ -206,6 +206,13 @@ void OpenclBackend::run_self_check() {
     cpu_->rmsnorm(x.data(), w.data(), ref.data(), rows, n, 1e-5f);
     rmsnorm(x.data(), w.data(), got.data(), rows, n, 1e-5f);
     verdict(k_rmsnorm_, relative_error(ref, got));
+    // Fused with the residual add: both outputs (the new residual and the norm) against add then rmsnorm.
+    const std::vector<float> r = random_floats(size_t(rows * n), rng);
+    std::vector<float> acc_ref = x, acc_got = x;
+    cpu_->add(acc_ref.data(), r.data(), rows * n);
+    cpu_->rmsnorm(acc_ref.data(), w.data(), ref.data(), rows, n, 1e-5f);
+    add_rmsnorm(acc_got.data(), r.data(), w.data(), got.data(), rows, n, 1e-5f);
+    verdict(k_add_rmsnorm_, std::max(relative_error(acc_ref, acc_got), relative_error(ref, got)));
   }
   {
     const int64_t n_tok = 3, heads = 2, hd = 16;

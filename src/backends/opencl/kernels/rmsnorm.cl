@@ -22,3 +22,30 @@ __kernel void rmsnorm(__global const float* x, __global const float* w, __global
   for (int c = lid; c < n4; c += ls) vstore4(vload4(c, xr) * scale * vload4(c, w), c, yr);
   if (4 * n4 + lid < n) yr[4 * n4 + lid] = xr[4 * n4 + lid] * scale * w[4 * n4 + lid];
 }
+
+// The residual add and the next RMSNorm in one pass (Backend::add_rmsnorm): acc[r] += x[r], then
+// y[r] = rmsnorm(acc[r]) * w, with rmsnorm's work split and summation order, so y equals an add followed by
+// rmsnorm. Each item rereads only the acc elements it wrote itself. y must not alias acc or x.
+__kernel void add_rmsnorm(__global float* acc, __global const float* x, __global const float* w,
+                          __global float* y, int n, float eps, __local float* scratch) {
+  const int row = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
+  __global float* ar = acc + (ulong)row * n;
+  __global const float* xr = x + (ulong)row * n;
+  __global float* yr = y + (ulong)row * n;
+  const int n4 = n / 4;
+  float s = 0.0f;
+  for (int c = lid; c < n4; c += ls) {
+    const float4 v = vload4(c, ar) + vload4(c, xr);
+    vstore4(v, c, ar);
+    s += dot(v, v);
+  }
+  if (4 * n4 + lid < n) {
+    const float v = ar[4 * n4 + lid] + xr[4 * n4 + lid];
+    ar[4 * n4 + lid] = v;
+    s += v * v;
+  }
+  s = tl_group_sum(s, scratch);
+  const float scale = 1.0f / sqrt(s / (float)n + eps);
+  for (int c = lid; c < n4; c += ls) vstore4(vload4(c, ar) * scale * vload4(c, w), c, yr);
+  if (4 * n4 + lid < n) yr[4 * n4 + lid] = ar[4 * n4 + lid] * scale * w[4 * n4 + lid];
+}
