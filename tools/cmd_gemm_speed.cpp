@@ -269,13 +269,16 @@ void gemm_speed_opencl(const GemmSpeedArgs& a, const std::vector<Mode>& modes,
   if (image_asked) {
     std::fprintf(
         prog,
-        "OpenCL memory mode IMAGE is not available in this build (the weights are read from buffers "
-        "only); skipped: no numbers are reported. Use the BUFFER bit (64) or --gpu-memory buffer.\n");
+        "OpenCL memory mode IMAGE: skipped, no numbers are reported. The image weight path serves a model's "
+        "F16/Q4_0/Q4_1/Q8_0 matrices (run/bench --gpu-memory image); this benchmark's weights (F32, and "
+        "F16/int8b0/int4b64 converted at upload) are held in buffers. Use the BUFFER bit (64) or "
+        "--gpu-memory buffer.\n");
     return;
   }
   if (g.memory != kMemoryBuffer) {
     std::fprintf(prog,
-                 "# memory mode not given: BUFFER (IMAGE, MNN's default, is not available in this build)\n");
+                 "# memory mode not given: BUFFER (IMAGE, MNN's default, does not hold this benchmark's "
+                 "converted weights)\n");
   }
 
   GpuGemmConfig c;
