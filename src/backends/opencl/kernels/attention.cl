@@ -6,8 +6,8 @@
 // One work-group of L = 32 * split items per (token t, head h), split in {1, 2, 4, 8} (the host's choice:
 // head_dim % (4 split) == 0 and L within the kernel's work-group limit). Scores: item i scores key i / split of
 // the block over its contiguous 1/split of head_dim (float4 steps), the split partials meet in scratch, and the
-// group reduces max and sum (common.cl). Values: adjacent items read adjacent elements of a key's V row
-// (below). Each item thus issues head_dim / split loads of K per
+// group reduces max and sum (common.cl). Values: item i owns accumulator elements i, i + L, ..., so a key's V
+// row is read by adjacent items at adjacent addresses. Each item thus issues head_dim / split loads of K per
 // block instead of a serial walk over the whole row: on an NVIDIA H200 the one-item-per-key version spent
 // ~55 us per layer in a Llama-7B-shaped decode.
 // q: [n_tok][n_head][head_dim]; out: same; pos: [n_tok] (checked by the host).
@@ -68,46 +68,19 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
     const float w = part == 0 && key < nb ? exp(s - m_new) : 0.0f;
     if (part == 0) lw[key] = w;
     l = l * corr + tl_group_sum(w, scratch);  // its barriers also publish lw
-    // Values. With at least two items per accumulator element, the block's keys are split over
-    // S = ls / head_dim item groups (group g takes keys g, g + S, ...) whose partial sums meet in scratch
-    // (free after the reductions above); otherwise each item owns elements lid, lid + ls, .... Either way
-    // four independent sums per item keep four V loads in flight rather than one at a time.
-    const int S = ls >= 2 * head_dim ? ls / head_dim : 1;
-    if (S > 1) {
-      const int e = lid % head_dim, g = lid / head_dim;
-      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-      if (g < S) {
-        __global const TL_KV_T* ve = vbase + (ulong)j0 * kv_dim + e;
-        int j = g;
-        for (; j + 3 * S < nb; j += 4 * S) {
-          a0 += lw[j] * TL_KV_GET(ve + (ulong)j * kv_dim, 0);
-          a1 += lw[j + S] * TL_KV_GET(ve + (ulong)(j + S) * kv_dim, 0);
-          a2 += lw[j + 2 * S] * TL_KV_GET(ve + (ulong)(j + 2 * S) * kv_dim, 0);
-          a3 += lw[j + 3 * S] * TL_KV_GET(ve + (ulong)(j + 3 * S) * kv_dim, 0);
-        }
-        for (; j < nb; j += S) a0 += lw[j] * TL_KV_GET(ve + (ulong)j * kv_dim, 0);
+    // Four independent sums, so that four V loads are in flight per item rather than one at a time.
+    for (int i = lid; i < head_dim; i += ls) {
+      __global const TL_KV_T* vi = vbase + (ulong)j0 * kv_dim + i;
+      float a0 = lacc[i] * corr, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+      int j = 0;
+      for (; j + 4 <= nb; j += 4) {
+        a0 += lw[j] * TL_KV_GET(vi + (ulong)j * kv_dim, 0);
+        a1 += lw[j + 1] * TL_KV_GET(vi + (ulong)(j + 1) * kv_dim, 0);
+        a2 += lw[j + 2] * TL_KV_GET(vi + (ulong)(j + 2) * kv_dim, 0);
+        a3 += lw[j + 3] * TL_KV_GET(vi + (ulong)(j + 3) * kv_dim, 0);
       }
-      scratch[lid] = (a0 + a1) + (a2 + a3);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (lid < head_dim) {
-        float a = lacc[lid] * corr;
-        for (int k = 0; k < S; ++k) a += scratch[k * head_dim + lid];
-        lacc[lid] = a;
-      }
-    } else {
-      for (int i = lid; i < head_dim; i += ls) {
-        __global const TL_KV_T* vi = vbase + (ulong)j0 * kv_dim + i;
-        float a0 = lacc[i] * corr, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-        int j = 0;
-        for (; j + 4 <= nb; j += 4) {
-          a0 += lw[j] * TL_KV_GET(vi + (ulong)j * kv_dim, 0);
-          a1 += lw[j + 1] * TL_KV_GET(vi + (ulong)(j + 1) * kv_dim, 0);
-          a2 += lw[j + 2] * TL_KV_GET(vi + (ulong)(j + 2) * kv_dim, 0);
-          a3 += lw[j + 3] * TL_KV_GET(vi + (ulong)(j + 3) * kv_dim, 0);
-        }
-        for (; j < nb; ++j) a0 += lw[j] * TL_KV_GET(vi + (ulong)j * kv_dim, 0);
-        lacc[i] = (a0 + a1) + (a2 + a3);
-      }
+      for (; j < nb; ++j) a0 += lw[j] * TL_KV_GET(vi + (ulong)j * kv_dim, 0);
+      lacc[i] = (a0 + a1) + (a2 + a3);
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // lw is rewritten by the next block
     m = m_new;

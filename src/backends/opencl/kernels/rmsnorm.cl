@@ -33,17 +33,8 @@ __kernel void add_rmsnorm(__global float* acc, __global const float* x, __global
   __global const float* xr = x + (ulong)row * n;
   __global float* yr = y + (ulong)row * n;
   const int n4 = n / 4;
-  // The first chunk stays in registers with its norm weight, loaded before the reduction so that the load
-  // overlaps it (decode rows have at most one chunk per item).
-  float4 v0 = (float4)(0.0f), w0 = (float4)(0.0f);
   float s = 0.0f;
-  if (lid < n4) {
-    v0 = vload4(lid, ar) + vload4(lid, xr);
-    w0 = vload4(lid, w);
-    vstore4(v0, lid, ar);
-    s += dot(v0, v0);
-  }
-  for (int c = lid + ls; c < n4; c += ls) {
+  for (int c = lid; c < n4; c += ls) {
     const float4 v = vload4(c, ar) + vload4(c, xr);
     vstore4(v, c, ar);
     s += dot(v, v);
@@ -55,7 +46,6 @@ __kernel void add_rmsnorm(__global float* acc, __global const float* x, __global
   }
   s = tl_group_sum(s, scratch);
   const float scale = 1.0f / sqrt(s / (float)n + eps);
-  if (lid < n4) vstore4(v0 * scale * w0, lid, yr);
-  for (int c = lid + ls; c < n4; c += ls) vstore4(vload4(c, ar) * scale * vload4(c, w), c, yr);
+  for (int c = lid; c < n4; c += ls) vstore4(vload4(c, ar) * scale * vload4(c, w), c, yr);
   if (4 * n4 + lid < n) yr[4 * n4 + lid] = ar[4 * n4 + lid] * scale * w[4 * n4 + lid];
 }
