@@ -137,11 +137,11 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
 // (the nibble formats: 8h and 16 + 8h, the low and high nibbles of code bytes 8h .. 8h+7; Q8_0: 16h and
 // 16h + 8), read from one 8- or 16-byte code load, so adjacent items read adjacent code words and adjacent
 // float4 of x. One work-group per TL_MVB_ROWS (2) consecutive rows of one of up to three matrices: each item loads its four float4 of x once
-// and dots them with both rows' codes (tl_w16_dot). Measured on an NVIDIA H200 (docs/PERF.md), this split
+// and dots them with both rows' codes (tl_w16_dot). Measured on an NVIDIA H200 (docs/OPENCL.md), this split
 // (8-byte loads, 2 rows, 64 items) streamed a Llama-7B-shaped Q4_0 decode's matrices at ~1 TB/s where
-// quarter blocks over 4 rows (4-byte loads) reached 0.68 and whole blocks per item 0.82; the same kernel with
-// each weight formed as d * code before the products ran 2.4x slower there. Rows past n_out (the last group)
-// repeat the last row and are not written. scratch: __local float4[L].
+// quarter blocks over 4 rows (4-byte loads) reached 0.68 and whole blocks per item 0.82; the same split
+// forming each weight as d * code before the products, with vloadn reads, ran 2.4x slower there. Rows past
+// n_out (the last group) repeat the last row and are not written. scratch: __local float4[L].
 #define TL_MVB_ROWS 2
 #define TL_MATVEC_BLOCK32(NAME, LO, HI, READ_HALF)                                                      \
   __kernel void NAME(__global const uchar* w0, __global const uchar* w1, __global const uchar* w2,         \
@@ -179,8 +179,8 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
     }                                                                                                     \
   }
 
-// Half-block readers for TL_MATVEC_BLOCK32: unit u of a row of nb blocks as the exact weights of its two runs
-// of 8 (the same values as tl_block_*): w0, w1 the run at e0, w2, w3 the run at e0 + HI. Rows are 16-byte
+// Half-block readers for TL_MATVEC_BLOCK32: unit u of a row of nb blocks as its codes (w0, w1 the run at e0,
+// w2, w3 the run at e0 + HI) and the (d, m) that make them the exact weights of tl_block_*. Rows are 16-byte
 // aligned and a block's codes start at a multiple of 16 bytes, so the code loads are aligned: they are typed
 // vector loads (uint2, uint4), as are x's float4 (x is a whole buffer and e0 a multiple of 8), because vloadn
 // promises the compiler only element alignment and it may split it into scalar loads.
