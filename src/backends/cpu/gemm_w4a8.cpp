@@ -27,26 +27,65 @@ void QuantActs::resize(int m, const QuantMatrix& w) {
   }
 }
 
+namespace {
+
+// One row of A into int8 codes with one scale (the row's max |a| / 127), codes past K zeroed, and the codes'
+// sum per block. Written for the vectorizer: the max over 16 lanes, rounding by the 1.5 * 2^23 trick (for
+// |v| <= 127, (v + 2^23 * 1.5) - 2^23 * 1.5 is v rounded to the nearest integer, ties to even: nearbyint's
+// result in the default rounding mode, without a library call), the clamp before the rounding (the same
+// codes: |a / s| exceeds 127 by at most a rounding error). This ran as a scalar loop of nearbyint calls and
+// took as long as the 8-bit GEMM itself at N = 1024 (3.3 ms of 6.8 at M = 512, K = 2560, 2 threads).
+[[gnu::always_inline]] inline void quantize_row_body(const float* a, int K, int Kp, int block, int nblocks,
+                                                     int8_t* q, float* scale, int32_t* sums) {
+  float lanes[16] = {};
+  int k = 0;
+  for (; k + 16 <= K; k += 16) {
+    for (int j = 0; j < 16; ++j) lanes[j] = std::max(lanes[j], std::fabs(a[k + j]));
+  }
+  float amax = 0.0f;
+  for (int j = 0; j < 16; ++j) amax = std::max(amax, lanes[j]);
+  for (; k < K; ++k) amax = std::max(amax, std::fabs(a[k]));
+  const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
+  const float inv = 1.0f / s;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  for (k = 0; k < K; ++k) {
+    const float v = std::min(std::max(a[k] * inv, -127.0f), 127.0f);
+    q[k] = int8_t(int((v + kRound) - kRound));
+  }
+  for (k = K; k < Kp; ++k) q[k] = 0;
+  *scale = s;
+  for (int bl = 0; bl < nblocks; ++bl) {
+    int32_t sum = 0;
+    for (int j = bl * block; j < (bl + 1) * block; ++j) sum += q[j];
+    sums[bl] = sum;
+  }
+}
+
+void quantize_row_portable(const float* a, int K, int Kp, int block, int nblocks, int8_t* q, float* scale,
+                           int32_t* sums) {
+  quantize_row_body(a, K, Kp, block, nblocks, q, scale, sums);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_row_avx512(const float* a, int K, int Kp,
+                                                                              int block, int nblocks,
+                                                                              int8_t* q, float* scale,
+                                                                              int32_t* sums) {
+  quantize_row_body(a, K, Kp, block, nblocks, q, scale, sums);
+}
+#endif
+
+}  // namespace
+
 void quantize_acts(const float* A, int M, int K, QuantActs& out, ThreadPool* pool) {
+  auto* row_fn = &quantize_row_portable;
+#if defined(__x86_64__)
+  if (best_isa() == Isa::kAvx512Vnni) row_fn = &quantize_row_avx512;
+#endif
   auto body = [&](int64_t b, int64_t e, int) {
     for (int64_t m = b; m < e; ++m) {
-      const float* a = A + size_t(m) * K;
-      int8_t* q = out.q.as<int8_t>() + size_t(m) * out.Kp;
-      float amax = 0.0f;
-      for (int k = 0; k < K; ++k) amax = std::max(amax, std::fabs(a[k]));
-      const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
-      const float inv = 1.0f / s;
-      for (int k = 0; k < K; ++k) {
-        q[k] = int8_t(std::clamp(std::nearbyint(a[k] * inv), -127.0f, 127.0f));
-      }
-      std::fill(q + K, q + out.Kp, int8_t(0));
-      out.scales.as<float>()[m] = s;
-      int32_t* sums = out.sums.as<int32_t>() + size_t(m) * out.nblocks;
-      for (int bl = 0; bl < out.nblocks; ++bl) {
-        int32_t sum = 0;
-        for (int k = bl * out.block; k < (bl + 1) * out.block; ++k) sum += q[k];
-        sums[bl] = sum;
-      }
+      row_fn(A + size_t(m) * K, K, out.Kp, out.block, out.nblocks, out.q.as<int8_t>() + size_t(m) * out.Kp,
+             out.scales.as<float>() + m, out.sums.as<int32_t>() + size_t(m) * out.nblocks);
     }
   };
   if (pool && pool->size() > 1) {
