@@ -47,7 +47,7 @@ struct SessionOptions {
   PrefillMode prefill = PrefillMode::Gpu;     // OpenCL: where prompt batches run
   // OpenCL: the program binary cache (off unless asked for; the CLI's --cl-cache defaults to on).
   opencl::ProgramCacheOptions program_cache;
-  GpuMemory gpu_memory = GpuMemory::Buffer;   // OpenCL: weights in buffers or images (backends/gpu_memory.h)
+  GpuMemory gpu_memory = GpuMemory::Buffer;  // OpenCL: weights in buffers or images (backends/gpu_memory.h)
 };
 
 class Session {

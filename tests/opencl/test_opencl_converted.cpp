@@ -20,56 +20,18 @@
 #include "format/error.h"
 #include "format/fp16.h"
 #include "format/quants.h"
+#include "random_data.h"
 #include "runtime/thread_pool.h"
 #include "test_device.h"
 
 namespace tilellm {
 namespace {
 
+using test::make_weight;
+using test::OwnedWeight;
+using test::rand_floats;
+
 constexpr double kU = 0x1p-24;
-
-std::vector<float> rand_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) {
-    do x = d(rng);
-    while (x == 0.0f);  // never zeros: a zero would hide a missing write or a wrong index
-  }
-  return v;
-}
-
-// A Q8_0 matrix of random codes and sane scales (the usual source of a conversion), or an F32 one.
-struct OwnedWeight {
-  std::vector<uint8_t> bytes;
-  Weight w;
-};
-
-OwnedWeight make_weight(GgmlType type, int64_t n_in, int64_t n_out, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.004f, 0.05f), sym(-1.0f, 1.0f);
-  OwnedWeight o;
-  o.w.name = fmt::format("random.{}", type_name(type));
-  o.w.type = type;
-  o.w.n_in = n_in;
-  o.w.n_out = n_out;
-  o.w.row_bytes = row_size(type, n_in);
-  o.bytes.resize(o.w.row_bytes * size_t(n_out));
-  for (auto& b : o.bytes) b = uint8_t(byte(rng));
-  const size_t bs = type_traits(type).type_size;
-  for (size_t off = 0; off < o.bytes.size(); off += bs) {
-    if (type == GgmlType::F32) {
-      const float f = sym(rng);
-      std::memcpy(&o.bytes[off], &f, 4);
-    } else {
-      const uint16_t d = fp32_to_fp16(scale(rng));
-      std::memcpy(&o.bytes[off], &d, 2);
-    }
-  }
-  o.w.data = o.bytes.data();
-  return o;
-}
 
 class OpenclConverted : public ::testing::TestWithParam<std::string> {
  protected:

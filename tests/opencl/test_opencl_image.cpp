@@ -22,6 +22,7 @@
 #include "format/fp16.h"
 #include "format/quants.h"
 #include "model/model.h"
+#include "random_data.h"
 #include "runtime/session.h"
 #include "runtime/thread_pool.h"
 #include "test_device.h"
@@ -29,64 +30,13 @@
 namespace tilellm {
 namespace {
 
+using test::have_device;
+using test::make_weight;
+using test::OwnedWeight;
+using test::rand_floats;
+
 constexpr double kU = 0x1p-24;
 constexpr GgmlType kImageTypes[] = {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0};
-
-bool have_device() {
-  static const bool have = !opencl::list_devices().empty();
-  return have;
-}
-
-std::vector<float> rand_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) {
-    do x = d(rng);
-    while (x == 0.0f);  // never zeros: a zero would hide a missing write or a wrong index
-  }
-  return v;
-}
-
-struct OwnedWeight {
-  std::vector<uint8_t> bytes;
-  Weight w;
-};
-
-void put_half(uint8_t* p, float f) {
-  const uint16_t h = fp32_to_fp16(f);
-  std::memcpy(p, &h, 2);
-}
-
-// Random rows: every code random, half scales of sane magnitudes (random bits there would give infinities).
-OwnedWeight make_weight(GgmlType type, int64_t n_in, int64_t n_out, uint32_t seed, const char* name) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.004f, 0.05f), sym(-1.0f, 1.0f);
-  OwnedWeight o;
-  o.w.name = name;
-  o.w.type = type;
-  o.w.n_in = n_in;
-  o.w.n_out = n_out;
-  o.w.row_bytes = row_size(type, n_in);
-  o.bytes.resize(o.w.row_bytes * size_t(n_out));
-  for (auto& b : o.bytes) b = uint8_t(byte(rng));
-  const size_t bs = type_traits(type).type_size;
-  for (size_t b = 0; b < o.bytes.size() / bs; ++b) {
-    uint8_t* blk = o.bytes.data() + b * bs;
-    if (type == GgmlType::F32) {
-      const float f = sym(rng);
-      std::memcpy(blk, &f, 4);
-    } else if (type == GgmlType::F16) {
-      put_half(blk, sym(rng));
-    } else {
-      put_half(blk, scale(rng));                                       // Q4_0, Q4_1, Q8_0, Q5_0: d first
-      if (type == GgmlType::Q4_1) put_half(blk + 2, 0.1f * sym(rng));  // Q4_1: then m
-    }
-  }
-  o.w.data = o.bytes.data();
-  return o;
-}
 
 // y = W x on both backends for n_tok tokens, checked element by element: both sides sum the same n_in exact
 // products w_i x_i in float, in different orders, so each is within gamma_n sum |w_i x_i| (gamma_n ~ n u) of
