@@ -141,8 +141,9 @@ double relative_difference(const float* a, const float* b, int64_t n) {
 // cache and their KV rows go up; decode runs on the device. Against the all-device session, with the float
 // path on both (--activations f32, f32 cache: only float rounding separates them, bound 1e-4 as above): a
 // 13-token prompt in batches of 8 and 5, three decode steps, then a second 5-token prompt — whose CPU batch
-// needs the three rows the device decoded brought down first — and two more steps.
-TEST(OpenclModel, hybrid_prefill_equals_the_device_path) {
+// needs the three rows the device decoded brought down first — and two more steps. In a converted --weights
+// mode the CPU side converts the same way (its float path then holds the same exact weights as F32 rows).
+void expect_hybrid_prefill_equals_the_device_path(WeightsMode weights) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
   const std::string path = test::model_path(test::kSmolLM2);
   ASSERT_MODEL(path);
@@ -153,6 +154,7 @@ TEST(OpenclModel, hybrid_prefill_equals_the_device_path) {
   so.n_threads = 2;
   so.activations = ActivationMode::F32;
   so.kv_type = GgmlType::F32;
+  so.weights = weights;
   so.backend = BackendKind::OpenCL;
   so.device = test::opencl_test_device();
   Session device(*model, so);
@@ -160,15 +162,8 @@ TEST(OpenclModel, hybrid_prefill_equals_the_device_path) {
   Session hybrid(*model, so);
   const int64_t V = model->config().n_vocab;
   auto compare = [&](const char* what) {
-    const float* a = device.logits();
-    const float* b = hybrid.logits();
-    double max_diff = 0.0, max_abs = 0.0;
-    for (int64_t i = 0; i < V; ++i) {
-      max_diff = std::max(max_diff, std::abs(double(a[i]) - b[i]));
-      max_abs = std::max(max_abs, std::abs(double(a[i])));
-    }
-    EXPECT_LE(max_diff, 1e-4 * max_abs) << what;
-    return argmax(a, V);
+    EXPECT_LE(relative_difference(device.logits(), hybrid.logits(), V), 1e-4) << what;
+    return argmax(device.logits(), V);
   };
   const std::vector<int32_t> prompt = {1, 504, 3492, 282, 253, 1345, 30, 2600, 16, 57, 8, 4411, 42};
   device.eval(prompt.data(), 13);
@@ -191,36 +186,12 @@ TEST(OpenclModel, hybrid_prefill_equals_the_device_path) {
   EXPECT_EQ(device.n_past(), hybrid.n_past());
 }
 
-// Hybrid prefill with --weights int8b0: the CPU side converts in the same mode (its float path here holds the
-// same exact weights as F32 rows), so a CPU-prefilled prompt and device decode give the all-device logits to
-// float rounding (f32 cache, bound 1e-4 as above).
+TEST(OpenclModel, hybrid_prefill_equals_the_device_path) {
+  expect_hybrid_prefill_equals_the_device_path(WeightsMode::Native);
+}
+
 TEST(OpenclModel, hybrid_prefill_int8b0_equals_the_device_path) {
-  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
-  const std::string path = test::model_path(test::kSmolLM2);
-  ASSERT_MODEL(path);
-  auto model = Model::load(path);
-  SessionOptions so;
-  so.n_ctx = 32;
-  so.n_batch = 8;
-  so.n_threads = 2;
-  so.activations = ActivationMode::F32;
-  so.kv_type = GgmlType::F32;
-  so.weights = WeightsMode::Int8B0;
-  so.backend = BackendKind::OpenCL;
-  so.device = test::opencl_test_device();
-  Session device(*model, so);
-  so.prefill = PrefillMode::Cpu;
-  Session hybrid(*model, so);
-  const int64_t V = model->config().n_vocab;
-  const std::vector<int32_t> prompt = {1, 504, 3492, 282, 253, 1345, 30, 2600};
-  device.eval(prompt.data(), int64_t(prompt.size()));
-  hybrid.eval(prompt.data(), int64_t(prompt.size()));
-  for (int step = 0; step < 3; ++step) {
-    EXPECT_LE(relative_difference(device.logits(), hybrid.logits(), V), 1e-4) << "step " << step;
-    const int32_t tok = argmax(device.logits(), V);
-    device.eval(&tok, 1);
-    hybrid.eval(&tok, 1);
-  }
+  expect_hybrid_prefill_equals_the_device_path(WeightsMode::Int8B0);
 }
 
 TEST(OpenclModel, forward_downloads_only_the_logits) {
