@@ -196,33 +196,27 @@ float tl_w16_dot(tl_w16 w, float4 x0, float4 x1, float4 x2, float4 x3, float sx)
   return w.d * (dot(w.w0, x0) + dot(w.w1, x1) + dot(w.w2, x2) + dot(w.w3, x3)) + w.m * sx;
 }
 
-tl_w16 tl_half_q4_0(__global const uchar* row, int u, int nb) {
+// The 4-bit formats' half block u: code bytes 8u .. 8u + 7 (low nibbles first, Q4_0's order), minus `off`.
+tl_w16 tl_half_nibbles(__global const uchar* row, int u, int off, float d, float m) {
   tl_w16 w;
-  const float d = vload_half(u / 2, (__global const half*)(row + 16 * nb));
   const uint2 c = ((__global const uint2*)row)[u];
   const int4 q0 = convert_int4(as_uchar4(c.x)), q1 = convert_int4(as_uchar4(c.y));
-  w.w0 = convert_float4((q0 & 15) - 8);
-  w.w1 = convert_float4((q1 & 15) - 8);
-  w.w2 = convert_float4((q0 >> 4) - 8);
-  w.w3 = convert_float4((q1 >> 4) - 8);
-  w.d = d;
-  w.m = 0.0f;
-  return w;
-}
-
-tl_w16 tl_half_q4_1(__global const uchar* row, int u, int nb) {
-  tl_w16 w;
-  __global const half* p = (__global const half*)(row + 16 * nb);
-  const float d = vload_half(2 * (u / 2), p), m = vload_half(2 * (u / 2) + 1, p);
-  const uint2 c = ((__global const uint2*)row)[u];
-  const int4 q0 = convert_int4(as_uchar4(c.x)), q1 = convert_int4(as_uchar4(c.y));
-  w.w0 = convert_float4(q0 & 15);
-  w.w1 = convert_float4(q1 & 15);
-  w.w2 = convert_float4(q0 >> 4);
-  w.w3 = convert_float4(q1 >> 4);
+  w.w0 = convert_float4((q0 & 15) - off);
+  w.w1 = convert_float4((q1 & 15) - off);
+  w.w2 = convert_float4((q0 >> 4) - off);
+  w.w3 = convert_float4((q1 >> 4) - off);
   w.d = d;
   w.m = m;
   return w;
+}
+
+tl_w16 tl_half_q4_0(__global const uchar* row, int u, int nb) {
+  return tl_half_nibbles(row, u, 8, vload_half(u / 2, (__global const half*)(row + 16 * nb)), 0.0f);
+}
+
+tl_w16 tl_half_q4_1(__global const uchar* row, int u, int nb) {
+  __global const half* p = (__global const half*)(row + 16 * nb);
+  return tl_half_nibbles(row, u, 0, vload_half(2 * (u / 2), p), vload_half(2 * (u / 2) + 1, p));
 }
 
 tl_w16 tl_half_q8_0(__global const uchar* row, int u, int nb) {
@@ -239,18 +233,8 @@ tl_w16 tl_half_q8_0(__global const uchar* row, int u, int nb) {
 }
 
 tl_w16 tl_half_int4b64(__global const uchar* row, int u, int nb) {
-  tl_w16 w;
-  __global const half* p = (__global const half*)(row + 16 * nb);
-  const float d = vload_half(2 * (u / 4), p), m = vload_half(2 * (u / 4) + 1, p);
-  const uint2 c = ((__global const uint2*)row)[u];
-  const int4 q0 = convert_int4(as_uchar4(c.x)), q1 = convert_int4(as_uchar4(c.y));
-  w.w0 = convert_float4(q0 & 15);
-  w.w1 = convert_float4(q1 & 15);
-  w.w2 = convert_float4(q0 >> 4);
-  w.w3 = convert_float4(q1 >> 4);
-  w.d = d;
-  w.m = m;
-  return w;
+  __global const half* p = (__global const half*)(row + 16 * nb);  // one (d, m) per 64 weights: 4 units
+  return tl_half_nibbles(row, u, 0, vload_half(2 * (u / 4), p), vload_half(2 * (u / 4) + 1, p));
 }
 
 tl_w16 tl_half_int8b0(__global const uchar* row, int u, int nb) {
