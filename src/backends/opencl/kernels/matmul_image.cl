@@ -42,9 +42,8 @@ void tl_img_unit_q4_0(read_only image2d_t w, int width, int y0, int b, int n_in,
   const float d = (b & 1) ? h.y : h.x;
   const uint words[4] = {c.x, c.y, c.z, c.w};
   for (int k = 0; k < 4; ++k) {
-    const int4 q = convert_int4(as_uchar4(words[k]));
-    o[k] = d * convert_float4((q & 15) - 8);
-    o[k + 4] = d * convert_float4((q >> 4) - 8);
+    o[k] = d * tl_lo4(words[k], 8.0f);
+    o[k + 4] = d * tl_hi4(words[k], 8.0f);
   }
 }
 
@@ -54,9 +53,8 @@ void tl_img_unit_q4_1(read_only image2d_t w, int width, int y0, int b, int n_in,
   const float2 dm = tl_halves2(tl_word(tl_texel(w, width, y0, nb + b / 4), b % 4));
   const uint words[4] = {c.x, c.y, c.z, c.w};
   for (int k = 0; k < 4; ++k) {
-    const int4 q = convert_int4(as_uchar4(words[k]));
-    o[k] = dm.x * convert_float4(q & 15) + dm.y;
-    o[k + 4] = dm.x * convert_float4(q >> 4) + dm.y;
+    o[k] = dm.x * tl_lo4(words[k], 0.0f) + dm.y;
+    o[k + 4] = dm.x * tl_hi4(words[k], 0.0f) + dm.y;
   }
 }
 
@@ -66,7 +64,7 @@ void tl_img_unit_q8_0(read_only image2d_t w, int width, int y0, int b, int n_in,
   const float2 h = tl_halves2(tl_word(tl_texel(w, width, y0, 2 * nb + b / 8), (b % 8) / 2));
   const float d = (b & 1) ? h.y : h.x;
   const uint words[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-  for (int k = 0; k < 8; ++k) o[k] = d * convert_float4(as_char4(words[k]));
+  for (int k = 0; k < 8; ++k) o[k] = d * tl_sbytes4(words[k]);
 }
 
 void tl_img_unit_f16(read_only image2d_t w, int width, int y0, int b, int n_in, float4* o) {

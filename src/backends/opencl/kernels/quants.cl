@@ -23,6 +23,18 @@
 //   F16: one half per element; F32: one float per element (rows as in the file).
 // Element readers take (row, element i, n = elements per row).
 
+// Small integer codes as floats without an int -> float conversion, which some GPUs (NVIDIA's among them)
+// issue at a fraction of their FMA rate, making a decode matvec compute-bound on the conversions alone: for
+// 0 <= n < 2^23 the float 2^23 + n has the bits 0x4B000000 | n, so as_float(0x4B000000 | n) - (2^23 + off)
+// is n - off exactly. A shift and mask, an or and a subtract per weight, all full-rate.
+float4 tl_codes4(uint4 n, float off) { return as_float4(n | 0x4B000000u) - (8388608.0f + off); }
+// The four bytes of c (lowest-addressed first), the low or the high nibbles of c's bytes, as floats minus off.
+float4 tl_bytes4(uint c, float off) { return tl_codes4(((uint4)(c) >> (uint4)(0, 8, 16, 24)) & 255u, off); }
+float4 tl_lo4(uint c, float off) { return tl_codes4(((uint4)(c) >> (uint4)(0, 8, 16, 24)) & 15u, off); }
+float4 tl_hi4(uint c, float off) { return tl_codes4(((uint4)(c) >> (uint4)(4, 12, 20, 28)) & 15u, off); }
+// Signed bytes (Q8_0): flipping the sign bit makes each byte q + 128, unsigned.
+float4 tl_sbytes4(uint c) { return tl_bytes4(c ^ 0x80808080u, 128.0f); }
+
 float tl_half(__global const uchar* p) { return vload_half(0, (__global const half*)p); }
 
 float tl_f16_at(__global const uchar* row, int i, int n) { return vload_half(i, (__global const half*)row); }
@@ -61,40 +73,44 @@ float tl_q8_0_at(__global const uchar* row, int i, int n) {
 // multiple of 16 bytes), not one load per byte.
 void tl_block_q4_0(__global const uchar* row, int b, int nb, float* w) {
   const float d = vload_half(b, (__global const half*)(row + 16 * nb));
-  const int16 q = convert_int16(as_uchar16(((__global const uint4*)row)[b]));
-  vstore16(d * convert_float16((q & 15) - 8), 0, w);
-  vstore16(d * convert_float16((q >> 4) - 8), 1, w);
+  const uint4 c = ((__global const uint4*)row)[b];
+  vstore16(d * (float16)(tl_lo4(c.x, 8.0f), tl_lo4(c.y, 8.0f), tl_lo4(c.z, 8.0f), tl_lo4(c.w, 8.0f)), 0, w);
+  vstore16(d * (float16)(tl_hi4(c.x, 8.0f), tl_hi4(c.y, 8.0f), tl_hi4(c.z, 8.0f), tl_hi4(c.w, 8.0f)), 1, w);
 }
 
 void tl_block_q4_1(__global const uchar* row, int b, int nb, float* w) {
   __global const half* p = (__global const half*)(row + 16 * nb);
   const float d = vload_half(2 * b, p), m = vload_half(2 * b + 1, p);
-  const int16 q = convert_int16(as_uchar16(((__global const uint4*)row)[b]));
-  vstore16(d * convert_float16(q & 15) + m, 0, w);
-  vstore16(d * convert_float16(q >> 4) + m, 1, w);
+  const uint4 c = ((__global const uint4*)row)[b];
+  vstore16(d * (float16)(tl_lo4(c.x, 0.0f), tl_lo4(c.y, 0.0f), tl_lo4(c.z, 0.0f), tl_lo4(c.w, 0.0f)) + m, 0, w);
+  vstore16(d * (float16)(tl_hi4(c.x, 0.0f), tl_hi4(c.y, 0.0f), tl_hi4(c.z, 0.0f), tl_hi4(c.w, 0.0f)) + m, 1, w);
 }
 
 void tl_block_q8_0(__global const uchar* row, int b, int nb, float* w) {
   const float d = vload_half(b, (__global const half*)(row + 32 * nb));
   __global const uint4* c = (__global const uint4*)row + 2 * b;
-  vstore16(d * convert_float16(as_char16(c[0])), 0, w);
-  vstore16(d * convert_float16(as_char16(c[1])), 1, w);
+  for (int h = 0; h < 2; ++h) {
+    const uint4 v = c[h];
+    vstore16(d * (float16)(tl_sbytes4(v.x), tl_sbytes4(v.y), tl_sbytes4(v.z), tl_sbytes4(v.w)), h, w);
+  }
 }
 
 void tl_block_int4b64(__global const uchar* row, int b, int nb, float* w) {
   __global const half* p = (__global const half*)(row + 16 * nb);
   const float d = vload_half(2 * (b / 2), p), m = vload_half(2 * (b / 2) + 1, p);
-  for (int j = 0; j < 16; ++j) {
-    const int q = row[16 * b + j];
-    w[j] = d * (float)(q & 15) + m;
-    w[j + 16] = d * (float)(q >> 4) + m;
-  }
+  const uint4 c = ((__global const uint4*)row)[b];
+  vstore16(d * (float16)(tl_lo4(c.x, 0.0f), tl_lo4(c.y, 0.0f), tl_lo4(c.z, 0.0f), tl_lo4(c.w, 0.0f)) + m, 0, w);
+  vstore16(d * (float16)(tl_hi4(c.x, 0.0f), tl_hi4(c.y, 0.0f), tl_hi4(c.z, 0.0f), tl_hi4(c.w, 0.0f)) + m, 1, w);
 }
 
 void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
   __global const half* p = (__global const half*)(row + 32 * nb);
   const float d = vload_half(0, p), m = vload_half(1, p);
-  for (int j = 0; j < 32; ++j) w[j] = d * (float)row[32 * b + j] + m;
+  __global const uint4* c = (__global const uint4*)row + 2 * b;
+  for (int h = 0; h < 2; ++h) {
+    const uint4 v = c[h];
+    vstore16(d * (float16)(tl_bytes4(v.x, 0.0f), tl_bytes4(v.y, 0.0f), tl_bytes4(v.z, 0.0f), tl_bytes4(v.w, 0.0f)) + m, h, w);
+  }
 }
 
 // The row kernel of the matrix product over rows of 32-weight blocks, for devices that cannot hold the tiled
@@ -197,36 +213,35 @@ float tl_w16_dot(tl_w16 w, float4 x0, float4 x1, float4 x2, float4 x3, float sx)
 }
 
 // The 4-bit formats' half block u: code bytes 8u .. 8u + 7 (low nibbles first, Q4_0's order), minus `off`.
-tl_w16 tl_half_nibbles(__global const uchar* row, int u, int off, float d, float m) {
+tl_w16 tl_half_nibbles(__global const uchar* row, int u, float off, float d, float m) {
   tl_w16 w;
   const uint2 c = ((__global const uint2*)row)[u];
-  const int4 q0 = convert_int4(as_uchar4(c.x)), q1 = convert_int4(as_uchar4(c.y));
-  w.w0 = convert_float4((q0 & 15) - off);
-  w.w1 = convert_float4((q1 & 15) - off);
-  w.w2 = convert_float4((q0 >> 4) - off);
-  w.w3 = convert_float4((q1 >> 4) - off);
+  w.w0 = tl_lo4(c.x, off);
+  w.w1 = tl_lo4(c.y, off);
+  w.w2 = tl_hi4(c.x, off);
+  w.w3 = tl_hi4(c.y, off);
   w.d = d;
   w.m = m;
   return w;
 }
 
 tl_w16 tl_half_q4_0(__global const uchar* row, int u, int nb) {
-  return tl_half_nibbles(row, u, 8, vload_half(u / 2, (__global const half*)(row + 16 * nb)), 0.0f);
+  return tl_half_nibbles(row, u, 8.0f, vload_half(u / 2, (__global const half*)(row + 16 * nb)), 0.0f);
 }
 
 tl_w16 tl_half_q4_1(__global const uchar* row, int u, int nb) {
   __global const half* p = (__global const half*)(row + 16 * nb);
-  return tl_half_nibbles(row, u, 0, vload_half(2 * (u / 2), p), vload_half(2 * (u / 2) + 1, p));
+  return tl_half_nibbles(row, u, 0.0f, vload_half(2 * (u / 2), p), vload_half(2 * (u / 2) + 1, p));
 }
 
 tl_w16 tl_half_q8_0(__global const uchar* row, int u, int nb) {
   tl_w16 w;
   const float d = vload_half(u / 2, (__global const half*)(row + 32 * nb));
   const uint4 c = ((__global const uint4*)row)[u];
-  w.w0 = convert_float4(as_char4(c.x));
-  w.w1 = convert_float4(as_char4(c.y));
-  w.w2 = convert_float4(as_char4(c.z));
-  w.w3 = convert_float4(as_char4(c.w));
+  w.w0 = tl_sbytes4(c.x);
+  w.w1 = tl_sbytes4(c.y);
+  w.w2 = tl_sbytes4(c.z);
+  w.w3 = tl_sbytes4(c.w);
   w.d = d;
   w.m = 0.0f;
   return w;
@@ -234,7 +249,7 @@ tl_w16 tl_half_q8_0(__global const uchar* row, int u, int nb) {
 
 tl_w16 tl_half_int4b64(__global const uchar* row, int u, int nb) {
   __global const half* p = (__global const half*)(row + 16 * nb);  // one (d, m) per 64 weights: 4 units
-  return tl_half_nibbles(row, u, 0, vload_half(2 * (u / 4), p), vload_half(2 * (u / 4) + 1, p));
+  return tl_half_nibbles(row, u, 0.0f, vload_half(2 * (u / 4), p), vload_half(2 * (u / 4) + 1, p));
 }
 
 tl_w16 tl_half_int8b0(__global const uchar* row, int u, int nb) {
@@ -242,10 +257,10 @@ tl_w16 tl_half_int8b0(__global const uchar* row, int u, int nb) {
   __global const half* p = (__global const half*)(row + 32 * nb);
   const float d = vload_half(0, p), m = vload_half(1, p);
   const uint4 c = ((__global const uint4*)row)[u];
-  w.w0 = convert_float4(as_uchar4(c.x));
-  w.w1 = convert_float4(as_uchar4(c.y));
-  w.w2 = convert_float4(as_uchar4(c.z));
-  w.w3 = convert_float4(as_uchar4(c.w));
+  w.w0 = tl_bytes4(c.x, 0.0f);
+  w.w1 = tl_bytes4(c.y, 0.0f);
+  w.w2 = tl_bytes4(c.z, 0.0f);
+  w.w3 = tl_bytes4(c.w, 0.0f);
   w.d = d;
   w.m = m;
   return w;
