@@ -66,6 +66,16 @@ class Backend {
                          const AttnParams& p, float* out) = 0;
   // out = act(gate) * up, elementwise over n floats.
   virtual void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) = 0;
+  // The gated feed-forward's input: out[t] = act(w_gate x[t]) * (w_up x[t]). x: [n_tok][n_in]; out, up:
+  // [n_tok][n_ff]; up is scratch (its contents afterwards are unspecified). A backend may do the two
+  // products and the activation in one pass; this is the unfused reference.
+  virtual void matmul_glu(const Weight& w_gate, const Weight& w_up, const float* x, int64_t n_tok, FfnAct act,
+                          float* out, float* up) {
+    const Weight* ws[2] = {&w_gate, &w_up};
+    float* ys[2] = {out, up};
+    matmul_shared(ws, ys, 2, x, n_tok);
+    glu(out, up, out, n_tok * w_gate.n_out, act);
+  }
   // acc += x, elementwise over n floats.
   virtual void add(float* acc, const float* x, int64_t n) = 0;
   // The residual add and the next RMSNorm: acc += x, then y = rmsnorm(acc) * w, for n_rows rows of n floats

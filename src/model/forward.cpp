@@ -85,12 +85,7 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
 
     // Feed-forward block: the residual add and its input norm in one call.
     be.add_rmsnorm(x, o, L.ffn_norm.data(), xn, n, E, c.rms_eps);
-    {
-      const Weight* ws[2] = {&L.w_gate, &L.w_up};
-      float* ys[2] = {gate, up};
-      be.matmul_shared(ws, ys, 2, xn, n);
-    }
-    be.glu(gate, up, gate, n * c.n_ff, c.ffn_act);
+    be.matmul_glu(L.w_gate, L.w_up, xn, n, c.ffn_act, gate, up);
     be.matmul(L.w_down, gate, n, o);
     if (c.post_norms) be.rmsnorm(o, L.post_ffn_norm.data(), o, n, E, c.rms_eps);
     if (il + 1 < c.n_layer) {

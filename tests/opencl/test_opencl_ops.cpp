@@ -259,6 +259,54 @@ TEST_P(OpenclOps, decode_matvecs_into_resident_arrays_share_one_launch) {
   }
 }
 
+TEST_P(OpenclOps, decode_gate_up_and_glu_run_as_one_kernel) {
+  // Decode's gate and up products and their activation in one launch (matvec_glu_<format>), for every block
+  // format the device holds (the GGUF ones and the two --weights conversions), with both activations: equal
+  // bit for bit to the unfused device path (two matvecs, then the glu kernel), which sums the same units in
+  // the same order; the matvecs and glu are held to the CPU by their own tests. 37 rows leave the last group
+  // half used.
+  struct Case {
+    WeightsMode mode;
+    GgmlType type;
+    const char* kernel;
+  };
+  const Case cases[] = {{WeightsMode::Native, GgmlType::Q4_0, "matvec_glu_q4_0"},
+                        {WeightsMode::Native, GgmlType::Q4_1, "matvec_glu_q4_1"},
+                        {WeightsMode::Native, GgmlType::Q8_0, "matvec_glu_q8_0"},
+                        {WeightsMode::Int4B64, GgmlType::F32, "matvec_glu_int4b64"},
+                        {WeightsMode::Int8B0, GgmlType::F32, "matvec_glu_int8b0"}};
+  const int64_t n_in = 160, n_out = 37;
+  const std::vector<float> x = rand_floats(size_t(n_in), 33);
+  for (const Case& c : cases) {
+    OpenclBackendOptions o;
+    o.device = test::opencl_test_device();
+    o.profile = GetParam();
+    o.max_tokens = 4;
+    o.max_in_elems = o.max_out_elems = 1 << 12;
+    o.max_width = 256;
+    o.weights = c.mode;
+    o.self_check = false;
+    o.profiling = true;
+    OpenclBackend be(o);
+    OwnedWeight& g = keep(make_weight(c.type, n_in, n_out, 31));
+    OwnedWeight& u = keep(make_weight(c.type, n_in, n_out, 32));
+    be.upload_weight(g.w);
+    be.upload_weight(u.w);
+    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+      std::vector<float> fused(static_cast<size_t>(n_out), -7.0f), want(static_cast<size_t>(n_out)),
+          up(static_cast<size_t>(n_out));
+      be.reset_kernel_times();
+      be.matmul_glu(g.w, u.w, x.data(), 1, act, fused.data(), up.data());
+      const std::vector<KernelTime> t = be.kernel_times();
+      ASSERT_EQ(t.size(), 1u) << c.kernel;
+      EXPECT_EQ(t[0].name, c.kernel);
+      EXPECT_EQ(t[0].calls, 1);
+      be.Backend::matmul_glu(g.w, u.w, x.data(), 1, act, want.data(), up.data());
+      EXPECT_EQ(fused, want) << c.kernel << (act == FfnAct::SiLU ? " silu" : " gelu");
+    }
+  }
+}
+
 TEST_P(OpenclOps, matmul_of_a_weight_not_uploaded_is_an_error) {
   auto be = make();
   OwnedWeight w = make_weight(GgmlType::F32, 16, 4, 1);

@@ -64,6 +64,16 @@ __kernel void glu_silu(__global const float* gate, __global const float* up, __g
 }
 )";
 
+// The fused decode gate/up/GLU for Q4_1 over a reader that drops the high nibbles.
+constexpr const char* kBrokenMatvecGluQ4_1 = R"(
+tl_w16 broken_half_q4_1(__global const uchar* row, int u, int nb) {
+  tl_w16 w = tl_half_q4_1(row, u, nb);
+  w.w2 = w.w3 = (float4)(0.0f);
+  return w;
+}
+TL_MATVEC_GLU_BLOCK32(matvec_glu_q4_1, 8, 16, broken_half_q4_1)
+)";
+
 bool have_device() {
   return !opencl::list_devices().empty();
 }
@@ -139,11 +149,11 @@ TEST(OpenclSelfCheck, broken_q4_0_matmul_is_caught_and_other_types_stay_on_the_d
 }
 
 // A whole forward pass with an op on a fallback: a CPU op goes down and back up for its activations (in
-// every layer for GLU, which writes over its gate input in place; for RMSNorm at the first layer's start and
-// on the last row for the logits, the other norms coming with the residual add), a failed fused add+RMSNorm
-// runs the device's unfused add and RMSNorm. Either way the logits still equal the CPU float path's. f32
-// cache: only float rounding separates the two (bound 1e-4, as in test_opencl_model.cpp). min_downloads: the
-// downloads a decode step must make beyond the logits (the fallback's traffic).
+// every layer of the prompt for GLU, which writes over its gate input in place; for RMSNorm at the first
+// layer's start and on the last row for the logits, the other norms coming with the residual add), a failed
+// fused add+RMSNorm runs the device's unfused add and RMSNorm. Either way the logits still equal the CPU
+// float path's. f32 cache: only float rounding separates the two (bound 1e-4, as in test_opencl_model.cpp).
+// min_downloads: the downloads a decode step must make beyond the logits (the fallback's traffic).
 void forward_with_fallback_matches_cpu(const char* kernel, const char* source, uint64_t min_downloads) {
   if (!have_device()) GTEST_SKIP() << "no OpenCL device";
   const std::string path = test::model_path(test::kSmolLM2);
@@ -191,7 +201,12 @@ TEST(OpenclSelfCheck, forward_with_rmsnorm_on_the_cpu_matches_the_cpu_backend) {
 }
 
 TEST(OpenclSelfCheck, forward_with_glu_on_the_cpu_matches_the_cpu_backend) {
-  forward_with_fallback_matches_cpu("glu_silu", kBrokenGluSilu, 30);  // one per layer (SmolLM2: 30)
+  // The prompt's GLU runs on the CPU; decode's goes with the gate and up products in matvec_glu_q4_1.
+  forward_with_fallback_matches_cpu("glu_silu", kBrokenGluSilu, 0);
+}
+
+TEST(OpenclSelfCheck, forward_with_the_fused_decode_glu_failed_runs_matvecs_and_glu_on_the_device) {
+  forward_with_fallback_matches_cpu("matvec_glu_q4_1", kBrokenMatvecGluQ4_1, 0);
 }
 
 TEST(OpenclSelfCheck, forward_with_add_rmsnorm_failed_runs_add_and_rmsnorm_on_the_device) {

@@ -123,6 +123,47 @@ void OpenclBackend::enqueue_matvec_blocks(const DeviceWeight* const* dws, const 
   rt_.launch(k, 1, global, local);
 }
 
+void OpenclBackend::enqueue_matvec_glu(const DeviceWeight& g, const DeviceWeight& u, FfnAct act,
+                                       const opencl::Buffer& x, const opencl::Buffer& y) {
+  constexpr int64_t kRows = 2;  // TL_MVB_ROWS (quants.cl)
+  const opencl::Kernel& k = k_matvec_glu_[int(g.fmt)];
+  // The work split of enqueue_matvec_blocks: about one half block per item per pass, at most 64 items.
+  const int64_t want = std::clamp<int64_t>(g.n_in / 16, int64_t(std::min<size_t>(k.wg_multiple, 64)), 64);
+  const size_t wg = reduction_wg(k, size_t(want), 4);
+  const cl_ulong row_bytes = g.row_bytes;
+  const cl_int n_in = cl_int(g.n_in), n_out = cl_int(g.n_out), gelu = act == FfnAct::SiLU ? 0 : 1;
+  opencl::set_arg(k, 0, g.buf);
+  opencl::set_arg(k, 1, u.buf);
+  opencl::set_arg(k, 2, row_bytes);
+  opencl::set_arg(k, 3, n_in);
+  opencl::set_arg(k, 4, n_out);
+  opencl::set_arg(k, 5, x);
+  opencl::set_arg(k, 6, y);
+  opencl::set_arg(k, 7, gelu);
+  opencl::set_local_arg(k, 8, wg * 4 * sizeof(float));
+  const size_t global[1] = {size_t((g.n_out + kRows - 1) / kRows) * wg}, local[1] = {wg};
+  rt_.launch(k, 1, global, local);
+}
+
+void OpenclBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const float* x, int64_t n_tok,
+                               FfnAct act, float* out, float* up) {
+  if (n_tok == 1 && opts_.one_token_matvec) {
+    const DeviceWeight& g = find_weight(w_gate, "matmul");
+    const DeviceWeight& u = find_weight(w_up, "matmul");
+    const opencl::Kernel& k = k_matvec_glu_[int(g.fmt)];
+    if (k.handle && !k.on_cpu && !g.img && !u.img && u.fmt == g.fmt && u.row_bytes == g.row_bytes &&
+        u.n_in == g.n_in && u.n_out == g.n_out) {
+      const opencl::Buffer& xb = dev_in(x, g.n_in, in_a_, "matmul");
+      const opencl::Buffer& yb = dev_out(out, g.n_out, out_, "matmul");
+      enqueue_matvec_glu(g, u, act, xb, yb);
+      dev_done(out, g.n_out, yb);
+      return;
+    }
+  }
+  // Prefill, images, float rows, a failed kernel: the two products and the glu kernel.
+  Backend::matmul_glu(w_gate, w_up, x, n_tok, act, out, up);
+}
+
 void OpenclBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float* y) {
   const Weight* ws[1] = {&w};
   float* ys[1] = {y};

@@ -38,6 +38,13 @@ constexpr const char* kMatmulKernels[7] = {"matmul_f32",  "matmul_f16",     "mat
                                            "matmul_q8_0", "matmul_int4b64", "matmul_int8b0"};
 constexpr const char* kMatvecKernels[7] = {"matvec_f32",  "matvec_f16",     "matvec_q4_0",  "matvec_q4_1",
                                            "matvec_q8_0", "matvec_int4b64", "matvec_int8b0"};
+constexpr const char* kMatvecGluKernels[7] = {nullptr,
+                                              nullptr,
+                                              "matvec_glu_q4_0",
+                                              "matvec_glu_q4_1",
+                                              "matvec_glu_q8_0",
+                                              "matvec_glu_int4b64",
+                                              "matvec_glu_int8b0"};
 constexpr const char* kEmbedKernels[5] = {"embed_f32", "embed_f16", "embed_q4_0", "embed_q4_1", "embed_q8_0"};
 
 // Device row bytes of the converted formats (kernels/quants.cl): codes, then the (half d, half m) pairs
@@ -206,6 +213,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     for (int i = 0; i < kFormats; ++i) {
       k_matmul_[i] = rt_.kernel(program_, kMatmulKernels[i]);
       k_matvec_[i] = rt_.kernel(program_, kMatvecKernels[i]);
+      if (kMatvecGluKernels[i]) k_matvec_glu_[i] = rt_.kernel(program_, kMatvecGluKernels[i]);
     }
     // A compiler may allow a kernel fewer items than the device (registers): then the next smaller tile.
     size_t fits = SIZE_MAX;
@@ -513,6 +521,9 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
   for (int i = 0; i < kEmbedFormats; ++i) v.push_back(&k_embed_[i]);
   for (int i = 0; i < kFormats; ++i) v.push_back(&k_matmul_[i]);
   for (int i = 0; i < kFormats; ++i) v.push_back(&k_matvec_[i]);
+  for (int i = 0; i < kFormats; ++i) {
+    if (k_matvec_glu_[i].handle) v.push_back(&k_matvec_glu_[i]);
+  }
   for (opencl::Kernel* k : {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_,
                             &k_add_, &k_add_rmsnorm_}) {
     v.push_back(k);
@@ -533,6 +544,7 @@ std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
   for (const opencl::Kernel& k : k_embed_) note(k);
   for (const opencl::Kernel& k : k_matmul_) note(k);
   for (const opencl::Kernel& k : k_matvec_) note(k);
+  for (const opencl::Kernel& k : k_matvec_glu_) note(k);
   for (const opencl::Kernel* k : {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_,
                                   &k_glu_gelu_, &k_add_, &k_add_rmsnorm_}) {
     note(*k);

@@ -183,6 +183,9 @@ class OpenclBackend final : public Backend {
   void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
                  const AttnParams& p, float* out) override;
   void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
+  // Decode over block-format weights: both products and the activation in one kernel (matmul.cpp).
+  void matmul_glu(const Weight& w_gate, const Weight& w_up, const float* x, int64_t n_tok, FfnAct act,
+                  float* out, float* up) override;
   void add(float* acc, const float* x, int64_t n) override;
   void add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
                    float eps) override;
@@ -251,6 +254,10 @@ class OpenclBackend final : public Backend {
   // (kernels/quants.cl), y[i] = W[i] x.
   void enqueue_matvec_blocks(const DeviceWeight* const* dws, const opencl::Buffer* const* ys, int n,
                              const opencl::Buffer& x);
+  // Decode's gate and up products and their GLU (TL_MATVEC_GLU_BLOCK32): y = act(g x) * (u x); g and u of
+  // one block format and shape.
+  void enqueue_matvec_glu(const DeviceWeight& g, const DeviceWeight& u, FfnAct act, const opencl::Buffer& x,
+                          const opencl::Buffer& y);
   // How many of the n weights from ws go in one decode launch with ws[0] (1 when not decoding, or when the
   // next one differs in format or row size, sits in an image, or writes to staging).
   int matvec_run(const Weight* const* ws, float* const* ys, int n, int64_t n_tok);
@@ -320,6 +327,8 @@ class OpenclBackend final : public Backend {
   // k_matvec_: the one-token (decode) products, used for n_tok == 1 unless they failed the self-check (then
   // k_matmul_ serves decode too).
   opencl::Kernel k_embed_[kEmbedFormats], k_matmul_[kFormats], k_matvec_[kFormats];
+  // k_matvec_glu_: decode's gate and up products with their GLU, block formats only (float slots empty).
+  opencl::Kernel k_matvec_glu_[kFormats];
   GemmTiles gemm_;  // the shape k_matmul_ were built with (TL_GEMM_* in the generated header)
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
   opencl::Kernel k_add_rmsnorm_;

@@ -112,6 +112,39 @@ void OpenclBackend::run_self_check() {
     warn_cpu_fallback(k, err, /*cached=*/false);
   };
 
+  // The fused decode GLU of a block format: gate g (already on the device), a second random weight of its
+  // shape and format as up; ref_g / ref_u are what the CPU computes with (the exact values of a conversion).
+  auto check_glu = [&](const Weight& g, const Weight& ref_g, WeightsMode mode, const float* x) {
+    opencl::Kernel& k = k_matvec_glu_[int(weights_.at(g.data).fmt)];
+    if (!k.handle) return;
+    std::vector<float> src = random_floats(size_t(g.n_in * g.n_out), rng), exact(src.size());
+    std::vector<uint8_t> bytes;
+    Weight u = g, ref_u;
+    u.name = g.name + " (up)";
+    if (mode == WeightsMode::Native) {
+      bytes = random_rows(g.type, g.n_in, g.n_out, rng);
+      u.data = bytes.data();
+      ref_u = u;
+    } else {
+      const TileKind kind = mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0;
+      for (int64_t r = 0; r < g.n_out; ++r)
+        dequantize_row_asym(kind, src.data() + r * g.n_in, g.n_in, exact.data() + r * g.n_in);
+      u.data = reinterpret_cast<const uint8_t*>(src.data());
+      ref_u = ref_g;
+      ref_u.data = reinterpret_cast<const uint8_t*>(exact.data());
+    }
+    weights_.emplace(u.data, make_device_weight(u, mode, false));
+    double err = 0.0;
+    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+      std::vector<float> ref(size_t(g.n_out)), got(ref.size()), up(ref.size());
+      cpu_->matmul_glu(ref_g, ref_u, x, 1, act, ref.data(), up.data());
+      matmul_glu(g, u, x, 1, act, got.data(), up.data());
+      err = std::max(err, relative_error(ref, got));
+    }
+    verdict(k, err);
+    weights_.erase(u.data);
+  };
+
   // Weights: embedding and matmul of every block type a kernel reads. Each op below still runs its kernel:
   // a kernel's on_cpu is set only after its own check.
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
@@ -148,6 +181,7 @@ void OpenclBackend::run_self_check() {
     cpu_->matmul(w, x.data(), 1, ref.data());
     matmul(w, x.data(), 1, got.data());
     verdict(matvec_kernel(f), relative_error(ref, got));
+    check_glu(w, w, WeightsMode::Native, x.data());
     weights_.erase(w.data);  // `bytes` dies here; nothing may find it by address again
     // --gpu-memory image: the image kernels on the same rows, held in an image this time (when it fits the
     // device's image limits; otherwise no weight of this shape would use them).
@@ -196,6 +230,7 @@ void OpenclBackend::run_self_check() {
     cpu_->matmul(we, x.data(), 1, ref.data());
     matmul(w, x.data(), 1, got.data());
     verdict(matvec_kernel(f), relative_error(ref, got));
+    check_glu(w, we, mode, x.data());
     weights_.erase(w.data);
   }
 

@@ -13,6 +13,16 @@
 // results (RoPE's a*c - b*s, GLU, the quantized weight w = d*q + m) bit-comparable with it.
 #pragma OPENCL FP_CONTRACT OFF
 
+// The gated feed-forward's activations times up, as the CPU computes them (glu.cpp): SiLU g / (1 + e^-g);
+// GELU (tanh form) 0.5 g (1 + tanh z) written as g / (1 + e^(-2z)), no cancellation for very negative z.
+float tl_silu_mul(float g, float u) { return g / (1.0f + exp(-g)) * u; }
+float tl_gelu_mul(float g, float u) {
+  const float z = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+  return g / (1.0f + exp(-2.0f * z)) * u;
+}
+// act: 0 SiLU, 1 GELU-tanh (a kernel argument where one kernel serves both).
+float tl_glu(float g, float u, int act) { return act ? tl_gelu_mul(g, u) : tl_silu_mul(g, u); }
+
 float tl_group_sum(float v, __local float* scratch) {
 #if TL_SUBGROUPS
   const float s = sub_group_reduce_add(v);

@@ -159,6 +159,18 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
 // forming each weight as d * code before the products, with vloadn reads, ran 2.4x slower there. Rows past
 // n_out (the last group) repeat the last row and are not written. scratch: __local float4[L].
 #define TL_MVB_ROWS 2
+// The unit loop both decode kernels share: item lid's units u of the group's rows, with the unit's four
+// float4 of x (x0, x1 at e0; x2, x3 at e0 + HI) and their sum sx in scope for BODY, which reads its rows'
+// half blocks (READ_HALF(row, u, nb)) and accumulates.
+#define TL_MVB_UNITS(LO, HI, ...)                                                                         \
+  for (int u = get_local_id(0); u < nb * 2; u += get_local_size(0)) {                                    \
+    const int e0 = 32 * (u / 2) + (LO) * (u % 2);                                                         \
+    __global const float4* xv = (__global const float4*)x + e0 / 4;                                       \
+    const float4 x0 = xv[0], x1 = xv[1], x2 = xv[(HI) / 4], x3 = xv[(HI) / 4 + 1];                        \
+    const float sx = dot(x0 + x1, (float4)(1.0f)) + dot(x2 + x3, (float4)(1.0f));                         \
+    __VA_ARGS__                                                                                           \
+  }
+
 #define TL_MATVEC_BLOCK32(NAME, LO, HI, READ_HALF)                                                      \
   __kernel void NAME(__global const uchar* w0, __global const uchar* w1, __global const uchar* w2,         \
                      ulong row_bytes, int n_in, int n0, int n1, int n2, __global const float* x,          \
@@ -175,23 +187,39 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
       g -= g0, n_out = n1, w = w1, y = y1;                                                                \
     }                                                                                                     \
     const int r0 = g * TL_MVB_ROWS;                                                                       \
-    const int lid = get_local_id(0), ls = get_local_size(0);                                              \
     const int nb = n_in / 32;                                                                             \
     __global const uchar* row0 = w + (ulong)r0 * row_bytes;                                               \
     __global const uchar* row1 = w + (ulong)min(r0 + 1, n_out - 1) * row_bytes;                          \
     float2 acc = (float2)(0.0f);                                                                          \
-    for (int u = lid; u < nb * 2; u += ls) {                                                              \
-      const int e0 = 32 * (u / 2) + (LO) * (u % 2);                                                       \
-      __global const float4* xv = (__global const float4*)x + e0 / 4;                                     \
-      const float4 x0 = xv[0], x1 = xv[1], x2 = xv[(HI) / 4], x3 = xv[(HI) / 4 + 1];                      \
-      const tl_w16 a = READ_HALF(row0, u, nb), b = READ_HALF(row1, u, nb);                                \
-      const float sx = dot(x0 + x1, (float4)(1.0f)) + dot(x2 + x3, (float4)(1.0f));                       \
-      acc += (float2)(tl_w16_dot(a, x0, x1, x2, x3, sx), tl_w16_dot(b, x0, x1, x2, x3, sx));              \
-    }                                                                                                     \
+    TL_MVB_UNITS(LO, HI, const tl_w16 a = READ_HALF(row0, u, nb), b = READ_HALF(row1, u, nb);             \
+                 acc += (float2)(tl_w16_dot(a, x0, x1, x2, x3, sx), tl_w16_dot(b, x0, x1, x2, x3, sx));)  \
     const float4 t = tl_group_sum4((float4)(acc.x, acc.y, 0.0f, 0.0f), scratch);                          \
-    if (lid == 0) {                                                                                       \
+    if (get_local_id(0) == 0) {                                                                           \
       y[r0] = t.x;                                                                                        \
       if (r0 + 1 < n_out) y[r0 + 1] = t.y;                                                                \
+    }                                                                                                     \
+  }
+
+// Decode's gated feed-forward input in one launch: y = act(Wg x) * (Wu x) (act 0 SiLU, 1 GELU-tanh, the
+// formulas of glu.cl), Wg and Wu of one format and shape. A group takes rows r0, r0 + 1 of both matrices,
+// so each x load serves four rows; the sums are those of TL_MATVEC_BLOCK32 (same units, order and
+// reduction), so y equals that kernel's two outputs put through the glu kernel.
+#define TL_MATVEC_GLU_BLOCK32(NAME, LO, HI, READ_HALF)                                                  \
+  __kernel void NAME(__global const uchar* wg, __global const uchar* wu, ulong row_bytes, int n_in,        \
+                     int n_out, __global const float* x, __global float* y, int act,                      \
+                     __local float4* scratch) {                                                           \
+    const int r0 = get_group_id(0) * TL_MVB_ROWS;                                                         \
+    const int nb = n_in / 32;                                                                             \
+    const ulong o0 = (ulong)r0 * row_bytes, o1 = (ulong)min(r0 + 1, n_out - 1) * row_bytes;               \
+    float4 acc = (float4)(0.0f);                                                                          \
+    TL_MVB_UNITS(LO, HI, const tl_w16 a = READ_HALF(wg + o0, u, nb), b = READ_HALF(wg + o1, u, nb),       \
+                 c = READ_HALF(wu + o0, u, nb), d = READ_HALF(wu + o1, u, nb);                             \
+                 acc += (float4)(tl_w16_dot(a, x0, x1, x2, x3, sx), tl_w16_dot(b, x0, x1, x2, x3, sx),    \
+                                 tl_w16_dot(c, x0, x1, x2, x3, sx), tl_w16_dot(d, x0, x1, x2, x3, sx));)  \
+    const float4 t = tl_group_sum4(acc, scratch);                                                         \
+    if (get_local_id(0) == 0) {                                                                           \
+      y[r0] = tl_glu(t.x, t.z, act);                                                                      \
+      if (r0 + 1 < n_out) y[r0 + 1] = tl_glu(t.y, t.w, act);                                              \
     }                                                                                                     \
   }
 
