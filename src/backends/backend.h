@@ -37,6 +37,14 @@ struct AttnParams {
   int64_t window = 0;  // >0: a query at position p sees keys at positions p-window+1 .. p only
 };
 
+// The heads RoPE turns in rope_kv_store: q's and k's counts, their size, the rotated dims (the first
+// rope_dim of each head), the table rows and the pairing mode.
+struct RopeShape {
+  int64_t n_head = 0, n_head_kv = 0, head_dim = 0, rope_dim = 0;
+  const RopeTable* table = nullptr;
+  RopeMode mode = RopeMode::Norm;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -60,6 +68,15 @@ class Backend {
   // Writes K and V rows of n_tok tokens into the cache at their positions. k, v: [n_tok][kv_dim]
   virtual void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
                         int64_t n_tok) = 0;
+  // A layer's RoPE and KV write: rope(q), rope(k), then kv_store(k, v), k left rotated.
+  // q: [n_tok][n_head][head_dim]; k, v: [n_tok][n_head_kv][head_dim]. A backend may do it in one pass; this
+  // is the unfused reference.
+  virtual void rope_kv_store(float* q, float* k, const float* v, KvCache& kv, int64_t layer,
+                             const int32_t* pos, int64_t n_tok, const RopeShape& r) {
+    rope(q, n_tok, r.n_head, r.head_dim, r.rope_dim, pos, *r.table, r.mode);
+    rope(k, n_tok, r.n_head_kv, r.head_dim, r.rope_dim, pos, *r.table, r.mode);
+    kv_store(kv, layer, k, v, pos, n_tok);
+  }
   // Causal attention of n_tok queries over the cached keys/values of `layer` (already holding these tokens).
   // q: [n_tok][n_head][head_dim]; out: [n_tok][n_head][head_dim]
   virtual void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,

@@ -70,9 +70,14 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
       be.rmsnorm(q, L.q_norm.data(), q, n * c.n_head, c.head_dim, c.rms_eps);
       be.rmsnorm(k, L.k_norm.data(), k, n * c.n_head_kv, c.head_dim, c.rms_eps);
     }
-    be.rope(q, n, c.n_head, c.head_dim, c.rope_dim, pos, rope, c.rope_mode);
-    be.rope(k, n, c.n_head_kv, c.head_dim, c.rope_dim, pos, rope, c.rope_mode);
-    be.kv_store(ctx.kv, il, k, v, pos, n);
+    RopeShape rs;
+    rs.n_head = c.n_head;
+    rs.n_head_kv = c.n_head_kv;
+    rs.head_dim = c.head_dim;
+    rs.rope_dim = c.rope_dim;
+    rs.table = &rope;
+    rs.mode = c.rope_mode;
+    be.rope_kv_store(q, k, v, ctx.kv, il, pos, n, rs);
     AttnParams ap;
     ap.n_head = c.n_head;
     ap.n_head_kv = c.n_head_kv;

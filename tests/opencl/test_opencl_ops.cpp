@@ -559,6 +559,72 @@ void fill_caches(CpuBackend& cpu, OpenclBackend& be, KvCache& ck, KvCache& gk, i
   }
 }
 
+TEST_P(OpenclOps, rope_kv_store_is_one_launch_equal_to_rope_rope_kv_store) {
+  // q, k, v resident on the device (as in a forward pass): one rope_kv_store launch whose q, k and cache rows
+  // equal bit for bit those of the two rope launches and the kv_store launch (the same arithmetic), in both
+  // modes and cache types, with 8 of 12 dims turned (the rest copied), 4 query heads over 2 KV heads and
+  // 3 tokens at scattered positions.
+  const int64_t n_tok = 3, hd = 12, kv_dim = 2 * hd, layer = 1;
+  const RopeTable table(kCtx, 8, 10000.0f, 1.0f);
+  const int32_t pos[3] = {40, 3, 76};
+  for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+      RopeShape r;
+      r.n_head = 4;
+      r.n_head_kv = 2;
+      r.head_dim = hd;
+      r.rope_dim = 8;
+      r.table = &table;
+      r.mode = mode;
+      std::vector<float> q = rand_floats(size_t(n_tok * 4 * hd), 61),
+                         k = rand_floats(size_t(n_tok * kv_dim), 62),
+                         v = rand_floats(size_t(n_tok * kv_dim), 63);
+      std::vector<float> q2 = q, k2 = k;
+      OpenclBackendOptions o;
+      o.device = test::opencl_test_device();
+      o.profile = GetParam();
+      o.max_tokens = 4;
+      o.max_in_elems = o.max_out_elems = 1 << 12;
+      o.max_width = 256;
+      o.self_check = false;
+      o.profiling = true;
+      o.kv_layers = kLayers;
+      o.kv_ctx = kCtx;
+      o.kv_dim = kv_dim;
+      o.kv_type = type;
+      for (std::vector<float>* a : {&q, &k, &v}) o.resident.push_back({a->data(), a->size() * 4});
+      OpenclBackend be(o);
+      KvCache fused(kLayers, kCtx, 2, hd, type), apart(kLayers, kCtx, 2, hd, type);
+      for (std::vector<float>* a : {&q, &k, &v}) be.host_wrote(a->data(), a->size() * 4);
+      be.reset_kernel_times();
+      be.rope_kv_store(q.data(), k.data(), v.data(), fused, layer, pos, n_tok, r);
+      const std::vector<KernelTime> t = be.kernel_times();
+      ASSERT_EQ(t.size(), 1u);
+      EXPECT_EQ(t[0].name, "rope_kv_store");
+      EXPECT_EQ(t[0].calls, 1);
+      be.to_host(q.data(), q.size() * 4);
+      be.to_host(k.data(), k.size() * 4);
+      be.read_kv(fused);
+      // The same ops apart, on copies that are not resident (staging buffers), into a cleared device cache.
+      auto be2 = make(kv_dim, type);
+      be2->rope(q2.data(), n_tok, 4, hd, 8, pos, table, mode);
+      be2->rope(k2.data(), n_tok, 2, hd, 8, pos, table, mode);
+      be2->kv_store(apart, layer, k2.data(), v.data(), pos, n_tok);
+      be2->read_kv(apart);
+      EXPECT_EQ(q, q2);
+      EXPECT_EQ(k, k2);
+      for (int kind = 0; kind < 2; ++kind) {
+        for (int32_t p : pos) {
+          const size_t at = size_t(p) * fused.row_bytes();
+          EXPECT_EQ(
+              0, std::memcmp(fused.plane(layer, kind) + at, apart.plane(layer, kind) + at, fused.row_bytes()))
+              << type_name(type) << " kind " << kind << " position " << p;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(OpenclOps, kv_store_matches_cpu_bit_for_bit) {
   for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
     const int64_t kv_dim = 2 * 40;

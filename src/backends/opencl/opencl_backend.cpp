@@ -225,6 +225,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   k_add_rmsnorm_ = rt_.kernel(program_, "add_rmsnorm");
   k_rope_ = rt_.kernel(program_, "rope");
   k_kv_store_ = rt_.kernel(program_, "kv_store");
+  k_rope_kv_store_ = rt_.kernel(program_, "rope_kv_store");
   k_attention_ = rt_.kernel(program_, "attention");
   k_glu_silu_ = rt_.kernel(program_, "glu_silu");
   k_glu_gelu_ = rt_.kernel(program_, "glu_gelu");
@@ -525,7 +526,7 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
     if (k_matvec_glu_[i].handle) v.push_back(&k_matvec_glu_[i]);
   }
   for (opencl::Kernel* k : {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_,
-                            &k_add_, &k_add_rmsnorm_}) {
+                            &k_add_, &k_add_rmsnorm_, &k_rope_kv_store_}) {
     v.push_back(k);
   }
   for (opencl::Kernel* ks : {k_matmul_img_, k_matvec_img_}) {
@@ -546,7 +547,7 @@ std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
   for (const opencl::Kernel& k : k_matvec_) note(k);
   for (const opencl::Kernel& k : k_matvec_glu_) note(k);
   for (const opencl::Kernel* k : {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_,
-                                  &k_glu_gelu_, &k_add_, &k_add_rmsnorm_}) {
+                                  &k_glu_gelu_, &k_add_, &k_add_rmsnorm_, &k_rope_kv_store_}) {
     note(*k);
   }
   for (const opencl::Kernel& k : k_matmul_img_) note(k);

@@ -180,6 +180,9 @@ class OpenclBackend final : public Backend {
             const RopeTable& table, RopeMode mode) override;
   void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
                 int64_t n_tok) override;
+  // One launch (kv_store.cl's rope_kv_store) when q, k, v are device-resident arrays; else the unfused ops.
+  void rope_kv_store(float* q, float* k, const float* v, KvCache& kv, int64_t layer, const int32_t* pos,
+                     int64_t n_tok, const RopeShape& r) override;
   void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
                  const AttnParams& p, float* out) override;
   void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
@@ -237,6 +240,10 @@ class OpenclBackend final : public Backend {
   void enqueue_kv_store(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t kv_dim,
                         int64_t n_tok, const opencl::Buffer& k, const opencl::Buffer& v,
                         const opencl::Buffer& pos);
+  // q, k rotated in place and k, v stored; rows: the tokens' RoPE table rows (dev_rope_rows).
+  void enqueue_rope_kv_store(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t n_tok,
+                             const RopeShape& r, const opencl::Buffer& q, const opencl::Buffer& k,
+                             const opencl::Buffer& v, const opencl::Buffer& rows, const opencl::Buffer& pos);
   void enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t kv_dim,
                          int64_t n_tok, const AttnParams& p, const opencl::Buffer& q,
                          const opencl::Buffer& pos, const opencl::Buffer& out);
@@ -331,7 +338,7 @@ class OpenclBackend final : public Backend {
   opencl::Kernel k_matvec_glu_[kFormats];
   GemmTiles gemm_;  // the shape k_matmul_ were built with (TL_GEMM_* in the generated header)
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
-  opencl::Kernel k_add_rmsnorm_;
+  opencl::Kernel k_add_rmsnorm_, k_rope_kv_store_;
   // --gpu-memory image: the image kernels, indexed as k_matmul_ (no F32 kernel: slot 0 stays empty).
   opencl::ProgramHandle image_program_;
   opencl::Kernel k_matmul_img_[5], k_matvec_img_[5];

@@ -75,13 +75,18 @@ double relative_error(const std::vector<float>& ref, const std::vector<float>& g
 
 void OpenclBackend::warn_cpu_fallback(const opencl::Kernel& k, double err, bool cached) const {
   // A failed matvec kernel hands decode to its type's matmul kernel (matmul.cpp), which has its own verdict.
-  const bool matvec = k.name.rfind("matvec_", 0) == 0;
+  // A failed fused kernel hands its work to the separate kernels it stands for.
+  const bool matvec = k.name.rfind("matvec_", 0) == 0 && k.name.rfind("matvec_glu_", 0) != 0;
+  const bool fused =
+      k.name.rfind("matvec_glu_", 0) == 0 || k.name == "rope_kv_store" || k.name == "add_rmsnorm";
   std::fprintf(stderr,
                "warning: OpenCL kernel %s failed its self-check on %s (profile %s)%s: error %.3g of the "
                "largest value; %s from now on\n",
                k.name.c_str(), caps().name.c_str(), caps().profile.c_str(),
                cached ? " (verdict from the program cache)" : "", err,
-               matvec ? "one-token products use the matmul kernel" : "its op runs on the CPU");
+               matvec  ? "one-token products use the matmul kernel"
+               : fused ? "the separate kernels it combines run instead"
+                       : "its op runs on the CPU");
 }
 
 bool OpenclBackend::apply_cached_verdict(const std::vector<opencl::CacheEntry::Failed>& failed) {
@@ -318,6 +323,57 @@ void OpenclBackend::run_self_check() {
       }
     }
     verdict(k_kv_store_, relative_error(want, have));
+
+    // RoPE and the KV write in one launch, both modes, 8 of 16 dims turned (the rest copied): q, k and the
+    // two tokens' cache rows against the CPU's rope, rope, kv_store.
+    {
+      const RopeTable table(n_ctx, 8, 10000.0f, 1.0f);
+      RopeShape r;
+      r.n_head = 2;
+      r.n_head_kv = 1;
+      r.head_dim = hd;
+      r.rope_dim = 8;
+      r.table = &table;
+      const int32_t rpos[2] = {5, 31};
+      auto cache_value = [elem](const uint8_t* p) {
+        uint16_t h = 0;
+        float f = 0.0f;
+        if (elem == 2) return (std::memcpy(&h, p, 2), fp16_to_fp32(h));
+        std::memcpy(&f, p, 4);
+        return f;
+      };
+      double err = 0.0;
+      for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+        r.mode = mode;
+        std::vector<float> q = random_floats(size_t(2 * 2 * hd), rng), k = random_floats(size_t(2 * hd), rng);
+        const std::vector<float> v = random_floats(size_t(2 * hd), rng);
+        std::vector<float> q_ref = q, k_ref = k;
+        cpu_->rope_kv_store(q_ref.data(), k_ref.data(), v.data(), ref, 0, rpos, 2, r);
+        rt_.write_now(in_a_, 0, q.data(), q.size() * sizeof(float));
+        rt_.write_now(in_b_, 0, k.data(), k.size() * sizeof(float));
+        rt_.write_now(out_, 0, v.data(), v.size() * sizeof(float));
+        enqueue_rope_kv_store(cache, 0, n_ctx, 2, r, in_a_, in_b_, out_, dev_rope_rows(table, rpos, 2),
+                              dev_positions(rpos, 2));
+        rt_.read(in_a_, 0, q.data(), q.size() * sizeof(float));
+        rt_.read(in_b_, 0, k.data(), k.size() * sizeof(float));
+        rt_.read(cache, 0, dev.data(), dev.size());
+        std::vector<float> rows_ref, rows_dev;
+        for (int kind = 0; kind < 2; ++kind) {
+          for (int32_t p : rpos) {
+            for (int64_t i = 0; i < kv_dim; ++i) {
+              const size_t at = size_t(p * kv_dim + i) * elem;
+              const uint8_t* a = ref.plane(0, kind) + at;
+              const uint8_t* b = dev.data() + size_t(kind) * plane + at;
+              rows_ref.push_back(cache_value(a));
+              rows_dev.push_back(cache_value(b));
+            }
+          }
+        }
+        err = std::max(
+            {err, relative_error(q_ref, q), relative_error(k_ref, k), relative_error(rows_ref, rows_dev)});
+      }
+      verdict(k_rope_kv_store_, err);
+    }
 
     // Attention reads the reference cache's exact contents, so a kv_store fault does not show up here.
     for (int kind = 0; kind < 2; ++kind) rt_.write(cache, size_t(kind) * plane, ref.plane(0, kind), plane);

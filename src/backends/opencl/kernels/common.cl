@@ -13,6 +13,9 @@
 // results (RoPE's a*c - b*s, GLU, the quantized weight w = d*q + m) bit-comparable with it.
 #pragma OPENCL FP_CONTRACT OFF
 
+// RoPE's turn of the pair (a, b) by the angle with cosine c and sine s (rope.cl, kv_store.cl).
+float2 tl_rotate(float a, float b, float c, float s) { return (float2)(a * c - b * s, a * s + b * c); }
+
 // The gated feed-forward's activations times up, as the CPU computes them (glu.cpp): SiLU g / (1 + e^-g);
 // GELU (tanh form) 0.5 g (1 + tanh z) written as g / (1 + e^(-2z)), no cancellation for very negative z.
 float tl_silu_mul(float g, float u) { return g / (1.0f + exp(-g)) * u; }

@@ -10,7 +10,7 @@ __kernel void rope(__global float* x, __global const float* cs, int n_tok, int n
   const int i0 = neox ? i : 2 * i;
   const int i1 = neox ? i + n_half : 2 * i + 1;
   const float c = cs[((ulong)t * n_half + i) * 2], s = cs[((ulong)t * n_half + i) * 2 + 1];
-  const float a = v[i0], b = v[i1];
-  v[i0] = a * c - b * s;
-  v[i1] = a * s + b * c;
+  const float2 r = tl_rotate(v[i0], v[i1], c, s);
+  v[i0] = r.x;
+  v[i1] = r.y;
 }
