@@ -28,12 +28,25 @@
 // 0 <= n < 2^23 the float 2^23 + n has the bits 0x4B000000 | n, so as_float(0x4B000000 | n) - (2^23 + off)
 // is n - off exactly. A shift and mask, an or and a subtract per weight, all full-rate.
 float4 tl_codes4(uint4 n, float off) { return as_float4(n | 0x4B000000u) - (8388608.0f + off); }
-// The four bytes of c (lowest-addressed first), the low or the high nibbles of c's bytes, as floats minus off.
+// The four bytes of c (lowest-addressed first), or the low or high nibbles of c's bytes, as floats minus off.
 float4 tl_bytes4(uint c, float off) { return tl_codes4(((uint4)(c) >> (uint4)(0, 8, 16, 24)) & 255u, off); }
 float4 tl_lo4(uint c, float off) { return tl_codes4(((uint4)(c) >> (uint4)(0, 8, 16, 24)) & 15u, off); }
 float4 tl_hi4(uint c, float off) { return tl_codes4(((uint4)(c) >> (uint4)(4, 12, 20, 28)) & 15u, off); }
 // Signed bytes (Q8_0): flipping the sign bit makes each byte q + 128, unsigned.
 float4 tl_sbytes4(uint c) { return tl_bytes4(c ^ 0x80808080u, 128.0f); }
+// The same over 16 code bytes (one aligned uint4 load): bytes 0..15, or 16 low or high nibbles.
+float16 tl_lo16(uint4 c, float off) {
+  return (float16)(tl_lo4(c.x, off), tl_lo4(c.y, off), tl_lo4(c.z, off), tl_lo4(c.w, off));
+}
+float16 tl_hi16(uint4 c, float off) {
+  return (float16)(tl_hi4(c.x, off), tl_hi4(c.y, off), tl_hi4(c.z, off), tl_hi4(c.w, off));
+}
+float16 tl_bytes16(uint4 c, float off) {
+  return (float16)(tl_bytes4(c.x, off), tl_bytes4(c.y, off), tl_bytes4(c.z, off), tl_bytes4(c.w, off));
+}
+float16 tl_sbytes16(uint4 c) {
+  return (float16)(tl_sbytes4(c.x), tl_sbytes4(c.y), tl_sbytes4(c.z), tl_sbytes4(c.w));
+}
 
 float tl_half(__global const uchar* p) { return vload_half(0, (__global const half*)p); }
 
@@ -74,16 +87,16 @@ float tl_q8_0_at(__global const uchar* row, int i, int n) {
 void tl_block_q4_0(__global const uchar* row, int b, int nb, float* w) {
   const float d = vload_half(b, (__global const half*)(row + 16 * nb));
   const uint4 c = ((__global const uint4*)row)[b];
-  vstore16(d * (float16)(tl_lo4(c.x, 8.0f), tl_lo4(c.y, 8.0f), tl_lo4(c.z, 8.0f), tl_lo4(c.w, 8.0f)), 0, w);
-  vstore16(d * (float16)(tl_hi4(c.x, 8.0f), tl_hi4(c.y, 8.0f), tl_hi4(c.z, 8.0f), tl_hi4(c.w, 8.0f)), 1, w);
+  vstore16(d * tl_lo16(c, 8.0f), 0, w);
+  vstore16(d * tl_hi16(c, 8.0f), 1, w);
 }
 
 void tl_block_q4_1(__global const uchar* row, int b, int nb, float* w) {
   __global const half* p = (__global const half*)(row + 16 * nb);
   const float d = vload_half(2 * b, p), m = vload_half(2 * b + 1, p);
   const uint4 c = ((__global const uint4*)row)[b];
-  vstore16(d * (float16)(tl_lo4(c.x, 0.0f), tl_lo4(c.y, 0.0f), tl_lo4(c.z, 0.0f), tl_lo4(c.w, 0.0f)) + m, 0, w);
-  vstore16(d * (float16)(tl_hi4(c.x, 0.0f), tl_hi4(c.y, 0.0f), tl_hi4(c.z, 0.0f), tl_hi4(c.w, 0.0f)) + m, 1, w);
+  vstore16(d * tl_lo16(c, 0.0f) + m, 0, w);
+  vstore16(d * tl_hi16(c, 0.0f) + m, 1, w);
 }
 
 void tl_block_q8_0(__global const uchar* row, int b, int nb, float* w) {
@@ -91,7 +104,7 @@ void tl_block_q8_0(__global const uchar* row, int b, int nb, float* w) {
   __global const uint4* c = (__global const uint4*)row + 2 * b;
   for (int h = 0; h < 2; ++h) {
     const uint4 v = c[h];
-    vstore16(d * (float16)(tl_sbytes4(v.x), tl_sbytes4(v.y), tl_sbytes4(v.z), tl_sbytes4(v.w)), h, w);
+    vstore16(d * tl_sbytes16(v), h, w);
   }
 }
 
@@ -99,8 +112,8 @@ void tl_block_int4b64(__global const uchar* row, int b, int nb, float* w) {
   __global const half* p = (__global const half*)(row + 16 * nb);
   const float d = vload_half(2 * (b / 2), p), m = vload_half(2 * (b / 2) + 1, p);
   const uint4 c = ((__global const uint4*)row)[b];
-  vstore16(d * (float16)(tl_lo4(c.x, 0.0f), tl_lo4(c.y, 0.0f), tl_lo4(c.z, 0.0f), tl_lo4(c.w, 0.0f)) + m, 0, w);
-  vstore16(d * (float16)(tl_hi4(c.x, 0.0f), tl_hi4(c.y, 0.0f), tl_hi4(c.z, 0.0f), tl_hi4(c.w, 0.0f)) + m, 1, w);
+  vstore16(d * tl_lo16(c, 0.0f) + m, 0, w);
+  vstore16(d * tl_hi16(c, 0.0f) + m, 1, w);
 }
 
 void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
@@ -109,7 +122,7 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
   __global const uint4* c = (__global const uint4*)row + 2 * b;
   for (int h = 0; h < 2; ++h) {
     const uint4 v = c[h];
-    vstore16(d * (float16)(tl_bytes4(v.x, 0.0f), tl_bytes4(v.y, 0.0f), tl_bytes4(v.z, 0.0f), tl_bytes4(v.w, 0.0f)) + m, h, w);
+    vstore16(d * tl_bytes16(v, 0.0f) + m, h, w);
   }
 }
 
@@ -161,14 +174,15 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
 #define TL_MVB_ROWS 2
 // The unit loop both decode kernels share: item lid's units u of the group's rows, with the unit's four
 // float4 of x (x0, x1 at e0; x2, x3 at e0 + HI) and their sum sx in scope for BODY, which reads its rows'
-// half blocks (READ_HALF(row, u, nb)) and accumulates.
-#define TL_MVB_UNITS(LO, HI, ...)                                                                         \
+// half blocks (READ_HALF(row, u, nb)) and accumulates. OpenCL C has no variadic macros, so BODY holds no
+// comma outside parentheses.
+#define TL_MVB_UNITS(LO, HI, BODY)                                                                        \
   for (int u = get_local_id(0); u < nb * 2; u += get_local_size(0)) {                                    \
     const int e0 = 32 * (u / 2) + (LO) * (u % 2);                                                         \
     __global const float4* xv = (__global const float4*)x + e0 / 4;                                       \
     const float4 x0 = xv[0], x1 = xv[1], x2 = xv[(HI) / 4], x3 = xv[(HI) / 4 + 1];                        \
     const float sx = dot(x0 + x1, (float4)(1.0f)) + dot(x2 + x3, (float4)(1.0f));                         \
-    __VA_ARGS__                                                                                           \
+    BODY                                                                                                  \
   }
 
 #define TL_MATVEC_BLOCK32(NAME, LO, HI, READ_HALF)                                                      \
@@ -191,7 +205,8 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
     __global const uchar* row0 = w + (ulong)r0 * row_bytes;                                               \
     __global const uchar* row1 = w + (ulong)min(r0 + 1, n_out - 1) * row_bytes;                          \
     float2 acc = (float2)(0.0f);                                                                          \
-    TL_MVB_UNITS(LO, HI, const tl_w16 a = READ_HALF(row0, u, nb), b = READ_HALF(row1, u, nb);             \
+    TL_MVB_UNITS(LO, HI, const tl_w16 a = READ_HALF(row0, u, nb);                                        \
+                 const tl_w16 b = READ_HALF(row1, u, nb);                                                  \
                  acc += (float2)(tl_w16_dot(a, x0, x1, x2, x3, sx), tl_w16_dot(b, x0, x1, x2, x3, sx));)  \
     const float4 t = tl_group_sum4((float4)(acc.x, acc.y, 0.0f, 0.0f), scratch);                          \
     if (get_local_id(0) == 0) {                                                                           \
@@ -212,8 +227,9 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
     const int nb = n_in / 32;                                                                             \
     const ulong o0 = (ulong)r0 * row_bytes, o1 = (ulong)min(r0 + 1, n_out - 1) * row_bytes;               \
     float4 acc = (float4)(0.0f);                                                                          \
-    TL_MVB_UNITS(LO, HI, const tl_w16 a = READ_HALF(wg + o0, u, nb), b = READ_HALF(wg + o1, u, nb),       \
-                 c = READ_HALF(wu + o0, u, nb), d = READ_HALF(wu + o1, u, nb);                             \
+    TL_MVB_UNITS(LO, HI, const tl_w16 a = READ_HALF(wg + o0, u, nb);                                     \
+                 const tl_w16 b = READ_HALF(wg + o1, u, nb); const tl_w16 c = READ_HALF(wu + o0, u, nb);   \
+                 const tl_w16 d = READ_HALF(wu + o1, u, nb);                                               \
                  acc += (float4)(tl_w16_dot(a, x0, x1, x2, x3, sx), tl_w16_dot(b, x0, x1, x2, x3, sx),    \
                                  tl_w16_dot(c, x0, x1, x2, x3, sx), tl_w16_dot(d, x0, x1, x2, x3, sx));)  \
     const float4 t = tl_group_sum4(acc, scratch);                                                         \
