@@ -259,6 +259,8 @@ class OpenclBackend final : public Backend {
   void enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y);
   // One launch of a block format's matvec over 1 to 3 weights of that format and row size sharing x
   // (kernels/quants.cl), y[i] = W[i] x.
+  // The local size of the block-format matvec and GLU kernels for rows of n_in weights.
+  size_t matvec_block_wg(const opencl::Kernel& k, int64_t n_in) const;
   void enqueue_matvec_blocks(const DeviceWeight* const* dws, const opencl::Buffer* const* ys, int n,
                              const opencl::Buffer& x);
   // Decode's gate and up products and their GLU (TL_MATVEC_GLU_BLOCK32): y = act(g x) * (u x); g and u of

@@ -165,13 +165,14 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
 // a power of two). Unit u of block b = u / 2 is two runs of 8 inputs, at e0 = 32b + LO * (u % 2) and e0 + HI
 // (the nibble formats: 8h and 16 + 8h, the low and high nibbles of code bytes 8h .. 8h+7; Q8_0: 16h and
 // 16h + 8), read from one 8- or 16-byte code load, so adjacent items read adjacent code words and adjacent
-// float4 of x. One work-group per TL_MVB_ROWS (2) consecutive rows of one of up to three matrices: each item loads its four float4 of x once
-// and dots them with both rows' codes (tl_w16_dot). Measured on an NVIDIA H200 (docs/OPENCL.md), this split
-// (8-byte loads, 2 rows, 64 items) streamed a Llama-7B-shaped Q4_0 decode's matrices at ~1 TB/s where
-// quarter blocks over 4 rows (4-byte loads) reached 0.68 and whole blocks per item 0.82; the same split
-// forming each weight as d * code before the products, with vloadn reads, ran 2.4x slower there. Rows past
-// n_out (the last group) repeat the last row and are not written. scratch: __local float4[L].
-#define TL_MVB_ROWS 2
+// float4 of x. One work-group per TL_MVB_ROWS (4) consecutive rows of one of up to three matrices: each item
+// loads its four float4 of x once and dots them with the rows' codes (tl_w16_dot). Measured on an NVIDIA H200
+// (docs/OPENCL.md), half blocks (8-byte loads) streamed a Llama-7B-shaped Q4_0 decode's matrices at ~1 TB/s
+// where quarter blocks over 4 rows (4-byte loads) reached 0.68 and whole blocks per item 0.66-0.83; 4 rows
+// over 128 items beat 2 over 64 by ~6% (x read once for more rows), 8 rows fell back to 0.72; the same split
+// forming each weight as d * code before the products, with vloadn reads, ran 2.4x slower. Rows past n_out
+// (the last group) repeat the last row and are not written. scratch: __local float4[L].
+#define TL_MVB_ROWS 4
 // The unit loop both decode kernels share: item lid's units u of the group's rows, with the unit's four
 // float4 of x (x0, x1 at e0; x2, x3 at e0 + HI) and their sum sx in scope for BODY, which reads its rows'
 // half blocks (READ_HALF(row, u, nb)) and accumulates. OpenCL C has no variadic macros, so BODY holds no
@@ -191,7 +192,7 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
                      __global float* y0, __global float* y1, __global float* y2, __local float4* scratch) { \
     /* Up to three matrices of one format over the same x in one launch (decode's q, k, v or gate, up): */ \
     /* groups [0, g0) take (w0, y0), the next g1 (w1, y1), the rest (w2, y2); unused ones have n = 0. */  \
-    const int g0 = (n0 + 1) / 2, g1 = (n1 + 1) / 2;                                                       \
+    const int g0 = (n0 + TL_MVB_ROWS - 1) / TL_MVB_ROWS, g1 = (n1 + TL_MVB_ROWS - 1) / TL_MVB_ROWS;       \
     int g = get_group_id(0), n_out = n0;                                                                  \
     __global const uchar* w = w0;                                                                         \
     __global float* y = y0;                                                                               \
@@ -204,26 +205,33 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
     const int nb = n_in / 32;                                                                             \
     __global const uchar* row0 = w + (ulong)r0 * row_bytes;                                               \
     __global const uchar* row1 = w + (ulong)min(r0 + 1, n_out - 1) * row_bytes;                          \
-    float2 acc = (float2)(0.0f);                                                                          \
+    __global const uchar* row2 = w + (ulong)min(r0 + 2, n_out - 1) * row_bytes;                          \
+    __global const uchar* row3 = w + (ulong)min(r0 + 3, n_out - 1) * row_bytes;                          \
+    float4 acc = (float4)(0.0f);                                                                          \
     TL_MVB_UNITS(LO, HI, const tl_w16 a = READ_HALF(row0, u, nb);                                        \
-                 const tl_w16 b = READ_HALF(row1, u, nb);                                                  \
-                 acc += (float2)(tl_w16_dot(a, x0, x1, x2, x3, sx), tl_w16_dot(b, x0, x1, x2, x3, sx));)  \
-    const float4 t = tl_group_sum4((float4)(acc.x, acc.y, 0.0f, 0.0f), scratch);                          \
+                 const tl_w16 b = READ_HALF(row1, u, nb); const tl_w16 c = READ_HALF(row2, u, nb);         \
+                 const tl_w16 d = READ_HALF(row3, u, nb);                                                  \
+                 acc += (float4)(tl_w16_dot(a, x0, x1, x2, x3, sx), tl_w16_dot(b, x0, x1, x2, x3, sx),    \
+                                 tl_w16_dot(c, x0, x1, x2, x3, sx), tl_w16_dot(d, x0, x1, x2, x3, sx));)  \
+    const float4 t = tl_group_sum4(acc, scratch);                                                         \
     if (get_local_id(0) == 0) {                                                                           \
       y[r0] = t.x;                                                                                        \
       if (r0 + 1 < n_out) y[r0 + 1] = t.y;                                                                \
+      if (r0 + 2 < n_out) y[r0 + 2] = t.z;                                                                \
+      if (r0 + 3 < n_out) y[r0 + 3] = t.w;                                                                \
     }                                                                                                     \
   }
 
 // Decode's gated feed-forward input in one launch: y = act(Wg x) * (Wu x) (act 0 SiLU, 1 GELU-tanh, the
 // formulas of glu.cl), Wg and Wu of one format and shape. A group takes rows r0, r0 + 1 of both matrices,
-// so each x load serves four rows; the sums are those of TL_MATVEC_BLOCK32 (same units, order and
-// reduction), so y equals that kernel's two outputs put through the glu kernel.
+// so each x load serves four rows; with the matvec's local size (the host uses one rule for both) the sums
+// are those of TL_MATVEC_BLOCK32 (same units, order and reduction), so y equals that kernel's two outputs
+// put through the glu kernel.
 #define TL_MATVEC_GLU_BLOCK32(NAME, LO, HI, READ_HALF)                                                  \
   __kernel void NAME(__global const uchar* wg, __global const uchar* wu, ulong row_bytes, int n_in,        \
                      int n_out, __global const float* x, __global float* y, int act,                      \
                      __local float4* scratch) {                                                           \
-    const int r0 = get_group_id(0) * TL_MVB_ROWS;                                                         \
+    const int r0 = get_group_id(0) * 2;                                                                   \
     const int nb = n_in / 32;                                                                             \
     const ulong o0 = (ulong)r0 * row_bytes, o1 = (ulong)min(r0 + 1, n_out - 1) * row_bytes;               \
     float4 acc = (float4)(0.0f);                                                                          \
