@@ -5,11 +5,12 @@
 //
 // One work-group of L = 32 * split items per (token t, head h), split in {1, 2, 4, 8} (the host's choice:
 // head_dim % (4 split) == 0 and L within the kernel's work-group limit). Scores: item i scores key i / split of
-// the block over its contiguous 1/split of head_dim (float4 steps), the split partials meet in scratch, and the
-// group reduces max and sum (common.cl). Values: item i owns accumulator elements i, i + L, ..., so a key's V
-// row is read by adjacent items at adjacent addresses. Each item thus issues head_dim / split loads of K per
-// block instead of a serial walk over the whole row: on an NVIDIA H200 the one-item-per-key version spent
-// ~55 us per layer in a Llama-7B-shaped decode.
+// the block over its contiguous 1/split of head_dim (float4 steps), the split partials meet in scratch, the
+// block's 32 scores in lw, and every item reads them for the max and the weights (no tree reductions).
+// Values: item i owns accumulator elements i, i + L, ..., so a key's V row is read by adjacent items at
+// adjacent addresses. Each item thus issues head_dim / split loads of K per block instead of a serial walk
+// over the whole row: on an NVIDIA H200 the one-item-per-key version spent ~55 us per layer in a
+// Llama-7B-shaped decode.
 // q: [n_tok][n_head][head_dim]; out: same; pos: [n_tok] (checked by the host).
 // cache: the buffer holding this layer, [layer][K|V][pos < n_ctx][n_head_kv][head_dim] in the cache type
 // (TL_KV_F16: half, else float); layer_off: element offset of this layer's K plane.
@@ -56,33 +57,38 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
     }
     scratch[lid] = d;
     barrier(CLK_LOCAL_MEM_FENCE);
-    float s = -INFINITY;
+    // The block's scores into lw, then every item takes their max and the weights from local memory: a
+    // block costs four barriers, where group-wide tree reductions of max and sum cost two per tree level
+    // (the kernel is latency-bound at decode's short contexts: 32 work-groups for 32 heads).
     if (part == 0 && key < nb) {
       float tot = 0.0f;
       for (int p = 0; p < split; ++p) tot += scratch[lid + p];
-      s = tot * scale;
+      lw[key] = tot * scale;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);  // scratch is reused by the reductions
-    const float m_new = fmax(m, tl_group_max(s, scratch));
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float m_new = m;
+    for (int j = 0; j < nb; ++j) m_new = fmax(m_new, lw[j]);
     const float corr = exp(m - m_new);  // 0 on the first block (m = -inf)
-    const float w = part == 0 && key < nb ? exp(s - m_new) : 0.0f;
-    if (part == 0) lw[key] = w;
-    l = l * corr + tl_group_sum(w, scratch);  // its barriers also publish lw
+    if (lid < nb) scratch[lid] = exp(lw[lid] - m_new);  // the weights; scratch's partials are spent
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float wsum = 0.0f;
+    for (int j = 0; j < nb; ++j) wsum += scratch[j];
+    l = l * corr + wsum;
     // Four independent sums, so that four V loads are in flight per item rather than one at a time.
     for (int i = lid; i < head_dim; i += ls) {
       __global const TL_KV_T* vi = vbase + (ulong)j0 * kv_dim + i;
       float a0 = lacc[i] * corr, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
       int j = 0;
       for (; j + 4 <= nb; j += 4) {
-        a0 += lw[j] * TL_KV_GET(vi + (ulong)j * kv_dim, 0);
-        a1 += lw[j + 1] * TL_KV_GET(vi + (ulong)(j + 1) * kv_dim, 0);
-        a2 += lw[j + 2] * TL_KV_GET(vi + (ulong)(j + 2) * kv_dim, 0);
-        a3 += lw[j + 3] * TL_KV_GET(vi + (ulong)(j + 3) * kv_dim, 0);
+        a0 += scratch[j] * TL_KV_GET(vi + (ulong)j * kv_dim, 0);
+        a1 += scratch[j + 1] * TL_KV_GET(vi + (ulong)(j + 1) * kv_dim, 0);
+        a2 += scratch[j + 2] * TL_KV_GET(vi + (ulong)(j + 2) * kv_dim, 0);
+        a3 += scratch[j + 3] * TL_KV_GET(vi + (ulong)(j + 3) * kv_dim, 0);
       }
-      for (; j < nb; ++j) a0 += lw[j] * TL_KV_GET(vi + (ulong)j * kv_dim, 0);
+      for (; j < nb; ++j) a0 += scratch[j] * TL_KV_GET(vi + (ulong)j * kv_dim, 0);
       lacc[i] = (a0 + a1) + (a2 + a3);
     }
-    barrier(CLK_LOCAL_MEM_FENCE);  // lw is rewritten by the next block
+    barrier(CLK_LOCAL_MEM_FENCE);  // scratch and lw are rewritten by the next block
     m = m_new;
   }
   const float inv = 1.0f / l;
