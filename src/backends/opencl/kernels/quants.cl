@@ -169,7 +169,7 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
 // loads its four float4 of x once and dots them with the rows' codes (tl_w16_dot). Measured on an NVIDIA H200
 // (docs/OPENCL.md), half blocks (8-byte loads) streamed a Llama-7B-shaped Q4_0 decode's matrices at ~1 TB/s
 // where quarter blocks over 4 rows (4-byte loads) reached 0.68 and whole blocks per item 0.66-0.83; 4 rows
-// over 128 items beat 2 over 64 by ~6% (x read once for more rows), 8 rows fell back to 0.72; the same split
+// beat 2 (x read once for more rows; 64 items better than 128), 8 rows fell back to 0.72; the same split
 // forming each weight as d * code before the products, with vloadn reads, ran 2.4x slower. Rows past n_out
 // (the last group) repeat the last row and are not written. scratch: __local float4[L].
 #define TL_MVB_ROWS 4
