@@ -50,7 +50,8 @@ class OpenclOps : public ::testing::TestWithParam<std::string> {
     if (!have_device()) GTEST_SKIP() << "no OpenCL device";
   }
 
-  std::unique_ptr<OpenclBackend> make(int64_t kv_dim = 0, GgmlType kv_type = GgmlType::F16) {
+  std::unique_ptr<OpenclBackend> make(int64_t kv_dim = 0, GgmlType kv_type = GgmlType::F16,
+                                      int64_t attention_chunk_blocks = 4) {
     OpenclBackendOptions o;
     o.device = test::opencl_test_device();
     o.profile = GetParam();
@@ -59,6 +60,7 @@ class OpenclOps : public ::testing::TestWithParam<std::string> {
     o.max_out_elems = 1 << 16;
     o.max_width = 1024;
     o.self_check = false;  // these tests check the kernels themselves; a CPU fallback would hide a fault
+    o.attention_chunk_blocks = attention_chunk_blocks;
     if (kv_dim > 0) {
       o.kv_layers = kLayers;
       o.kv_ctx = kCtx;
@@ -694,36 +696,41 @@ TEST_P(OpenclOps, kv_cache_split_over_buffers_matches_cpu) {
 }
 
 TEST_P(OpenclOps, attention_matches_cpu) {
-  for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
-    // Head sizes that give the kernel 1 to 8 items per key, and (64, 128: at least twice head_dim items) the
-    // values' keys split over item groups; positions give every block fill from 1 key to 32.
-    for (int64_t head_dim : {int64_t(40), int64_t(64), int64_t(128), int64_t(256)}) {
-      const int64_t n_head_kv = 2, n_head = 6, kv_dim = n_head_kv * head_dim;
-      auto be = make(kv_dim, type);
-      KvCache ck(kLayers, kCtx, n_head_kv, head_dim, type), gk(kLayers, kCtx, n_head_kv, head_dim, type);
-      fill_caches(cpu_, *be, ck, gk, kv_dim, 300);
-      const int32_t pos[4] = {0, 31, 65, 76};
-      const int64_t n_tok = 4;
-      const std::vector<float> q = rand_floats(size_t(n_tok * n_head * head_dim), 77);
-      for (int64_t window : {int64_t(0), int64_t(20)}) {
-        AttnParams p;
-        p.n_head = n_head;
-        p.n_head_kv = n_head_kv;
-        p.head_dim = head_dim;
-        p.scale = 1.0f / std::sqrt(float(head_dim));
-        p.window = window;
-        std::vector<float> a(q.size()), b(q.size(), -7.0f);
-        cpu_.attention(q.data(), ck, 1, pos, n_tok, p, a.data());
-        be->attention(q.data(), gk, 1, pos, n_tok, p, b.data());
-        // Scores: q.k over head_dim terms in different orders differ by <= 2 hd u sum|q k| scale <= 2 hd u
-        // sqrt(hd) (|q|, |k| <= 1, scale = 1/sqrt(hd)); a score error ds changes the softmax weights by a
-        // relative ~2 ds, the exp's ulps and the running sums (<= n_keys terms) add (n_keys + 8) u. The
-        // output is a convex combination of V rows (|v| <= 1), so |diff| <= 2 (2 ds + (n_keys + 8) u).
-        const double ds = 2.0 * double(head_dim) * kU * std::sqrt(double(head_dim));
-        const double bound = 2.0 * (2.0 * ds + double(kCtx + 8) * kU);
-        for (size_t i = 0; i < a.size(); ++i) {
-          ASSERT_LE(std::abs(double(a[i]) - b[i]), bound)
-              << type_name(type) << " hd " << head_dim << " window " << window << " [" << i << "]";
+  // chunk_blocks 4: every row's keys in one work-group (at most 3 blocks here); 1: split over work-groups
+  // a block each (rows of 1 to 3 chunks in one batch, windows starting mid-block) and merged.
+  for (int64_t chunk_blocks : {int64_t(4), int64_t(1)}) {
+    for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+      // Head sizes that give the kernel 1 to 8 items per key, and (64, 128: at least twice head_dim items)
+      // the values' keys split over item groups; positions give every block fill from 1 key to 32.
+      for (int64_t head_dim : {int64_t(40), int64_t(64), int64_t(128), int64_t(256)}) {
+        const int64_t n_head_kv = 2, n_head = 6, kv_dim = n_head_kv * head_dim;
+        auto be = make(kv_dim, type, chunk_blocks);
+        KvCache ck(kLayers, kCtx, n_head_kv, head_dim, type), gk(kLayers, kCtx, n_head_kv, head_dim, type);
+        fill_caches(cpu_, *be, ck, gk, kv_dim, 300);
+        const int32_t pos[4] = {0, 31, 65, 76};
+        const int64_t n_tok = 4;
+        const std::vector<float> q = rand_floats(size_t(n_tok * n_head * head_dim), 77);
+        for (int64_t window : {int64_t(0), int64_t(20)}) {
+          AttnParams p;
+          p.n_head = n_head;
+          p.n_head_kv = n_head_kv;
+          p.head_dim = head_dim;
+          p.scale = 1.0f / std::sqrt(float(head_dim));
+          p.window = window;
+          std::vector<float> a(q.size()), b(q.size(), -7.0f);
+          cpu_.attention(q.data(), ck, 1, pos, n_tok, p, a.data());
+          be->attention(q.data(), gk, 1, pos, n_tok, p, b.data());
+          // Scores: q.k over head_dim terms in different orders differ by <= 2 hd u sum|q k| scale <= 2 hd u
+          // sqrt(hd) (|q|, |k| <= 1, scale = 1/sqrt(hd)); a score error ds changes the softmax weights by a
+          // relative ~2 ds, the exp's ulps and the running sums (<= n_keys terms) add (n_keys + 8) u. The
+          // output is a convex combination of V rows (|v| <= 1), so |diff| <= 2 (2 ds + (n_keys + 8) u).
+          const double ds = 2.0 * double(head_dim) * kU * std::sqrt(double(head_dim));
+          const double bound = 2.0 * (2.0 * ds + double(kCtx + 8) * kU);
+          for (size_t i = 0; i < a.size(); ++i) {
+            ASSERT_LE(std::abs(double(a[i]) - b[i]), bound)
+                << type_name(type) << " hd " << head_dim << " window " << window << " chunk blocks "
+                << chunk_blocks << " [" << i << "]";
+          }
         }
       }
     }

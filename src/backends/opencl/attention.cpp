@@ -1,14 +1,39 @@
 // Causal attention over the device FB-KV cache (attention.cl): one work-group of 32 x split items per (token,
-// head).
+// head) and chunk of its keys; long contexts split the keys over chunks merged by attention_merge.
+#include <algorithm>
+
 #include "backends/opencl/opencl_backend.h"
 #include "format/error.h"
 
 namespace tilellm {
 
+int64_t OpenclBackend::attention_chunks(int64_t n_tok, const AttnParams& p, const int32_t* pos,
+                                        int64_t& chunk_blocks) const {
+  constexpr int64_t kBlock = 32;  // TL_ATTN_BLOCK
+  int64_t blocks = 1;             // the longest row's key blocks
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos[t] - p.window + 1) : 0;
+    blocks = std::max(blocks, (pos[t] - first + kBlock) / kBlock);
+  }
+  chunk_blocks = std::max<int64_t>(opts_.attention_chunk_blocks, 1);
+  int64_t n = (blocks + chunk_blocks - 1) / chunk_blocks;
+  // As many chunks as the partial-sums buffer holds (chunks then take more blocks each).
+  const int64_t cap = int64_t(kAttnPartFloats) / (n_tok * p.n_head * (p.head_dim + 2));
+  if (n > cap && cap >= 2) {
+    chunk_blocks = (blocks + cap - 1) / cap;
+    n = (blocks + chunk_blocks - 1) / chunk_blocks;
+  }
+  if (n < 2 || cap < 2 || k_attention_merge_.on_cpu) {
+    chunk_blocks = blocks;
+    return 1;
+  }
+  return n;
+}
+
 void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx,
                                       int64_t kv_dim, int64_t n_tok, const AttnParams& p,
-                                      const opencl::Buffer& q, const opencl::Buffer& pos,
-                                      const opencl::Buffer& out) {
+                                      const opencl::Buffer& q, const int32_t* host_pos,
+                                      const opencl::Buffer& pos, const opencl::Buffer& out) {
   constexpr size_t kBlock = 32;  // TL_ATTN_BLOCK: keys per block, and items per split
   const opencl::Kernel& k = k_attention_;
   // Items per key: the most of 8, 4, 2 that divides head_dim into float4 steps and fits the kernel's
@@ -29,10 +54,12 @@ void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t laye
         "has {}",
         p.head_dim, local_bytes, caps().profile, caps().local_mem_bytes);
   }
+  int64_t chunk_blocks = 0;
+  const int64_t n_chunks = attention_chunks(n_tok, p, host_pos, chunk_blocks);
   const cl_ulong off = layer_off;
   const cl_int ctx = cl_int(n_ctx), d = cl_int(kv_dim), n_head = cl_int(p.n_head),
                group = cl_int(p.n_head / p.n_head_kv), hd = cl_int(p.head_dim), window = cl_int(p.window),
-               sp = cl_int(split);
+               sp = cl_int(split), cb = cl_int(chunk_blocks);
   opencl::set_arg(k, 0, q);
   opencl::set_arg(k, 1, cache);
   opencl::set_arg(k, 2, off);
@@ -45,13 +72,26 @@ void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t laye
   opencl::set_arg(k, 9, p.scale);
   opencl::set_arg(k, 10, window);
   opencl::set_arg(k, 11, sp);
-  opencl::set_arg(k, 12, out);
-  opencl::set_local_arg(k, 13, size_t(p.head_dim) * sizeof(float));
-  opencl::set_local_arg(k, 14, size_t(p.head_dim) * sizeof(float));
-  opencl::set_local_arg(k, 15, kBlock * sizeof(float));
-  opencl::set_local_arg(k, 16, wg * sizeof(float));
-  const size_t global[1] = {size_t(n_tok * p.n_head) * wg}, local[1] = {wg};
-  rt_.launch(k, 1, global, local);
+  opencl::set_arg(k, 12, cb);
+  opencl::set_arg(k, 13, out);
+  opencl::set_arg(k, 14, attn_part_);
+  opencl::set_local_arg(k, 15, size_t(p.head_dim) * sizeof(float));
+  opencl::set_local_arg(k, 16, size_t(p.head_dim) * sizeof(float));
+  opencl::set_local_arg(k, 17, kBlock * sizeof(float));
+  opencl::set_local_arg(k, 18, wg * sizeof(float));
+  const size_t rows = size_t(n_tok * p.n_head);
+  const size_t global[2] = {rows * wg, size_t(n_chunks)}, local[2] = {wg, 1};
+  rt_.launch(k, 2, global, local);
+  if (n_chunks == 1) return;
+  const opencl::Kernel& km = k_attention_merge_;
+  const cl_int nc = cl_int(n_chunks), nr = cl_int(rows);
+  opencl::set_arg(km, 0, attn_part_);
+  opencl::set_arg(km, 1, nc);
+  opencl::set_arg(km, 2, hd);
+  opencl::set_arg(km, 3, nr);
+  opencl::set_arg(km, 4, out);
+  const size_t mglobal[2] = {size_t(p.head_dim), rows};
+  rt_.launch(km, 2, mglobal, nullptr);
 }
 
 void OpenclBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
@@ -73,7 +113,7 @@ void OpenclBackend::attention(const float* q, const KvCache& kv, int64_t layer, 
   const opencl::Buffer& ob = dev_out(out, elems, out_, "attention");
   uint64_t off = 0;
   const opencl::Buffer& buf = kv_buffer(layer, off);
-  enqueue_attention(buf, off, kv.n_ctx(), kv.kv_dim(), n_tok, p, qb, pb, ob);
+  enqueue_attention(buf, off, kv.n_ctx(), kv.kv_dim(), n_tok, p, qb, pos, pb, ob);
   dev_done(out, elems, ob);
 }
 

@@ -227,6 +227,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   k_kv_store_ = rt_.kernel(program_, "kv_store");
   k_rope_kv_store_ = rt_.kernel(program_, "rope_kv_store");
   k_attention_ = rt_.kernel(program_, "attention");
+  k_attention_merge_ = rt_.kernel(program_, "attention_merge");
   k_glu_silu_ = rt_.kernel(program_, "glu_silu");
   k_glu_gelu_ = rt_.kernel(program_, "glu_gelu");
   k_add_ = rt_.kernel(program_, "add");
@@ -249,6 +250,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   in_a_ = rt_.alloc(floats(opts_.max_in_elems));
   in_b_ = rt_.alloc(floats(opts_.max_in_elems));
   out_ = rt_.alloc(floats(opts_.max_out_elems));
+  attn_part_ = rt_.alloc(kAttnPartFloats * sizeof(float));
   vec_ = rt_.alloc(floats(opts_.max_width));
   for (Staged* st : {&ids_, &pos_}) {
     st->host.assign(size_t(opts_.max_tokens), 0);
@@ -526,7 +528,7 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
     if (k_matvec_glu_[i].handle) v.push_back(&k_matvec_glu_[i]);
   }
   for (opencl::Kernel* k : {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_,
-                            &k_add_, &k_add_rmsnorm_, &k_rope_kv_store_}) {
+                            &k_add_, &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_}) {
     v.push_back(k);
   }
   for (opencl::Kernel* ks : {k_matmul_img_, k_matvec_img_}) {
@@ -546,8 +548,9 @@ std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
   for (const opencl::Kernel& k : k_matmul_) note(k);
   for (const opencl::Kernel& k : k_matvec_) note(k);
   for (const opencl::Kernel& k : k_matvec_glu_) note(k);
-  for (const opencl::Kernel* k : {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_,
-                                  &k_glu_gelu_, &k_add_, &k_add_rmsnorm_, &k_rope_kv_store_}) {
+  for (const opencl::Kernel* k :
+       {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_,
+        &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_}) {
     note(*k);
   }
   for (const opencl::Kernel& k : k_matmul_img_) note(k);

@@ -99,6 +99,9 @@ struct OpenclBackendOptions {
   // products to the matmul kernel too (what a matvec kernel that failed the self-check leads to).
   bool tiled_matmul = true;
   bool one_token_matvec = true;
+  // Key blocks (of 32) per work-group before attention splits a row's keys over work-groups (tests set 1
+  // to split short contexts).
+  int64_t attention_chunk_blocks = 4;
   // Test hook: replaces the kernel named `test_kernel_name` by one of that name built from
   // `test_kernel_source` (after the usual header and helpers), before the self-check runs, so a test can
   // show a broken kernel caught. Empty: no replacement.
@@ -244,9 +247,16 @@ class OpenclBackend final : public Backend {
   void enqueue_rope_kv_store(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t n_tok,
                              const RopeShape& r, const opencl::Buffer& q, const opencl::Buffer& k,
                              const opencl::Buffer& v, const opencl::Buffer& rows, const opencl::Buffer& pos);
+  // host_pos: pos's values on the host (the chunk grid of a split attention is sized from them).
   void enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t kv_dim,
-                         int64_t n_tok, const AttnParams& p, const opencl::Buffer& q,
+                         int64_t n_tok, const AttnParams& p, const opencl::Buffer& q, const int32_t* host_pos,
                          const opencl::Buffer& pos, const opencl::Buffer& out);
+  // How many chunks of key blocks (chunk_blocks each) the attention of these rows runs in: 1 unless the
+  // longest row has more than opts_.attention_chunk_blocks blocks, bounded by the partial-sums buffer.
+  int64_t attention_chunks(int64_t n_tok, const AttnParams& p, const int32_t* pos,
+                           int64_t& chunk_blocks) const;
+  // Floats of attn_part_: the chunks' unnormalized sums and (m, l) of a split attention (4 MiB).
+  static constexpr size_t kAttnPartFloats = size_t(1) << 20;
   void run_self_check();
   // Marks the kernels a cached verdict names as failed (with the self-check's warnings); false, marking
   // nothing, when it names a kernel this backend does not have.
@@ -340,7 +350,7 @@ class OpenclBackend final : public Backend {
   opencl::Kernel k_matvec_glu_[kFormats];
   GemmTiles gemm_;  // the shape k_matmul_ were built with (TL_GEMM_* in the generated header)
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
-  opencl::Kernel k_add_rmsnorm_, k_rope_kv_store_;
+  opencl::Kernel k_add_rmsnorm_, k_rope_kv_store_, k_attention_merge_;
   // --gpu-memory image: the image kernels, indexed as k_matmul_ (no F32 kernel: slot 0 stays empty).
   opencl::ProgramHandle image_program_;
   opencl::Kernel k_matmul_img_[5], k_matvec_img_[5];
@@ -358,6 +368,7 @@ class OpenclBackend final : public Backend {
 
   // Scratch, sized once from the options, for operands that are not (or not at offset 0 of) a mirror.
   opencl::Buffer in_a_, in_b_;  // [max_in_elems] floats: op inputs
+  opencl::Buffer attn_part_;    // [kAttnPartFloats]: a split attention's chunk sums (attention.cl)
   opencl::Buffer out_;          // [max_out_elems] floats: op outputs
   opencl::Buffer vec_;          // [max_width] floats: a norm weight vector not uploaded by upload_model
 

@@ -14,6 +14,10 @@
 // q: [n_tok][n_head][head_dim]; out: same; pos: [n_tok] (checked by the host).
 // cache: the buffer holding this layer, [layer][K|V][pos < n_ctx][n_head_kv][head_dim] in the cache type
 // (TL_KV_F16: half, else float); layer_off: element offset of this layer's K plane.
+// Long contexts split the keys over work-groups (flash decoding): group (r, c) of a grid of n_chunks per row
+// takes chunk_blocks blocks of the row's keys and writes its unnormalized sums and (m, l) to `chunks`, which
+// attention_merge combines; with one chunk the group writes `out` itself. Decode has one row per head, so
+// without the split a long context runs as a serial walk in a few work-groups.
 // Local memory: lq, lacc: float[head_dim]; lw: float[32]; scratch: float[L].
 #define TL_ATTN_BLOCK 32
 #if TL_KV_F16
@@ -28,9 +32,10 @@
 
 __kernel void attention(__global const float* q, __global const TL_KV_T* cache, ulong layer_off, int n_ctx,
                         int kv_dim, __global const int* pos, int n_head, int group, int head_dim, float scale,
-                        int window, int split, __global float* out, __local float* lq, __local float* lacc,
-                        __local float* lw, __local float* scratch) {
+                        int window, int split, int chunk_blocks, __global float* out, __global float* chunks,
+                        __local float* lq, __local float* lacc, __local float* lw, __local float* scratch) {
   const int r = get_group_id(0);  // t * n_head + h
+  const int c = get_group_id(1), n_chunks = get_num_groups(1);
   const int t = r / n_head, h = r % n_head, kvh = h / group;
   const int lid = get_local_id(0), ls = get_local_size(0);
   const int key = lid / split, part = lid % split, chunk = head_dim / split;
@@ -42,10 +47,14 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
   barrier(CLK_LOCAL_MEM_FENCE);
   __global const TL_KV_T* kbase = cache + layer_off + (ulong)kvh * head_dim;
   __global const TL_KV_T* vbase = kbase + (ulong)n_ctx * kv_dim;
-  const int last = pos[t];
-  const int first = window > 0 ? max(0, last - window + 1) : 0;
+  // This group's chunk of the token's keys: blocks [c, c + 1) * chunk_blocks of its range [first, end],
+  // possibly none (tokens of a batch reach different lengths).
+  const int end = pos[t];
+  const int first = window > 0 ? max(0, end - window + 1) : 0;
+  const int j_begin = first + c * chunk_blocks * TL_ATTN_BLOCK;
+  const int last = min(end, j_begin + chunk_blocks * TL_ATTN_BLOCK - 1);
   float m = -INFINITY, l = 0.0f;
-  for (int j0 = first; j0 <= last; j0 += TL_ATTN_BLOCK) {
+  for (int j0 = j_begin; j0 <= last; j0 += TL_ATTN_BLOCK) {
     const int nb = min(TL_ATTN_BLOCK, last + 1 - j0);
     float d = 0.0f;
     if (key < nb) {
@@ -91,9 +100,41 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
     barrier(CLK_LOCAL_MEM_FENCE);  // scratch and lw are rewritten by the next block
     m = m_new;
   }
-  const float inv = 1.0f / l;
-  __global float* o = out + (ulong)r * head_dim;
-  for (int i = lid; i < head_dim; i += ls) o[i] = lacc[i] * inv;
+  if (n_chunks == 1) {
+    const float inv = 1.0f / l;
+    __global float* o = out + (ulong)r * head_dim;
+    for (int i = lid; i < head_dim; i += ls) o[i] = lacc[i] * inv;
+    return;
+  }
+  // Split keys: the chunk's unnormalized sums and its (m, l) for attention_merge.
+  const ulong pr = (ulong)r * n_chunks + c;
+  __global float* o = chunks + pr * (head_dim + 2);
+  for (int i = lid; i < head_dim; i += ls) o[i] = lacc[i];
+  if (lid == 0) {
+    o[head_dim] = m;
+    o[head_dim + 1] = l;
+  }
+}
+
+// The chunks of a split attention into the output: with M the largest chunk maximum,
+// out = sum_c acc_c e^(m_c - M) / sum_c l_c e^(m_c - M) (an empty chunk has m = -inf, weight 0; chunk 0 is
+// never empty). chunks: [n_rows][n_chunks][head_dim + 2] (acc, then m, l); out: [n_rows][head_dim].
+// Global (head_dim rounded up, n_rows); tail items return.
+__kernel void attention_merge(__global const float* chunks, int n_chunks, int head_dim, int n_rows,
+                              __global float* out) {
+  const int i = get_global_id(0), r = get_global_id(1);
+  if (i >= head_dim || r >= n_rows) return;
+  __global const float* p = chunks + (ulong)r * n_chunks * (head_dim + 2);
+  float mx = -INFINITY;
+  for (int c = 0; c < n_chunks; ++c) mx = fmax(mx, p[c * (head_dim + 2) + head_dim]);
+  float acc = 0.0f, l = 0.0f;
+  for (int c = 0; c < n_chunks; ++c) {
+    __global const float* pc = p + c * (head_dim + 2);
+    const float w = exp(pc[head_dim] - mx);
+    acc += pc[i] * w;
+    l += pc[head_dim + 1] * w;
+  }
+  out[(ulong)r * head_dim + i] = acc / l;
 }
 
 #undef TL_KV_T
