@@ -76,30 +76,6 @@ float4 tl_group_sum4(float4 v, __local float4* scratch) {
 #endif
 }
 
-float tl_group_max(float v, __local float* scratch) {
-#if TL_SUBGROUPS
-  const float s = sub_group_reduce_max(v);
-  if (get_sub_group_local_id() == 0) scratch[get_sub_group_id()] = s;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  float t = -INFINITY;
-  const uint n = get_num_sub_groups();
-  for (uint i = 0; i < n; ++i) t = fmax(t, scratch[i]);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return t;
-#else
-  const uint lid = get_local_id(0);
-  scratch[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint s = get_local_size(0) / 2; s > 0; s >>= 1) {
-    if (lid < s) scratch[lid] = fmax(scratch[lid], scratch[lid + s]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const float t = scratch[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return t;
-#endif
-}
-
 // The matrix-vector product (decode: one token) for float rows (F32, F16), written once; matmul_f32.cl and
 // matmul_f16.cl instantiate it with a 4-element and a 1-element reader of a row.
 // y = W x. W: [n_out][row_bytes]; x: [n_in]; y: [n_out].
