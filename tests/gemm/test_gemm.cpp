@@ -162,6 +162,45 @@ TEST(Gemm, w4a8_per_channel_matches_double_reference) {
   check_quant_mode(4, 0);
 }
 
+// The quantized kernels' full 8-row tiles next to their row, tile-group and partial-tile tails (the shapes
+// above have at most 7 rows in the quantized modes), every row checked: 8 rows, 19 = 2 x 8 + 3, 17 with an
+// odd number of 16-channel tiles and a partial last tile, K with several blocks (block 64) or a K tail
+// (per-channel modes, K padded to the code group).
+TEST(Gemm, quant_row_tiles_and_tails_match_double_reference) {
+  ThreadPool pool(2);
+  struct Mode {
+    int bits, block;
+  };
+  for (const Mode mode : {Mode{4, 64}, Mode{4, 0}, Mode{8, 0}}) {
+    std::vector<Shape> shapes = {{8, 128, 32}, {19, 320, 72}, {17, 1024, 49}, {24, 64, 16}};
+    if (mode.block == 0) {
+      shapes.push_back({9, 301, 48});
+      shapes.push_back({12, 13, 33});
+    }
+    for (const Shape& s : shapes) {
+      const auto W = random_matrix(size_t(s.N) * s.K, 13);
+      const auto A = random_matrix(size_t(s.M) * s.K, 14);
+      const QuantMatrix w = mode.bits == 8 ? quantize_int8(W.data(), s.K, s.N, mode.block)
+                                           : quantize_int4(W.data(), s.K, s.N, mode.block);
+      QuantActs a;
+      a.resize(s.M, w);
+      quantize_acts(A.data(), s.M, s.K, a, &pool);
+      std::vector<int> rows(size_t(s.M));
+      for (int m = 0; m < s.M; ++m) rows[size_t(m)] = m;
+      for (Isa isa : isas()) {
+        for (ThreadPool* tp : {&pool, static_cast<ThreadPool*>(nullptr)}) {
+          std::vector<float> C(size_t(s.M) * s.N, NAN);
+          gemm_quant(w, a, C.data(), tp, isa);
+          SCOPED_TRACE(testing::Message()
+                       << isa_name(isa) << (tp ? " pool" : " no pool") << " bits=" << mode.bits
+                       << " block=" << mode.block << " M=" << s.M << " K=" << s.K << " N=" << s.N);
+          expect_close_quant(w, a, C, rows);
+        }
+      }
+    }
+  }
+}
+
 // The quantizers themselves: every dequantized weight lies within half a step of the original.
 TEST(Gemm, quantized_weights_round_to_nearest_code) {
   const int K = 192, N = 20;
