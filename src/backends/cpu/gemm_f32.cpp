@@ -169,6 +169,20 @@ TILELLM_AVX512 void f32_block(int mr, int nt, const float* Ap, const float* w, s
 TILELLM_AVX512 void f32_tiles_avx512(const PackedF32& p, const float* Ap, int M, float* C, int t0, int t1) {
   const int K = p.K, Mp = (M + kMr - 1) / kMr * kMr;
   const size_t tile_stride = size_t(K) * kTileN;
+  if (M <= kMr) {
+    // One panel: nothing to keep in L2 for a second panel, so each tile group runs all of K before the
+    // next, and its three weight streams are read start to end instead of in 16 KiB pieces.
+    for (int t = t0; t < t1; t += kNt) {
+      const int nt = std::min(kNt, t1 - t);
+      const int nc_last = std::min(kTileN, p.N - (t + nt - 1) * kTileN);
+      for (int k0 = 0; k0 < K; k0 += kKc) {
+        f32_block(M, nt, Ap + size_t(k0 / kKc) * kMr * kKc,
+                  p.w.as<float>() + size_t(t) * tile_stride + size_t(k0) * kTileN, tile_stride,
+                  std::min(kKc, K - k0), C + size_t(t) * kTileN, p.N, k0 == 0, nc_last);
+      }
+    }
+    return;
+  }
   for (int tb = t0; tb < t1; tb += kNcTiles) {
     const int te = std::min(t1, tb + kNcTiles);
     for (int k0 = 0; k0 < K; k0 += kKc) {
