@@ -106,6 +106,32 @@ TEST(Gemm, f32_matches_double_reference_at_default_and_odd_shapes) {
   }
 }
 
+// The AVX-512 fp32 path's blocking edges, every row checked: the 8 x 48 assembly tile next to partial row
+// panels (M % 8), partial tile groups and a partial last tile (N % 48, N % 16), K tails and K below one
+// 256-k chunk, more than one 768-channel weight block, and A packed by the pool (M >= 64) or by the caller,
+// with and without a pool.
+TEST(Gemm, f32_blocking_edges_match_double_reference) {
+  ThreadPool pool(2);
+  const std::vector<Shape> shapes = {{8, 256, 48},    {16, 513, 96}, {67, 300, 1000}, {13, 1, 200},
+                                     {70, 2560, 784}, {9, 255, 47},  {64, 257, 817}};
+  for (const Shape& s : shapes) {
+    const auto W = random_matrix(size_t(s.N) * s.K, 11);
+    const auto A = random_matrix(size_t(s.M) * s.K, 12);
+    const PackedF32 p = pack_f32(W.data(), s.K, s.N);
+    std::vector<int> rows(size_t(s.M));
+    for (int m = 0; m < s.M; ++m) rows[size_t(m)] = m;
+    for (Isa isa : isas()) {
+      for (ThreadPool* tp : {&pool, static_cast<ThreadPool*>(nullptr)}) {
+        std::vector<float> C(size_t(s.M) * s.N, NAN);
+        gemm_f32(p, A.data(), s.M, C.data(), tp, isa);
+        SCOPED_TRACE(testing::Message() << isa_name(isa) << (tp ? " pool" : " no pool") << " M=" << s.M
+                                        << " K=" << s.K << " N=" << s.N);
+        expect_close_f32(p, W, A, s.M, C, rows);
+      }
+    }
+  }
+}
+
 void check_quant_mode(int bits, int block) {
   ThreadPool pool(2);
   for (const Shape& s : shapes_for(block > 0)) {
@@ -134,6 +160,45 @@ TEST(Gemm, int4_block64_matches_double_reference) {
 }
 TEST(Gemm, w4a8_per_channel_matches_double_reference) {
   check_quant_mode(4, 0);
+}
+
+// The quantized kernels' full 8-row tiles next to their row, tile-group and partial-tile tails (the shapes
+// above have at most 7 rows in the quantized modes), every row checked: 8 rows, 19 = 2 x 8 + 3, 17 with an
+// odd number of 16-channel tiles and a partial last tile, K with several blocks (block 64) or a K tail
+// (per-channel modes, K padded to the code group).
+TEST(Gemm, quant_row_tiles_and_tails_match_double_reference) {
+  ThreadPool pool(2);
+  struct Mode {
+    int bits, block;
+  };
+  for (const Mode mode : {Mode{4, 64}, Mode{4, 0}, Mode{8, 0}}) {
+    std::vector<Shape> shapes = {{8, 128, 32}, {19, 320, 72}, {17, 1024, 49}, {24, 64, 16}};
+    if (mode.block == 0) {
+      shapes.push_back({9, 301, 48});
+      shapes.push_back({12, 13, 33});
+    }
+    for (const Shape& s : shapes) {
+      const auto W = random_matrix(size_t(s.N) * s.K, 13);
+      const auto A = random_matrix(size_t(s.M) * s.K, 14);
+      const QuantMatrix w = mode.bits == 8 ? quantize_int8(W.data(), s.K, s.N, mode.block)
+                                           : quantize_int4(W.data(), s.K, s.N, mode.block);
+      QuantActs a;
+      a.resize(s.M, w);
+      quantize_acts(A.data(), s.M, s.K, a, &pool);
+      std::vector<int> rows(size_t(s.M));
+      for (int m = 0; m < s.M; ++m) rows[size_t(m)] = m;
+      for (Isa isa : isas()) {
+        for (ThreadPool* tp : {&pool, static_cast<ThreadPool*>(nullptr)}) {
+          std::vector<float> C(size_t(s.M) * s.N, NAN);
+          gemm_quant(w, a, C.data(), tp, isa);
+          SCOPED_TRACE(testing::Message()
+                       << isa_name(isa) << (tp ? " pool" : " no pool") << " bits=" << mode.bits
+                       << " block=" << mode.block << " M=" << s.M << " K=" << s.K << " N=" << s.N);
+          expect_close_quant(w, a, C, rows);
+        }
+      }
+    }
+  }
 }
 
 // The quantizers themselves: every dequantized weight lies within half a step of the original.
