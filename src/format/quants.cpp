@@ -324,6 +324,74 @@ void dot_row_multi(GgmlType t, const void* row, int64_t n, const float* x, int64
   }
 }
 
+bool has_code_groups(GgmlType t) {
+  return t == GgmlType::Q5_0 || t == GgmlType::Q5_1 || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
+         t == GgmlType::Q6_K;
+}
+
+void row_code_groups(GgmlType t, const void* src, int64_t n, int8_t* codes, float* scale, float* offset) {
+  using namespace quant_detail;
+  if (!has_code_groups(t)) fail("row_code_groups: {} has no code-group form", type_name(t));
+  const TypeTraits& tr = type_traits(t);
+  if (n <= 0 || n % tr.block_size != 0)
+    fail("row_code_groups: {} elements are not whole {} blocks", n, type_name(t));
+  const auto* row = static_cast<const uint8_t*>(src);
+  for (int64_t b = 0; b < n / tr.block_size; ++b) {
+    const uint8_t* blk = row + b * tr.type_size;
+    int8_t* c = codes + b * tr.block_size;
+    float* sc = scale + b * tr.block_size / 16;
+    float* of = offset + b * tr.block_size / 16;
+    if (t == GgmlType::Q5_0 || t == GgmlType::Q5_1) {
+      const bool q50 = t == GgmlType::Q5_0;
+      const float d = fp16_to_fp32(load_u16(blk));
+      // -0 adds nothing and keeps a product's sign, so the sum is the product bit for bit (+0 would turn
+      // a -0 weight into +0).
+      const float m = q50 ? -0.0f : fp16_to_fp32(load_u16(blk + offsetof(BlockQ5_1, m)));
+      const uint32_t qh = load_u32(blk + (q50 ? offsetof(BlockQ5_0, qh) : offsetof(BlockQ5_1, qh)));
+      const uint8_t* qs = blk + (q50 ? offsetof(BlockQ5_0, qs) : offsetof(BlockQ5_1, qs));
+      for (int j = 0; j < 32; ++j) c[j] = int8_t(q5_value(qs, qh, j) - (q50 ? 16 : 0));
+      sc[0] = sc[1] = d;
+      of[0] = of[1] = m;
+    } else if (t == GgmlType::Q6_K) {
+      const float d = fp16_to_fp32(load_u16(blk + offsetof(BlockQ6_K, d)));
+      const auto* scales = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* ql = blk + offsetof(BlockQ6_K, ql) + 64 * h;
+        const uint8_t* qh = blk + offsetof(BlockQ6_K, qh) + 32 * h;
+        for (int l = 0; l < 32; ++l) {
+          const int q[4] = {(ql[l] & 15) | ((qh[l] & 3) << 4), (ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4),
+                            (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4),
+                            (ql[l + 32] >> 4) | ((qh[l] >> 6) << 4)};
+          for (int k = 0; k < 4; ++k) c[128 * h + l + 32 * k] = int8_t(q[k] - 32);
+        }
+      }
+      for (int g = 0; g < 16; ++g) {
+        sc[g] = d * static_cast<float>(scales[g]);
+        of[g] = -0.0f;  // as Q5_0's
+      }
+    } else {  // Q4_K, Q5_K
+      const bool q5 = t == GgmlType::Q5_K;
+      const float d = fp16_to_fp32(load_u16(blk));
+      const float dmin = fp16_to_fp32(load_u16(blk + 2));
+      const uint8_t* scales = blk + 4;
+      const uint8_t* qs = blk + (q5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs));
+      const uint8_t* qh = blk + offsetof(BlockQ5_K, qh);
+      for (int sb = 0; sb < 8; ++sb) {
+        int scv, mn;
+        k_scale_min(scales, sb, &scv, &mn);
+        const uint8_t* q = qs + 32 * (sb / 2);
+        const int shift = 4 * (sb % 2);
+        for (int l = 0; l < 32; ++l) {
+          const int v = ((q[l] >> shift) & 15) | (q5 ? ((qh[l] >> sb) & 1) << 4 : 0);
+          c[32 * sb + l] = int8_t(v);
+        }
+        sc[2 * sb] = sc[2 * sb + 1] = d * static_cast<float>(scv);
+        of[2 * sb] = of[2 * sb + 1] = -(dmin * static_cast<float>(mn));
+      }
+    }
+  }
+}
+
 const char* quant_isa_name() {
   return active().isa;
 }

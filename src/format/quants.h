@@ -117,6 +117,15 @@ float dot_row(GgmlType t, const void* row, const float* x, int64_t n);
 void dot_row_multi(GgmlType t, const void* row, int64_t n, const float* x, int64_t x_stride, int n_vec,
                    float* y, int64_t y_stride);
 
+// The weights of a row of Q5_0, Q5_1, Q4_K, Q5_K or Q6_K as one signed byte code per element and one
+// (scale, offset) pair per 16 elements: scale[i / 16] * code[i] + offset[i / 16], in float, equals
+// dequantize_row's element i bit for bit (the product is exact in float, as every product of these formats
+// is, and the add is the format's one rounding; Q4_K/Q5_K's offset is -(dmin * mn), Q6_K's and Q5_0's -0).
+// For readers that hold these formats as bytes (the OpenCL backend). n: a multiple of the block size;
+// codes: [n]; scale, offset: [n / 16]. Other types throw tilellm::Error.
+bool has_code_groups(GgmlType t);
+void row_code_groups(GgmlType t, const void* src, int64_t n, int8_t* codes, float* scale, float* offset);
+
 // The instruction set the kernels use now: "avx2" (AVX2+FMA+F16C), "neon" (ARMv8-A Advanced SIMD) or
 // "scalar". Recorded in benchmark rows.
 const char* quant_isa_name();

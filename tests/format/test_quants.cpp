@@ -243,52 +243,58 @@ TEST(QuantDispatch, simd_path_is_used_when_the_cpu_has_one) {
   set_quant_isa_for_testing(true);
 }
 
+// A row of n elements of type t: random bytes, every scale patched to a finite half of sane size.
+std::vector<uint8_t> random_row(GgmlType t, int64_t n, std::mt19937& rng) {
+  const TypeTraits& tr = type_traits(t);
+  std::vector<uint8_t> row(row_size(t, n));
+  for (auto& b : row) b = static_cast<uint8_t>(rng());
+  const int64_t nb = n / tr.block_size;
+  std::uniform_real_distribution<float> scale(0.001f, 0.1f);
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* blk = row.data() + b * tr.type_size;
+    auto put_half = [&](size_t off) {
+      const uint16_t h = fp32_to_fp16(scale(rng));
+      std::memcpy(blk + off, &h, 2);
+    };
+    switch (t) {
+      case GgmlType::F32: {
+        const float v = scale(rng) - 0.05f;
+        std::memcpy(blk, &v, 4);
+        break;
+      }
+      case GgmlType::F16:
+        put_half(0);
+        break;
+      case GgmlType::BF16: {
+        const uint16_t h = fp32_to_bf16(scale(rng) - 0.05f);
+        std::memcpy(blk, &h, 2);
+        break;
+      }
+      case GgmlType::Q6_K:
+        put_half(offsetof(BlockQ6_K, d));
+        break;
+      case GgmlType::Q4_1:
+      case GgmlType::Q5_1:
+      case GgmlType::Q4_K:
+      case GgmlType::Q5_K:
+        put_half(0);
+        put_half(2);
+        break;
+      default:
+        put_half(0);
+        break;
+    }
+  }
+  return row;
+}
+
 TEST(QuantDispatch, simd_and_scalar_agree_on_larger_random_rows) {
   // Beyond the fixtures: long rows of random bytes (scales patched to finite halves) checked against the
   // scalar path's dequantization with a float64 dot, for 576 x 1536-like lengths.
   std::mt19937 rng(7);
   for (GgmlType t : kSupported) {
-    const TypeTraits& tr = type_traits(t);
     const int64_t n = 1536;
-    std::vector<uint8_t> row(row_size(t, n));
-    for (auto& b : row) b = static_cast<uint8_t>(rng());
-    const int64_t nb = n / tr.block_size;
-    std::uniform_real_distribution<float> scale(0.001f, 0.1f);
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* blk = row.data() + b * tr.type_size;
-      auto put_half = [&](size_t off) {
-        const uint16_t h = fp32_to_fp16(scale(rng));
-        std::memcpy(blk + off, &h, 2);
-      };
-      switch (t) {
-        case GgmlType::F32: {
-          const float v = scale(rng) - 0.05f;
-          std::memcpy(blk, &v, 4);
-          break;
-        }
-        case GgmlType::F16:
-          put_half(0);
-          break;
-        case GgmlType::BF16: {
-          const uint16_t h = fp32_to_bf16(scale(rng) - 0.05f);
-          std::memcpy(blk, &h, 2);
-          break;
-        }
-        case GgmlType::Q6_K:
-          put_half(offsetof(BlockQ6_K, d));
-          break;
-        case GgmlType::Q4_1:
-        case GgmlType::Q5_1:
-        case GgmlType::Q4_K:
-        case GgmlType::Q5_K:
-          put_half(0);
-          put_half(2);
-          break;
-        default:
-          put_half(0);
-          break;
-      }
-    }
+    const std::vector<uint8_t> row = random_row(t, n, rng);
     std::vector<float> x(n);
     std::normal_distribution<float> nd;
     for (auto& v : x) v = nd(rng);
@@ -307,6 +313,35 @@ TEST(QuantDispatch, simd_and_scalar_agree_on_larger_random_rows) {
     }
     EXPECT_NEAR(dot_row(t, row.data(), x.data(), n), dot, dot_tolerance(n, abs_sum)) << type_name(t);
   }
+}
+
+TEST(QuantCodeGroups, scale_times_code_plus_offset_is_the_dequantized_weight_bit_for_bit) {
+  // Every type with a code-group form, random rows of 3 K-blocks (24 blocks of 32): scale * code + offset in
+  // float equals dequantize_row's value exactly, and the codes stay in each format's range.
+  std::mt19937 rng(11);
+  int checked = 0;
+  for (GgmlType t : kSupported) {
+    if (!has_code_groups(t)) continue;
+    const int64_t n = 768;
+    const std::vector<uint8_t> row = random_row(t, n, rng);
+    std::vector<float> want(n), scale(n / 16), offset(n / 16);
+    std::vector<int8_t> codes(n);
+    dequantize_row(t, row.data(), want.data(), n);
+    row_code_groups(t, row.data(), n, codes.data(), scale.data(), offset.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float got = scale[size_t(i / 16)] * static_cast<float>(codes[size_t(i)]) + offset[size_t(i / 16)];
+      ASSERT_EQ(bits_of(got), bits_of(want[size_t(i)])) << type_name(t) << " element " << i;
+      ASSERT_GE(codes[size_t(i)], t == GgmlType::Q6_K ? -32 : t == GgmlType::Q5_0 ? -16 : 0) << type_name(t);
+      ASSERT_LE(codes[size_t(i)], t == GgmlType::Q4_K ? 15 : 31) << type_name(t);
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 5);  // Q5_0, Q5_1, Q4_K, Q5_K, Q6_K
+  std::vector<int8_t> c(32);
+  std::vector<float> sc(2), of(2);
+  const std::vector<uint8_t> q8 = random_row(GgmlType::Q8_0, 32, rng);
+  EXPECT_THROW(row_code_groups(GgmlType::Q8_0, q8.data(), 32, c.data(), sc.data(), of.data()), Error);
+  EXPECT_THROW(row_code_groups(GgmlType::Q4_K, q8.data(), 32, c.data(), sc.data(), of.data()), Error);
 }
 
 TEST(QuantErrors, unsupported_types_and_bad_lengths_are_clear_errors) {
