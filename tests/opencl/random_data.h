@@ -85,10 +85,12 @@ inline OwnedWeight make_weight(GgmlType type, int64_t n_in, int64_t n_out, uint3
         put_half(blk, scale(rng));
         break;
       case GgmlType::Q4_1:
+      case GgmlType::Q5_1:
         put_half(blk, scale(rng));
         put_half(blk + 2, 0.1f * sym(rng));
         break;
       case GgmlType::Q4_K:
+      case GgmlType::Q5_K:
         put_half(blk, scale(rng));
         put_half(blk + 2, scale(rng));
         break;

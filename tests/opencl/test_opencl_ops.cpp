@@ -111,8 +111,9 @@ TEST_P(OpenclOps, self_check_passes_every_kernel_on_this_device) {
 TEST_P(OpenclOps, embedding_matches_cpu_bit_for_bit) {
   auto be = make();
   const int32_t ids[5] = {6, 0, 12, 6, 3};
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
-                     GgmlType::Q6_K, GgmlType::BF16}) {
+  for (GgmlType t :
+       {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q5_0,
+        GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::BF16}) {
     const int64_t n_in = type_traits(t).block_size == 256 ? 512 : (type_traits(t).block_size == 1 ? 99 : 96);
     OwnedWeight& w = keep(make_weight(t, n_in, 13, 11));
     be->upload_weight(w.w);
@@ -134,8 +135,9 @@ TEST_P(OpenclOps, embedding_matches_cpu_bit_for_bit) {
 
 TEST_P(OpenclOps, matmul_matches_cpu_for_every_weight_type) {
   auto be = make();
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
-                     GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::BF16}) {
+  for (GgmlType t :
+       {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q5_0,
+        GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::BF16}) {
     const int64_t bs = type_traits(t).block_size;
     const int64_t n_in = bs == 1 ? 333 : bs * (bs == 256 ? 3 : 11);  // odd multiples of the block size
     const int64_t n_out = 37;  // not a multiple of the matvec kernel's 4 rows per group
@@ -263,7 +265,8 @@ TEST_P(OpenclOps, decode_matvecs_into_resident_arrays_share_one_launch) {
 
 TEST_P(OpenclOps, decode_gate_up_and_glu_run_as_one_kernel) {
   // Decode's gate and up products and their activation in one launch (matvec_glu_<format>), for every block
-  // format the device holds (the GGUF ones and the two --weights conversions), with both activations: equal
+  // format the device holds (the GGUF ones, the two --weights conversions, and Kq8 for the K-quants; the
+  // kernel names show each weight took its format's path), with both activations: equal
   // bit for bit to the unfused device path (two matvecs, then the glu kernel), which sums the same units in
   // the same order; the matvecs and glu are held to the CPU by their own tests. 37 rows leave the last group
   // half used.
@@ -276,10 +279,13 @@ TEST_P(OpenclOps, decode_gate_up_and_glu_run_as_one_kernel) {
                         {WeightsMode::Native, GgmlType::Q4_1, "matvec_glu_q4_1"},
                         {WeightsMode::Native, GgmlType::Q8_0, "matvec_glu_q8_0"},
                         {WeightsMode::Int4B64, GgmlType::F32, "matvec_glu_int4b64"},
-                        {WeightsMode::Int8B0, GgmlType::F32, "matvec_glu_int8b0"}};
-  const int64_t n_in = 160, n_out = 37;
-  const std::vector<float> x = rand_floats(size_t(n_in), 33);
+                        {WeightsMode::Int8B0, GgmlType::F32, "matvec_glu_int8b0"},
+                        {WeightsMode::Native, GgmlType::Q4_K, "matvec_glu_kq8"},
+                        {WeightsMode::Native, GgmlType::Q6_K, "matvec_glu_kq8"}};
+  const int64_t n_out = 37;
   for (const Case& c : cases) {
+    const int64_t n_in = type_traits(c.type).block_size == 256 ? 512 : 160;
+    const std::vector<float> x = rand_floats(size_t(n_in), 33);
     OpenclBackendOptions o;
     o.device = test::opencl_test_device();
     o.profile = GetParam();

@@ -29,23 +29,49 @@ int kernel_index(GgmlType t) {
       return 3;
     case GgmlType::Q8_0:
       return 4;
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+      return 7;  // Kq8
     default:
       return -1;
   }
 }
 
-constexpr const char* kMatmulKernels[7] = {"matmul_f32",  "matmul_f16",     "matmul_q4_0",  "matmul_q4_1",
-                                           "matmul_q8_0", "matmul_int4b64", "matmul_int8b0"};
-constexpr const char* kMatvecKernels[7] = {"matvec_f32",  "matvec_f16",     "matvec_q4_0",  "matvec_q4_1",
-                                           "matvec_q8_0", "matvec_int4b64", "matvec_int8b0"};
-constexpr const char* kMatvecGluKernels[7] = {nullptr,
+constexpr const char* kMatmulKernels[8] = {"matmul_f32",  "matmul_f16",     "matmul_q4_0",   "matmul_q4_1",
+                                           "matmul_q8_0", "matmul_int4b64", "matmul_int8b0", "matmul_kq8"};
+constexpr const char* kMatvecKernels[8] = {"matvec_f32",  "matvec_f16",     "matvec_q4_0",   "matvec_q4_1",
+                                           "matvec_q8_0", "matvec_int4b64", "matvec_int8b0", "matvec_kq8"};
+constexpr const char* kMatvecGluKernels[8] = {nullptr,
                                               nullptr,
                                               "matvec_glu_q4_0",
                                               "matvec_glu_q4_1",
                                               "matvec_glu_q8_0",
                                               "matvec_glu_int4b64",
-                                              "matvec_glu_int8b0"};
-constexpr const char* kEmbedKernels[5] = {"embed_f32", "embed_f16", "embed_q4_0", "embed_q4_1", "embed_q8_0"};
+                                              "matvec_glu_int8b0",
+                                              "matvec_glu_kq8"};
+constexpr const char* kEmbedKernels[8] = {"embed_f32",  "embed_f16", "embed_q4_0", "embed_q4_1",
+                                          "embed_q8_0", nullptr,     nullptr,      "embed_kq8"};
+
+// The Kq8 device row (kernels/quants.cl): [n_in] signed codes, then [n_in / 16] (float scale, float offset),
+// padded to 16 bytes; written from the file's row by row_code_groups (exact).
+size_t kq8_row_bytes(int64_t n_in) {
+  return (size_t(n_in) + size_t(n_in / 16) * 8 + 15) / 16 * 16;
+}
+
+void kq8_row(GgmlType t, const uint8_t* src, int64_t n_in, uint8_t* dst, std::vector<float>& scale,
+             std::vector<float>& offset) {
+  scale.resize(size_t(n_in / 16));
+  offset.resize(size_t(n_in / 16));
+  std::memset(dst, 0, kq8_row_bytes(n_in));
+  row_code_groups(t, src, n_in, reinterpret_cast<int8_t*>(dst), scale.data(), offset.data());
+  for (int64_t g = 0; g < n_in / 16; ++g) {
+    std::memcpy(dst + n_in + 8 * g, &scale[size_t(g)], 4);
+    std::memcpy(dst + n_in + 8 * g + 4, &offset[size_t(g)], 4);
+  }
+}
 
 // Device row bytes of the converted formats (kernels/quants.cl): codes, then the (half d, half m) pairs
 // (one per 64 weights for INT4B64, one per row for INT8B0), padded to 16 bytes.
@@ -159,8 +185,8 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   const bool images = o.memory == GpuMemory::Image && caps().images;
   const std::vector<std::string_view> ops = {"embedding",     "rmsnorm",     "matmul_f32",  "matmul_f16",
                                              "matmul_q4_0",   "matmul_q4_1", "matmul_q8_0", "matmul_int4b64",
-                                             "matmul_int8b0", "rope",        "kv_store",    "attention",
-                                             "glu",           "add"};
+                                             "matmul_int8b0", "matmul_kq8",  "rope",        "kv_store",
+                                             "attention",     "glu",         "add"};
   std::string defines;
   std::unique_ptr<opencl::ProgramCache> cache;
   std::optional<opencl::CacheEntry> entry;
@@ -209,7 +235,9 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     program_ = std::move(programs[0]);
     if (images) image_program_ = std::move(programs[1]);
     if (!o.test_kernel_name.empty()) test_program_ = std::move(programs.back());
-    for (int i = 0; i < kEmbedFormats; ++i) k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
+    for (int i = 0; i < kFormats; ++i) {
+      if (kEmbedKernels[i]) k_embed_[i] = rt_.kernel(program_, kEmbedKernels[i]);
+    }
     for (int i = 0; i < kFormats; ++i) {
       k_matmul_[i] = rt_.kernel(program_, kMatmulKernels[i]);
       k_matvec_[i] = rt_.kernel(program_, kMatvecKernels[i]);
@@ -363,7 +391,7 @@ void OpenclBackend::upload_weight_in(const Weight& w, bool as_image) {
 
 size_t OpenclBackend::device_row_bytes(GgmlType t, int64_t n_in) {
   const bool split = t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0;
-  return split ? split_row_bytes(t, n_in) : row_size(t, n_in);
+  return split ? split_row_bytes(t, n_in) : has_code_groups(t) ? kq8_row_bytes(n_in) : row_size(t, n_in);
 }
 
 OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, WeightsMode mode,
@@ -384,16 +412,20 @@ OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, W
     }
     dw.fmt = DevFormat(kernel_index(w.type));
     const bool split = w.type == GgmlType::Q4_0 || w.type == GgmlType::Q4_1 || w.type == GgmlType::Q8_0;
-    dw.row_bytes = split ? split_row_bytes(w.type, w.n_in) : w.row_bytes;
-    if (as_image && make_weight_image(dw, w.name, [&](int64_t r, uint8_t* dst) {
-          if (split) {
-            split_row(w.type, w.row(r), w.n_in, dst);
-          } else {
-            std::memcpy(dst, w.row(r), dw.row_bytes);
-          }
-        })) {
-      return dw;
-    }
+    const bool kq8 = dw.fmt == DevFormat::Kq8;
+    dw.row_bytes = device_row_bytes(w.type, w.n_in);
+    std::vector<float> scale, offset;
+    // Row r in the device layout at dst (row_bytes): block rows split, K-quants as codes and groups.
+    auto device_row = [&](int64_t r, uint8_t* dst) {
+      if (split) {
+        split_row(w.type, w.row(r), w.n_in, dst);
+      } else if (kq8) {
+        kq8_row(w.type, w.row(r), w.n_in, dst, scale, offset);
+      } else {
+        std::memcpy(dst, w.row(r), dw.row_bytes);
+      }
+    };
+    if (as_image && make_weight_image(dw, w.name, device_row)) return dw;
     const size_t bytes = dw.row_bytes * size_t(w.n_out);
     if (bytes > caps().max_alloc_bytes) {
       fail(
@@ -401,17 +433,16 @@ OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, W
           "{})",
           w.name, bytes, caps().max_alloc_bytes, caps().profile);
     }
-    if (!split) {
+    if (!split && !kq8) {
       dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY, w.data);
     } else {
-      // Block formats go up split per row (kernels/quants.cl), a slab of rows at a time.
+      // Block formats go up split per row, K-quants rewritten (kernels/quants.cl), a slab of rows at a time.
       dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY);
       const int64_t slab = std::max<int64_t>(1, int64_t(16 << 20) / int64_t(dw.row_bytes));  // ~16 MiB
       std::vector<uint8_t> rows(size_t(std::min(slab, w.n_out)) * dw.row_bytes);
       for (int64_t r0 = 0; r0 < w.n_out; r0 += slab) {
         const int64_t nr = std::min(slab, w.n_out - r0);
-        for (int64_t r = 0; r < nr; ++r)
-          split_row(w.type, w.row(r0 + r), w.n_in, rows.data() + r * dw.row_bytes);
+        for (int64_t r = 0; r < nr; ++r) device_row(r0 + r, rows.data() + r * dw.row_bytes);
         rt_.write(dw.buf, size_t(r0) * dw.row_bytes, rows.data(), size_t(nr) * dw.row_bytes);
         rt_.finish();  // `rows` is reused by the next slab
       }
@@ -515,13 +546,15 @@ opencl::Kernel& OpenclBackend::matvec_kernel(DevFormat f) {
 }
 
 opencl::Kernel& OpenclBackend::embed_kernel(DevFormat f) {
-  if (int(f) >= kEmbedFormats) fail("internal: no OpenCL embedding kernel for device format {}", int(f));
+  if (!k_embed_[int(f)].handle) fail("internal: no OpenCL embedding kernel for device format {}", int(f));
   return k_embed_[int(f)];
 }
 
 std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
   std::vector<opencl::Kernel*> v;
-  for (int i = 0; i < kEmbedFormats; ++i) v.push_back(&k_embed_[i]);
+  for (int i = 0; i < kFormats; ++i) {
+    if (k_embed_[i].handle) v.push_back(&k_embed_[i]);
+  }
   for (int i = 0; i < kFormats; ++i) v.push_back(&k_matmul_[i]);
   for (int i = 0; i < kFormats; ++i) v.push_back(&k_matvec_[i]);
   for (int i = 0; i < kFormats; ++i) {

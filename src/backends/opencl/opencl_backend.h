@@ -201,8 +201,9 @@ class OpenclBackend final : public Backend {
  private:
   // The weight formats device kernels read (kernels/matmul_<format>.cl), in the order of the kernel tables
   // below; the converted formats have no embedding kernel (tables keep their GGUF type).
-  enum class DevFormat : int { F32, F16, Q4_0, Q4_1, Q8_0, Int4B64, Int8B0 };
-  static constexpr int kFormats = 7, kEmbedFormats = 5;
+  // Kq8: the K-quants and Q5_0 / Q5_1, as signed byte codes and float (scale, offset) per 16 (exact).
+  enum class DevFormat : int { F32, F16, Q4_0, Q4_1, Q8_0, Int4B64, Int8B0, Kq8 };
+  static constexpr int kFormats = 8;
   struct DeviceWeight {
     opencl::Buffer buf;  // [n_out][row_bytes] in `fmt` (block formats' rows split: kernels/quants.cl)
     // --gpu-memory image: instead of buf, [n_out * img_lines][img_width] RGBA32UI texels, each row's
@@ -345,7 +346,8 @@ class OpenclBackend final : public Backend {
   std::vector<opencl::CacheEntry::Failed> failed_;  // the self-check's verdict: kernels that failed it
   // k_matvec_: the one-token (decode) products, used for n_tok == 1 unless they failed the self-check (then
   // k_matmul_ serves decode too).
-  opencl::Kernel k_embed_[kEmbedFormats], k_matmul_[kFormats], k_matvec_[kFormats];
+  // k_embed_: the formats an embedding table keeps (not the --weights conversions: their slots stay empty).
+  opencl::Kernel k_embed_[kFormats], k_matmul_[kFormats], k_matvec_[kFormats];
   // k_matvec_glu_: decode's gate and up products with their GLU, block formats only (float slots empty).
   opencl::Kernel k_matvec_glu_[kFormats];
   GemmTiles gemm_;  // the shape k_matmul_ were built with (TL_GEMM_* in the generated header)

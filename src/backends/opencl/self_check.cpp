@@ -8,6 +8,7 @@
 // failed barrier) is off by a sizeable fraction of it, and a NaN always fails.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -16,6 +17,7 @@
 #include "backends/opencl/opencl_backend.h"
 #include "format/error.h"
 #include "format/fp16.h"
+#include "format/quants.h"
 
 namespace tilellm {
 namespace {
@@ -50,9 +52,12 @@ std::vector<uint8_t> random_rows(GgmlType t, int64_t n_in, int64_t n_out, std::m
       std::memcpy(blk, &f, 4);
     } else if (t == GgmlType::F16) {
       put_half(blk, sym(rng));
+    } else if (t == GgmlType::Q6_K) {
+      put_half(blk + offsetof(BlockQ6_K, d), scale(rng) / 16.0f);  // d last; int8 sub-block scales
     } else {
-      put_half(blk, scale(rng));                                    // Q4_0, Q4_1, Q8_0: d first
+      put_half(blk, scale(rng));                                    // Q4_0, Q4_1, Q8_0, Q4_K: d first
       if (t == GgmlType::Q4_1) put_half(blk + 2, 0.1f * sym(rng));  // Q4_1: then m
+      if (t == GgmlType::Q4_K) put_half(blk + 2, scale(rng));       // Q4_K: then dmin (6-bit mins)
     }
   }
   return b;
@@ -152,10 +157,12 @@ void OpenclBackend::run_self_check() {
 
   // Weights: embedding and matmul of every block type a kernel reads. Each op below still runs its kernel:
   // a kernel's on_cpu is set only after its own check.
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
+                     GgmlType::Q4_K, GgmlType::Q6_K}) {
     // With the tiled GEMM, rows over two row tiles (the second partial); the float rows end in a partial
-    // block.
-    const int64_t n_in = type_traits(t).block_size == 1 ? 63 : 64, n_tok = 2;
+    // block. Q4_K (with offsets) and Q6_K (without) check the Kq8 kernels.
+    const int64_t bs = type_traits(t).block_size;
+    const int64_t n_in = bs == 1 ? 63 : bs == 256 ? 256 : 64, n_tok = 2;
     const int64_t n_out = gemm_.on() ? gemm_.tr() + 5 : 5;
     std::vector<uint8_t> bytes = random_rows(t, n_in, n_out, rng);
     Weight w;

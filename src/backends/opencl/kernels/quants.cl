@@ -14,12 +14,16 @@
 //            weights (a 64-group is two 32-blocks sharing one pair; the last group is one block when
 //            nb is odd), padded to a multiple of 16 bytes.
 //   INT8B0:  [nb][32 bytes] codes (unsigned), then one (half d, half m) for the whole row, padded to 16.
+//   KQ8:     the K-quants (Q4_K, Q5_K, Q6_K) and Q5_0 / Q5_1 at upload (format/quants.h row_code_groups):
+//            [n][1 byte] signed codes, then [n / 16] (float scale, float offset), padded to 16 bytes;
+//            scale * code + offset is the format's exact weight.
 // Weights (q = the stored integer):
 //   Q4_0: w = d * (q - 8); element j < 16: low nibble of code byte j, j >= 16: high nibble of byte j - 16
 //   Q4_1: w = d * q + m; nibbles as Q4_0
 //   Q8_0: w = d * q, q the signed code byte j
 //   INT4B64: w = d * q + m, (d, m) of group b / 2; nibbles as Q4_0
 //   INT8B0: w = d * q + m, q the unsigned code byte j
+//   KQ8: w = scale * q + offset, q the signed code byte j, (scale, offset) of group j / 16
 //   F16: one half per element; F32: one float per element (rows as in the file).
 // Element readers take (row, element i, n = elements per row).
 
@@ -81,6 +85,11 @@ float tl_q8_0_at(__global const uchar* row, int i, int n) {
   return vload_half(b, (__global const half*)(row + 32 * (n / 32))) * (float)(char)row[i];
 }
 
+float tl_kq8_at(__global const uchar* row, int i, int n) {
+  const float2 p = vload2(i / 16, (__global const float*)(row + n));
+  return p.x * (float)((__global const char*)row)[i] + p.y;
+}
+
 // The 32 exact weights of block b of a row of nb blocks, for the matmuls (each block is decoded once per tile
 // of tokens). The codes are one aligned 16-byte load per 16 bytes (the split rows put block b's codes at a
 // multiple of 16 bytes), not one load per byte.
@@ -124,6 +133,13 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
     const uint4 v = c[h];
     vstore16(d * tl_bytes16(v, 0.0f) + m, h, w);
   }
+}
+
+void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
+  const float4 p = ((__global const float4*)(row + 32 * nb))[b];  // (scale, offset) of both 16-groups
+  __global const uint4* c = (__global const uint4*)row + 2 * b;
+  vstore16(p.x * tl_sbytes16(c[0]) + p.y, 0, w);
+  vstore16(p.z * tl_sbytes16(c[1]) + p.w, 1, w);
 }
 
 // The row kernel of the matrix product over rows of 32-weight blocks, for devices that cannot hold the tiled
@@ -302,6 +318,20 @@ tl_w16 tl_half_q8_0(__global const uchar* row, int u, int nb) {
 tl_w16 tl_half_int4b64(__global const uchar* row, int u, int nb) {
   __global const half* p = (__global const half*)(row + 16 * nb);  // one (d, m) per 64 weights: 4 units
   return tl_half_nibbles(row, u, 0.0f, vload_half(2 * (u / 4), p), vload_half(2 * (u / 4) + 1, p));
+}
+
+// KQ8's unit u is its (scale, offset) group u: 16 contiguous signed codes, Q8_0's halves.
+tl_w16 tl_half_kq8(__global const uchar* row, int u, int nb) {
+  tl_w16 w;
+  const float2 p = ((__global const float2*)(row + 32 * nb))[u];
+  const uint4 c = ((__global const uint4*)row)[u];
+  w.w0 = tl_sbytes4(c.x);
+  w.w1 = tl_sbytes4(c.y);
+  w.w2 = tl_sbytes4(c.z);
+  w.w3 = tl_sbytes4(c.w);
+  w.d = p.x;
+  w.m = p.y;
+  return w;
 }
 
 tl_w16 tl_half_int8b0(__global const uchar* row, int u, int nb) {
