@@ -21,7 +21,7 @@ Q4_0, Q4_1, Q8_0, Q4_K_M and F16. The tokenizer is a minimal byte-level `gpt2` o
 An existing output file is kept (delete it to rebuild). Needs numpy and gguf; llama-quantize comes from the
 llama.cpp build described in tests/reference/llama_cpp_env.sh (run `tests/reference/llama_cpp_env.sh build`).
 
---direct (q4_0, q8_0 only) writes the quantized blocks themselves, with no F16 source and no llama-quantize:
+--direct (q4_0, q8_0, q4_k only) writes the quantized blocks themselves, with no F16 source and no llama-quantize:
 random codes and small random fp16 scales, laid out as llama-quantize lays out a file of that type (the
 matrices in the type, an untied output matrix in Q6_K, the norms in F32). For machines without a llama.cpp
 build, and for large shapes whose F16 source would be slow to write:
@@ -56,7 +56,8 @@ def cache_dir() -> Path:
 
 # --direct: GGUF block layouts (bytes per block of 256 or 32 values; where the fp16 scale sits).
 DIRECT = {"q4_0": (gguf.GGMLQuantizationType.Q4_0, gguf.LlamaFileType.MOSTLY_Q4_0),
-          "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0)}
+          "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
+          "q4_k": (gguf.GGMLQuantizationType.Q4_K, gguf.LlamaFileType.MOSTLY_Q4_K_S)}
 
 
 def random_blocks(rng: np.random.Generator, qtype: gguf.GGMLQuantizationType, n_in: int, n_out: int) -> np.ndarray:
@@ -70,9 +71,15 @@ def random_blocks(rng: np.random.Generator, qtype: gguf.GGMLQuantizationType, n_
         b[:, :, 192:208] = rng.integers(1, 9, size=(n_out, nb, 16), dtype=np.uint8)
         d = (rng.uniform(0.5, 1.5, size=(n_out, nb)) * step / 4).astype(np.float16)
         b[:, :, 208:210] = d.view(np.uint8).reshape(n_out, nb, 2)
+    elif qtype == gguf.GGMLQuantizationType.Q4_K:
+        # d, dmin fp16, scales[12] (random 6-bit scales and mins, 0..63), qs: d * sc * 15 ~ step * 4
+        d = (rng.uniform(0.5, 1.5, size=(n_out, nb)) * step * 4 / (15 * 32)).astype(np.float16)
+        dmin = (rng.uniform(0.5, 1.5, size=(n_out, nb)) * step * 2 / 32).astype(np.float16)
+        b[:, :, 0:2] = d.view(np.uint8).reshape(n_out, nb, 2)
+        b[:, :, 2:4] = dmin.view(np.uint8).reshape(n_out, nb, 2)
     else:
-        # d fp16 first: Q4_0 codes span 16 steps, Q8_0 256
-        span = 16 if qtype == gguf.GGMLQuantizationType.Q4_0 else 256
+        # d fp16 first: Q4_0 codes span 16 steps, Q5_0 32, Q8_0 256
+        span = {gguf.GGMLQuantizationType.Q4_0: 16, gguf.GGMLQuantizationType.Q5_0: 32}.get(qtype, 256)
         d = (rng.uniform(0.5, 1.5, size=(n_out, nb)) * step * 4 / span).astype(np.float16)
         b[:, :, 0:2] = d.view(np.uint8).reshape(n_out, nb, 2)
     return b.reshape(n_out, nb * size)
@@ -115,6 +122,9 @@ def write_source(path: Path, shape: str, seed: int, direct: str | None = None) -
     def mat(name: str, n_in: int, n_out: int) -> None:
         if direct:
             qtype = gguf.GGMLQuantizationType.Q6_K if name == "output.weight" else DIRECT[direct][0]
+            if n_in % gguf.GGML_QUANT_SIZES[qtype][0] != 0:
+                # A row that is not whole K-blocks (SmolLM2's 576): Q5_0, as llama-quantize falls back.
+                qtype = gguf.GGMLQuantizationType.Q5_0
             w.add_tensor(name, random_blocks(rng, qtype, n_in, n_out), raw_dtype=qtype)
             return
         # Scaled so that activations stay finite through the layers (the values do not matter for speed).
@@ -152,7 +162,7 @@ def main() -> None:
     ap.add_argument("--shapes", default="smollm2,tinyllama", help="comma list of: " + ",".join(SHAPES))
     ap.add_argument("--types", default=",".join(TYPES), help="comma list of: " + ",".join(TYPES))
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--direct", action="store_true", help="write q4_0/q8_0 blocks directly (no llama-quantize)")
+    ap.add_argument("--direct", action="store_true", help="write q4_0/q8_0/q4_k blocks directly (no llama-quantize)")
     ap.add_argument(
         "--quantize",
         type=Path,
@@ -166,7 +176,7 @@ def main() -> None:
         if s not in SHAPES:
             sys.exit(f"error: unknown shape '{s}' (known: {', '.join(SHAPES)})")
     for t in types:
-        if t not in TYPES:
+        if t not in TYPES and not (a.direct and t in DIRECT):
             sys.exit(f"error: unknown type '{t}' (known: {', '.join(TYPES)})")
     a.out.mkdir(parents=True, exist_ok=True)
     if a.direct:
