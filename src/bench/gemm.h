@@ -75,7 +75,10 @@ struct QuantActs {
   AlignedBuffer scales;  // float [M]: sa
   void resize(int M, const QuantMatrix& w);
 };
-void quantize_acts(const float* A, int M, int K, QuantActs& out, ThreadPool* pool);  // gemm_w4a8.cpp
+// isa: kScalar runs the portable row quantizer (tests compare it with the vector one); the codes are the
+// same.
+void quantize_acts(const float* A, int M, int K, QuantActs& out, ThreadPool* pool,
+                   Isa isa = best_isa());  // gemm_w4a8.cpp
 
 // C [M][N] from quantized weights and activations (either bit width).
 void gemm_quant(const QuantMatrix& w, const QuantActs& a, float* C, ThreadPool* pool, Isa isa);

@@ -239,37 +239,38 @@ TEST(Gemm, activation_quantization_is_symmetric_per_row_with_block_sums) {
 }
 
 TEST(Gemm, activation_quantization_equals_nearbyint_and_clamp_with_ties_to_even) {
-  // The vectorized row quantizer against the plain definition: s = max|a| / 127, q = clamp(nearbyint(a / s),
-  // -127, 127), on rows of odd lengths (a 16-lane body and a tail) with exact ties: a row whose max is 127
-  // has s = 1, so x.5 values must round to even.
-  for (int K : {1, 15, 17, 130, 2563}) {
-    const int M = 3;
-    auto A = random_matrix(size_t(M) * K, 9 + K);
-    for (int k = 0; k < K; ++k) A[k] = float((k % 9) - 4) + 0.5f;  // row 0: -3.5 .. 4.5, all ties
-    A[0] = 127.0f;
-    const auto W = random_matrix(size_t(16) * K, 10);
-    const QuantMatrix w = quantize_int4(W.data(), K, 16, 0);
-    QuantActs a;
-    a.resize(M, w);
-    quantize_acts(A.data(), M, K, a, nullptr);
-    for (int m = 0; m < M; ++m) {
-      float amax = 0.0f;
-      for (int k = 0; k < K; ++k) amax = std::max(amax, std::fabs(A[size_t(m) * K + k]));
-      const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
-      ASSERT_EQ(a.scales.as<float>()[m], s) << "K " << K << " row " << m;
-      for (int k = 0; k < K; ++k) {
-        const float want = std::clamp(std::nearbyint(A[size_t(m) * K + k] * (1.0f / s)), -127.0f, 127.0f);
-        ASSERT_EQ(a.q.as<int8_t>()[size_t(m) * a.Kp + k], int8_t(want))
-            << "K " << K << " [" << m << "][" << k << "]";
+  // Both row quantizers (the portable one and, where the CPU has it, the vectorized one) against the plain
+  // definition: s = max|a| / 127, q = clamp(nearbyint(a / s), -127, 127), on rows of odd lengths (a 16-lane
+  // body and a tail) with exact ties: a row whose max is 127 has s = 1, so x.5 values must round to even.
+  for (Isa isa : {Isa::kScalar, best_isa()})
+    for (int K : {1, 15, 17, 130, 2563}) {
+      const int M = 3;
+      auto A = random_matrix(size_t(M) * K, 9 + K);
+      for (int k = 0; k < K; ++k) A[k] = float((k % 9) - 4) + 0.5f;  // row 0: -3.5 .. 4.5, all ties
+      A[0] = 127.0f;
+      const auto W = random_matrix(size_t(16) * K, 10);
+      const QuantMatrix w = quantize_int4(W.data(), K, 16, 0);
+      QuantActs a;
+      a.resize(M, w);
+      quantize_acts(A.data(), M, K, a, nullptr, isa);
+      for (int m = 0; m < M; ++m) {
+        float amax = 0.0f;
+        for (int k = 0; k < K; ++k) amax = std::max(amax, std::fabs(A[size_t(m) * K + k]));
+        const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
+        ASSERT_EQ(a.scales.as<float>()[m], s) << "K " << K << " row " << m;
+        for (int k = 0; k < K; ++k) {
+          const float want = std::clamp(std::nearbyint(A[size_t(m) * K + k] * (1.0f / s)), -127.0f, 127.0f);
+          ASSERT_EQ(a.q.as<int8_t>()[size_t(m) * a.Kp + k], int8_t(want))
+              << isa_name(isa) << " K " << K << " [" << m << "][" << k << "]";
+        }
+      }
+      if (K >= 9) {
+        EXPECT_EQ(a.q.as<int8_t>()[1], -2);  // -2.5 -> -2 (even)
+        EXPECT_EQ(a.q.as<int8_t>()[2], -2);  // -1.5 -> -2
+        EXPECT_EQ(a.q.as<int8_t>()[4], 0);   // 0.5 -> 0
+        EXPECT_EQ(a.q.as<int8_t>()[5], 2);   // 1.5 -> 2
       }
     }
-    if (K >= 9) {
-      EXPECT_EQ(a.q.as<int8_t>()[1], -2);  // -2.5 -> -2 (even)
-      EXPECT_EQ(a.q.as<int8_t>()[2], -2);  // -1.5 -> -2
-      EXPECT_EQ(a.q.as<int8_t>()[4], 0);   // 0.5 -> 0
-      EXPECT_EQ(a.q.as<int8_t>()[5], 2);   // 1.5 -> 2
-    }
-  }
 }
 
 TEST(Gemm, block64_requires_k_multiple_of_64) {

@@ -119,10 +119,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_row_avx512(co
 
 }  // namespace
 
-void quantize_acts(const float* A, int M, int K, QuantActs& out, ThreadPool* pool) {
+void quantize_acts(const float* A, int M, int K, QuantActs& out, ThreadPool* pool, Isa isa) {
   auto* row_fn = &quantize_row_portable;
 #if defined(__x86_64__)
-  if (best_isa() == Isa::kAvx512Vnni) row_fn = &quantize_row_avx512;
+  if (isa == Isa::kAvx512Vnni && best_isa() == Isa::kAvx512Vnni) row_fn = &quantize_row_avx512;
+#else
+  (void)isa;
 #endif
   auto body = [&](int64_t b, int64_t e, int) {
     for (int64_t m = b; m < e; ++m) {
