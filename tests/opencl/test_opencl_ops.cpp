@@ -70,6 +70,19 @@ class OpenclOps : public ::testing::TestWithParam<std::string> {
     return std::make_unique<OpenclBackend>(o);
   }
 
+  // Small sizes for tests that set options of their own (profiling, resident arrays, a KV cache, a
+  // converted format): the device under the parameter's profile, no self-check.
+  OpenclBackendOptions small_options(int64_t max_tokens) const {
+    OpenclBackendOptions o;
+    o.device = test::opencl_test_device();
+    o.profile = GetParam();
+    o.max_tokens = max_tokens;
+    o.max_in_elems = o.max_out_elems = 1 << 12;
+    o.max_width = 256;
+    o.self_check = false;
+    return o;
+  }
+
   // Weights must outlive the backend (it keys them by address): each test keeps its own here.
   OwnedWeight& keep(OwnedWeight w) {
     return *kept_.emplace_back(std::make_unique<OwnedWeight>(std::move(w)));
@@ -98,12 +111,8 @@ TEST_P(OpenclOps, capabilities_are_clamped_to_the_profile) {
 }
 
 TEST_P(OpenclOps, self_check_passes_every_kernel_on_this_device) {
-  OpenclBackendOptions o;
-  o.device = test::opencl_test_device();
-  o.profile = GetParam();
-  o.max_tokens = 8;
-  o.max_in_elems = o.max_out_elems = 1 << 12;
-  o.max_width = 256;
+  OpenclBackendOptions o = small_options(8);
+  o.self_check = true;
   OpenclBackend be(o);
   EXPECT_TRUE(be.cpu_fallbacks().empty()) << be.cpu_fallbacks().front();
 }
@@ -174,13 +183,7 @@ TEST_P(OpenclOps, profiling_times_each_kernel_launch) {
   // With profiling on, every launch is counted under its kernel's name with a positive device time; a reset
   // clears the totals; without profiling nothing is recorded.
   for (bool profiling : {true, false}) {
-    OpenclBackendOptions o;
-    o.device = test::opencl_test_device();
-    o.profile = GetParam();
-    o.max_tokens = 8;
-    o.max_in_elems = o.max_out_elems = 1 << 12;
-    o.max_width = 256;
-    o.self_check = false;
+    OpenclBackendOptions o = small_options(8);
     o.profiling = profiling;
     OpenclBackend be(o);
     OwnedWeight& w = keep(make_weight(GgmlType::Q4_0, 96, 13, 2));
@@ -231,13 +234,7 @@ TEST_P(OpenclOps, decode_matvecs_into_resident_arrays_share_one_launch) {
   // its own device-resident array, run as one launch; the results equal one launch per weight. Odd row
   // counts put a half-used group at the end of every weight. A fourth weight starts a second launch.
   std::vector<float> x = rand_floats(160, 11), y1(21), y2(9), y3(13), y4(7);
-  OpenclBackendOptions o;
-  o.device = test::opencl_test_device();
-  o.profile = GetParam();
-  o.max_tokens = 4;
-  o.max_in_elems = o.max_out_elems = 1 << 12;
-  o.max_width = 256;
-  o.self_check = false;
+  OpenclBackendOptions o = small_options(4);
   o.profiling = true;
   for (std::vector<float>* a : {&x, &y1, &y2, &y3, &y4}) o.resident.push_back({a->data(), a->size() * 4});
   OpenclBackend be(o);
@@ -286,14 +283,8 @@ TEST_P(OpenclOps, decode_gate_up_and_glu_run_as_one_kernel) {
   for (const Case& c : cases) {
     const int64_t n_in = type_traits(c.type).block_size == 256 ? 512 : 160;
     const std::vector<float> x = rand_floats(size_t(n_in), 33);
-    OpenclBackendOptions o;
-    o.device = test::opencl_test_device();
-    o.profile = GetParam();
-    o.max_tokens = 4;
-    o.max_in_elems = o.max_out_elems = 1 << 12;
-    o.max_width = 256;
+    OpenclBackendOptions o = small_options(4);
     o.weights = c.mode;
-    o.self_check = false;
     o.profiling = true;
     OpenclBackend be(o);
     OwnedWeight& g = keep(make_weight(c.type, n_in, n_out, 31));
@@ -588,13 +579,7 @@ TEST_P(OpenclOps, rope_kv_store_is_one_launch_equal_to_rope_rope_kv_store) {
                          k = rand_floats(size_t(n_tok * kv_dim), 62),
                          v = rand_floats(size_t(n_tok * kv_dim), 63);
       std::vector<float> q2 = q, k2 = k;
-      OpenclBackendOptions o;
-      o.device = test::opencl_test_device();
-      o.profile = GetParam();
-      o.max_tokens = 4;
-      o.max_in_elems = o.max_out_elems = 1 << 12;
-      o.max_width = 256;
-      o.self_check = false;
+      OpenclBackendOptions o = small_options(4);
       o.profiling = true;
       o.kv_layers = kLayers;
       o.kv_ctx = kCtx;
@@ -657,13 +642,7 @@ TEST_P(OpenclOps, kv_store_matches_cpu_bit_for_bit) {
 // buffer) stores and attends exactly as one buffer does.
 TEST_P(OpenclOps, kv_cache_split_over_buffers_matches_cpu) {
   const int64_t hd = 40, kv_dim = 2 * hd;
-  OpenclBackendOptions o;
-  o.device = test::opencl_test_device();
-  o.profile = GetParam();
-  o.max_tokens = 8;
-  o.max_in_elems = o.max_out_elems = 1 << 12;
-  o.max_width = 256;
-  o.self_check = false;
+  OpenclBackendOptions o = small_options(8);
   o.kv_layers = kLayers;
   o.kv_ctx = kCtx;
   o.kv_dim = kv_dim;

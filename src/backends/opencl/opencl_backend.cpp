@@ -134,7 +134,8 @@ size_t floats(int64_t n) {
 
 // Bumped whenever something outside the program texts changes what a cached entry means: the self-check's
 // cases or tolerance (its verdict is cached), or how binaries are made or used.
-constexpr const char* kCacheKeyVersion = "tilellm-opencl-programs 1";
+constexpr const char* kCacheKeyVersion =
+    "tilellm-opencl-programs 2";  // 2: fused, KQ8 and split-attention checks
 
 // The program cache's key (program_cache.h): every input of the binaries and of the self-check's verdict, as
 // length-prefixed fields so that no two different inputs make the same text.

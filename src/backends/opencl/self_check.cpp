@@ -127,8 +127,8 @@ void OpenclBackend::run_self_check() {
   auto check_glu = [&](const Weight& g, const Weight& ref_g, WeightsMode mode, const float* x) {
     opencl::Kernel& k = k_matvec_glu_[int(weights_.at(g.data).fmt)];
     if (!k.handle) return;
-    std::vector<float> src = random_floats(size_t(g.n_in * g.n_out), rng), exact(src.size());
-    std::vector<uint8_t> bytes;
+    std::vector<uint8_t> bytes;     // native: u's GGUF rows
+    std::vector<float> src, exact;  // converted: u's float rows and their conversion's exact values
     Weight u = g, ref_u;
     u.name = g.name + " (up)";
     if (mode == WeightsMode::Native) {
@@ -137,6 +137,8 @@ void OpenclBackend::run_self_check() {
       ref_u = u;
     } else {
       const TileKind kind = mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0;
+      src = random_floats(size_t(g.n_in * g.n_out), rng);
+      exact.resize(src.size());
       for (int64_t r = 0; r < g.n_out; ++r)
         dequantize_row_asym(kind, src.data() + r * g.n_in, g.n_in, exact.data() + r * g.n_in);
       u.data = reinterpret_cast<const uint8_t*>(src.data());
