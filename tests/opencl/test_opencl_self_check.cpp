@@ -66,12 +66,13 @@ __kernel void glu_silu(__global const float* gate, __global const float* up, __g
 
 // The fused decode gate/up/GLU for Q4_1 over a reader that drops the high nibbles.
 constexpr const char* kBrokenMatvecGluQ4_1 = R"(
-tl_w16 broken_half_q4_1(__global const uchar* row, int u, int nb) {
-  tl_w16 w = tl_half_q4_1(row, u, nb);
+tl_raw16 tl_raw_broken_q4_1(__global const uchar* row, int u, int nb) { return tl_raw_q4_1(row, u, nb); }
+tl_w16 tl_w16_broken_q4_1(tl_raw16 r) {
+  tl_w16 w = tl_w16_q4_1(r);
   w.w2 = w.w3 = (float4)(0.0f);
   return w;
 }
-TL_MATVEC_GLU_BLOCK32(matvec_glu_q4_1, 8, 16, broken_half_q4_1)
+TL_MATVEC_GLU_BLOCK32(matvec_glu_q4_1, 8, 16, broken_q4_1)
 )";
 
 bool have_device() {

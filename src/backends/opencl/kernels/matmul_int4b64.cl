@@ -5,5 +5,5 @@ TL_MATMUL_BLOCK32(matmul_int4b64, tl_block_int4b64)
 
 // Decode (one token): the block-format matrix-vector product of quants.cl (TL_MATVEC_BLOCK32); the
 // nibble layout is Q4_0's, so the halves are too.
-TL_MATVEC_BLOCK32(matvec_int4b64, 8, 16, tl_half_int4b64)
-TL_MATVEC_GLU_BLOCK32(matvec_glu_int4b64, 8, 16, tl_half_int4b64)
+TL_MATVEC_BLOCK32(matvec_int4b64, 8, 16, int4b64)
+TL_MATVEC_GLU_BLOCK32(matvec_glu_int4b64, 8, 16, int4b64)

@@ -5,5 +5,5 @@ TL_MATMUL_BLOCK32(matmul_int8b0, tl_block_int8b0)
 
 // Decode (one token): the block-format matrix-vector product of quants.cl (TL_MATVEC_BLOCK32); the codes
 // are one byte per weight in order, so the halves are Q8_0's (runs at 16h and 16h + 8).
-TL_MATVEC_BLOCK32(matvec_int8b0, 16, 8, tl_half_int8b0)
-TL_MATVEC_GLU_BLOCK32(matvec_glu_int8b0, 16, 8, tl_half_int8b0)
+TL_MATVEC_BLOCK32(matvec_int8b0, 16, 8, int8b0)
+TL_MATVEC_GLU_BLOCK32(matvec_glu_int8b0, 16, 8, int8b0)

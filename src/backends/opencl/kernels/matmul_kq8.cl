@@ -6,5 +6,5 @@ TL_MATMUL_BLOCK32(matmul_kq8, tl_block_kq8)
 // Decode (one token): the block-format matrix-vector product of quants.cl (TL_MATVEC_BLOCK32), and the
 // gate and up products with their GLU in one kernel (TL_MATVEC_GLU_BLOCK32); units are the 16-weight
 // groups, in Q8_0's byte order.
-TL_MATVEC_BLOCK32(matvec_kq8, 16, 8, tl_half_kq8)
-TL_MATVEC_GLU_BLOCK32(matvec_glu_kq8, 16, 8, tl_half_kq8)
+TL_MATVEC_BLOCK32(matvec_kq8, 16, 8, kq8)
+TL_MATVEC_GLU_BLOCK32(matvec_glu_kq8, 16, 8, kq8)

@@ -4,5 +4,5 @@ TL_MATMUL_BLOCK32(matmul_q4_0, tl_block_q4_0)
 
 // Decode (one token): the block-format matrix-vector product of quants.cl (TL_MATVEC_BLOCK32), and the
 // gate and up products with their GLU in one kernel (TL_MATVEC_GLU_BLOCK32).
-TL_MATVEC_BLOCK32(matvec_q4_0, 8, 16, tl_half_q4_0)
-TL_MATVEC_GLU_BLOCK32(matvec_glu_q4_0, 8, 16, tl_half_q4_0)
+TL_MATVEC_BLOCK32(matvec_q4_0, 8, 16, q4_0)
+TL_MATVEC_GLU_BLOCK32(matvec_glu_q4_0, 8, 16, q4_0)

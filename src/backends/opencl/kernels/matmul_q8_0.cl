@@ -4,5 +4,5 @@ TL_MATMUL_BLOCK32(matmul_q8_0, tl_block_q8_0)
 
 // Decode (one token): the block-format matrix-vector product of quants.cl (TL_MATVEC_BLOCK32), and the
 // gate and up products with their GLU in one kernel (TL_MATVEC_GLU_BLOCK32).
-TL_MATVEC_BLOCK32(matvec_q8_0, 16, 8, tl_half_q8_0)
-TL_MATVEC_GLU_BLOCK32(matvec_glu_q8_0, 16, 8, tl_half_q8_0)
+TL_MATVEC_BLOCK32(matvec_q8_0, 16, 8, q8_0)
+TL_MATVEC_GLU_BLOCK32(matvec_glu_q8_0, 16, 8, q8_0)

@@ -175,7 +175,8 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
   }
 
 // The matrix-vector product (decode: one token) over rows of 32-weight blocks, for every block format;
-// matmul_q4_0.cl, matmul_q4_1.cl and matmul_q8_0.cl instantiate it with a reader of one half of a block.
+// matmul_<format>.cl instantiate it with the format's name FMT: tl_raw_FMT loads a half block's codes and
+// parameters, tl_w16_FMT converts them (the readers below).
 // y = W x. W: [n_out][row_bytes]; x: [n_in]; y: [n_out].
 // The unit of work is a half block (16 weights): item i takes units i, i + L, i + 2L, ... (L = the local size,
 // a power of two). Unit u of block b = u / 2 is two runs of 8 inputs, at e0 = 32b + LO * (u % 2) and e0 + HI
@@ -189,20 +190,40 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
 // forming each weight as d * code before the products, with vloadn reads, ran 2.4x slower. Rows past n_out
 // (the last group) repeat the last row and are not written. scratch: __local float4[L].
 #define TL_MVB_ROWS 4
-// The unit loop both decode kernels share: item lid's units u of the group's rows, with the unit's four
-// float4 of x (x0, x1 at e0; x2, x3 at e0 + HI) and their sum sx in scope for BODY, which reads its rows'
-// half blocks (READ_HALF(row, u, nb)) and accumulates. OpenCL C has no variadic macros, so BODY holds no
-// comma outside parentheses.
-#define TL_MVB_UNITS(LO, HI, BODY)                                                                        \
-  for (int u = get_local_id(0); u < nb * 2; u += get_local_size(0)) {                                    \
-    const int e0 = 32 * (u / 2) + (LO) * (u % 2);                                                         \
-    __global const float4* xv = (__global const float4*)x + e0 / 4;                                       \
-    const float4 x0 = xv[0], x1 = xv[1], x2 = xv[(HI) / 4], x3 = xv[(HI) / 4 + 1];                        \
-    const float sx = dot(x0 + x1, (float4)(1.0f)) + dot(x2 + x3, (float4)(1.0f));                         \
-    BODY                                                                                                  \
+// The unit loop both decode kernels share: item lid's units u of the group's four rows P0..P3 (row pointers),
+// accumulated into acc (float4: one lane per row) as tl_w16_dot over the unit's four float4 of x (x0, x1 at
+// e0; x2, x3 at e0 + HI). Software-pipelined: the next unit's codes, parameters and x are loaded (tl_raw_FMT)
+// before the current unit is converted (tl_w16_FMT) and summed, so every item keeps a unit's loads in flight
+// while it computes; the last unit's "next" is itself again (in bounds, never used). The sums are those of
+// the unpipelined loop, unit by unit in the same order. Measured on an NVIDIA H200 (docs/OPENCL.md): a loop
+// that only XORs the same loads streams at 1.5-2x the speed of the computing loop, so a load waiting behind
+// the conversion was the cost; prefetching one unit ahead took 8-16% off the large matrices.
+#define TL_MVB_UNITS(LO, HI, FMT, P0, P1, P2, P3)                                                         \
+  {                                                                                                       \
+    const int n_units = nb * 2, step = get_local_size(0);                                                 \
+    int u = get_local_id(0);                                                                              \
+    const int uc = min(u, n_units - 1);                                                                   \
+    tl_raw16 ra = tl_raw_##FMT(P0, uc, nb), rb = tl_raw_##FMT(P1, uc, nb);                                \
+    tl_raw16 rc = tl_raw_##FMT(P2, uc, nb), rd = tl_raw_##FMT(P3, uc, nb);                                \
+    __global const float4* xv = (__global const float4*)x + tl_unit_e0(uc, LO) / 4;                        \
+    float4 x0 = xv[0], x1 = xv[1], x2 = xv[(HI) / 4], x3 = xv[(HI) / 4 + 1];                              \
+    for (; u < n_units; u += step) {                                                                      \
+      const int un = min(u + step, n_units - 1);                                                          \
+      const tl_raw16 next_a = tl_raw_##FMT(P0, un, nb), next_b = tl_raw_##FMT(P1, un, nb);              \
+      const tl_raw16 next_c = tl_raw_##FMT(P2, un, nb), next_d = tl_raw_##FMT(P3, un, nb);              \
+      __global const float4* xn = (__global const float4*)x + tl_unit_e0(un, LO) / 4;                      \
+      const float4 n0 = xn[0], n1 = xn[1], n2 = xn[(HI) / 4], n3 = xn[(HI) / 4 + 1];                      \
+      const float sx = dot(x0 + x1, (float4)(1.0f)) + dot(x2 + x3, (float4)(1.0f));                       \
+      acc += (float4)(tl_w16_dot(tl_w16_##FMT(ra), x0, x1, x2, x3, sx),                                   \
+                      tl_w16_dot(tl_w16_##FMT(rb), x0, x1, x2, x3, sx),                                   \
+                      tl_w16_dot(tl_w16_##FMT(rc), x0, x1, x2, x3, sx),                                   \
+                      tl_w16_dot(tl_w16_##FMT(rd), x0, x1, x2, x3, sx));                                  \
+      ra = next_a, rb = next_b, rc = next_c, rd = next_d;                                                 \
+      x0 = n0, x1 = n1, x2 = n2, x3 = n3;                                                                 \
+    }                                                                                                     \
   }
 
-#define TL_MATVEC_BLOCK32(NAME, LO, HI, READ_HALF)                                                      \
+#define TL_MATVEC_BLOCK32(NAME, LO, HI, FMT)                                                      \
   __kernel void NAME(__global const uchar* w0, __global const uchar* w1, __global const uchar* w2,         \
                      ulong row_bytes, int n_in, int n0, int n1, int n2, __global const float* x,          \
                      __global float* y0, __global float* y1, __global float* y2, __local float4* scratch) { \
@@ -224,11 +245,7 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
     __global const uchar* row2 = w + (ulong)min(r0 + 2, n_out - 1) * row_bytes;                          \
     __global const uchar* row3 = w + (ulong)min(r0 + 3, n_out - 1) * row_bytes;                          \
     float4 acc = (float4)(0.0f);                                                                          \
-    TL_MVB_UNITS(LO, HI, const tl_w16 a = READ_HALF(row0, u, nb);                                        \
-                 const tl_w16 b = READ_HALF(row1, u, nb); const tl_w16 c = READ_HALF(row2, u, nb);         \
-                 const tl_w16 d = READ_HALF(row3, u, nb);                                                  \
-                 acc += (float4)(tl_w16_dot(a, x0, x1, x2, x3, sx), tl_w16_dot(b, x0, x1, x2, x3, sx),    \
-                                 tl_w16_dot(c, x0, x1, x2, x3, sx), tl_w16_dot(d, x0, x1, x2, x3, sx));)  \
+    TL_MVB_UNITS(LO, HI, FMT, row0, row1, row2, row3)                                                    \
     const float4 t = tl_group_sum4(acc, scratch);                                                         \
     if (get_local_id(0) == 0) {                                                                           \
       y[r0] = t.x;                                                                                        \
@@ -243,7 +260,7 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
 // so each x load serves four rows; with the matvec's local size (the host uses one rule for both) the sums
 // are those of TL_MATVEC_BLOCK32 (same units, order and reduction), so y equals that kernel's two outputs
 // put through the glu kernel.
-#define TL_MATVEC_GLU_BLOCK32(NAME, LO, HI, READ_HALF)                                                  \
+#define TL_MATVEC_GLU_BLOCK32(NAME, LO, HI, FMT)                                                  \
   __kernel void NAME(__global const uchar* wg, __global const uchar* wu, ulong row_bytes, int n_in,        \
                      int n_out, __global const float* x, __global float* y, int act,                      \
                      __local float4* scratch) {                                                           \
@@ -251,11 +268,7 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
     const int nb = n_in / 32;                                                                             \
     const ulong o0 = (ulong)r0 * row_bytes, o1 = (ulong)min(r0 + 1, n_out - 1) * row_bytes;               \
     float4 acc = (float4)(0.0f);                                                                          \
-    TL_MVB_UNITS(LO, HI, const tl_w16 a = READ_HALF(wg + o0, u, nb);                                     \
-                 const tl_w16 b = READ_HALF(wg + o1, u, nb); const tl_w16 c = READ_HALF(wu + o0, u, nb);   \
-                 const tl_w16 d = READ_HALF(wu + o1, u, nb);                                               \
-                 acc += (float4)(tl_w16_dot(a, x0, x1, x2, x3, sx), tl_w16_dot(b, x0, x1, x2, x3, sx),    \
-                                 tl_w16_dot(c, x0, x1, x2, x3, sx), tl_w16_dot(d, x0, x1, x2, x3, sx));)  \
+    TL_MVB_UNITS(LO, HI, FMT, wg + o0, wg + o1, wu + o0, wu + o1)                                        \
     const float4 t = tl_group_sum4(acc, scratch);                                                         \
     if (get_local_id(0) == 0) {                                                                           \
       y[r0] = tl_glu(t.x, t.z, act);                                                                      \
@@ -263,8 +276,9 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
     }                                                                                                     \
   }
 
-// Half-block readers for TL_MATVEC_BLOCK32: unit u of a row of nb blocks as its codes (w0, w1 the run at e0,
-// w2, w3 the run at e0 + HI) and the (d, m) that make them the exact weights of tl_block_*. Rows are 16-byte
+// Half-block readers for TL_MATVEC_BLOCK32 (tl_raw_FMT, then tl_w16_FMT): unit u of a row of nb blocks as
+// its codes (w0, w1 the run at e0, w2, w3 the run at e0 + HI) and the (d, m) that make them the exact weights
+// of tl_block_*. Rows are 16-byte
 // aligned and a block's codes start at a multiple of 16 bytes, so the code loads are aligned: they are typed
 // vector loads (uint2, uint4), as are x's float4 (x is a whole buffer and e0 a multiple of 8), because vloadn
 // promises the compiler only element alignment and it may split it into scalar loads.
@@ -280,70 +294,94 @@ float tl_w16_dot(tl_w16 w, float4 x0, float4 x1, float4 x2, float4 x3, float sx)
   return w.d * (dot(w.w0, x0) + dot(w.w1, x1) + dot(w.w2, x2) + dot(w.w3, x3)) + w.m * sx;
 }
 
+// A unit as loaded, before conversion (the decode loop loads the next unit while it converts this one):
+// the code bytes (the 4-bit formats' 8 in c.xy, the 8-bit formats' 16 in c) and the unit's (d, m).
+typedef struct {
+  uint4 c;
+  float2 p;
+} tl_raw16;
+
+// The first input of unit u: block u / 2, then LO (8 or 16) more for the second half.
+int tl_unit_e0(int u, int lo) { return 32 * (u / 2) + lo * (u % 2); }
+
 // The 4-bit formats' half block u: code bytes 8u .. 8u + 7 (low nibbles first, Q4_0's order), minus `off`.
-tl_w16 tl_half_nibbles(__global const uchar* row, int u, float off, float d, float m) {
+tl_w16 tl_nibbles16(tl_raw16 r, float off) {
   tl_w16 w;
+  w.w0 = tl_lo4(r.c.x, off);
+  w.w1 = tl_lo4(r.c.y, off);
+  w.w2 = tl_hi4(r.c.x, off);
+  w.w3 = tl_hi4(r.c.y, off);
+  w.d = r.p.x;
+  w.m = r.p.y;
+  return w;
+}
+// The 8-bit formats' 16 code bytes, signed (Q8_0, KQ8) or unsigned (INT8B0).
+tl_w16 tl_sbytes16_w(tl_raw16 r) {
+  tl_w16 w;
+  w.w0 = tl_sbytes4(r.c.x);
+  w.w1 = tl_sbytes4(r.c.y);
+  w.w2 = tl_sbytes4(r.c.z);
+  w.w3 = tl_sbytes4(r.c.w);
+  w.d = r.p.x;
+  w.m = r.p.y;
+  return w;
+}
+tl_w16 tl_ubytes16_w(tl_raw16 r) {
+  tl_w16 w;
+  w.w0 = tl_bytes4(r.c.x, 0.0f);
+  w.w1 = tl_bytes4(r.c.y, 0.0f);
+  w.w2 = tl_bytes4(r.c.z, 0.0f);
+  w.w3 = tl_bytes4(r.c.w, 0.0f);
+  w.d = r.p.x;
+  w.m = r.p.y;
+  return w;
+}
+
+tl_raw16 tl_raw_nibbles(__global const uchar* row, int u, float d, float m) {
+  tl_raw16 r;
   const uint2 c = ((__global const uint2*)row)[u];
-  w.w0 = tl_lo4(c.x, off);
-  w.w1 = tl_lo4(c.y, off);
-  w.w2 = tl_hi4(c.x, off);
-  w.w3 = tl_hi4(c.y, off);
-  w.d = d;
-  w.m = m;
-  return w;
+  r.c = (uint4)(c.x, c.y, 0u, 0u);
+  r.p = (float2)(d, m);
+  return r;
+}
+tl_raw16 tl_raw_bytes(__global const uchar* row, int u, float d, float m) {
+  tl_raw16 r;
+  r.c = ((__global const uint4*)row)[u];
+  r.p = (float2)(d, m);
+  return r;
 }
 
-tl_w16 tl_half_q4_0(__global const uchar* row, int u, int nb) {
-  return tl_half_nibbles(row, u, 8.0f, vload_half(u / 2, (__global const half*)(row + 16 * nb)), 0.0f);
+tl_raw16 tl_raw_q4_0(__global const uchar* row, int u, int nb) {
+  return tl_raw_nibbles(row, u, vload_half(u / 2, (__global const half*)(row + 16 * nb)), 0.0f);
 }
+tl_w16 tl_w16_q4_0(tl_raw16 r) { return tl_nibbles16(r, 8.0f); }
 
-tl_w16 tl_half_q4_1(__global const uchar* row, int u, int nb) {
+tl_raw16 tl_raw_q4_1(__global const uchar* row, int u, int nb) {
   __global const half* p = (__global const half*)(row + 16 * nb);
-  return tl_half_nibbles(row, u, 0.0f, vload_half(2 * (u / 2), p), vload_half(2 * (u / 2) + 1, p));
+  return tl_raw_nibbles(row, u, vload_half(2 * (u / 2), p), vload_half(2 * (u / 2) + 1, p));
 }
+tl_w16 tl_w16_q4_1(tl_raw16 r) { return tl_nibbles16(r, 0.0f); }
 
-tl_w16 tl_half_q8_0(__global const uchar* row, int u, int nb) {
-  tl_w16 w;
-  const float d = vload_half(u / 2, (__global const half*)(row + 32 * nb));
-  const uint4 c = ((__global const uint4*)row)[u];
-  w.w0 = tl_sbytes4(c.x);
-  w.w1 = tl_sbytes4(c.y);
-  w.w2 = tl_sbytes4(c.z);
-  w.w3 = tl_sbytes4(c.w);
-  w.d = d;
-  w.m = 0.0f;
-  return w;
-}
-
-tl_w16 tl_half_int4b64(__global const uchar* row, int u, int nb) {
+tl_raw16 tl_raw_int4b64(__global const uchar* row, int u, int nb) {
   __global const half* p = (__global const half*)(row + 16 * nb);  // one (d, m) per 64 weights: 4 units
-  return tl_half_nibbles(row, u, 0.0f, vload_half(2 * (u / 4), p), vload_half(2 * (u / 4) + 1, p));
+  return tl_raw_nibbles(row, u, vload_half(2 * (u / 4), p), vload_half(2 * (u / 4) + 1, p));
 }
+tl_w16 tl_w16_int4b64(tl_raw16 r) { return tl_nibbles16(r, 0.0f); }
+
+tl_raw16 tl_raw_q8_0(__global const uchar* row, int u, int nb) {
+  return tl_raw_bytes(row, u, vload_half(u / 2, (__global const half*)(row + 32 * nb)), 0.0f);
+}
+tl_w16 tl_w16_q8_0(tl_raw16 r) { return tl_sbytes16_w(r); }
 
 // KQ8's unit u is its (scale, offset) group u: 16 contiguous signed codes, Q8_0's halves.
-tl_w16 tl_half_kq8(__global const uchar* row, int u, int nb) {
-  tl_w16 w;
+tl_raw16 tl_raw_kq8(__global const uchar* row, int u, int nb) {
   const float2 p = ((__global const float2*)(row + 32 * nb))[u];
-  const uint4 c = ((__global const uint4*)row)[u];
-  w.w0 = tl_sbytes4(c.x);
-  w.w1 = tl_sbytes4(c.y);
-  w.w2 = tl_sbytes4(c.z);
-  w.w3 = tl_sbytes4(c.w);
-  w.d = p.x;
-  w.m = p.y;
-  return w;
+  return tl_raw_bytes(row, u, p.x, p.y);
 }
+tl_w16 tl_w16_kq8(tl_raw16 r) { return tl_sbytes16_w(r); }
 
-tl_w16 tl_half_int8b0(__global const uchar* row, int u, int nb) {
-  tl_w16 w;
+tl_raw16 tl_raw_int8b0(__global const uchar* row, int u, int nb) {
   __global const half* p = (__global const half*)(row + 32 * nb);
-  const float d = vload_half(0, p), m = vload_half(1, p);
-  const uint4 c = ((__global const uint4*)row)[u];
-  w.w0 = tl_bytes4(c.x, 0.0f);
-  w.w1 = tl_bytes4(c.y, 0.0f);
-  w.w2 = tl_bytes4(c.z, 0.0f);
-  w.w3 = tl_bytes4(c.w, 0.0f);
-  w.d = d;
-  w.m = m;
-  return w;
+  return tl_raw_bytes(row, u, vload_half(0, p), vload_half(1, p));
 }
+tl_w16 tl_w16_int8b0(tl_raw16 r) { return tl_ubytes16_w(r); }
