@@ -13,10 +13,14 @@
 // global memory cache (CL_DEVICE_GLOBAL_MEM_CACHE_SIZE), so a copy is evicted before it is read again. When
 // that would take more than kMaxCopies copies (weights much smaller than the cache), kMaxCopies alternate
 // and a device copy of 1.5x the cache runs between iterations instead (outside the timed kernel); the
-// output says which.
+// output says which. A driver may report less than its last-level cache (NVIDIA's reports 4 MiB on an H200,
+// whose L2 is 50 MB), so at least kMinCache is assumed.
 // Peaks, best of 5, on buffers of max(4x that cache, 256 MiB) (within the device's allocation limit):
-// clEnqueueCopyBuffer (read + write bytes counted) and a pure read (kernels/bandwidth.cl: the better of a
-// coalesced and a per-item contiguous order; every item writes one float), both timed by profiling events.
+// clEnqueueCopyBuffer (read + write bytes counted) and a pure read (kernels/bandwidth.cl: the best of a
+// coalesced loop, a per-item contiguous loop and two loads per item; every item writes one float), both
+// timed by profiling events. Beside each matvec row, the same two on a buffer of the weights' size ("read W",
+// "copy W"): a kernel of a few tens of µs pays its launch and drain, so these are what any kernel reading
+// those bytes can reach on this device (docs/OPENCL.md has the H200's numbers).
 #include "gemv_bw_opencl.h"
 
 #include <cmath>
@@ -50,40 +54,69 @@ double event_ms(cl_event ev) {
   return double(end - start) * 1e-6;
 }
 
-// Best of 5 on the backend's own queue: GB/s of a device copy (read + write) and of a pure read.
+// A device copy and pure reads of a buffer, timed by profiling events on the backend's own queue.
+struct Bandwidth {
+  OpenclBackend& be;
+  opencl::ProgramHandle prog;
+  opencl::Kernel strided, blocked, pairs;
+  opencl::Buffer out;
+  size_t items;  // the looping read kernels' global size: 2048 items per compute unit
+
+  explicit Bandwidth(OpenclBackend& b)
+      : be(b),
+        prog(b.runtime().build({"bandwidth"})),
+        strided(b.runtime().kernel(prog, "read_sum_strided")),
+        blocked(b.runtime().kernel(prog, "read_sum_blocked")),
+        pairs(b.runtime().kernel(prog, "read_sum_pairs")),
+        items(std::max<size_t>(64, size_t(b.caps().compute_units) * 2048)) {}
+
+  static constexpr int kReadKernels = 3;
+
+  // GB/s of read kernel k (0 strided, 1 blocked, 2 pairs) over the first `bytes` of src (a multiple of 16).
+  double read(int k, const opencl::Buffer& src, size_t bytes) {
+    opencl::Runtime& rt = be.runtime();
+    const cl_ulong n4 = bytes / 16;
+    const size_t pair_items = size_t((n4 + 1) / 2);
+    if (out.bytes < std::max(items, pair_items) * sizeof(float))
+      out = rt.alloc(std::max(items, pair_items) * sizeof(float));
+    const opencl::Kernel& kern = k == 0 ? strided : k == 1 ? blocked : pairs;
+    opencl::set_arg(kern, 0, src);
+    opencl::set_arg(kern, 1, n4);
+    opencl::set_arg(kern, 2, out);
+    be.reset_kernel_times();
+    const size_t global[1] = {k == 2 ? pair_items : items};
+    rt.launch(kern, 1, global, nullptr);
+    double ns = 0.0;
+    for (const KernelTime& t : be.kernel_times()) ns += t.ns;
+    return double(bytes) / (ns * 1e-9) / 1e9;
+  }
+
+  // GB/s (read + write bytes) of clEnqueueCopyBuffer of the first `bytes` of src to dst.
+  double copy(const opencl::Buffer& src, const opencl::Buffer& dst, size_t bytes) {
+    cl_event ev = nullptr;
+    opencl::check(
+        clEnqueueCopyBuffer(be.runtime().queue(), src.get(), dst.get(), 0, 0, bytes, 0, nullptr, &ev),
+        "clEnqueueCopyBuffer");
+    return 2.0 * double(bytes) / (event_ms(ev) * 1e-3) / 1e9;
+  }
+};
+
+constexpr cl_uchar kFill = 1;
+constexpr cl_ulong kMinCache = cl_ulong(64) << 20;  // assumed at least (see the top of the file)
+
+// Best of 5 over one large buffer: the device's copy (read + write) and pure-read peaks.
 void measure_peaks(OpenclBackend& be, size_t bytes, double& copy_gbs, double& read_gbs) {
   opencl::Runtime& rt = be.runtime();
   bytes = bytes / 64 * 64;
   opencl::Buffer src = rt.alloc(bytes), dst = rt.alloc(bytes);
-  const cl_uchar one = 1;
-  opencl::check(clEnqueueFillBuffer(rt.queue(), src.get(), &one, 1, 0, bytes, 0, nullptr, nullptr),
+  opencl::check(clEnqueueFillBuffer(rt.queue(), src.get(), &kFill, 1, 0, bytes, 0, nullptr, nullptr),
                 "clEnqueueFillBuffer");
-  const opencl::ProgramHandle prog = rt.build({"bandwidth"});
-  const opencl::Kernel ks[2] = {rt.kernel(prog, "read_sum_strided"), rt.kernel(prog, "read_sum_blocked")};
-  // Enough items to fill the device many times over: 2048 per compute unit.
-  const size_t items = std::max<size_t>(64, size_t(be.caps().compute_units) * 2048);
-  opencl::Buffer out = rt.alloc(items * sizeof(float));
-  const cl_ulong n4 = bytes / 16;
-  for (const opencl::Kernel& k : ks) {
-    opencl::set_arg(k, 0, src);
-    opencl::set_arg(k, 1, n4);
-    opencl::set_arg(k, 2, out);
-  }
   rt.finish();
+  Bandwidth bw(be);
   copy_gbs = read_gbs = 0.0;
   for (int rep = 0; rep < 5; ++rep) {
-    cl_event ev = nullptr;
-    opencl::check(clEnqueueCopyBuffer(rt.queue(), src.get(), dst.get(), 0, 0, bytes, 0, nullptr, &ev),
-                  "clEnqueueCopyBuffer");
-    copy_gbs = std::max(copy_gbs, 2.0 * double(bytes) / (event_ms(ev) * 1e-3) / 1e9);
-    for (const opencl::Kernel& k : ks) {
-      be.reset_kernel_times();
-      const size_t global[1] = {items};
-      rt.launch(k, 1, global, nullptr);
-      double ns = 0.0;
-      for (const KernelTime& t : be.kernel_times()) ns += t.ns;
-      read_gbs = std::max(read_gbs, double(bytes) / (ns * 1e-9) / 1e9);
-    }
+    copy_gbs = std::max(copy_gbs, bw.copy(src, dst, bytes));
+    for (int k = 0; k < Bandwidth::kReadKernels; ++k) read_gbs = std::max(read_gbs, bw.read(k, src, bytes));
   }
 }
 
@@ -107,7 +140,7 @@ void gemv_bw_opencl(int device, const std::string& profile, const std::vector<Sh
   opencl::check(clGetDeviceInfo(devs[size_t(device)].device, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache,
                                 &cache, nullptr),
                 "clGetDeviceInfo(CL_DEVICE_GLOBAL_MEM_CACHE_SIZE)");
-  if (cache == 0) cache = cl_ulong(64) << 20;  // not reported: assume a large last-level cache
+  cache = std::max(cache, kMinCache);
   int max_k = 64, max_n = 1;
   for (const ShapeConfig& s : shapes) {
     if (s.K % 64 != 0) fail("gemv-bw uses block 64: K={} is not a multiple of 64", s.K);
@@ -117,7 +150,7 @@ void gemv_bw_opencl(int device, const std::string& profile, const std::vector<Sh
   const std::string commit = bench::source_commit(TILELLM_SOURCE_DIR);
   constexpr int kIters = 10, kMaxCopies = 8;
   bool header = false;
-  double read_gbs = 0.0;
+  double read_gbs = 0.0, copy_gbs = 0.0;
   for (WeightsMode wm : {WeightsMode::Int8B0, WeightsMode::Int4B64}) {
     OpenclBackendOptions o;
     o.device = device;
@@ -132,7 +165,6 @@ void gemv_bw_opencl(int device, const std::string& profile, const std::vector<Sh
     OpenclBackend be(o);
     if (!header) {
       const opencl::Capabilities& c = be.caps();
-      double copy_gbs = 0.0;
       const size_t peak_bytes = std::min<size_t>(
           peak_mib > 0 ? size_t(peak_mib) << 20 : std::max<size_t>(size_t(cache) * 4, size_t(256) << 20),
           c.max_alloc_bytes / 2);
@@ -148,8 +180,9 @@ void gemv_bw_opencl(int device, const std::string& profile, const std::vector<Sh
           "# 8-bit row: int8b0 (one scale/offset per output row; the device has no 8-bit block-64 format); "
           "4-bit row: int4b64 (block 64, as the CPU's q4b64)\n");
       std::printf(
-          "| type | thr | us/iter | W MiB | bytes/elem | eff GB/s | %%peak | GFLOPS | AI | copies |\n");
-      std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+          "| type | thr | us/iter | W MiB | bytes/elem | eff GB/s | %%peak | GFLOPS | AI | copies | %%copy | "
+          "read W GB/s | copy W GB/s |\n");
+      std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
       header = true;
     }
     for (const ShapeConfig& s : shapes) {
@@ -211,13 +244,46 @@ void gemv_bw_opencl(int device, const std::string& profile, const std::vector<Sh
         for (const KernelTime& t : be.kernel_times()) ns += t.ns;
         if (it >= 2) us.push_back(ns * 1e-3);
       }
+      // The same bytes read and copied by themselves, cold as the weights are (their own copies, the same
+      // flush): what one kernel can do with a buffer of this size on this device, launch and drain
+      // included, next to the large-buffer peaks above.
+      const size_t wbytes = size_t(bytes) / 16 * 16;
+      std::vector<opencl::Buffer> plain(static_cast<size_t>(copies));
+      for (opencl::Buffer& b : plain) {
+        b = be.runtime().alloc(wbytes);
+        opencl::check(
+            clEnqueueFillBuffer(be.runtime().queue(), b.get(), &kFill, 1, 0, wbytes, 0, nullptr, nullptr),
+            "clEnqueueFillBuffer");
+      }
+      const opencl::Buffer plain_dst = be.runtime().alloc(wbytes);
+      // Every operation reads the next copy, so none finds its bytes in the cache from the one before.
+      Bandwidth bw(be);
+      std::vector<double> ops[Bandwidth::kReadKernels + 1];  // the read kernels', then the copy's GB/s
+      for (int it = 0, next = 0; it < kIters + 2; ++it) {
+        for (int op = 0; op <= Bandwidth::kReadKernels; ++op) {
+          if (flush) {
+            opencl::check(clEnqueueCopyBuffer(be.runtime().queue(), fsrc.get(), fdst.get(), 0, 0, fbytes, 0,
+                                              nullptr, nullptr),
+                          "clEnqueueCopyBuffer");
+          }
+          const opencl::Buffer& src = plain[size_t(next++ % copies)];
+          const double v =
+              op < Bandwidth::kReadKernels ? bw.read(op, src, wbytes) : bw.copy(src, plain_dst, wbytes);
+          if (it >= 2) ops[op].push_back(v);
+        }
+      }
+      double read_w = 0.0;
+      for (int k = 0; k < Bandwidth::kReadKernels; ++k)
+        read_w = std::max(read_w, bench::stats_of(ops[k]).median);
+      const double copy_w = bench::stats_of(ops[Bandwidth::kReadKernels]).median;
       const double t = bench::stats_of(us).median;
       const double flops = 2.0 * s.K * s.N;
       const double gbs = bytes / (t * 1e-6) / 1e9;
-      std::printf("| %s %dx%d | gpu | %.1f | %.2f | %.4f | %.2f | %.1f | %.2f | %.2f | %d%s |\n",
-                  weights_mode_name(wm), s.N, s.K, t, bytes / (1 << 20), bytes / (double(s.K) * s.N), gbs,
-                  100.0 * gbs / read_gbs, flops / (t * 1e-6) / 1e9, flops / bytes, copies,
-                  flush ? " + flush" : "");
+      std::printf(
+          "| %s %dx%d | gpu | %.1f | %.2f | %.4f | %.2f | %.1f | %.2f | %.2f | %d%s | %.1f | %.2f | %.2f |\n",
+          weights_mode_name(wm), s.N, s.K, t, bytes / (1 << 20), bytes / (double(s.K) * s.N), gbs,
+          100.0 * gbs / read_gbs, flops / (t * 1e-6) / 1e9, flops / bytes, copies, flush ? " + flush" : "",
+          100.0 * gbs / copy_gbs, read_w, copy_w);
       std::fflush(stdout);
     }
   }
@@ -226,8 +292,10 @@ void gemv_bw_opencl(int device, const std::string& profile, const std::vector<Sh
       "weight copies (together over twice the cache: cold L2; \"+ flush\": the weights are too small for "
       "that "
       "with %d copies, so a device copy of 1.5x the cache runs between iterations); %%peak against the pure "
-      "read\n",
-      kIters, kMaxCopies);
+      "read peak, %%copy against the copy peak; read W / copy W: the weight bytes alone read by the read_sum "
+      "kernels (the best kernel's median) and copied by clEnqueueCopyBuffer (read + write counted, median), "
+      "each of %d runs on the next copy (cold likewise)\n",
+      kIters, kMaxCopies, kIters);
 }
 
 #else

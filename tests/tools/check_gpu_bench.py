@@ -7,7 +7,7 @@
   - the image memory mode (bitmask bit 128, --gpu-memory image) prints that it is not available and reports
     no numbers; a bad bitmask and a missing device are errors naming the cause;
   - --format md carries the GPU columns;
-  - gemv-bw --backend opencl prints its peaks and one row per format.
+  - gemv-bw --backend opencl prints its peaks and one row per format, with the same bytes read and copied.
 
     check_gpu_bench.py TILELLM_BINARY
 
@@ -114,7 +114,9 @@ def main() -> int:
         fails.append(f"gemv-bw --backend opencl: {r.stdout}{r.stderr}")
     for l in rows:
         cells = [c.strip() for c in l.strip("|").split("|")]
-        if len(cells) != 10 or not float(cells[2]) > 0 or not float(cells[5]) > 0:
+        # MNN's nine columns, then copies, %copy and the same bytes read and copied alone
+        if len(cells) != 13 or not float(cells[2]) > 0 or not float(cells[5]) > 0 or \
+                not float(cells[11]) > 0 or not float(cells[12]) > 0:
             fails.append(f"gemv-bw row: {l}")
 
     for f in fails:
