@@ -66,7 +66,11 @@ __kernel void glu_silu(__global const float* gate, __global const float* up, __g
 
 // The fused decode gate/up/GLU for Q4_1 over a reader that drops the high nibbles.
 constexpr const char* kBrokenMatvecGluQ4_1 = R"(
-tl_raw16 tl_raw_broken_q4_1(__global const uchar* row, int u, int nb) { return tl_raw_q4_1(row, u, nb); }
+#define TL_MVB_PREFETCH_broken_q4_1 1
+float2 tl_rowp_broken_q4_1(__global const uchar* row, int nb) { return tl_rowp_q4_1(row, nb); }
+tl_raw16 tl_raw_broken_q4_1(__global const uchar* row, int u, int nb, float2 rowp) {
+  return tl_raw_q4_1(row, u, nb, rowp);
+}
 tl_w16 tl_w16_broken_q4_1(tl_raw16 r) {
   tl_w16 w = tl_w16_q4_1(r);
   w.w2 = w.w3 = (float4)(0.0f);

@@ -192,34 +192,50 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
 #define TL_MVB_ROWS 4
 // The unit loop both decode kernels share: item lid's units u of the group's four rows P0..P3 (row pointers),
 // accumulated into acc (float4: one lane per row) as tl_w16_dot over the unit's four float4 of x (x0, x1 at
-// e0; x2, x3 at e0 + HI). Software-pipelined: the next unit's codes, parameters and x are loaded (tl_raw_FMT)
-// before the current unit is converted (tl_w16_FMT) and summed, so every item keeps a unit's loads in flight
-// while it computes; the last unit's "next" is itself again (in bounds, never used). The sums are those of
-// the unpipelined loop, unit by unit in the same order. Measured on an NVIDIA H200 (docs/OPENCL.md): a loop
-// that only XORs the same loads streams at 1.5-2x the speed of the computing loop, so a load waiting behind
-// the conversion was the cost; prefetching one unit ahead took 8-16% off the large matrices.
+// e0; x2, x3 at e0 + HI). A row's own parameters (INT8B0's one (d, m)) are read once (tl_rowp_FMT).
+// With TL_MVB_PREFETCH_FMT the loop is software-pipelined: the next unit's codes, parameters and x are
+// loaded (tl_raw_FMT) before the current unit is converted (tl_w16_FMT) and summed, so every item keeps a
+// unit's loads in flight while it computes; the last unit's "next" is itself again (in bounds, never used).
+// Either way the sums are the same, unit by unit in the same order. Measured on an NVIDIA H200 (docs/
+// OPENCL.md): a loop that only XORs the same loads streams at 1.5-2x the speed of the computing one, and
+// prefetching one unit ahead took 3-10% off the 4-bit formats' large matrices but made INT8B0's 10-20%
+// slower (twice the registers for a 16-byte unit), so the 4-bit formats prefetch and the 8-bit ones do not.
 #define TL_MVB_UNITS(LO, HI, FMT, P0, P1, P2, P3)                                                         \
   {                                                                                                       \
     const int n_units = nb * 2, step = get_local_size(0);                                                 \
-    int u = get_local_id(0);                                                                              \
-    const int uc = min(u, n_units - 1);                                                                   \
-    tl_raw16 ra = tl_raw_##FMT(P0, uc, nb), rb = tl_raw_##FMT(P1, uc, nb);                                \
-    tl_raw16 rc = tl_raw_##FMT(P2, uc, nb), rd = tl_raw_##FMT(P3, uc, nb);                                \
-    __global const float4* xv = (__global const float4*)x + tl_unit_e0(uc, LO) / 4;                        \
-    float4 x0 = xv[0], x1 = xv[1], x2 = xv[(HI) / 4], x3 = xv[(HI) / 4 + 1];                              \
-    for (; u < n_units; u += step) {                                                                      \
-      const int un = min(u + step, n_units - 1);                                                          \
-      const tl_raw16 next_a = tl_raw_##FMT(P0, un, nb), next_b = tl_raw_##FMT(P1, un, nb);              \
-      const tl_raw16 next_c = tl_raw_##FMT(P2, un, nb), next_d = tl_raw_##FMT(P3, un, nb);              \
-      __global const float4* xn = (__global const float4*)x + tl_unit_e0(un, LO) / 4;                      \
-      const float4 n0 = xn[0], n1 = xn[1], n2 = xn[(HI) / 4], n3 = xn[(HI) / 4 + 1];                      \
-      const float sx = dot(x0 + x1, (float4)(1.0f)) + dot(x2 + x3, (float4)(1.0f));                       \
-      acc += (float4)(tl_w16_dot(tl_w16_##FMT(ra), x0, x1, x2, x3, sx),                                   \
-                      tl_w16_dot(tl_w16_##FMT(rb), x0, x1, x2, x3, sx),                                   \
-                      tl_w16_dot(tl_w16_##FMT(rc), x0, x1, x2, x3, sx),                                   \
-                      tl_w16_dot(tl_w16_##FMT(rd), x0, x1, x2, x3, sx));                                  \
-      ra = next_a, rb = next_b, rc = next_c, rd = next_d;                                                 \
-      x0 = n0, x1 = n1, x2 = n2, x3 = n3;                                                                 \
+    const float2 pa = tl_rowp_##FMT(P0, nb), pb = tl_rowp_##FMT(P1, nb);                                  \
+    const float2 pc = tl_rowp_##FMT(P2, nb), pd = tl_rowp_##FMT(P3, nb);                                  \
+    if (TL_MVB_PREFETCH_##FMT) {                                                                          \
+      int u = get_local_id(0);                                                                            \
+      const int uc = min(u, n_units - 1);                                                                 \
+      tl_raw16 ra = tl_raw_##FMT(P0, uc, nb, pa), rb = tl_raw_##FMT(P1, uc, nb, pb);                      \
+      tl_raw16 rc = tl_raw_##FMT(P2, uc, nb, pc), rd = tl_raw_##FMT(P3, uc, nb, pd);                      \
+      __global const float4* xv = (__global const float4*)x + tl_unit_e0(uc, LO) / 4;                      \
+      float4 x0 = xv[0], x1 = xv[1], x2 = xv[(HI) / 4], x3 = xv[(HI) / 4 + 1];                            \
+      for (; u < n_units; u += step) {                                                                    \
+        const int un = min(u + step, n_units - 1);                                                        \
+        const tl_raw16 next_a = tl_raw_##FMT(P0, un, nb, pa), next_b = tl_raw_##FMT(P1, un, nb, pb);    \
+        const tl_raw16 next_c = tl_raw_##FMT(P2, un, nb, pc), next_d = tl_raw_##FMT(P3, un, nb, pd);    \
+        __global const float4* xn = (__global const float4*)x + tl_unit_e0(un, LO) / 4;                    \
+        const float4 n0 = xn[0], n1 = xn[1], n2 = xn[(HI) / 4], n3 = xn[(HI) / 4 + 1];                    \
+        const float sx = dot(x0 + x1, (float4)(1.0f)) + dot(x2 + x3, (float4)(1.0f));                     \
+        acc += (float4)(tl_w16_dot(tl_w16_##FMT(ra), x0, x1, x2, x3, sx),                                 \
+                        tl_w16_dot(tl_w16_##FMT(rb), x0, x1, x2, x3, sx),                                 \
+                        tl_w16_dot(tl_w16_##FMT(rc), x0, x1, x2, x3, sx),                                 \
+                        tl_w16_dot(tl_w16_##FMT(rd), x0, x1, x2, x3, sx));                                \
+        ra = next_a, rb = next_b, rc = next_c, rd = next_d;                                               \
+        x0 = n0, x1 = n1, x2 = n2, x3 = n3;                                                               \
+      }                                                                                                   \
+    } else {                                                                                              \
+      for (int u = get_local_id(0); u < n_units; u += step) {                                             \
+        __global const float4* xv = (__global const float4*)x + tl_unit_e0(u, LO) / 4;                    \
+        const float4 x0 = xv[0], x1 = xv[1], x2 = xv[(HI) / 4], x3 = xv[(HI) / 4 + 1];                    \
+        const float sx = dot(x0 + x1, (float4)(1.0f)) + dot(x2 + x3, (float4)(1.0f));                     \
+        acc += (float4)(tl_w16_dot(tl_w16_##FMT(tl_raw_##FMT(P0, u, nb, pa)), x0, x1, x2, x3, sx),        \
+                        tl_w16_dot(tl_w16_##FMT(tl_raw_##FMT(P1, u, nb, pb)), x0, x1, x2, x3, sx),        \
+                        tl_w16_dot(tl_w16_##FMT(tl_raw_##FMT(P2, u, nb, pc)), x0, x1, x2, x3, sx),        \
+                        tl_w16_dot(tl_w16_##FMT(tl_raw_##FMT(P3, u, nb, pd)), x0, x1, x2, x3, sx));       \
+      }                                                                                                   \
     }                                                                                                     \
   }
 
@@ -351,37 +367,56 @@ tl_raw16 tl_raw_bytes(__global const uchar* row, int u, float d, float m) {
   return r;
 }
 
-tl_raw16 tl_raw_q4_0(__global const uchar* row, int u, int nb) {
+// tl_rowp_FMT: the parameters a whole row shares, read once per row (only INT8B0 has such; the others
+// return zeros, unused); tl_raw_FMT takes them.
+// TL_MVB_PREFETCH_FMT: whether TL_MVB_UNITS pipelines the format's loads (see there).
+#define TL_MVB_PREFETCH_q4_0 1
+#define TL_MVB_PREFETCH_q4_1 1
+#define TL_MVB_PREFETCH_int4b64 1
+#define TL_MVB_PREFETCH_q8_0 0
+#define TL_MVB_PREFETCH_kq8 0
+#define TL_MVB_PREFETCH_int8b0 0
+
+float2 tl_rowp_q4_0(__global const uchar* row, int nb) { return (float2)(0.0f); }
+tl_raw16 tl_raw_q4_0(__global const uchar* row, int u, int nb, float2 rowp) {
   return tl_raw_nibbles(row, u, vload_half(u / 2, (__global const half*)(row + 16 * nb)), 0.0f);
 }
 tl_w16 tl_w16_q4_0(tl_raw16 r) { return tl_nibbles16(r, 8.0f); }
 
-tl_raw16 tl_raw_q4_1(__global const uchar* row, int u, int nb) {
+float2 tl_rowp_q4_1(__global const uchar* row, int nb) { return (float2)(0.0f); }
+tl_raw16 tl_raw_q4_1(__global const uchar* row, int u, int nb, float2 rowp) {
   __global const half* p = (__global const half*)(row + 16 * nb);
   return tl_raw_nibbles(row, u, vload_half(2 * (u / 2), p), vload_half(2 * (u / 2) + 1, p));
 }
 tl_w16 tl_w16_q4_1(tl_raw16 r) { return tl_nibbles16(r, 0.0f); }
 
-tl_raw16 tl_raw_int4b64(__global const uchar* row, int u, int nb) {
+float2 tl_rowp_int4b64(__global const uchar* row, int nb) { return (float2)(0.0f); }
+tl_raw16 tl_raw_int4b64(__global const uchar* row, int u, int nb, float2 rowp) {
   __global const half* p = (__global const half*)(row + 16 * nb);  // one (d, m) per 64 weights: 4 units
   return tl_raw_nibbles(row, u, vload_half(2 * (u / 4), p), vload_half(2 * (u / 4) + 1, p));
 }
 tl_w16 tl_w16_int4b64(tl_raw16 r) { return tl_nibbles16(r, 0.0f); }
 
-tl_raw16 tl_raw_q8_0(__global const uchar* row, int u, int nb) {
+float2 tl_rowp_q8_0(__global const uchar* row, int nb) { return (float2)(0.0f); }
+tl_raw16 tl_raw_q8_0(__global const uchar* row, int u, int nb, float2 rowp) {
   return tl_raw_bytes(row, u, vload_half(u / 2, (__global const half*)(row + 32 * nb)), 0.0f);
 }
 tl_w16 tl_w16_q8_0(tl_raw16 r) { return tl_sbytes16_w(r); }
 
 // KQ8's unit u is its (scale, offset) group u: 16 contiguous signed codes, Q8_0's halves.
-tl_raw16 tl_raw_kq8(__global const uchar* row, int u, int nb) {
+float2 tl_rowp_kq8(__global const uchar* row, int nb) { return (float2)(0.0f); }
+tl_raw16 tl_raw_kq8(__global const uchar* row, int u, int nb, float2 rowp) {
   const float2 p = ((__global const float2*)(row + 32 * nb))[u];
   return tl_raw_bytes(row, u, p.x, p.y);
 }
 tl_w16 tl_w16_kq8(tl_raw16 r) { return tl_sbytes16_w(r); }
 
-tl_raw16 tl_raw_int8b0(__global const uchar* row, int u, int nb) {
+// INT8B0's (d, m) is one per row: read once per row, not per unit.
+float2 tl_rowp_int8b0(__global const uchar* row, int nb) {
   __global const half* p = (__global const half*)(row + 32 * nb);
-  return tl_raw_bytes(row, u, vload_half(0, p), vload_half(1, p));
+  return (float2)(vload_half(0, p), vload_half(1, p));
+}
+tl_raw16 tl_raw_int8b0(__global const uchar* row, int u, int nb, float2 rowp) {
+  return tl_raw_bytes(row, u, rowp.x, rowp.y);
 }
 tl_w16 tl_w16_int8b0(tl_raw16 r) { return tl_ubytes16_w(r); }
