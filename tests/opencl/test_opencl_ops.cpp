@@ -306,6 +306,58 @@ TEST_P(OpenclOps, decode_gate_up_and_glu_run_as_one_kernel) {
   }
 }
 
+TEST_P(OpenclOps, decode_matvec_and_glu_over_long_rows) {
+  // Rows of 8448 (>= 8192) take the decode kernels' wider work-groups (matvec_block_wg), over 528 half blocks
+  // per row: every item makes 4 or 5 passes, the prefetching loop's last "next" unit included. For each
+  // device format: the matvec against a float64 sum over the exact weights (the device forms each weight
+  // exactly and sums n_in products in float: within (n_in + 1) u sum |w_i x_i|), and the fused gate/up/GLU
+  // kernel equal bit for bit to the unfused device path at that size.
+  struct Case {
+    WeightsMode mode;
+    GgmlType type;
+  };
+  const Case cases[] = {{WeightsMode::Native, GgmlType::Q4_0}, {WeightsMode::Native, GgmlType::Q4_1},
+                        {WeightsMode::Native, GgmlType::Q8_0}, {WeightsMode::Int4B64, GgmlType::F32},
+                        {WeightsMode::Int8B0, GgmlType::F32},  {WeightsMode::Native, GgmlType::Q4_K}};
+  const int64_t n_in = 8448, n_out = 9;
+  const std::vector<float> x = rand_floats(size_t(n_in), 41);
+  for (const Case& c : cases) {
+    OpenclBackendOptions o = small_options(1);
+    o.max_in_elems = n_in;
+    o.weights = c.mode;
+    OpenclBackend be(o);
+    OwnedWeight& g = keep(make_weight(c.type, n_in, n_out, 51));
+    OwnedWeight& u = keep(make_weight(c.type, n_in, n_out, 52));
+    be.upload_weight(g.w);
+    be.upload_weight(u.w);
+    std::vector<float> wf = dequantize(g.w);
+    if (c.mode != WeightsMode::Native) {
+      const TileKind kind = c.mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0;
+      std::vector<float> row(static_cast<size_t>(n_in));
+      for (int64_t r = 0; r < n_out; ++r) {
+        std::copy_n(wf.begin() + r * n_in, n_in, row.begin());
+        dequantize_row_asym(kind, row.data(), n_in, wf.data() + r * n_in);
+      }
+    }
+    std::vector<float> y(static_cast<size_t>(n_out), -7.0f);
+    be.matmul(g.w, x.data(), 1, y.data());
+    for (int64_t r = 0; r < n_out; ++r) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t i = 0; i < n_in; ++i) {
+        ref += double(wf[size_t(r * n_in + i)]) * x[size_t(i)];
+        mag += std::abs(double(wf[size_t(r * n_in + i)]) * x[size_t(i)]);
+      }
+      EXPECT_LE(std::abs(ref - y[size_t(r)]), (double(n_in) + 1.0) * kU * mag)
+          << type_name(c.type) << " " << weights_mode_name(c.mode) << " row " << r;
+    }
+    std::vector<float> fused(static_cast<size_t>(n_out), -7.0f), want(static_cast<size_t>(n_out)),
+        up(static_cast<size_t>(n_out));
+    be.matmul_glu(g.w, u.w, x.data(), 1, FfnAct::SiLU, fused.data(), up.data());
+    be.Backend::matmul_glu(g.w, u.w, x.data(), 1, FfnAct::SiLU, want.data(), up.data());
+    EXPECT_EQ(fused, want) << type_name(c.type) << " " << weights_mode_name(c.mode);
+  }
+}
+
 TEST_P(OpenclOps, matmul_of_a_weight_not_uploaded_is_an_error) {
   auto be = make();
   OwnedWeight w = make_weight(GgmlType::F32, 16, 4, 1);

@@ -93,10 +93,13 @@ void OpenclBackend::enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer&
 }
 
 size_t OpenclBackend::matvec_block_wg(const opencl::Kernel& k, int64_t n_in) const {
-  // About one half block (16 weights) per item per pass, at least one SIMD width, at most 64 (measured on
-  // the H200, 7B-shaped decode: 274 t/s with 64, 265 with 128). One rule for the matvec and the GLU kernel,
-  // so that both sum the same units in the same order.
-  const int64_t want = std::clamp<int64_t>(n_in / 16, int64_t(std::min<size_t>(k.wg_multiple, 64)), 64);
+  // About one half block (16 weights) per item per pass, at least one SIMD width, at most 64 for rows
+  // shorter than 8192 and 128 from there on. Measured on the H200 (docs/OPENCL.md): 64 items beat 128 over
+  // a 7B-shaped decode whose rows are mostly 4096 long (274 against 265 t/s), while rows of 11008 and 14336
+  // ran 3-13% faster with 128 (fewer passes per item) and those of 4096 were even or slower. One rule for
+  // the matvec and the GLU kernel, so that both sum the same units in the same order.
+  const int64_t cap = n_in >= 8192 ? 128 : 64;
+  const int64_t want = std::clamp<int64_t>(n_in / 16, int64_t(std::min<size_t>(k.wg_multiple, cap)), cap);
   return reduction_wg(k, size_t(want), 4);
 }
 
