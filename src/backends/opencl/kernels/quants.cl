@@ -239,7 +239,7 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
     }                                                                                                     \
   }
 
-#define TL_MATVEC_BLOCK32(NAME, LO, HI, FMT)                                                      \
+#define TL_MATVEC_BLOCK32(NAME, LO, HI, FMT)                                                               \
   __kernel void NAME(__global const uchar* w0, __global const uchar* w1, __global const uchar* w2,         \
                      ulong row_bytes, int n_in, int n0, int n1, int n2, __global const float* x,          \
                      __global float* y0, __global float* y1, __global float* y2, __local float4* scratch) { \
@@ -276,7 +276,7 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
 // so each x load serves four rows; with the matvec's local size (the host uses one rule for both) the sums
 // are those of TL_MATVEC_BLOCK32 (same units, order and reduction), so y equals that kernel's two outputs
 // put through the glu kernel.
-#define TL_MATVEC_GLU_BLOCK32(NAME, LO, HI, FMT)                                                  \
+#define TL_MATVEC_GLU_BLOCK32(NAME, LO, HI, FMT)                                                           \
   __kernel void NAME(__global const uchar* wg, __global const uchar* wu, ulong row_bytes, int n_in,        \
                      int n_out, __global const float* x, __global float* y, int act,                      \
                      __local float4* scratch) {                                                           \
@@ -294,10 +294,10 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
 
 // Half-block readers for TL_MATVEC_BLOCK32 (tl_raw_FMT, then tl_w16_FMT): unit u of a row of nb blocks as
 // its codes (w0, w1 the run at e0, w2, w3 the run at e0 + HI) and the (d, m) that make them the exact weights
-// of tl_block_*. Rows are 16-byte
-// aligned and a block's codes start at a multiple of 16 bytes, so the code loads are aligned: they are typed
-// vector loads (uint2, uint4), as are x's float4 (x is a whole buffer and e0 a multiple of 8), because vloadn
-// promises the compiler only element alignment and it may split it into scalar loads.
+// of tl_block_*. Rows are 16-byte aligned and a block's codes start at a multiple of 16 bytes, so the code
+// loads are aligned: they are typed vector loads (uint2, uint4), as are x's float4 (x is a whole buffer and e0
+// a multiple of 8), because vloadn promises the compiler only element alignment and it may split it into
+// scalar loads.
 typedef struct {
   float4 w0, w1, w2, w3;  // the codes as floats, offset removed for the symmetric formats (q - 8, or q)
   float d, m;             // weight = d * code + m (m = 0 for Q4_0, Q8_0)
