@@ -800,6 +800,50 @@ TEST(OpenclDevice, unknown_profile_and_device_are_errors) {
   EXPECT_THROW(opencl::Runtime(int(opencl::list_devices().size()), "none"), Error);
 }
 
+TEST(OpenclDevice, bandwidth_kernels_read_every_element_once) {
+  // gemv-bw's peaks and "read W" columns divide bytes by these kernels' times, so each must read every float4
+  // of the buffer exactly once: the sum of their per-item outputs equals the buffer's sum. Small integers
+  // (exact in float at any summation order), an element count that fits no global size evenly.
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  OpenclBackendOptions o;
+  o.device = test::opencl_test_device();
+  o.max_tokens = 1;
+  o.max_in_elems = o.max_out_elems = 64;
+  o.max_width = 64;
+  o.self_check = false;
+  OpenclBackend be(o);
+  opencl::Runtime& rt = be.runtime();
+  const cl_ulong n4 = 1237;
+  std::vector<float> src(size_t(n4) * 4);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = float(int(i % 7) - 3);
+  double want = 0.0;
+  for (float v : src) want += v;
+  const opencl::Buffer in = rt.alloc(src.size() * sizeof(float), CL_MEM_READ_ONLY, src.data());
+  const opencl::ProgramHandle prog = rt.build({"bandwidth"});
+  for (const char* name : {"read_sum_strided", "read_sum_blocked", "read_sum_pairs"}) {
+    // The looping kernels at two global sizes; the pairs kernel's is set by the element count.
+    const bool pairs = std::string(name) == "read_sum_pairs";
+    const std::vector<size_t> globals =
+        pairs ? std::vector<size_t>{size_t((n4 + 1) / 2)} : std::vector<size_t>{64, 640};
+    for (size_t global : globals) {
+      const opencl::Kernel k = rt.kernel(prog, name);
+      // The launch rounds the global size up to the kernel's multiple: the output has room for that.
+      const size_t rounded = (global + k.wg_multiple - 1) / k.wg_multiple * k.wg_multiple;
+      const opencl::Buffer out = rt.alloc(rounded * sizeof(float));
+      opencl::set_arg(k, 0, in);
+      opencl::set_arg(k, 1, n4);
+      opencl::set_arg(k, 2, out);
+      const size_t g[1] = {global};
+      rt.launch(k, 1, g, nullptr);
+      std::vector<float> part(rounded);
+      rt.read(out, 0, part.data(), part.size() * sizeof(float));
+      double got = 0.0;
+      for (float v : part) got += v;
+      EXPECT_EQ(got, want) << name << " over " << global << " items";
+    }
+  }
+}
+
 TEST(OpenclDevice, generated_header_carries_the_constants_and_ends_in_newline) {
   if (!have_device()) GTEST_SKIP() << "no OpenCL device";
   opencl::Runtime rt(test::opencl_test_device(), "mali-valhall");
