@@ -37,7 +37,7 @@ struct GemmSpeedArgs {
   std::string backend_pos = "0", precision_pos = "0";
   int third = -1;  // threads (CPU) or GPU-mode bitmask; -1: not given
   std::string backend, precision, gpu_memory, tuning, format = "text", plot, isa = "auto";
-  int threads = 0;
+  int threads = -1;                     // --threads; -1: not given
   int device = 0;                       // OpenCL device index
   std::string device_profile = "none";  // OpenCL device profile
   std::vector<std::string> shapes;
@@ -370,7 +370,7 @@ void gemm_speed(GemmSpeedArgs a) {
       if (shapes.empty()) shapes.push_back({14336, 4096, 0});
       return gemv_bw_opencl(a.device, a.device_profile, shapes, a.format);
     }
-    gemv_bw_main(a.threads > 0 ? a.threads : (a.third > 0 ? a.third : 1), a.shapes, a.format);
+    gemv_bw_main(cpu_threads(a.threads, a.third), a.shapes, a.format);
     return;
   }
   const auto modes = modes_for_test(a.test);
@@ -398,7 +398,7 @@ void gemm_speed(GemmSpeedArgs a) {
   if (backend != Backend::kCpu) {
     // GPU backends take the third argument as MNN's GPU-mode bitmask; validate it even where no such backend
     // is built, so a script's arguments are known good before it meets a build that has one.
-    GpuMode g = parse_gpu_mode(a.third < 0 ? 0 : a.third);
+    GpuMode g = parse_gpu_mode(a.third == -1 ? 0 : a.third);
     if (!a.tuning.empty()) g.tuning = parse_tuning(a.tuning);
     if (!a.gpu_memory.empty()) g.memory = parse_gpu_memory(a.gpu_memory);
     const int mask = a.third >= 0 ? a.third : (a.tuning.empty() && a.gpu_memory.empty() ? 0 : g.mask());
@@ -417,7 +417,7 @@ void gemm_speed(GemmSpeedArgs a) {
   if (!a.tuning.empty() || !a.gpu_memory.empty())
     fail("--tuning and --gpu-memory apply to GPU backends only");
 
-  const int threads = a.threads > 0 ? a.threads : (a.third > 0 ? a.third : 1);  // MNN's default is 1
+  const int threads = cpu_threads(a.threads, a.third);
   Isa isa = best_isa();
   if (a.isa == "scalar") {
     isa = Isa::kScalar;

@@ -167,7 +167,7 @@ void register_gemv_bw(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("gemv-bw", "decode GEMV bandwidth against the memcpy/read roofline");
-  sub->add_option("-t,--threads", a->threads, "CPU threads");
+  sub->add_option("-t,--threads", a->threads, "CPU threads")->check(CLI::Range(1, 4096));
   sub->add_option("--shape", a->shapes, "K,N (repeatable; default 14336,4096)");
   sub->add_option("--backend", a->backend, "cpu (0) or opencl (3)");
   sub->add_option("--device", a->device, "OpenCL device index (see `tilellm devices`)");
@@ -176,9 +176,10 @@ void register_gemv_bw(CLI::App& app) {
                   "adreno-7xx");
   sub->add_option(
       "--peak-mib", a->peak_mib,
-      "OpenCL: size of the peak measurement's buffers in MiB (default: max(4x the device's cache, "
+      "OpenCL: size of the peak measurement's buffers in MiB (default, or 0: max(4x the device's cache, "
       "256))");
   sub->callback([a] {
+    if (a->peak_mib < 0) fail("--peak-mib must be a positive size in MiB (got {})", a->peak_mib);
     const gemm::Backend b = gemm::parse_backend(a->backend);
     if (b == gemm::Backend::kCpu) return gemv_bw_main(a->threads, a->shapes, a->format);
     if (b != gemm::Backend::kOpenCL)

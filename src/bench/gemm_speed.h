@@ -180,6 +180,15 @@ inline ShapeConfig parse_shape(const std::string& s) {
   fail("bad shape '{}': expected K,N or K,N,maxM with positive K and N", s);
 }
 
+// The CPU thread count from --threads (named) or MNN's third positional, -1 meaning not given, named first;
+// 1 when neither is given (MNN's default). A given count must be 1 .. 4096.
+inline int cpu_threads(int named, int positional) {
+  if (named == -1 && positional == -1) return 1;
+  const int t = named != -1 ? named : positional;
+  if (t < 1 || t > 4096) fail("CPU thread count {} is out of range (1 .. 4096)", t);
+  return t;
+}
+
 // ---- MNN's output lines --------------------------------------------------------------------------------
 inline constexpr const char* kCpuLineFormat = "  %-28s  M=%-5d K=%-5d N=%-5d  avg=%.3f ms  %.2f GFLOPS\n";
 inline constexpr const char* kGpuLineFormat =

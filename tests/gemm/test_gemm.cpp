@@ -316,6 +316,16 @@ TEST(GemmSpeedArgs, backend_and_precision_accept_mnn_numbers_and_names) {
   EXPECT_THROW(parse_precision("3"), Error);
 }
 
+TEST(GemmSpeedArgs, cpu_threads_come_from_the_named_option_first_and_must_be_positive) {
+  EXPECT_EQ(cpu_threads(-1, -1), 1);  // neither given: MNN's default
+  EXPECT_EQ(cpu_threads(-1, 2), 2);   // MNN's positional form
+  EXPECT_EQ(cpu_threads(3, 2), 3);    // --threads wins
+  EXPECT_THROW(cpu_threads(0, -1), Error);
+  EXPECT_THROW(cpu_threads(-1, 0), Error);
+  EXPECT_THROW(cpu_threads(-1, -2), Error);
+  EXPECT_THROW(cpu_threads(5000, -1), Error);
+}
+
 TEST(GemmSpeedArgs, gpu_mode_bitmask_is_parsed_and_validated) {
   const GpuMode g = parse_gpu_mode(68);
   EXPECT_EQ(g.memory, kMemoryBuffer);
