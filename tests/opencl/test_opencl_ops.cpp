@@ -262,8 +262,8 @@ TEST_P(OpenclOps, decode_matvecs_into_resident_arrays_share_one_launch) {
 
 TEST_P(OpenclOps, decode_gate_up_and_glu_run_as_one_kernel) {
   // Decode's gate and up products and their activation in one launch (matvec_glu_<format>), for every block
-  // format the device holds (the GGUF ones, the two --weights conversions, and Kq8 for the K-quants; the
-  // kernel names show each weight took its format's path), with both activations: equal
+  // format the device holds (the GGUF ones, the two --weights conversions, Kq4 for Q4_K and Kq8 for the
+  // other K-quants; the kernel names show each weight took its format's path), with both activations: equal
   // bit for bit to the unfused device path (two matvecs, then the glu kernel), which sums the same units in
   // the same order; the matvecs and glu are held to the CPU by their own tests. 37 rows leave the last group
   // half used.
@@ -277,7 +277,8 @@ TEST_P(OpenclOps, decode_gate_up_and_glu_run_as_one_kernel) {
                         {WeightsMode::Native, GgmlType::Q8_0, "matvec_glu_q8_0"},
                         {WeightsMode::Int4B64, GgmlType::F32, "matvec_glu_int4b64"},
                         {WeightsMode::Int8B0, GgmlType::F32, "matvec_glu_int8b0"},
-                        {WeightsMode::Native, GgmlType::Q4_K, "matvec_glu_kq8"},
+                        {WeightsMode::Native, GgmlType::Q4_K, "matvec_glu_kq4"},
+                        {WeightsMode::Native, GgmlType::Q5_K, "matvec_glu_kq8"},
                         {WeightsMode::Native, GgmlType::Q6_K, "matvec_glu_kq8"}};
   const int64_t n_out = 37;
   for (const Case& c : cases) {

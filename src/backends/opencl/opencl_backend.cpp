@@ -31,29 +31,33 @@ int kernel_index(GgmlType t) {
       return 4;
     case GgmlType::Q5_0:
     case GgmlType::Q5_1:
-    case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
       return 7;  // Kq8
+    case GgmlType::Q4_K:
+      return 8;  // Kq4
     default:
       return -1;
   }
 }
 
-constexpr const char* kMatmulKernels[8] = {"matmul_f32",  "matmul_f16",     "matmul_q4_0",   "matmul_q4_1",
-                                           "matmul_q8_0", "matmul_int4b64", "matmul_int8b0", "matmul_kq8"};
-constexpr const char* kMatvecKernels[8] = {"matvec_f32",  "matvec_f16",     "matvec_q4_0",   "matvec_q4_1",
-                                           "matvec_q8_0", "matvec_int4b64", "matvec_int8b0", "matvec_kq8"};
-constexpr const char* kMatvecGluKernels[8] = {nullptr,
+constexpr const char* kMatmulKernels[9] = {"matmul_f32",    "matmul_f16",  "matmul_q4_0",
+                                           "matmul_q4_1",   "matmul_q8_0", "matmul_int4b64",
+                                           "matmul_int8b0", "matmul_kq8",  "matmul_kq4"};
+constexpr const char* kMatvecKernels[9] = {"matvec_f32",    "matvec_f16",  "matvec_q4_0",
+                                           "matvec_q4_1",   "matvec_q8_0", "matvec_int4b64",
+                                           "matvec_int8b0", "matvec_kq8",  "matvec_kq4"};
+constexpr const char* kMatvecGluKernels[9] = {nullptr,
                                               nullptr,
                                               "matvec_glu_q4_0",
                                               "matvec_glu_q4_1",
                                               "matvec_glu_q8_0",
                                               "matvec_glu_int4b64",
                                               "matvec_glu_int8b0",
-                                              "matvec_glu_kq8"};
-constexpr const char* kEmbedKernels[8] = {"embed_f32",  "embed_f16", "embed_q4_0", "embed_q4_1",
-                                          "embed_q8_0", nullptr,     nullptr,      "embed_kq8"};
+                                              "matvec_glu_kq8",
+                                              "matvec_glu_kq4"};
+constexpr const char* kEmbedKernels[9] = {"embed_f32", "embed_f16", "embed_q4_0", "embed_q4_1", "embed_q8_0",
+                                          nullptr,     nullptr,     "embed_kq8",  "embed_kq4"};
 
 // The Kq8 device row (kernels/quants.cl): [n_in] signed codes, then [n_in / 16] (float scale, float offset),
 // padded to 16 bytes; written from the file's row by row_code_groups (exact).
@@ -70,6 +74,34 @@ void kq8_row(GgmlType t, const uint8_t* src, int64_t n_in, uint8_t* dst, std::ve
   for (int64_t g = 0; g < n_in / 16; ++g) {
     std::memcpy(dst + n_in + 8 * g, &scale[size_t(g)], 4);
     std::memcpy(dst + n_in + 8 * g + 4, &offset[size_t(g)], 4);
+  }
+}
+
+// The Kq4 device row (kernels/quants.cl), Q4_K only: [n_in / 32][16] code bytes in Q4_0's nibble order, then
+// [n_in / 32] (float scale, float offset), padded to 16 bytes; from row_code_groups, whose 16-weight groups
+// come in pairs sharing Q4_K's per-32 (scale, min).
+size_t kq4_row_bytes(int64_t n_in) {
+  return (size_t(n_in / 2) + size_t(n_in / 32) * 8 + 15) / 16 * 16;
+}
+
+void kq4_row(const uint8_t* src, int64_t n_in, uint8_t* dst, std::vector<int8_t>& codes,
+             std::vector<float>& scale, std::vector<float>& offset) {
+  codes.resize(size_t(n_in));
+  scale.resize(size_t(n_in / 16));
+  offset.resize(size_t(n_in / 16));
+  std::memset(dst, 0, kq4_row_bytes(n_in));
+  row_code_groups(GgmlType::Q4_K, src, n_in, codes.data(), scale.data(), offset.data());
+  const int64_t nb = n_in / 32;
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t g = size_t(2 * b);
+    if (scale[g] != scale[g + 1] || offset[g] != offset[g + 1])
+      fail("internal: Q4_K's 16-weight groups {} and {} differ in scale or offset", g, g + 1);
+    for (int j = 0; j < 16; ++j) {
+      const int lo = codes[size_t(32 * b + j)], hi = codes[size_t(32 * b + 16 + j)];
+      dst[16 * b + j] = uint8_t(lo | (hi << 4));
+    }
+    std::memcpy(dst + 16 * nb + 8 * b, &scale[g], 4);
+    std::memcpy(dst + 16 * nb + 8 * b + 4, &offset[g], 4);
   }
 }
 
@@ -135,7 +167,7 @@ size_t floats(int64_t n) {
 // Bumped whenever something outside the program texts changes what a cached entry means: the self-check's
 // cases or tolerance (its verdict is cached), or how binaries are made or used.
 constexpr const char* kCacheKeyVersion =
-    "tilellm-opencl-programs 2";  // 2: fused, KQ8 and split-attention checks
+    "tilellm-opencl-programs 3";  // 2: fused, KQ8 and split-attention checks; 3: KQ4 and Q5_K checks
 
 // The program cache's key (program_cache.h): every input of the binaries and of the self-check's verdict, as
 // length-prefixed fields so that no two different inputs make the same text.
@@ -186,8 +218,8 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   const bool images = o.memory == GpuMemory::Image && caps().images;
   const std::vector<std::string_view> ops = {"embedding",     "rmsnorm",     "matmul_f32",  "matmul_f16",
                                              "matmul_q4_0",   "matmul_q4_1", "matmul_q8_0", "matmul_int4b64",
-                                             "matmul_int8b0", "matmul_kq8",  "rope",        "kv_store",
-                                             "attention",     "glu",         "add"};
+                                             "matmul_int8b0", "matmul_kq8",  "matmul_kq4",  "rope",
+                                             "kv_store",      "attention",   "glu",         "add"};
   std::string defines;
   std::unique_ptr<opencl::ProgramCache> cache;
   std::optional<opencl::CacheEntry> entry;
@@ -392,7 +424,9 @@ void OpenclBackend::upload_weight_in(const Weight& w, bool as_image) {
 
 size_t OpenclBackend::device_row_bytes(GgmlType t, int64_t n_in) {
   const bool split = t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0;
-  return split ? split_row_bytes(t, n_in) : has_code_groups(t) ? kq8_row_bytes(n_in) : row_size(t, n_in);
+  if (split) return split_row_bytes(t, n_in);
+  if (t == GgmlType::Q4_K) return kq4_row_bytes(n_in);
+  return has_code_groups(t) ? kq8_row_bytes(n_in) : row_size(t, n_in);
 }
 
 OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, WeightsMode mode,
@@ -413,15 +447,18 @@ OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, W
     }
     dw.fmt = DevFormat(kernel_index(w.type));
     const bool split = w.type == GgmlType::Q4_0 || w.type == GgmlType::Q4_1 || w.type == GgmlType::Q8_0;
-    const bool kq8 = dw.fmt == DevFormat::Kq8;
+    const bool kq8 = dw.fmt == DevFormat::Kq8, kq4 = dw.fmt == DevFormat::Kq4;
     dw.row_bytes = device_row_bytes(w.type, w.n_in);
     std::vector<float> scale, offset;
+    std::vector<int8_t> codes;
     // Row r in the device layout at dst (row_bytes): block rows split, K-quants as codes and groups.
     auto device_row = [&](int64_t r, uint8_t* dst) {
       if (split) {
         split_row(w.type, w.row(r), w.n_in, dst);
       } else if (kq8) {
         kq8_row(w.type, w.row(r), w.n_in, dst, scale, offset);
+      } else if (kq4) {
+        kq4_row(w.row(r), w.n_in, dst, codes, scale, offset);
       } else {
         std::memcpy(dst, w.row(r), dw.row_bytes);
       }
@@ -434,7 +471,7 @@ OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, W
           "{})",
           w.name, bytes, caps().max_alloc_bytes, caps().profile);
     }
-    if (!split && !kq8) {
+    if (!split && !kq8 && !kq4) {
       dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY, w.data);
     } else {
       // Block formats go up split per row, K-quants rewritten (kernels/quants.cl), a slab of rows at a time.

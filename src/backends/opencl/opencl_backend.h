@@ -201,9 +201,10 @@ class OpenclBackend final : public Backend {
  private:
   // The weight formats device kernels read (kernels/matmul_<format>.cl), in the order of the kernel tables
   // below; the converted formats have no embedding kernel (tables keep their GGUF type).
-  // Kq8: the K-quants and Q5_0 / Q5_1, as signed byte codes and float (scale, offset) per 16 (exact).
-  enum class DevFormat : int { F32, F16, Q4_0, Q4_1, Q8_0, Int4B64, Int8B0, Kq8 };
-  static constexpr int kFormats = 8;
+  // Kq8: Q5_K, Q6_K and Q5_0 / Q5_1, as signed byte codes and float (scale, offset) per 16 (exact).
+  // Kq4: Q4_K, as Q4_1's split rows with float (scale, offset) per 32 (exact, half of Kq8's bytes).
+  enum class DevFormat : int { F32, F16, Q4_0, Q4_1, Q8_0, Int4B64, Int8B0, Kq8, Kq4 };
+  static constexpr int kFormats = 9;
   struct DeviceWeight {
     opencl::Buffer buf;  // [n_out][row_bytes] in `fmt` (block formats' rows split: kernels/quants.cl)
     // --gpu-memory image: instead of buf, [n_out * img_lines][img_width] RGBA32UI texels, each row's

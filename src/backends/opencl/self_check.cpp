@@ -55,9 +55,10 @@ std::vector<uint8_t> random_rows(GgmlType t, int64_t n_in, int64_t n_out, std::m
     } else if (t == GgmlType::Q6_K) {
       put_half(blk + offsetof(BlockQ6_K, d), scale(rng) / 16.0f);  // d last; int8 sub-block scales
     } else {
-      put_half(blk, scale(rng));                                    // Q4_0, Q4_1, Q8_0, Q4_K: d first
+      put_half(blk, scale(rng));                                    // Q4_0, Q4_1, Q8_0, Q4_K, Q5_K: d first
       if (t == GgmlType::Q4_1) put_half(blk + 2, 0.1f * sym(rng));  // Q4_1: then m
-      if (t == GgmlType::Q4_K) put_half(blk + 2, scale(rng));       // Q4_K: then dmin (6-bit mins)
+      if (t == GgmlType::Q4_K || t == GgmlType::Q5_K)
+        put_half(blk + 2, scale(rng));  // Q4_K, Q5_K: then dmin (6-bit mins)
     }
   }
   return b;
@@ -160,9 +161,9 @@ void OpenclBackend::run_self_check() {
   // Weights: embedding and matmul of every block type a kernel reads. Each op below still runs its kernel:
   // a kernel's on_cpu is set only after its own check.
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
-                     GgmlType::Q4_K, GgmlType::Q6_K}) {
+                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     // With the tiled GEMM, rows over two row tiles (the second partial); the float rows end in a partial
-    // block. Q4_K (with offsets) and Q6_K (without) check the Kq8 kernels.
+    // block. Q4_K checks the Kq4 kernels, Q5_K (with offsets) and Q6_K (without) the Kq8 ones.
     const int64_t bs = type_traits(t).block_size;
     const int64_t n_in = bs == 1 ? 63 : bs == 256 ? 256 : 64, n_tok = 2;
     const int64_t n_out = gemm_.on() ? gemm_.tr() + 5 : 5;

@@ -1,4 +1,4 @@
-// Matrix products y[t] = W x[t] for KQ8 weights (the K-quants and Q5_0 / Q5_1, held at upload as signed
+// Matrix products y[t] = W x[t] for KQ8 weights (Q5_K, Q6_K and Q5_0 / Q5_1, held at upload as signed
 // byte codes with a float (scale, offset) per 16 weights, exact: quants.cl): the tiled GEMM of gemm.cl
 // (TL_MATMUL_BLOCK32) with the KQ8 block reader.
 TL_MATMUL_BLOCK32(matmul_kq8, tl_block_kq8)

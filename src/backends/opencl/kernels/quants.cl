@@ -14,9 +14,12 @@
 //            weights (a 64-group is two 32-blocks sharing one pair; the last group is one block when
 //            nb is odd), padded to a multiple of 16 bytes.
 //   INT8B0:  [nb][32 bytes] codes (unsigned), then one (half d, half m) for the whole row, padded to 16.
-//   KQ8:     the K-quants (Q4_K, Q5_K, Q6_K) and Q5_0 / Q5_1 at upload (format/quants.h row_code_groups):
+//   KQ8:     the K-quants Q5_K, Q6_K and Q5_0 / Q5_1 at upload (format/quants.h row_code_groups):
 //            [n][1 byte] signed codes, then [n / 16] (float scale, float offset), padded to 16 bytes;
 //            scale * code + offset is the format's exact weight.
+//   KQ4:     Q4_K at upload (its codes are 4-bit and its (scale, min) are per 32 weights): Q4_1's split row
+//            with float parameters, [nb][16 bytes] codes as Q4_0's, then [nb] (float scale, float offset),
+//            padded to 16 bytes: 0.75 bytes a weight where KQ8 takes 1.5.
 // Weights (q = the stored integer):
 //   Q4_0: w = d * (q - 8); element j < 16: low nibble of code byte j, j >= 16: high nibble of byte j - 16
 //   Q4_1: w = d * q + m; nibbles as Q4_0
@@ -24,6 +27,7 @@
 //   INT4B64: w = d * q + m, (d, m) of group b / 2; nibbles as Q4_0
 //   INT8B0: w = d * q + m, q the unsigned code byte j
 //   KQ8: w = scale * q + offset, q the signed code byte j, (scale, offset) of group j / 16
+//   KQ4: w = scale * q + offset, nibbles as Q4_0, (scale, offset) of block j / 32
 //   F16: one half per element; F32: one float per element (rows as in the file).
 // Element readers take (row, element i, n = elements per row).
 
@@ -85,6 +89,13 @@ float tl_q8_0_at(__global const uchar* row, int i, int n) {
   return vload_half(b, (__global const half*)(row + 32 * (n / 32))) * (float)(char)row[i];
 }
 
+float tl_kq4_at(__global const uchar* row, int i, int n) {
+  const int b = i / 32, j = i % 32;
+  const int q = j < 16 ? (row[16 * b + j] & 15) : (row[16 * b + j - 16] >> 4);
+  const float2 p = vload2(b, (__global const float*)(row + 16 * (n / 32)));
+  return p.x * (float)q + p.y;
+}
+
 float tl_kq8_at(__global const uchar* row, int i, int n) {
   const float2 p = vload2(i / 16, (__global const float*)(row + n));
   return p.x * (float)((__global const char*)row)[i] + p.y;
@@ -133,6 +144,13 @@ void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
     const uint4 v = c[h];
     vstore16(d * tl_bytes16(v, 0.0f) + m, h, w);
   }
+}
+
+void tl_block_kq4(__global const uchar* row, int b, int nb, float* w) {
+  const float2 p = ((__global const float2*)(row + 16 * nb))[b];
+  const uint4 c = ((__global const uint4*)row)[b];
+  vstore16(p.x * tl_lo16(c, 0.0f) + p.y, 0, w);
+  vstore16(p.x * tl_hi16(c, 0.0f) + p.y, 1, w);
 }
 
 void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
@@ -374,6 +392,7 @@ tl_raw16 tl_raw_bytes(__global const uchar* row, int u, float d, float m) {
 #define TL_MVB_PREFETCH_q4_1 1
 #define TL_MVB_PREFETCH_int4b64 1
 #define TL_MVB_PREFETCH_q8_0 0
+#define TL_MVB_PREFETCH_kq4 1
 #define TL_MVB_PREFETCH_kq8 0
 #define TL_MVB_PREFETCH_int8b0 0
 
@@ -402,6 +421,14 @@ tl_raw16 tl_raw_q8_0(__global const uchar* row, int u, int nb, float2 rowp) {
   return tl_raw_bytes(row, u, vload_half(u / 2, (__global const half*)(row + 32 * nb)), 0.0f);
 }
 tl_w16 tl_w16_q8_0(tl_raw16 r) { return tl_sbytes16_w(r); }
+
+// KQ4's unit u: Q4_1's half block with the block's float (scale, offset).
+float2 tl_rowp_kq4(__global const uchar* row, int nb) { return (float2)(0.0f); }
+tl_raw16 tl_raw_kq4(__global const uchar* row, int u, int nb, float2 rowp) {
+  const float2 p = ((__global const float2*)(row + 16 * nb))[u / 2];
+  return tl_raw_nibbles(row, u, p.x, p.y);
+}
+tl_w16 tl_w16_kq4(tl_raw16 r) { return tl_nibbles16(r, 0.0f); }
 
 // KQ8's unit u is its (scale, offset) group u: 16 contiguous signed codes, Q8_0's halves.
 float2 tl_rowp_kq8(__global const uchar* row, int nb) { return (float2)(0.0f); }
