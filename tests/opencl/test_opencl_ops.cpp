@@ -801,6 +801,21 @@ TEST(OpenclDevice, unknown_profile_and_device_are_errors) {
   EXPECT_THROW(opencl::Runtime(int(opencl::list_devices().size()), "none"), Error);
 }
 
+TEST(OpenclDevice, device_rows_take_the_bytes_their_layouts_promise) {
+  // quants.cl's layouts, per 4096 weights: Q4_0 and Q4_1 as the file (2304 and 2560 bytes, split only),
+  // Q8_0 4352, Q4_K as KQ4 (16 code bytes and a float pair per 32: 3072, 0.75 a weight), Q5_K and Q6_K as
+  // KQ8 (a code byte each and a float pair per 16: 6144); F16 as the file; rows pad to 16 bytes.
+  EXPECT_EQ(OpenclBackend::device_row_bytes(GgmlType::Q4_0, 4096), 2304u);
+  EXPECT_EQ(OpenclBackend::device_row_bytes(GgmlType::Q4_1, 4096), 2560u);
+  EXPECT_EQ(OpenclBackend::device_row_bytes(GgmlType::Q8_0, 4096), 4352u);
+  EXPECT_EQ(OpenclBackend::device_row_bytes(GgmlType::Q4_K, 4096), 3072u);
+  EXPECT_EQ(OpenclBackend::device_row_bytes(GgmlType::Q5_K, 4096), 6144u);
+  EXPECT_EQ(OpenclBackend::device_row_bytes(GgmlType::Q6_K, 4096), 6144u);
+  EXPECT_EQ(OpenclBackend::device_row_bytes(GgmlType::F16, 4096), 8192u);
+  EXPECT_EQ(OpenclBackend::device_row_bytes(GgmlType::Q4_K, 256), 192u);
+  EXPECT_EQ(OpenclBackend::device_row_bytes(GgmlType::Q4_0, 32), 32u);  // 16 codes + 2, padded to 16
+}
+
 TEST(OpenclDevice, bandwidth_kernels_read_every_element_once) {
   // gemv-bw's peaks and "read W" columns divide bytes by these kernels' times, so each must read every float4
   // of the buffer exactly once: the sum of their per-item outputs equals the buffer's sum. Small integers
