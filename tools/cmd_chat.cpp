@@ -26,6 +26,8 @@ void chat(const ChatArgs& a) {
   const ChatTemplate tmpl = chat_template_from_gguf(model->file().get_string_opt("tokenizer.chat_template"),
                                                     model->config().arch_name);
   Session session(*model, session_options(a.model));
+  if (const std::string mem = session.device_memory_summary(); !mem.empty())
+    std::fprintf(stderr, "%s\n", mem.c_str());
   Sampler sampler(a.sampling, int32_t(model->config().n_vocab));
   std::fprintf(stderr, "chat format: %s. Type a message; an empty line or end of input quits.\n",
                std::string(chat_format_name(tmpl.format)).c_str());

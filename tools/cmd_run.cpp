@@ -36,6 +36,8 @@ void run(const RunArgs& a) {
   if (prompt.empty()) fail("the prompt is empty after tokenization");
 
   Session session(*model, session_options(a.model));
+  if (const std::string mem = session.device_memory_summary(); !mem.empty())
+    std::fprintf(stderr, "%s\n", mem.c_str());
   if (int64_t(prompt.size()) >= session.n_ctx()) {
     fail("the prompt has {} tokens but the context holds {} (raise it with -c)", prompt.size(),
          session.n_ctx());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -111,6 +112,10 @@ class Backend {
   // mirrors. Default: the backend works on kv itself, there is nothing to copy.
   virtual void kv_to_device(const KvCache& kv, int64_t p0, int64_t p1) { (void)kv, (void)p0, (void)p1; }
   virtual void kv_to_host(KvCache& kv, int64_t p0, int64_t p1) { (void)kv, (void)p0, (void)p1; }
+
+  // One line on the device memory a device backend holds (weights, KV cache, the rest), for the user; empty
+  // for a backend that runs in host memory.
+  virtual std::string memory_summary() const { return {}; }
 
   // Device time per kernel since the last reset, for a backend that times its kernels (OpenCL with
   // profiling on); empty otherwise. Reading it waits for the queued work.

@@ -76,6 +76,10 @@ class Session {
   int n_threads() const { return pool_.size(); }
   // Device time per kernel since the last reset (OpenCL with profile_kernels); empty on the CPU backend.
   std::vector<KernelTime> kernel_times() const;
+  // The device backend's memory line (Backend::memory_summary); empty on the CPU backend.
+  std::string device_memory_summary() const {
+    return device_backend_ ? device_backend_->memory_summary() : std::string();
+  }
   void reset_kernel_times();
 
  private:

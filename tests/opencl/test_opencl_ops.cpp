@@ -359,6 +359,25 @@ TEST_P(OpenclOps, decode_matvec_and_glu_over_long_rows) {
   }
 }
 
+TEST_P(OpenclOps, device_memory_counts_each_weight_once_in_its_device_layout) {
+  OpenclBackendOptions o = small_options(2);
+  OpenclBackend be(o);
+  const OpenclBackend::DeviceMemory empty = be.device_memory();
+  EXPECT_EQ(empty.weights, 0u);
+  EXPECT_GT(empty.other, 0u);  // the scratch buffers sized from the options
+  OwnedWeight& a = keep(make_weight(GgmlType::Q4_K, 512, 9, 61));
+  OwnedWeight& b = keep(make_weight(GgmlType::Q4_0, 96, 5, 62));
+  be.upload_weight(a.w);
+  be.upload_weight(b.w);
+  be.upload_weight(a.w);  // again: the same device copy
+  const OpenclBackend::DeviceMemory m = be.device_memory();
+  EXPECT_EQ(m.weights, 9 * OpenclBackend::device_row_bytes(GgmlType::Q4_K, 512) +
+                           5 * OpenclBackend::device_row_bytes(GgmlType::Q4_0, 96));
+  EXPECT_EQ(m.kv, 0u);
+  EXPECT_EQ(m.other, empty.other);
+  EXPECT_NE(be.memory_summary().find("weights"), std::string::npos);
+}
+
 TEST_P(OpenclOps, matmul_of_a_weight_not_uploaded_is_an_error) {
   auto be = make();
   OwnedWeight w = make_weight(GgmlType::F32, 16, 4, 1);

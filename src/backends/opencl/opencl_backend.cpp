@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <unordered_set>
 
 #include "format/error.h"
 #include "format/fp16.h"
@@ -608,6 +609,33 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
     }
   }
   return v;
+}
+
+OpenclBackend::DeviceMemory OpenclBackend::device_memory() const {
+  DeviceMemory m;
+  std::unordered_set<cl_mem> seen;  // a tied output's matrix and its table may share one buffer
+  auto weight = [&](const DeviceWeight& dw) {
+    if (dw.img && seen.insert(dw.img.get()).second)
+      m.weights += size_t(dw.img_width) * size_t(dw.img_lines) * size_t(dw.n_out) * 16;  // RGBA32UI texels
+    if (dw.buf.get() && seen.insert(dw.buf.get()).second) m.weights += dw.buf.bytes;
+  };
+  for (const auto& e : weights_) weight(e.second);
+  for (const auto& e : tables_) weight(e.second);
+  for (const opencl::Buffer& b : kv_bufs_) m.kv += b.bytes;
+  for (const Mirror& mi : mirrors_) m.other += mi.dev.bytes;
+  for (const auto& e : norms_) m.other += e.second.bytes;
+  for (const opencl::Buffer* b :
+       {&in_a_, &in_b_, &attn_part_, &out_, &vec_, &ids_.dev, &pos_.dev, &rope_[0].dev, &rope_[1].dev})
+    m.other += b->bytes;
+  return m;
+}
+
+std::string OpenclBackend::memory_summary() const {
+  const DeviceMemory m = device_memory();
+  constexpr double kMiB = 1024.0 * 1024.0;
+  return fmt::format(
+      "OpenCL device memory: weights {:.1f} MiB, KV cache {:.1f} MiB, activations and scratch {:.1f} MiB",
+      double(m.weights) / kMiB, double(m.kv) / kMiB, double(m.other) / kMiB);
 }
 
 std::vector<std::string> OpenclBackend::cpu_fallbacks() const {

@@ -152,6 +152,14 @@ class OpenclBackend final : public Backend {
   const std::vector<std::string>& buffer_weights() const { return buffer_weights_; }
   // Bytes of one device row of a type a kernel reads (split block rows, or the file's rows).
   static size_t device_row_bytes(GgmlType t, int64_t n_in);
+  // Device memory this backend holds: the weights (buffers and images; one shared by a tied output and
+  // its embedding table counted once), the FB-KV cache, and the rest (resident activations, scratch, norm
+  // vectors, staged ids and positions, RoPE rows).
+  struct DeviceMemory {
+    size_t weights = 0, kv = 0, other = 0;
+  };
+  DeviceMemory device_memory() const;
+  std::string memory_summary() const override;
   // Names of the kernels that failed the self-check and whose ops run on the CPU backend.
   std::vector<std::string> cpu_fallbacks() const;
   // Which start path this backend took: programs loaded from cached binaries (else built from source), and
