@@ -387,21 +387,24 @@ TEST_P(OpenclOps, matmul_of_a_weight_not_uploaded_is_an_error) {
 
 // The prefill matmul (the tiled GEMM, or the row kernels where no tile fits) against the CPU at every tail:
 // n_tok = 1 .. tt + 3 (one-token products sent to the matmul kernel too) and n_out not a multiple of the
-// rows per tile nor of 4, for every format a kernel reads, with one block and with 4096 + 32 inputs (float
-// formats: also rows ending in a partial block). Bound as in matmul_matches_cpu_for_every_weight_type.
+// rows per tile nor of 4, for every format a kernel reads (Q4_K and Q6_K for Kq4 and Kq8), with one block
+// and with 4096 + one block of inputs (float formats: also rows ending in a partial block). Bound as in
+// matmul_matches_cpu_for_every_weight_type.
 void check_matmul_tails(OpenclBackend& be, CpuBackend& cpu, std::vector<std::unique_ptr<OwnedWeight>>& kept,
                         const std::vector<int64_t>& n_toks_long) {
   const int64_t tt = be.gemm_tiles().on() ? be.gemm_tiles().tt() : OpenclBackend::kMatmulTile;
   const int64_t tr = be.gemm_tiles().on() ? be.gemm_tiles().tr() : 4;
   std::vector<int64_t> all;  // 1 .. tt + 3: every partial token tile, the full one, and past it
   for (int64_t n = 1; n <= tt + 3; ++n) all.push_back(n);
-  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0}) {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
+                     GgmlType::Q4_K, GgmlType::Q6_K}) {
     const bool fl = type_traits(t).block_size == 1;
+    const int64_t bs = std::max<int64_t>(32, type_traits(t).block_size);  // K-quants (Kq4, Kq8): 256
     struct Case {
       int64_t n_in, n_out;
       const std::vector<int64_t>* n_toks;
     };
-    std::vector<Case> cases = {{32, 3, &all}, {32, 2 * tr + 5, &all}, {4096 + 32, 2 * tr + 5, &n_toks_long}};
+    std::vector<Case> cases = {{bs, 3, &all}, {bs, 2 * tr + 5, &all}, {4096 + bs, 2 * tr + 5, &n_toks_long}};
     if (fl) {
       cases.push_back({45, tr + 1, &all});
       cases.push_back({4096 + 45, tr + 3, &n_toks_long});
