@@ -113,6 +113,11 @@ class Backend {
   virtual void kv_to_device(const KvCache& kv, int64_t p0, int64_t p1) { (void)kv, (void)p0, (void)p1; }
   virtual void kv_to_host(KvCache& kv, int64_t p0, int64_t p1) { (void)kv, (void)p0, (void)p1; }
 
+  // Whether the session's host KvCache must hold the cache's contents: a device backend that keeps the cache
+  // in its own memory says no, unless an op that reads or writes it runs on the host (a kernel that failed
+  // its self-check).
+  virtual bool needs_host_kv() const { return true; }
+
   // One line on the device memory a device backend holds (weights, KV cache, the rest), for the user; empty
   // for a backend that runs in host memory.
   virtual std::string memory_summary() const { return {}; }

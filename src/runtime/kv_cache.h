@@ -16,7 +16,12 @@ namespace tilellm {
 
 class KvCache {
  public:
-  KvCache(int64_t n_layer, int64_t n_ctx, int64_t n_head_kv, int64_t head_dim, GgmlType type);
+  // storage false: the geometry only, for a session whose cache lives on a device (its host copy would
+  // never be read); allocate() adds the storage later if a host op turns out to need it.
+  KvCache(int64_t n_layer, int64_t n_ctx, int64_t n_head_kv, int64_t head_dim, GgmlType type,
+          bool storage = true);
+  void allocate();
+  bool has_storage() const { return buf_.size() > 0; }
 
   int64_t n_layer() const { return n_layer_; }
   int64_t n_ctx() const { return n_ctx_; }
@@ -26,6 +31,7 @@ class KvCache {
 
   // Start of the [n_ctx][kv_dim] plane of one layer's K (kind 0) or V (kind 1).
   uint8_t* plane(int64_t layer, int kind) const {
+    if (!has_storage()) no_storage();
     return buf_.as<uint8_t>() + size_t(layer * 2 + kind) * plane_bytes_;
   }
   size_t row_bytes() const { return row_bytes_; }
@@ -37,7 +43,8 @@ class KvCache {
   GgmlType type_;
   size_t row_bytes_;    // one position: kv_dim elements
   size_t plane_bytes_;  // n_ctx rows, rounded up to the alignment
-  AlignedBuffer buf_;
+  AlignedBuffer buf_;   // empty until allocate() when made without storage
+  [[noreturn]] static void no_storage();
 };
 
 }  // namespace tilellm

@@ -63,8 +63,11 @@ Session::Session(const Model& model, const SessionOptions& opts)
       opts_(opts),
       pool_(opts.n_threads > 0 ? opts.n_threads : ThreadPool::default_threads(), opts.cpus),
       backend_(pool_, opts.activations, max_activation_elems(model, opts)),
+      // On a device with prompts there too, the host cache would never be read: its geometry only (the
+      // storage comes later if the device backend runs a cache op on the host).
       kv_(model.config().n_layer, context_size(model, opts), model.config().n_head_kv,
-          model.config().head_dim, opts.kv_type),
+          model.config().head_dim, opts.kv_type,
+          !(opts.backend == BackendKind::OpenCL && opts.prefill == PrefillMode::Gpu)),
       rope_global_(kv_.n_ctx(), model.config().rope_dim, model.config().rope_base,
                    model.config().rope_freq_scale,
                    model.weights().rope_freqs.empty() ? nullptr : model.weights().rope_freqs.data()),
@@ -81,6 +84,7 @@ Session::Session(const Model& model, const SessionOptions& opts)
     // backend's own CPU fallback holds what those need), so it prepares nothing — unless it runs prompts
     // too (hybrid prefill), which it does on its tiles in the same --weights mode.
     device_backend_ = make_device_backend(model, opts, kv_, scratch_);
+    if (device_backend_->needs_host_kv()) kv_.allocate();
     if (opts.prefill != PrefillMode::Gpu) backend_.prepare_weights(model.weights(), opts.weights);
   } else {
     if (opts.prefill != PrefillMode::Gpu)

@@ -76,6 +76,8 @@ class Session {
   int n_threads() const { return pool_.size(); }
   // Device time per kernel since the last reset (OpenCL with profile_kernels); empty on the CPU backend.
   std::vector<KernelTime> kernel_times() const;
+  // Bytes of the host KV cache's storage: 0 when the cache lives only on the device.
+  size_t host_kv_bytes() const { return kv_.bytes(); }
   // The device backend's memory line (Backend::memory_summary); empty on the CPU backend.
   std::string device_memory_summary() const {
     return device_backend_ ? device_backend_->memory_summary() : std::string();

@@ -194,6 +194,35 @@ TEST(OpenclModel, hybrid_prefill_int8b0_equals_the_device_path) {
   expect_hybrid_prefill_equals_the_device_path(WeightsMode::Int8B0);
 }
 
+TEST(OpenclModel, host_kv_cache_has_storage_only_where_the_host_uses_it) {
+  // With prompts and decode on the device the host cache would never be read, so it keeps its geometry
+  // only (a 4096-position f16 cache of a 7B model is 2 GiB of host memory); hybrid prefill and the CPU
+  // backend fill it. The device session still answers as the CPU one does.
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  const std::string path = test::model_path(test::kSmolLM2);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  SessionOptions so;
+  so.n_ctx = 64;
+  so.n_threads = 2;
+  so.activations = ActivationMode::F32;
+  Session cpu(*model, so);
+  EXPECT_GT(cpu.host_kv_bytes(), 0u);
+  so.backend = BackendKind::OpenCL;
+  so.device = test::opencl_test_device();
+  Session gpu(*model, so);
+  EXPECT_EQ(gpu.host_kv_bytes(), 0u);
+  so.prefill = PrefillMode::Cpu;
+  Session hybrid(*model, so);
+  EXPECT_EQ(hybrid.host_kv_bytes(), cpu.host_kv_bytes());
+  const std::array<int32_t, 8> prompt = {504, 2365, 6354, 16438, 27003, 690, 260, 23790};  // golden case 0
+  cpu.eval(prompt.data(), int64_t(prompt.size()));
+  gpu.eval(prompt.data(), int64_t(prompt.size()));
+  const int64_t V = model->config().n_vocab;
+  EXPECT_EQ(argmax(cpu.logits(), V), argmax(gpu.logits(), V));
+  EXPECT_EQ(gpu.host_kv_bytes(), 0u);
+}
+
 TEST(OpenclModel, forward_downloads_only_the_logits) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
   const std::string path = test::model_path(test::kSmolLM2);

@@ -160,6 +160,7 @@ class OpenclBackend final : public Backend {
   };
   DeviceMemory device_memory() const;
   std::string memory_summary() const override;
+  bool needs_host_kv() const override { return kv_on_cpu(); }
   // Names of the kernels that failed the self-check and whose ops run on the CPU backend.
   std::vector<std::string> cpu_fallbacks() const;
   // Which start path this backend took: programs loaded from cached binaries (else built from source), and
