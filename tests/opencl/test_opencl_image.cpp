@@ -1,8 +1,8 @@
 // The image weight path (--gpu-memory image): every image kernel (matvec and matmul for F16, Q4_0, Q4_1,
-// Q8_0) against the CPU backend on random odd shapes under every device profile; the wrapped row mapping
-// forced by a narrow image; the fallback to a buffer, with its note, for a weight that does not fit or has no
-// image kernel; the self-check of the image kernels; and SmolLM2's greedy decode with weights in images equal
-// to the buffer path's.
+// Q8_0, and KQ4 for Q4_K) against the CPU backend on random odd shapes under every device profile; the
+// wrapped row mapping forced by a narrow image; the fallback to a buffer, with its note, for a weight that
+// does not fit or has no image kernel; the self-check of the image kernels; and SmolLM2's greedy decode with
+// weights in images equal to the buffer path's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,7 +36,8 @@ using test::OwnedWeight;
 using test::rand_floats;
 
 constexpr double kU = 0x1p-24;
-constexpr GgmlType kImageTypes[] = {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0};
+constexpr GgmlType kImageTypes[] = {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
+                                    GgmlType::Q4_K};
 
 // y = W x on both backends for n_tok tokens, checked element by element: both sides sum the same n_in exact
 // products w_i x_i in float, in different orders, so each is within gamma_n sum |w_i x_i| (gamma_n ~ n u) of
@@ -65,8 +66,10 @@ void expect_matmul_matches(CpuBackend& cpu, OpenclBackend& be, const Weight& w, 
   }
 }
 
-// Odd sizes: F16 rows of an odd length (the last 32-weight unit partial), block rows of an odd block count.
+// Odd sizes: F16 rows of an odd length (the last 32-weight unit partial), block rows of an odd block count
+// (Q4_K: three 256-weight super-blocks, 24 blocks of 32 in KQ4).
 int64_t odd_n_in(GgmlType t, int64_t blocks) {
+  if (t == GgmlType::Q4_K) return 256 * 3;
   return t == GgmlType::F16 ? 32 * blocks + 13 : 32 * blocks;
 }
 
@@ -118,7 +121,7 @@ TEST_P(OpenclImage, image_kernels_match_cpu_for_every_image_format) {
 }
 
 // The narrowest image (8 texels, one 128-byte line) wraps every row here over several image lines: Q4_0's
-// rows of 16 texels over 2, Q4_1's 24 over 3, Q8_0's 32 over 4, F16's 56 over 7.
+// rows of 16 texels over 2, Q4_1's 24 over 3, Q8_0's 32 over 4, F16's 56 over 7, KQ4's 40 over 5.
 TEST_P(OpenclImage, rows_wrapped_over_image_lines_match_cpu) {
   auto be = make(/*max_width=*/8);
   if (!be) GTEST_SKIP() << "the device has no image support";
@@ -131,13 +134,14 @@ TEST_P(OpenclImage, rows_wrapped_over_image_lines_match_cpu) {
     EXPECT_EQ(plan.lines, t == GgmlType::Q4_0   ? 2u
                           : t == GgmlType::Q4_1 ? 3u
                           : t == GgmlType::Q8_0 ? 4u
+                          : t == GgmlType::Q4_K ? 5u
                                                 : 7u)
         << type_name(t);
     OwnedWeight& w = keep(make_weight(t, n_in, n_out, 31, "wrapped"));
     be->upload_weight(w.w);
     for (int64_t n_tok : {5, 1}) expect_matmul_matches(cpu_, *be, w.w, n_tok, 6);
   }
-  EXPECT_EQ(be->image_weights(), 4u);
+  EXPECT_EQ(be->image_weights(), 5u);
   EXPECT_TRUE(be->buffer_weights().empty());
 }
 

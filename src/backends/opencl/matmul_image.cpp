@@ -52,21 +52,24 @@ ImagePlan plan_weight_image(const Capabilities& caps, size_t row_bytes, int64_t 
 namespace {
 
 // The order of kMatmulKernels in opencl_backend.cpp (F32, F16, Q4_0, Q4_1, Q8_0); F32 has no image kernel.
-// Index of a device format (OpenclBackend::DevFormat, as an int) into the image kernel tables, which follow
-// its order (F32 = 0 has no image kernel, nor have the converted formats past Q8_0 = 4); -1: none.
+// Index of a device format (OpenclBackend::DevFormat, as an int) into the image kernel tables: F16 .. Q8_0
+// (1 .. 4) in their own order, KQ4 (8) at 5; F32 (0), the converted formats and KQ8 have none: -1.
 int image_kernel_index(int fmt) {
-  return fmt >= 1 && fmt <= 4 ? fmt : -1;
+  if (fmt >= 1 && fmt <= 4) return fmt;
+  return fmt == 8 ? 5 : -1;
 }
 
-constexpr const char* kMatmulImageKernels[5] = {nullptr, "matmul_image_f16", "matmul_image_q4_0",
-                                                "matmul_image_q4_1", "matmul_image_q8_0"};
-constexpr const char* kMatvecImageKernels[5] = {nullptr, "matvec_image_f16", "matvec_image_q4_0",
-                                                "matvec_image_q4_1", "matvec_image_q8_0"};
+constexpr const char* kMatmulImageKernels[OpenclBackend::kImageKernels] = {
+    nullptr,           "matmul_image_f16", "matmul_image_q4_0", "matmul_image_q4_1", "matmul_image_q8_0",
+    "matmul_image_kq4"};
+constexpr const char* kMatvecImageKernels[OpenclBackend::kImageKernels] = {
+    nullptr,           "matvec_image_f16", "matvec_image_q4_0", "matvec_image_q4_1", "matvec_image_q8_0",
+    "matvec_image_kq4"};
 
 }  // namespace
 
 void OpenclBackend::image_kernels() {
-  for (int i = 1; i < 5; ++i) {
+  for (int i = 1; i < kImageKernels; ++i) {
     k_matmul_img_[i] = rt_.kernel(image_program_, kMatmulImageKernels[i]);
     k_matvec_img_[i] = rt_.kernel(image_program_, kMatvecImageKernels[i]);
   }

@@ -604,7 +604,7 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
     v.push_back(k);
   }
   for (opencl::Kernel* ks : {k_matmul_img_, k_matvec_img_}) {
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < kImageKernels; ++i) {
       if (ks[i].handle) v.push_back(&ks[i]);
     }
   }

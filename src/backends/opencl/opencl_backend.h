@@ -214,6 +214,12 @@ class OpenclBackend final : public Backend {
   // Kq4: Q4_K, as Q4_1's split rows with float (scale, offset) per 32 (exact, half of Kq8's bytes).
   enum class DevFormat : int { F32, F16, Q4_0, Q4_1, Q8_0, Int4B64, Int8B0, Kq8, Kq4 };
   static constexpr int kFormats = 9;
+
+ public:
+  // Slots of the image kernel tables (matmul_image.cpp): none, F16, Q4_0, Q4_1, Q8_0, KQ4.
+  static constexpr int kImageKernels = 6;
+
+ private:
   struct DeviceWeight {
     opencl::Buffer buf;  // [n_out][row_bytes] in `fmt` (block formats' rows split: kernels/quants.cl)
     // --gpu-memory image: instead of buf, [n_out * img_lines][img_width] RGBA32UI texels, each row's
@@ -363,9 +369,9 @@ class OpenclBackend final : public Backend {
   GemmTiles gemm_;  // the shape k_matmul_ were built with (TL_GEMM_* in the generated header)
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
   opencl::Kernel k_add_rmsnorm_, k_rope_kv_store_, k_attention_merge_;
-  // --gpu-memory image: the image kernels, indexed as k_matmul_ (no F32 kernel: slot 0 stays empty).
+  // --gpu-memory image: the image kernels, slots as matmul_image.cpp maps them (slot 0 stays empty).
   opencl::ProgramHandle image_program_;
-  opencl::Kernel k_matmul_img_[5], k_matvec_img_[5];
+  opencl::Kernel k_matmul_img_[kImageKernels], k_matvec_img_[kImageKernels];
   std::vector<std::string> buffer_weights_;
 
   std::unordered_map<const uint8_t*, DeviceWeight> weights_;  // by host Weight::data

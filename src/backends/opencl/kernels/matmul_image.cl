@@ -1,5 +1,5 @@
 // The image weight path (--gpu-memory image): matrix products whose weight rows are read from a 2D image
-// through the texture path (the seed's Tile-GEMM "Path C"), for F16, Q4_0, Q4_1 and Q8_0.
+// through the texture path (the seed's Tile-GEMM "Path C"), for F16, Q4_0, Q4_1, Q8_0 and KQ4 (Q4_K).
 //
 // Image layout (opencl_backend.h, DeviceWeight; image_weight.h plans it): CL_RGBA, CL_UNSIGNED_INT32, so one
 // texel is 16 bytes, read whole with read_imageui through a nearest, unnormalized, clamp-to-edge sampler. A
@@ -12,6 +12,8 @@
 //   Q4_0: block b's 16 code bytes are texel b; its half d is half (b % 8) of texel nb + b / 8.
 //   Q4_1: codes as Q4_0; its half d and half m are word (b % 4) of texel nb + b / 4 (d low, m high).
 //   Q8_0: block b's 32 code bytes are texels 2b, 2b + 1; its half d is half (b % 8) of texel 2 nb + b / 8.
+//   KQ4 (Q4_K): block b's 16 code bytes are texel b; its float scale and offset are words 2 (b % 2) and
+//         2 (b % 2) + 1 of texel nb + b / 2.
 //   F16: elements 8t .. 8t + 7 are texel t.
 // Weights are formed exactly as the buffer kernels form them (quants.cl) and used in float arithmetic, so the
 // products differ from the buffer path's only in summation order.
@@ -55,6 +57,18 @@ void tl_img_unit_q4_1(read_only image2d_t w, int width, int y0, int b, int n_in,
   for (int k = 0; k < 4; ++k) {
     o[k] = dm.x * tl_lo4(words[k], 0.0f) + dm.y;
     o[k + 4] = dm.x * tl_hi4(words[k], 0.0f) + dm.y;
+  }
+}
+
+void tl_img_unit_kq4(read_only image2d_t w, int width, int y0, int b, int n_in, float4* o) {
+  const int nb = n_in / 32;
+  const uint4 c = tl_texel(w, width, y0, b);
+  const uint4 p = tl_texel(w, width, y0, nb + b / 2);
+  const float d = as_float(tl_word(p, 2 * (b % 2))), m = as_float(tl_word(p, 2 * (b % 2) + 1));
+  const uint words[4] = {c.x, c.y, c.z, c.w};
+  for (int k = 0; k < 4; ++k) {
+    o[k] = d * tl_lo4(words[k], 0.0f) + m;
+    o[k + 4] = d * tl_hi4(words[k], 0.0f) + m;
   }
 }
 
@@ -157,8 +171,10 @@ TL_MATVEC_IMAGE(matvec_image_f16, tl_img_unit_f16)
 TL_MATVEC_IMAGE(matvec_image_q4_0, tl_img_unit_q4_0)
 TL_MATVEC_IMAGE(matvec_image_q4_1, tl_img_unit_q4_1)
 TL_MATVEC_IMAGE(matvec_image_q8_0, tl_img_unit_q8_0)
+TL_MATVEC_IMAGE(matvec_image_kq4, tl_img_unit_kq4)
 
 TL_MATMUL_IMAGE(matmul_image_f16, tl_img_unit_f16)
 TL_MATMUL_IMAGE(matmul_image_q4_0, tl_img_unit_q4_0)
 TL_MATMUL_IMAGE(matmul_image_q4_1, tl_img_unit_q4_1)
 TL_MATMUL_IMAGE(matmul_image_q8_0, tl_img_unit_q8_0)
+TL_MATMUL_IMAGE(matmul_image_kq4, tl_img_unit_kq4)
