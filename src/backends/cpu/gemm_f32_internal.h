@@ -46,16 +46,16 @@ void pack_a_rows(int M, int K, int i0, int i1, float* Ap, RowFn&& row) {
 }
 
 // Splits rows [0, M) x tile groups [0, groups) into pieces and runs f(m0, m1, g0, g1) on each, on the
-// pool: 3 pieces per thread (dynamic, so a thread slowed by something else takes fewer; each piece streams
-// all of its rows of packed A again, so not many more: 2, 3 and 4 per thread measured alike within the
-// noise, 1 worse), of sizes that differ by at most one group (the pool's own chunking rounds its chunk size
-// up, which left one of 2 threads with up to a quarter more tile groups than the other at some N). Where
-// there are fewer than 16 groups (a Strassen quadrant at N = 1024 has 11) and 16 or more row panels, the rows
-// are halved instead of cutting the groups finer. Not always: each row half streams all the weights, measured
-// 15% slower at N = 4096, M = 512 (Strassen quadrants of 43 groups). m0 is a multiple of kMr. Without a pool:
-// one piece.
+// pool: per_thread pieces per thread (dynamic, so a thread slowed by something else takes fewer; each piece
+// streams all of its rows of packed A again, so not many: for the plain path 2, 3 and 4 measured alike
+// within the noise, 1 worse), of sizes that differ by at most one group (the pool's own chunking rounds its
+// chunk size up, which left one of 2 threads with up to a quarter more tile groups than the other at some
+// N). Where there are fewer than 16 groups (a Strassen quadrant at N = 1024 has 11) and 16 or more row
+// panels, the rows are halved instead of cutting the groups finer. Not always: each row half streams all
+// the weights, measured 15% slower at N = 4096, M = 512 (Strassen quadrants of 43 groups). m0 is a multiple
+// of kMr. Without a pool: one piece.
 template <class F>
-void parallel_pieces(ThreadPool* pool, int M, int groups, F&& f) {
+void parallel_pieces(ThreadPool* pool, int M, int groups, F&& f, int per_thread = 3) {
   const int threads = pool ? pool->size() : 1;
   if (threads <= 1) {
     f(0, M, 0, groups);
@@ -63,7 +63,7 @@ void parallel_pieces(ThreadPool* pool, int M, int groups, F&& f) {
   }
   const int panels = (M + kMr - 1) / kMr;
   const int row_parts = panels >= 16 && groups < 16 ? 2 : 1;
-  const int col_parts = std::max(1, std::min(groups, 3 * threads / row_parts));
+  const int col_parts = std::max(1, std::min(groups, per_thread * threads / row_parts));
   pool->parallel_for(int64_t(row_parts) * col_parts, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t u = b; u < e; ++u) {
       const int r = int(u / col_parts), c = int(u % col_parts);

@@ -42,11 +42,10 @@ size_t op_floats(const PackedF32& p) {
 
 int strassen_min_m(int K, int N) {
   if (best_isa() != Isa::kAvx512Vnni) return 0;  // only the AVX-512 path runs it
-  // Measured on the benchmark shapes (2 threads; docs/GEMM_SPEED.md): at M >= 256 one level wins at K = 2560
-  // and 4096 (N = 1024 to 9728) and loses at K = 9728, where the activation-side operands (7/4 of A, 35 MB
-  // at M = 512) are streamed again for every column piece; at M = 128 (quadrant products of 64 rows) it loses
-  // everywhere. Outside the measured K range it is not used.
-  return K >= 2048 && K <= 4096 && N >= 1024 ? 256 : 0;
+  // Measured on the benchmark shapes (2 threads, same process, alternating with the plain path): one level
+  // is 2-13% faster at M = 256 and 512 on all five (K 2560 to 9728, N 1024 to 9728); at M = 128 (quadrant
+  // products of 64 rows) it is not faster. Not measured below K = 2560 or N = 1024, so not used there.
+  return K >= 2048 && N >= 1024 ? 256 : 0;
 }
 
 void form_strassen_operands(PackedF32& p, const float* W) {
@@ -165,7 +164,10 @@ void gemm_f32_strassen(const PackedF32& p, const float* A, int M, float* C, Thre
     product(kNegT4, c21, c21);  // C21 = U3 - P4 (U6, final)
     product(kB21, c11, c11);    // C11 = P1 + P2 (U1, final)
   };
-  parallel_pieces(threaded ? pool : nullptr, Mh, groups, chain);
+  // Fewer pieces than the plain path: each piece streams its rows of all seven A operands (7/4 of A) again,
+  // which at K = 9728 cost more than the products saved with 3 pieces per thread; 2 per thread (1 where the
+  // rows are halved) measured 3-9% faster at M = 512 than 3 (2560x4096 alike).
+  parallel_pieces(threaded ? pool : nullptr, Mh, groups, chain, groups < 16 ? 1 : 2);
 
   if (padded) {
     for (int m = 0; m < M; ++m)
