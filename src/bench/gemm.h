@@ -34,11 +34,24 @@ const char* isa_name(Isa isa);
 inline constexpr int kTileN = 16;
 
 // ---- float -------------------------------------------------------------------------------------------
+// Whether pack_f32 also forms the Strassen-Winograd weight operands: kAuto where the products are large
+// enough for it to pay (used for M at or above a threshold), kAlways for every M (tests), kNever.
+enum class F32Strassen { kAuto, kAlways, kNever };
+
 struct PackedF32 {
   int K = 0, N = 0, Np = 0;  // Np = N rounded up to kTileN
   AlignedBuffer w;           // float [Np/16][K][16]: 16 output channels side by side per k
+  // One level of Strassen-Winograd (backends/cpu/gemm_f32_strassen.cpp). B = W^T [K][N] is split into
+  // quadrants of Kh x Nh (Kh = ceil(K/2), Nh = ceil(N/2); a missing last row or column reads as zero) and the
+  // seven weight-side operands B11, B21, B22, -T4, T1, T2, T3 are stored here one after the other, each
+  // packed like w: [Nhp/16][Kh][16] floats, Nhp = Nh rounded up to kTileN. That is 7/4 of w's memory on top
+  // of w: the weights are constants, so their sums are formed once rather than per call. Empty when not
+  // formed.
+  int Kh = 0, Nh = 0;
+  int strassen_min_m = 0;  // gemm_f32 (AVX-512) takes the Strassen path for M >= this; 0: never
+  AlignedBuffer sw;
 };
-PackedF32 pack_f32(const float* W, int K, int N);  // W: [N][K]
+PackedF32 pack_f32(const float* W, int K, int N, F32Strassen strassen = F32Strassen::kAuto);  // W: [N][K]
 // C: [M][N]. pool may be null (single thread).
 void gemm_f32(const PackedF32& p, const float* A, int M, float* C, ThreadPool* pool, Isa isa);
 

@@ -132,6 +132,66 @@ TEST(Gemm, f32_blocking_edges_match_double_reference) {
   }
 }
 
+// One Strassen-Winograd level (F32Strassen::kAlways: every M) against the double reference, every row, with
+// the plain kernel's tolerance: all even sizes; odd M, K and N alone and together (the zero-padded quadrants,
+// C through the scratch buffer); half sizes below one 8-row panel, one 48-channel group and one 16-channel
+// tile; a half-K over two 256-k chunks and a half-N over two 768-channel weight blocks; M = 1 (half of
+// one row is padding).
+TEST(Gemm, f32_strassen_matches_double_reference_at_odd_sizes) {
+  ThreadPool pool(2);
+  const std::vector<Shape> shapes = {{32, 64, 96},    {33, 64, 96},  {32, 65, 96},  {32, 64, 97},
+                                     {17, 129, 1601}, {2, 2, 2},     {1, 7, 5},     {3, 1, 3},
+                                     {130, 517, 200}, {48, 600, 66}, {15, 33, 1560}};
+  for (const Shape& s : shapes) {
+    const auto W = random_matrix(size_t(s.N) * s.K, 21);
+    const auto A = random_matrix(size_t(s.M) * s.K, 22);
+    const PackedF32 p = pack_f32(W.data(), s.K, s.N, F32Strassen::kAlways);
+    std::vector<int> rows(size_t(s.M));
+    for (int m = 0; m < s.M; ++m) rows[size_t(m)] = m;
+    for (Isa isa : isas()) {
+      for (ThreadPool* tp : {&pool, static_cast<ThreadPool*>(nullptr)}) {
+        std::vector<float> C(size_t(s.M) * s.N, NAN);
+        gemm_f32(p, A.data(), s.M, C.data(), tp, isa);
+        SCOPED_TRACE(testing::Message() << isa_name(isa) << (tp ? " pool" : " no pool") << " M=" << s.M
+                                        << " K=" << s.K << " N=" << s.N);
+        expect_close_f32(p, W, A, s.M, C, rows);
+      }
+    }
+  }
+}
+
+// kAuto forms the operands for large products and uses them from its M threshold on: M just below, at and
+// just above it (odd), at a benchmark shape; kNever forms nothing. The results match either way.
+TEST(Gemm, f32_strassen_auto_threshold_matches_double_reference) {
+  ThreadPool pool(2);
+  const int K = 2560, N = 1024;
+  const auto W = random_matrix(size_t(N) * K, 31);
+  const PackedF32 never = pack_f32(W.data(), K, N, F32Strassen::kNever);
+  EXPECT_EQ(never.strassen_min_m, 0);
+  EXPECT_EQ(never.sw.size(), 0u);
+  const PackedF32 p = pack_f32(W.data(), K, N);
+  if (best_isa() != Isa::kAvx512Vnni) {
+    EXPECT_EQ(p.strassen_min_m, 0);  // only the AVX-512 path has it
+    return;
+  }
+  ASSERT_GT(p.strassen_min_m, 1);
+  EXPECT_GT(p.sw.size(), 0u);
+  // The size range of the rule, at its edges: K >= 2048 and N >= 1024.
+  for (const auto& [k, n] : {std::pair{2047, 1024}, {2048, 1024}, {2048, 1023}}) {
+    const auto w = random_matrix(size_t(n) * k, 33);
+    EXPECT_EQ(pack_f32(w.data(), k, n).sw.size() > 0, k >= 2048 && n >= 1024) << "K=" << k << " N=" << n;
+  }
+  const int m0 = p.strassen_min_m;
+  const int M = m0 + 1;
+  const auto A = random_matrix(size_t(M) * K, 32);
+  for (int m : {m0 - 1, m0, m0 + 1}) {
+    std::vector<float> C(size_t(m) * N, NAN);
+    gemm_f32(p, A.data(), m, C.data(), &pool, Isa::kAvx512Vnni);
+    SCOPED_TRACE(testing::Message() << "M=" << m << " (threshold " << m0 << ")");
+    expect_close_f32(p, W, A, m, C, {0, 1, m / 2, m - 2, m - 1});
+  }
+}
+
 void check_quant_mode(int bits, int block) {
   ThreadPool pool(2);
   for (const Shape& s : shapes_for(block > 0)) {

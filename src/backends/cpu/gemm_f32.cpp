@@ -2,11 +2,13 @@
 // AVX-512 path: A is packed once per call into k-major panels of 8 rows (pack_a); register tiles of 8 rows x
 // 48 channels (24 zmm accumulators, the full tiles in assembly: gemm_f32_asm_x86.h), K in chunks of kKc so
 // one panel of A stays in L1 while a block of weights streams from L2 past it. Scalar path: same weight
-// packing, plain loops. Work is split over groups of three 16-channel tiles.
+// packing, plain loops. Work is split over groups of three 16-channel tiles. Large products take one level of
+// Strassen-Winograd on top of these kernels (gemm_f32_strassen.cpp).
 #include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/gemm_f32_asm_x86.h"
+#include "backends/cpu/gemm_f32_internal.h"
 #include "bench/gemm.h"
 #include "format/cpu_features.h"
 
@@ -24,7 +26,7 @@ const char* isa_name(Isa isa) {
   return isa == Isa::kAvx512Vnni ? "avx512-vnni" : "scalar";
 }
 
-PackedF32 pack_f32(const float* W, int K, int N) {
+PackedF32 pack_f32(const float* W, int K, int N, F32Strassen strassen) {
   PackedF32 p;
   p.K = K;
   p.N = N;
@@ -35,15 +37,20 @@ PackedF32 pack_f32(const float* W, int K, int N) {
     const int t = n / kTileN, c = n % kTileN;
     for (int k = 0; k < K; ++k) dst[(size_t(t) * K + k) * kTileN + c] = W[size_t(n) * K + k];
   }
+  if (strassen != F32Strassen::kNever && K >= 2 && N >= 2) {
+    p.strassen_min_m = strassen == F32Strassen::kAlways ? 1 : f32::strassen_min_m(K, N);
+    if (p.strassen_min_m > 0) f32::form_strassen_operands(p, W);
+  }
   return p;
 }
 
+namespace f32 {
+
 namespace {
 
-// Register tile: 8 rows x 3 tiles of 16 channels = 24 zmm accumulators; per k, 3 weight loads and 8
-// broadcasts (folded into the FMAs) feed 24 FMAs, so the loop is FMA-bound rather than load-bound.
-constexpr int kMr = 8, kNt = 3;
-constexpr int kKc = 256;      // k per cache block: one packed panel of A is kMr x kKc floats (8 KiB, L1)
+// The register tile (kMr x kNt tiles, gemm_f32_internal.h): 8 rows x 3 tiles of 16 channels = 24 zmm
+// accumulators; per k, 3 weight loads and 8 broadcasts (folded into the FMAs) feed 24 FMAs, so the loop is
+// FMA-bound rather than load-bound.
 constexpr int kNcTiles = 48;  // tiles per weight block: kKc x 768 channels (768 KiB, L2)
 
 // Scalar: rows [0,M) x tiles [t0,t1).
@@ -67,45 +74,24 @@ void f32_tiles_scalar(const PackedF32& p, const float* A, int M, float* C, int t
 #if defined(__x86_64__)
 #define TILELLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
 
-// A packed for the kernel: per K chunk q (k0 = q * kKc, kc = min(kKc, K - k0)) a block of Mp = M rounded up
-// to kMr rows, as panels of kMr rows stored k-major: Ap[q][panel][kc][kMr] (the kMr activations of one k side
-// by side, one 32-byte run). Block q starts at q * Mp * kKc floats, panel i at i * kc * kMr within it. Rows
-// of a partial last panel are left unwritten and never read (the tail kernels read only their MR rows).
-size_t packed_a_floats(int M, int K) {
-  const int Mp = (M + kMr - 1) / kMr * kMr;
-  return size_t((K + kKc - 1) / kKc) * Mp * kKc;
-}
-
-// Panels [i0, i1) of every K chunk.
+// Panels [i0, i1) of every K chunk, in the layout of gemm_f32_internal.h.
 void pack_a(const float* A, int M, int K, int i0, int i1, float* Ap) {
-  const int Mp = (M + kMr - 1) / kMr * kMr;
-  for (int k0 = 0; k0 < K; k0 += kKc) {
-    const int kc = std::min(kKc, K - k0);
-    float* block = Ap + size_t(k0 / kKc) * Mp * kKc;
-    for (int i = i0; i < i1; ++i) {
-      const int mr = std::min(kMr, M - i * kMr);
-      float* dst = block + size_t(i) * kc * kMr;
-      for (int r = 0; r < mr; ++r) {
-        const float* src = A + size_t(i * kMr + r) * K + k0;
-        for (int k = 0; k < kc; ++k) dst[size_t(k) * kMr + r] = src[k];
-      }
-    }
-  }
+  pack_a_rows(M, K, i0, i1, Ap, [&](int m, int k0, int, float*) { return A + size_t(m) * K + k0; });
 }
 
 // MR rows (one packed panel) x NT tiles over kc values of k, for the panels and tile groups the assembly
 // kernel does not take (fewer than 8 rows, fewer than 3 tiles, or a partial last tile: nc_last < 16 channels,
 // stored with a mask). w points at tile 0's first k of the chunk; tile j is tile_stride floats further.
-// first: start from zero, else add to C.
+// src: starting values (row stride ldc like C; C itself to accumulate), null for zero.
 template <int MR, int NT>
 TILELLM_AVX512 inline void f32_micro(const float* Ap, const float* w, size_t tile_stride, int kc, float* C,
-                                     int ldc, bool first, int nc_last) {
+                                     size_t ldc, const float* src, int nc_last) {
   __m512 acc[MR][NT];
   const __mmask16 last_mask = __mmask16((1u << nc_last) - 1u);
   for (int r = 0; r < MR; ++r) {
     for (int j = 0; j < NT; ++j) {
       const __mmask16 mk = j == NT - 1 ? last_mask : __mmask16(0xffff);
-      acc[r][j] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mk, C + size_t(r) * ldc + j * kTileN);
+      acc[r][j] = src ? _mm512_maskz_loadu_ps(mk, src + r * ldc + j * kTileN) : _mm512_setzero_ps();
     }
   }
   for (int k = 0; k < kc; ++k) {
@@ -119,66 +105,121 @@ TILELLM_AVX512 inline void f32_micro(const float* Ap, const float* w, size_t til
   for (int r = 0; r < MR; ++r) {
     for (int j = 0; j < NT; ++j) {
       const __mmask16 mk = j == NT - 1 ? last_mask : __mmask16(0xffff);
-      _mm512_mask_storeu_ps(C + size_t(r) * ldc + j * kTileN, mk, acc[r][j]);
+      _mm512_mask_storeu_ps(C + r * ldc + j * kTileN, mk, acc[r][j]);
     }
   }
 }
 
 template <int MR>
 TILELLM_AVX512 void f32_micro_nt(int nt, const float* Ap, const float* w, size_t tile_stride, int kc,
-                                 float* C, int ldc, bool first, int nc_last) {
+                                 float* C, size_t ldc, const float* src, int nc_last) {
   if (nt == 3) {
-    f32_micro<MR, 3>(Ap, w, tile_stride, kc, C, ldc, first, nc_last);
+    f32_micro<MR, 3>(Ap, w, tile_stride, kc, C, ldc, src, nc_last);
   } else if (nt == 2) {
-    f32_micro<MR, 2>(Ap, w, tile_stride, kc, C, ldc, first, nc_last);
+    f32_micro<MR, 2>(Ap, w, tile_stride, kc, C, ldc, src, nc_last);
   } else {
-    f32_micro<MR, 1>(Ap, w, tile_stride, kc, C, ldc, first, nc_last);
+    f32_micro<MR, 1>(Ap, w, tile_stride, kc, C, ldc, src, nc_last);
   }
 }
 
 // One panel of mr rows against nt tiles (nc_last channels in the last).
 TILELLM_AVX512 void f32_block(int mr, int nt, const float* Ap, const float* w, size_t tile_stride, int kc,
-                              float* C, int ldc, bool first, int nc_last) {
+                              float* C, size_t ldc, const float* src, int nc_last) {
   if (mr == kMr && nt == kNt && nc_last == kTileN) {
-    detail::f32_micro_8x3_asm(Ap, w, tile_stride * sizeof(float), kc, C, size_t(ldc) * sizeof(float), first);
+    detail::f32_micro_8x3_asm(Ap, w, tile_stride * sizeof(float), kc, C, ldc * sizeof(float), src);
+    return;
+  }
+  if (mr == kMr && nt == 2 && nc_last == kTileN) {
+    detail::f32_micro_8x2_asm(Ap, w, tile_stride * sizeof(float), kc, C, ldc * sizeof(float), src);
     return;
   }
   switch (mr) {
     case 8:
-      return f32_micro_nt<8>(nt, Ap, w, tile_stride, kc, C, ldc, first, nc_last);
+      return f32_micro_nt<8>(nt, Ap, w, tile_stride, kc, C, ldc, src, nc_last);
     case 7:
-      return f32_micro_nt<7>(nt, Ap, w, tile_stride, kc, C, ldc, first, nc_last);
+      return f32_micro_nt<7>(nt, Ap, w, tile_stride, kc, C, ldc, src, nc_last);
     case 6:
-      return f32_micro_nt<6>(nt, Ap, w, tile_stride, kc, C, ldc, first, nc_last);
+      return f32_micro_nt<6>(nt, Ap, w, tile_stride, kc, C, ldc, src, nc_last);
     case 5:
-      return f32_micro_nt<5>(nt, Ap, w, tile_stride, kc, C, ldc, first, nc_last);
+      return f32_micro_nt<5>(nt, Ap, w, tile_stride, kc, C, ldc, src, nc_last);
     case 4:
-      return f32_micro_nt<4>(nt, Ap, w, tile_stride, kc, C, ldc, first, nc_last);
+      return f32_micro_nt<4>(nt, Ap, w, tile_stride, kc, C, ldc, src, nc_last);
     case 3:
-      return f32_micro_nt<3>(nt, Ap, w, tile_stride, kc, C, ldc, first, nc_last);
+      return f32_micro_nt<3>(nt, Ap, w, tile_stride, kc, C, ldc, src, nc_last);
     case 2:
-      return f32_micro_nt<2>(nt, Ap, w, tile_stride, kc, C, ldc, first, nc_last);
+      return f32_micro_nt<2>(nt, Ap, w, tile_stride, kc, C, ldc, src, nc_last);
     default:
-      return f32_micro_nt<1>(nt, Ap, w, tile_stride, kc, C, ldc, first, nc_last);
+      return f32_micro_nt<1>(nt, Ap, w, tile_stride, kc, C, ldc, src, nc_last);
   }
 }
 
-// Tiles [t0,t1) (one thread's chunk of channels) from the packed A. Blocked so that one panel of A (kMr x kc,
-// 8 KiB) stays in L1 while the weights of up to kNcTiles tiles for that K chunk (kc x 16 * kNcTiles floats,
-// 768 KiB) stream from L2, each weight vector feeding 8 FMAs; C is loaded and stored once per K chunk.
-TILELLM_AVX512 void f32_tiles_avx512(const PackedF32& p, const float* Ap, int M, float* C, int t0, int t1) {
-  const int K = p.K, Mp = (M + kMr - 1) / kMr * kMr;
-  const size_t tile_stride = size_t(K) * kTileN;
-  if (M <= kMr) {
+#endif
+
+}  // namespace
+
+#if defined(__x86_64__)
+// Full panels as 8 x 8 transposes (unpack, shuffle, lane permute: 24 shuffles per 64 floats), the rest one
+// float at a time; the scalar loop alone cost 2-4% of a 2-thread M = 512 product (9% with Strassen's 7/4 of
+// A at N = 1024).
+TILELLM_AVX512 void store_panel(const float* const* rows, int mr, int kc, float* dst) {
+  int k = 0;
+  if (mr == kMr) {
+    for (; k + 8 <= kc; k += 8) {
+      __m256 r[8], t[8], u[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(rows[i] + k);
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // r_i0 r_j0 r_i1 r_j1 | r_i4 r_j4 r_i5 r_j5
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // r_i2 r_j2 r_i3 r_j3 | r_i6 ...
+      }
+      for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);          // k 0 (and 4) of rows i..i+3
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);      // k 1 (5)
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);  // k 2 (6)
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);  // k 3 (7)
+      }
+      for (int j = 0; j < 4; ++j) {
+        _mm256_storeu_ps(dst + size_t(k + j) * kMr, _mm256_permute2f128_ps(u[j], u[j + 4], 0x20));
+        _mm256_storeu_ps(dst + size_t(k + j + 4) * kMr, _mm256_permute2f128_ps(u[j], u[j + 4], 0x31));
+      }
+    }
+  }
+  for (; k < kc; ++k) {
+    for (int r = 0; r < mr; ++r) dst[size_t(k) * kMr + r] = rows[r][k];
+  }
+}
+#else
+void store_panel(const float* const* rows, int mr, int kc, float* dst) {
+  for (int k = 0; k < kc; ++k) {
+    for (int r = 0; r < mr; ++r) dst[size_t(k) * kMr + r] = rows[r][k];
+  }
+}
+#endif
+
+#if defined(__x86_64__)
+// Rows [m0, m1) x tiles [t0, t1) (one thread's piece) from the packed A. Blocked so that one panel of A
+// (kMr x kc, 8 KiB) stays in L1 while the weights of up to kNcTiles tiles for that K chunk (kc x 16 *
+// kNcTiles floats, 768 KiB) stream from L2, each weight vector feeding 8 FMAs; C is loaded and stored once
+// per K chunk (the first K chunk starts from src instead).
+TILELLM_AVX512 void tiles_avx512(const WeightView& wv, const float* Ap, int M, int m0, int m1, float* C,
+                                 size_t ldc, const float* src, int t0, int t1) {
+  const int K = wv.K, Mp = (M + kMr - 1) / kMr * kMr;
+  const size_t tile_stride = wv.tile_stride;
+  // The first K chunk of the tile at row m, channel n starts from src (or zero), later ones from C.
+  auto from = [&](int k0, int m, int n) -> const float* {
+    const float* s = k0 == 0 ? src : C;
+    return s ? s + size_t(m) * ldc + n : nullptr;
+  };
+  if (m1 - m0 <= kMr) {
     // One panel: nothing to keep in L2 for a second panel, so each tile group runs all of K before the
     // next, and its three weight streams are read start to end instead of in 16 KiB pieces.
     for (int t = t0; t < t1; t += kNt) {
       const int nt = std::min(kNt, t1 - t);
-      const int nc_last = std::min(kTileN, p.N - (t + nt - 1) * kTileN);
+      const int nc_last = std::min(kTileN, wv.N - (t + nt - 1) * kTileN);
       for (int k0 = 0; k0 < K; k0 += kKc) {
-        f32_block(M, nt, Ap + size_t(k0 / kKc) * kMr * kKc,
-                  p.w.as<float>() + size_t(t) * tile_stride + size_t(k0) * kTileN, tile_stride,
-                  std::min(kKc, K - k0), C + size_t(t) * kTileN, p.N, k0 == 0, nc_last);
+        const int kc = std::min(kKc, K - k0);
+        f32_block(m1 - m0, nt, Ap + size_t(k0 / kKc) * Mp * kKc + size_t(m0) * kc,
+                  wv.w + size_t(t) * tile_stride + size_t(k0) * kTileN, tile_stride, kc,
+                  C + size_t(m0) * ldc + size_t(t) * kTileN, ldc, from(k0, m0, t * kTileN), nc_last);
       }
     }
     return;
@@ -188,14 +229,14 @@ TILELLM_AVX512 void f32_tiles_avx512(const PackedF32& p, const float* Ap, int M,
     for (int k0 = 0; k0 < K; k0 += kKc) {
       const int kc = std::min(kKc, K - k0);
       const float* block = Ap + size_t(k0 / kKc) * Mp * kKc;
-      for (int m = 0; m < M; m += kMr) {
-        const int mr = std::min(kMr, M - m);
+      for (int m = m0; m < m1; m += kMr) {
+        const int mr = std::min(kMr, m1 - m);
         const float* panel = block + size_t(m) * kc;  // panel m / kMr: [kc][kMr]
         for (int t = tb; t < te; t += kNt) {
           const int nt = std::min(kNt, te - t);
-          const int nc_last = std::min(kTileN, p.N - (t + nt - 1) * kTileN);
-          f32_block(mr, nt, panel, p.w.as<float>() + size_t(t) * tile_stride + size_t(k0) * kTileN,
-                    tile_stride, kc, C + size_t(m) * p.N + size_t(t) * kTileN, p.N, k0 == 0, nc_last);
+          const int nc_last = std::min(kTileN, wv.N - (t + nt - 1) * kTileN);
+          f32_block(mr, nt, panel, wv.w + size_t(t) * tile_stride + size_t(k0) * kTileN, tile_stride, kc,
+                    C + size_t(m) * ldc + size_t(t) * kTileN, ldc, from(k0, m, t * kTileN), nc_last);
         }
       }
     }
@@ -203,10 +244,17 @@ TILELLM_AVX512 void f32_tiles_avx512(const PackedF32& p, const float* Ap, int M,
 }
 #endif
 
-}  // namespace
+}  // namespace f32
 
 void gemm_f32(const PackedF32& p, const float* A, int M, float* C, ThreadPool* pool,
               [[maybe_unused]] Isa isa) {
+  using namespace f32;
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx512Vnni && p.strassen_min_m > 0 && M >= p.strassen_min_m) {
+    gemm_f32_strassen(p, A, M, C, pool);
+    return;
+  }
+#endif
   const int tiles = p.Np / kTileN;
   const int groups = (tiles + kNt - 1) / kNt;
   const bool threaded = pool && pool->size() > 1;
@@ -228,21 +276,18 @@ void gemm_f32(const PackedF32& p, const float* A, int M, float* C, ThreadPool* p
     Ap = ap;
   }
 #endif
-  auto body = [&](int64_t b, int64_t e, int) {
-    const int t0 = int(b) * kNt, t1 = std::min(tiles, int(e) * kNt);
 #if defined(__x86_64__)
-    if (isa == Isa::kAvx512Vnni) {
-      f32_tiles_avx512(p, Ap, M, C, t0, t1);
-      return;
-    }
-#endif
-    f32_tiles_scalar(p, A, M, C, t0, t1);
-  };
-  if (threaded) {
-    pool->parallel_for(groups, 1, [&](int64_t b, int64_t e, int t) { body(b, e, t); });
-  } else {
-    body(0, groups, 0);
+  if (isa == Isa::kAvx512Vnni) {
+    const WeightView wv{p.w.as<float>(), size_t(p.K) * kTileN, p.K, p.N};
+    parallel_pieces(threaded ? pool : nullptr, M, groups, [&](int m0, int m1, int g0, int g1) {
+      tiles_avx512(wv, Ap, M, m0, m1, C, size_t(p.N), nullptr, g0 * kNt, std::min(tiles, g1 * kNt));
+    });
+    return;
   }
+#endif
+  parallel_pieces(threaded ? pool : nullptr, 1, groups, [&](int, int, int g0, int g1) {
+    f32_tiles_scalar(p, A, M, C, g0 * kNt, std::min(tiles, g1 * kNt));
+  });
 }
 
 }  // namespace tilellm::gemm

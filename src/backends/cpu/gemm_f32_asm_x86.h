@@ -22,17 +22,19 @@
 
 namespace tilellm::gemm::detail {
 
-// first: start from zero instead of loading C. kc >= 1.
+// src: the tile's starting values, rows ldc_bytes apart like C's: C itself to accumulate, another matrix to
+// add this product to it (Strassen-Winograd's chained quadrants), or null to start from zero. kc >= 1.
 __attribute__((target("avx512f"))) inline void f32_micro_8x3_asm(const float* Ap, const float* w,
                                                                  size_t ts_bytes, long kc, float* C,
-                                                                 size_t ldc_bytes, bool first) {
+                                                                 size_t ldc_bytes, const float* src) {
   float* c0 = C;  // rows 0-3: c0, c0 + ldc, c0 + 2 ldc, c0 + l3
   float* c4 = reinterpret_cast<float*>(reinterpret_cast<char*>(C) + 4 * ldc_bytes);  // rows 4-7
   const size_t l3 = 3 * ldc_bytes;
-  const int zero = first ? 1 : 0;
+  const char* s0 = reinterpret_cast<const char*>(src);  // same row pattern as c0 / c4
+  const char* s4 = src ? s0 + 4 * ldc_bytes : nullptr;
   __asm__ volatile(
-      "test %[first], %[first]\n\t"
-      "jz 2f\n\t"
+      "test %[s0], %[s0]\n\t"
+      "jnz 2f\n\t"
       "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
       "vpxord %%zmm1, %%zmm1, %%zmm1\n\t"
       "vpxord %%zmm2, %%zmm2, %%zmm2\n\t"
@@ -59,30 +61,30 @@ __attribute__((target("avx512f"))) inline void f32_micro_8x3_asm(const float* Ap
       "vpxord %%zmm23, %%zmm23, %%zmm23\n\t"
       "jmp 1f\n\t"
       "2:\n\t"
-      "vmovups (%[c0]), %%zmm0\n\t"
-      "vmovups 64(%[c0]), %%zmm1\n\t"
-      "vmovups 128(%[c0]), %%zmm2\n\t"
-      "vmovups (%[c0],%[ldc],1), %%zmm3\n\t"
-      "vmovups 64(%[c0],%[ldc],1), %%zmm4\n\t"
-      "vmovups 128(%[c0],%[ldc],1), %%zmm5\n\t"
-      "vmovups (%[c0],%[ldc],2), %%zmm6\n\t"
-      "vmovups 64(%[c0],%[ldc],2), %%zmm7\n\t"
-      "vmovups 128(%[c0],%[ldc],2), %%zmm8\n\t"
-      "vmovups (%[c0],%[l3],1), %%zmm9\n\t"
-      "vmovups 64(%[c0],%[l3],1), %%zmm10\n\t"
-      "vmovups 128(%[c0],%[l3],1), %%zmm11\n\t"
-      "vmovups (%[c4]), %%zmm12\n\t"
-      "vmovups 64(%[c4]), %%zmm13\n\t"
-      "vmovups 128(%[c4]), %%zmm14\n\t"
-      "vmovups (%[c4],%[ldc],1), %%zmm15\n\t"
-      "vmovups 64(%[c4],%[ldc],1), %%zmm16\n\t"
-      "vmovups 128(%[c4],%[ldc],1), %%zmm17\n\t"
-      "vmovups (%[c4],%[ldc],2), %%zmm18\n\t"
-      "vmovups 64(%[c4],%[ldc],2), %%zmm19\n\t"
-      "vmovups 128(%[c4],%[ldc],2), %%zmm20\n\t"
-      "vmovups (%[c4],%[l3],1), %%zmm21\n\t"
-      "vmovups 64(%[c4],%[l3],1), %%zmm22\n\t"
-      "vmovups 128(%[c4],%[l3],1), %%zmm23\n\t"
+      "vmovups (%[s0]), %%zmm0\n\t"
+      "vmovups 64(%[s0]), %%zmm1\n\t"
+      "vmovups 128(%[s0]), %%zmm2\n\t"
+      "vmovups (%[s0],%[ldc],1), %%zmm3\n\t"
+      "vmovups 64(%[s0],%[ldc],1), %%zmm4\n\t"
+      "vmovups 128(%[s0],%[ldc],1), %%zmm5\n\t"
+      "vmovups (%[s0],%[ldc],2), %%zmm6\n\t"
+      "vmovups 64(%[s0],%[ldc],2), %%zmm7\n\t"
+      "vmovups 128(%[s0],%[ldc],2), %%zmm8\n\t"
+      "vmovups (%[s0],%[l3],1), %%zmm9\n\t"
+      "vmovups 64(%[s0],%[l3],1), %%zmm10\n\t"
+      "vmovups 128(%[s0],%[l3],1), %%zmm11\n\t"
+      "vmovups (%[s4]), %%zmm12\n\t"
+      "vmovups 64(%[s4]), %%zmm13\n\t"
+      "vmovups 128(%[s4]), %%zmm14\n\t"
+      "vmovups (%[s4],%[ldc],1), %%zmm15\n\t"
+      "vmovups 64(%[s4],%[ldc],1), %%zmm16\n\t"
+      "vmovups 128(%[s4],%[ldc],1), %%zmm17\n\t"
+      "vmovups (%[s4],%[ldc],2), %%zmm18\n\t"
+      "vmovups 64(%[s4],%[ldc],2), %%zmm19\n\t"
+      "vmovups 128(%[s4],%[ldc],2), %%zmm20\n\t"
+      "vmovups (%[s4],%[l3],1), %%zmm21\n\t"
+      "vmovups 64(%[s4],%[l3],1), %%zmm22\n\t"
+      "vmovups 128(%[s4],%[l3],1), %%zmm23\n\t"
       "1:\n\t"
       "prefetcht0 %c[pf](%[w])\n\t"
       "prefetcht0 %c[pf](%[w],%[ts],1)\n\t"
@@ -143,11 +145,107 @@ __attribute__((target("avx512f"))) inline void f32_micro_8x3_asm(const float* Ap
       "vmovups %%zmm22, 64(%[c4],%[l3],1)\n\t"
       "vmovups %%zmm23, 128(%[c4],%[l3],1)\n\t"
       : [a] "+r"(Ap), [w] "+r"(w), [n] "+r"(kc)
-      : [ts] "r"(ts_bytes), [c0] "r"(c0), [c4] "r"(c4), [ldc] "r"(ldc_bytes), [l3] "r"(l3), [first] "r"(zero),
-        [pf] "i"(1024)
+      : [ts] "r"(ts_bytes), [c0] "r"(c0), [c4] "r"(c4), [ldc] "r"(ldc_bytes), [l3] "r"(l3), [s0] "r"(s0),
+        [s4] "r"(s4), [pf] "i"(1024)
       : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
         "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
         "xmm23", "xmm29", "xmm30", "xmm31", "cc", "memory");
+}
+
+// The same for two tiles, C[8 x 32] (+)= Ap[8 x kc] x W[kc x 32]: the tail group where the channel count
+// leaves two 16-channel tiles over a multiple of three (the Strassen quadrants of N = 1024, 4096 and 2560:
+// 32, 128 and 80 tiles). Accumulator of row r, tile j in zmm(2r + j); weight vectors in zmm29-30.
+__attribute__((target("avx512f"))) inline void f32_micro_8x2_asm(const float* Ap, const float* w,
+                                                                 size_t ts_bytes, long kc, float* C,
+                                                                 size_t ldc_bytes, const float* src) {
+  float* c0 = C;  // rows 0-3: c0, c0 + ldc, c0 + 2 ldc, c0 + l3
+  float* c4 = reinterpret_cast<float*>(reinterpret_cast<char*>(C) + 4 * ldc_bytes);  // rows 4-7
+  const size_t l3 = 3 * ldc_bytes;
+  const char* s0 = reinterpret_cast<const char*>(src);  // same row pattern as c0 / c4
+  const char* s4 = src ? s0 + 4 * ldc_bytes : nullptr;
+  __asm__ volatile(
+      "test %[s0], %[s0]\n\t"
+      "jnz 2f\n\t"
+      "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
+      "vpxord %%zmm1, %%zmm1, %%zmm1\n\t"
+      "vpxord %%zmm2, %%zmm2, %%zmm2\n\t"
+      "vpxord %%zmm3, %%zmm3, %%zmm3\n\t"
+      "vpxord %%zmm4, %%zmm4, %%zmm4\n\t"
+      "vpxord %%zmm5, %%zmm5, %%zmm5\n\t"
+      "vpxord %%zmm6, %%zmm6, %%zmm6\n\t"
+      "vpxord %%zmm7, %%zmm7, %%zmm7\n\t"
+      "vpxord %%zmm8, %%zmm8, %%zmm8\n\t"
+      "vpxord %%zmm9, %%zmm9, %%zmm9\n\t"
+      "vpxord %%zmm10, %%zmm10, %%zmm10\n\t"
+      "vpxord %%zmm11, %%zmm11, %%zmm11\n\t"
+      "vpxord %%zmm12, %%zmm12, %%zmm12\n\t"
+      "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"
+      "vpxord %%zmm14, %%zmm14, %%zmm14\n\t"
+      "vpxord %%zmm15, %%zmm15, %%zmm15\n\t"
+      "jmp 1f\n\t"
+      "2:\n\t"
+      "vmovups (%[s0]), %%zmm0\n\t"
+      "vmovups 64(%[s0]), %%zmm1\n\t"
+      "vmovups (%[s0],%[ldc],1), %%zmm2\n\t"
+      "vmovups 64(%[s0],%[ldc],1), %%zmm3\n\t"
+      "vmovups (%[s0],%[ldc],2), %%zmm4\n\t"
+      "vmovups 64(%[s0],%[ldc],2), %%zmm5\n\t"
+      "vmovups (%[s0],%[l3],1), %%zmm6\n\t"
+      "vmovups 64(%[s0],%[l3],1), %%zmm7\n\t"
+      "vmovups (%[s4]), %%zmm8\n\t"
+      "vmovups 64(%[s4]), %%zmm9\n\t"
+      "vmovups (%[s4],%[ldc],1), %%zmm10\n\t"
+      "vmovups 64(%[s4],%[ldc],1), %%zmm11\n\t"
+      "vmovups (%[s4],%[ldc],2), %%zmm12\n\t"
+      "vmovups 64(%[s4],%[ldc],2), %%zmm13\n\t"
+      "vmovups (%[s4],%[l3],1), %%zmm14\n\t"
+      "vmovups 64(%[s4],%[l3],1), %%zmm15\n\t"
+      "1:\n\t"
+      "prefetcht0 %c[pf](%[w])\n\t"
+      "prefetcht0 %c[pf](%[w],%[ts],1)\n\t"
+      "vmovaps (%[w]), %%zmm29\n\t"
+      "vmovaps (%[w],%[ts],1), %%zmm30\n\t"
+      "vfmadd231ps 0(%[a])%{1to16%}, %%zmm29, %%zmm0\n\t"
+      "vfmadd231ps 0(%[a])%{1to16%}, %%zmm30, %%zmm1\n\t"
+      "vfmadd231ps 4(%[a])%{1to16%}, %%zmm29, %%zmm2\n\t"
+      "vfmadd231ps 4(%[a])%{1to16%}, %%zmm30, %%zmm3\n\t"
+      "vfmadd231ps 8(%[a])%{1to16%}, %%zmm29, %%zmm4\n\t"
+      "vfmadd231ps 8(%[a])%{1to16%}, %%zmm30, %%zmm5\n\t"
+      "vfmadd231ps 12(%[a])%{1to16%}, %%zmm29, %%zmm6\n\t"
+      "vfmadd231ps 12(%[a])%{1to16%}, %%zmm30, %%zmm7\n\t"
+      "vfmadd231ps 16(%[a])%{1to16%}, %%zmm29, %%zmm8\n\t"
+      "vfmadd231ps 16(%[a])%{1to16%}, %%zmm30, %%zmm9\n\t"
+      "vfmadd231ps 20(%[a])%{1to16%}, %%zmm29, %%zmm10\n\t"
+      "vfmadd231ps 20(%[a])%{1to16%}, %%zmm30, %%zmm11\n\t"
+      "vfmadd231ps 24(%[a])%{1to16%}, %%zmm29, %%zmm12\n\t"
+      "vfmadd231ps 24(%[a])%{1to16%}, %%zmm30, %%zmm13\n\t"
+      "vfmadd231ps 28(%[a])%{1to16%}, %%zmm29, %%zmm14\n\t"
+      "vfmadd231ps 28(%[a])%{1to16%}, %%zmm30, %%zmm15\n\t"
+      "add $64, %[w]\n\t"
+      "add $32, %[a]\n\t"
+      "dec %[n]\n\t"
+      "jnz 1b\n\t"
+      "vmovups %%zmm0, (%[c0])\n\t"
+      "vmovups %%zmm1, 64(%[c0])\n\t"
+      "vmovups %%zmm2, (%[c0],%[ldc],1)\n\t"
+      "vmovups %%zmm3, 64(%[c0],%[ldc],1)\n\t"
+      "vmovups %%zmm4, (%[c0],%[ldc],2)\n\t"
+      "vmovups %%zmm5, 64(%[c0],%[ldc],2)\n\t"
+      "vmovups %%zmm6, (%[c0],%[l3],1)\n\t"
+      "vmovups %%zmm7, 64(%[c0],%[l3],1)\n\t"
+      "vmovups %%zmm8, (%[c4])\n\t"
+      "vmovups %%zmm9, 64(%[c4])\n\t"
+      "vmovups %%zmm10, (%[c4],%[ldc],1)\n\t"
+      "vmovups %%zmm11, 64(%[c4],%[ldc],1)\n\t"
+      "vmovups %%zmm12, (%[c4],%[ldc],2)\n\t"
+      "vmovups %%zmm13, 64(%[c4],%[ldc],2)\n\t"
+      "vmovups %%zmm14, (%[c4],%[l3],1)\n\t"
+      "vmovups %%zmm15, 64(%[c4],%[l3],1)\n\t"
+      : [a] "+r"(Ap), [w] "+r"(w), [n] "+r"(kc)
+      : [ts] "r"(ts_bytes), [c0] "r"(c0), [c4] "r"(c4), [ldc] "r"(ldc_bytes), [l3] "r"(l3), [s0] "r"(s0),
+        [s4] "r"(s4), [pf] "i"(1024)
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+        "xmm12", "xmm13", "xmm14", "xmm15", "xmm29", "xmm30", "cc", "memory");
 }
 
 }  // namespace tilellm::gemm::detail
