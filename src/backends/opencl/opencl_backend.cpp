@@ -95,7 +95,8 @@ void kq4_row(const uint8_t* src, int64_t n_in, uint8_t* dst, std::vector<int8_t>
   const int64_t nb = n_in / 32;
   for (int64_t b = 0; b < nb; ++b) {
     const size_t g = size_t(2 * b);
-    if (scale[g] != scale[g + 1] || offset[g] != offset[g + 1])
+    // The same bits by construction (a file's NaN scale included, which != would call different).
+    if (std::memcmp(&scale[g], &scale[g + 1], 4) != 0 || std::memcmp(&offset[g], &offset[g + 1], 4) != 0)
       fail("internal: Q4_K's 16-weight groups {} and {} differ in scale or offset", g, g + 1);
     for (int j = 0; j < 16; ++j) {
       const int lo = codes[size_t(32 * b + j)], hi = codes[size_t(32 * b + 16 + j)];
