@@ -93,6 +93,33 @@ TILELLM_AVX512 inline __m512i dpbusd(__m512i acc, __m512i w, __m512i x) {
 template <int MR, int NT>
 TILELLM_AVX512 inline void q4_micro(const QuantMatrix& w, const QuantActs& a, float* C, int m, int t);
 
+// One group of 8 k of the 4-bit kernels: per tile j the 64 code bytes at g0 + j * tile_stride (prefetched PF
+// bytes ahead when PF > 0) split into their low and high nibbles (two zmm of 16 channels x 4 k), each
+// feeding one vpdpbusd per row r with activations qa[r * lda + 8g ..]: 4 bytes for the low nibbles, the next
+// 4 for the high ones.
+template <int MR, int NT, int PF>
+TILELLM_AVX512 inline void q4_group(const uint8_t* g0, size_t tile_stride, const int8_t* qa, int lda, int g,
+                                    __m512i nib, __m512i (&iacc)[MR][NT]) {
+  __m512i lo[NT], hi[NT];
+  for (int j = 0; j < NT; ++j) {
+    const uint8_t* cj = g0 + j * tile_stride;
+    if constexpr (PF > 0) _mm_prefetch(reinterpret_cast<const char*>(cj + PF), _MM_HINT_T0);
+    const __m512i v = _mm512_load_si512(cj);
+    lo[j] = _mm512_and_si512(v, nib);
+    hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+  }
+  for (int r = 0; r < MR; ++r) {
+    int32_t x0, x1;
+    std::memcpy(&x0, qa + size_t(r) * lda + g * 8, 4);
+    std::memcpy(&x1, qa + size_t(r) * lda + g * 8 + 4, 4);
+    const __m512i a0 = _mm512_set1_epi32(x0), a1 = _mm512_set1_epi32(x1);
+    for (int j = 0; j < NT; ++j) {
+      iacc[r][j] = dpbusd(iacc[r][j], lo[j], a0);
+      iacc[r][j] = dpbusd(iacc[r][j], hi[j], a1);
+    }
+  }
+}
+
 // MR rows starting at row m, NT tiles starting at tile t.
 template <int BITS, int MR, int NT>
 TILELLM_AVX512 inline void q_micro(const QuantMatrix& w, const QuantActs& a, float* C, int m, int t) {
@@ -142,22 +169,9 @@ TILELLM_AVX512 inline void q_micro(const QuantMatrix& w, const QuantActs& a, flo
           for (int j = 0; j < NT; ++j) iacc[r][j] = dpbusd(iacc[r][j], wv[j], av);
         }
       } else {
-        __m512i lo[NT], hi[NT];
-        for (int j = 0; j < NT; ++j) {
-          const __m512i v = _mm512_load_si512(codes + (size_t(t + j) * groups_per_tile + g) * 64);
-          lo[j] = _mm512_and_si512(v, nib);
-          hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
-        }
-        for (int r = 0; r < MR; ++r) {
-          int32_t x0, x1;
-          std::memcpy(&x0, qa + size_t(r) * a.Kp + g * 8, 4);
-          std::memcpy(&x1, qa + size_t(r) * a.Kp + g * 8 + 4, 4);
-          const __m512i a0 = _mm512_set1_epi32(x0), a1 = _mm512_set1_epi32(x1);
-          for (int j = 0; j < NT; ++j) {
-            iacc[r][j] = dpbusd(iacc[r][j], lo[j], a0);
-            iacc[r][j] = dpbusd(iacc[r][j], hi[j], a1);
-          }
-        }
+        // MR == 1 only (more rows take q4_micro); its streams are prefetched above.
+        q4_group<MR, NT, 0>(codes + (size_t(t) * groups_per_tile + g) * 64, size_t(groups_per_tile) * 64, qa,
+                            a.Kp, g, nib, iacc);
       }
     }
     for (int j = 0; j < NT; ++j) {
@@ -212,24 +226,7 @@ TILELLM_AVX512 inline void q4_micro(const QuantMatrix& w, const QuantActs& a, fl
     for (int r = 0; r < MR; ++r)
       for (int j = 0; j < NT; ++j) iacc[r][j] = _mm512_setzero_si512();
     for (int g = b * gpb; g < (b + 1) * gpb; ++g) {
-      __m512i lo[NT], hi[NT];
-      for (int j = 0; j < NT; ++j) {
-        const uint8_t* cj = codes + j * tile_bytes + size_t(g) * 64;
-        _mm_prefetch(reinterpret_cast<const char*>(cj + 512), _MM_HINT_T0);  // one block ahead
-        const __m512i v = _mm512_load_si512(cj);
-        lo[j] = _mm512_and_si512(v, nib);
-        hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
-      }
-      for (int r = 0; r < MR; ++r) {
-        int32_t x0, x1;
-        std::memcpy(&x0, qa + size_t(r) * a.Kp + g * 8, 4);
-        std::memcpy(&x1, qa + size_t(r) * a.Kp + g * 8 + 4, 4);
-        const __m512i a0 = _mm512_set1_epi32(x0), a1 = _mm512_set1_epi32(x1);
-        for (int j = 0; j < NT; ++j) {
-          iacc[r][j] = dpbusd(iacc[r][j], lo[j], a0);
-          iacc[r][j] = dpbusd(iacc[r][j], hi[j], a1);
-        }
-      }
+      q4_group<MR, NT, 512>(codes + size_t(g) * 64, tile_bytes, qa, a.Kp, g, nib, iacc);  // one block ahead
     }
     __m512 sc[NT], of[NT];
     for (int j = 0; j < NT; ++j) {

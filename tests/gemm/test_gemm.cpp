@@ -106,18 +106,14 @@ TEST(Gemm, f32_matches_double_reference_at_default_and_odd_shapes) {
   }
 }
 
-// The AVX-512 fp32 path's blocking edges, every row checked: the 8 x 48 assembly tile next to partial row
-// panels (M % 8), partial tile groups and a partial last tile (N % 48, N % 16), K tails and K below one
-// 256-k chunk, more than one 768-channel weight block, and A packed by the pool (M >= 64) or by the caller,
-// with and without a pool.
-TEST(Gemm, f32_blocking_edges_match_double_reference) {
+// Every row of C = A W^T for each shape, every compiled ISA, with and without a pool, against the double
+// reference; W packed with `strassen`.
+void expect_f32_every_row(const std::vector<Shape>& shapes, F32Strassen strassen, uint32_t seed) {
   ThreadPool pool(2);
-  const std::vector<Shape> shapes = {{8, 256, 48},    {16, 513, 96}, {67, 300, 1000}, {13, 1, 200},
-                                     {70, 2560, 784}, {9, 255, 47},  {64, 257, 817}};
   for (const Shape& s : shapes) {
-    const auto W = random_matrix(size_t(s.N) * s.K, 11);
-    const auto A = random_matrix(size_t(s.M) * s.K, 12);
-    const PackedF32 p = pack_f32(W.data(), s.K, s.N);
+    const auto W = random_matrix(size_t(s.N) * s.K, seed);
+    const auto A = random_matrix(size_t(s.M) * s.K, seed + 1);
+    const PackedF32 p = pack_f32(W.data(), s.K, s.N, strassen);
     std::vector<int> rows(size_t(s.M));
     for (int m = 0; m < s.M; ++m) rows[size_t(m)] = m;
     for (Isa isa : isas()) {
@@ -132,32 +128,39 @@ TEST(Gemm, f32_blocking_edges_match_double_reference) {
   }
 }
 
+// The AVX-512 fp32 path's blocking edges, every row checked: the 8 x 48 assembly tile next to partial row
+// panels (M % 8), partial tile groups and a partial last tile (N % 48, N % 16), K tails and K below one
+// 256-k chunk, more than one 768-channel weight block, and A packed by the pool (M >= 64) or by the caller,
+// with and without a pool. (kNever: these shapes test the plain kernels.)
+TEST(Gemm, f32_blocking_edges_match_double_reference) {
+  expect_f32_every_row({{8, 256, 48},
+                        {16, 513, 96},
+                        {67, 300, 1000},
+                        {13, 1, 200},
+                        {70, 2560, 784},
+                        {9, 255, 47},
+                        {64, 257, 817}},
+                       F32Strassen::kNever, 11);
+}
+
 // One Strassen-Winograd level (F32Strassen::kAlways: every M) against the double reference, every row, with
 // the plain kernel's tolerance: all even sizes; odd M, K and N alone and together (the zero-padded quadrants,
 // C through the scratch buffer); half sizes below one 8-row panel, one 48-channel group and one 16-channel
 // tile; a half-K over two 256-k chunks and a half-N over two 768-channel weight blocks; M = 1 (half of
 // one row is padding).
 TEST(Gemm, f32_strassen_matches_double_reference_at_odd_sizes) {
-  ThreadPool pool(2);
-  const std::vector<Shape> shapes = {{32, 64, 96},    {33, 64, 96},  {32, 65, 96},  {32, 64, 97},
-                                     {17, 129, 1601}, {2, 2, 2},     {1, 7, 5},     {3, 1, 3},
-                                     {130, 517, 200}, {48, 600, 66}, {15, 33, 1560}};
-  for (const Shape& s : shapes) {
-    const auto W = random_matrix(size_t(s.N) * s.K, 21);
-    const auto A = random_matrix(size_t(s.M) * s.K, 22);
-    const PackedF32 p = pack_f32(W.data(), s.K, s.N, F32Strassen::kAlways);
-    std::vector<int> rows(size_t(s.M));
-    for (int m = 0; m < s.M; ++m) rows[size_t(m)] = m;
-    for (Isa isa : isas()) {
-      for (ThreadPool* tp : {&pool, static_cast<ThreadPool*>(nullptr)}) {
-        std::vector<float> C(size_t(s.M) * s.N, NAN);
-        gemm_f32(p, A.data(), s.M, C.data(), tp, isa);
-        SCOPED_TRACE(testing::Message() << isa_name(isa) << (tp ? " pool" : " no pool") << " M=" << s.M
-                                        << " K=" << s.K << " N=" << s.N);
-        expect_close_f32(p, W, A, s.M, C, rows);
-      }
-    }
-  }
+  expect_f32_every_row({{32, 64, 96},
+                        {33, 64, 96},
+                        {32, 65, 96},
+                        {32, 64, 97},
+                        {17, 129, 1601},
+                        {2, 2, 2},
+                        {1, 7, 5},
+                        {3, 1, 3},
+                        {130, 517, 200},
+                        {48, 600, 66},
+                        {15, 33, 1560}},
+                       F32Strassen::kAlways, 21);
 }
 
 // kAuto forms the operands for large products and uses them from its M threshold on: M just below, at and
