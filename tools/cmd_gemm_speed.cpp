@@ -256,7 +256,8 @@ void gemm_speed_opencl(const GemmSpeedArgs& a, const std::vector<Mode>& modes,
   const bool image_asked =
       g.memory == kMemoryImage &&
       (a.gpu_memory == "image" || (a.gpu_memory.empty() && a.third >= 0 && (a.third & kMemoryImage) != 0));
-  std::fprintf(prog, "GemmSpeed backend=3 (opencl) precision=%d numthread=%d\n", precision, mask);
+  std::fputs(test_banner(modes).c_str(), prog);
+  std::fputs(backend_config_lines(Backend::kOpenCL, precision, mask).c_str(), prog);
   std::fprintf(
       prog,
       "# device %d: %s | platform: %s | driver: %s | %s | profile: %s | precision: %d (%s: float-gemm "
@@ -404,12 +405,10 @@ void gemm_speed(GemmSpeedArgs a) {
     const int mask = a.third >= 0 ? a.third : (a.tuning.empty() && a.gpu_memory.empty() ? 0 : g.mask());
     if (backend == Backend::kOpenCL && kHaveOpencl)
       return gemm_speed_opencl(a, *modes, shapes, ms, precision, g, mask);
-    std::printf("GemmSpeed backend=%d (%s) precision=%d numthread=%d\n", int(backend), backend_name(backend),
-                precision, mask);
-    if (backend == Backend::kOpenCL) {
-      std::printf("OpenCL memory mode: %s, tuning: %s\n", g.memory == kMemoryBuffer ? "BUFFER" : "IMAGE",
-                  tuning_name(g.tuning));
-    }
+    std::fputs(test_banner(*modes).c_str(), stdout);
+    std::fputs(backend_config_lines(backend, precision, mask).c_str(), stdout);
+    std::printf("# gpu mode: memory %s, tuning %s\n", g.memory == kMemoryBuffer ? "BUFFER" : "IMAGE",
+                tuning_name(g.tuning));
     std::printf("backend %d (%s) is not available in this build; skipped (no numbers are reported for it)\n",
                 int(backend), backend_name(backend));
     return;
@@ -431,7 +430,8 @@ void gemm_speed(GemmSpeedArgs a) {
   FILE* out = stdout;
   FILE* prog = text ? stdout : stderr;  // the MNN lines: the output in text format, progress otherwise
 
-  std::fprintf(prog, "GemmSpeed backend=0 (cpu) precision=%d numthread=%d\n", precision, threads);
+  std::fputs(test_banner(*modes).c_str(), prog);
+  std::fputs(backend_config_lines(Backend::kCpu, precision, threads).c_str(), prog);
   std::fprintf(prog,
                "# cpu: %s | isa: %s | threads: %d | cpuset: %s (%d cpus) | precision: %d (%s; fp32 "
                "compute on x86 as MNN) | commit: %s | warmup %d, runs %d\n",
@@ -442,19 +442,22 @@ void gemm_speed(GemmSpeedArgs a) {
   ThreadPool pool(threads);
   std::vector<Row> rows;
   int failures = 0;
-  for (Mode mode : *modes) {
-    for (const ShapeConfig& s : shapes) {
+  // MNN's order: shape by shape, the modes of the test within a shape, M within a mode.
+  const bool all = modes->size() > 1;
+  for (const ShapeConfig& s : shapes) {
+    if (all) std::fputs(shape_label(s, true).c_str(), prog);
+    for (Mode mode : *modes) {
+      if (mode == Mode::kInt4B64 && s.K % 64 != 0) {
+        std::fprintf(prog, "  # %s skipped at K=%d N=%d: Int4-Block64 needs K %% 64 == 0\n", mode_tag(mode),
+                     s.K, s.N);
+        continue;
+      }
+      if (!all) std::fputs(shape_label(s, false).c_str(), prog);
       std::vector<int> run_ms;
       for (int M : ms) {
         if (config_runs(s, M, mode)) run_ms.push_back(M);
       }
-      if (run_ms.empty()) {
-        if (mode == Mode::kInt4B64 && s.K % 64 != 0) {
-          std::fprintf(prog, "  %-28s  K=%-5d N=%-5d  skipped: Int4-Block64 needs K %% 64 == 0\n",
-                       mode_tag(mode), s.K, s.N);
-        }
-        continue;
-      }
+      if (run_ms.empty()) continue;
       const int maxM = *std::max_element(run_ms.begin(), run_ms.end());
       const std::vector<float> W = random_matrix(size_t(s.N) * s.K, uint32_t(s.K * 31 + s.N));
       const std::vector<float> A = random_matrix(size_t(maxM) * s.K, uint32_t(s.K + 7));

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -106,45 +107,60 @@ std::vector<GpuGemmRow> run_gemm_opencl(const GpuGemmConfig& c, FILE* prog, bool
     max_k = std::max(max_k, s.K);
     max_n = std::max(max_n, s.N);
   }
+  // One backend per mode (each holds its own device weight format), made when the mode first runs; the
+  // backend keys weights by address, so they are kept as long as it.
+  std::vector<std::unique_ptr<OpenclBackend>> backends(c.modes.size());
+  std::vector<std::vector<float>> kept;
+  auto backend_for = [&](size_t i) -> OpenclBackend& {
+    if (!backends[i]) {
+      OpenclBackendOptions o;
+      o.device = c.device;
+      o.profile = c.profile;
+      o.max_tokens = max_m;
+      o.max_in_elems = int64_t(max_m) * max_k;
+      o.max_out_elems = int64_t(max_m) * max_n;
+      o.max_width = 64;
+      o.weights = weights_mode(c.modes[i], c.precision);
+      o.profiling = true;
+      // Every configuration is checked below before it is timed; a CPU fallback must not stand in for a
+      // kernel.
+      o.self_check = false;
+      backends[i] = std::make_unique<OpenclBackend>(o);
+    }
+    return *backends[i];
+  };
   for (Mode mode : c.modes) {
     if (mode == Mode::kInt4A8) {
       std::fprintf(prog,
                    "  %-28s  skipped: the OpenCL backend has no W4A8 kernel (int8 activations); no number is "
                    "reported\n",
                    mode_tag(mode));
-      continue;
     }
-    const WeightsMode wm = weights_mode(mode, c.precision);
-    OpenclBackendOptions o;
-    o.device = c.device;
-    o.profile = c.profile;
-    o.max_tokens = max_m;
-    o.max_in_elems = int64_t(max_m) * max_k;
-    o.max_out_elems = int64_t(max_m) * max_n;
-    o.max_width = 64;
-    o.weights = wm;
-    o.profiling = true;
-    // Every configuration is checked below before it is timed; a CPU fallback must not stand in for a kernel.
-    o.self_check = false;
-    OpenclBackend be(o);
-    std::vector<std::vector<float>> kept;  // the backend keys weights by address: they live as long as it
-    for (const ShapeConfig& s : c.shapes) {
+  }
+  // MNN's order: shape by shape, the modes of the test within a shape, M within a mode.
+  const bool all = c.modes.size() > 1;
+  for (const ShapeConfig& s : c.shapes) {
+    if (all) std::fputs(shape_label(s, true).c_str(), prog);
+    for (size_t mi = 0; mi < c.modes.size(); ++mi) {
+      const Mode mode = c.modes[mi];
+      if (mode == Mode::kInt4A8) continue;
+      if (mode == Mode::kInt4B64 && s.K % 64 != 0) {
+        std::fprintf(prog, "  # %s skipped at K=%d N=%d: Int4-Block64 needs K %% 64 == 0\n", mode_tag(mode),
+                     s.K, s.N);
+        continue;
+      }
+      if (!all) std::fputs(shape_label(s, false).c_str(), prog);
       std::vector<int> run_ms;
       for (int M : c.ms) {
         if (config_runs(s, M, mode)) run_ms.push_back(M);
       }
-      if (run_ms.empty()) {
-        if (mode == Mode::kInt4B64 && s.K % 64 != 0) {
-          std::fprintf(prog, "  %-28s  K=%-5d N=%-5d  skipped: Int4-Block64 needs K %% 64 == 0\n",
-                       mode_tag(mode), s.K, s.N);
-        }
-        continue;
-      }
+      if (run_ms.empty()) continue;
       if (s.K % 32 != 0 && mode != Mode::kFloat) {
-        std::fprintf(prog, "  %-28s  K=%-5d N=%-5d  skipped: the device formats need K %% 32 == 0\n",
+        std::fprintf(prog, "  # %s skipped at K=%d N=%d: the device formats need K %% 32 == 0\n",
                      mode_tag(mode), s.K, s.N);
         continue;
       }
+      OpenclBackend& be = backend_for(mi);
       const int maxM = *std::max_element(run_ms.begin(), run_ms.end());
       kept.push_back(random_matrix(size_t(s.N) * s.K, uint32_t(s.K * 31 + s.N)));
       const std::vector<float>& W = kept.back();
@@ -157,7 +173,7 @@ std::vector<GpuGemmRow> run_gemm_opencl(const GpuGemmConfig& c, FILE* prog, bool
       w.n_out = s.N;
       w.row_bytes = size_t(s.K) * sizeof(float);
       be.upload_weight(w);
-      const std::vector<float> Wx = exact_weights(W, s.K, s.N, wm);
+      const std::vector<float> Wx = exact_weights(W, s.K, s.N, weights_mode(mode, c.precision));
       std::vector<float> C(size_t(maxM) * s.N);
       for (int M : run_ms) {
         std::fill(C.begin(), C.end(), NAN);

@@ -189,6 +189,70 @@ inline int cpu_threads(int named, int positional) {
   return t;
 }
 
+// ---- MNN's header lines (test/speed/GemmSpeed.cpp at MNN 4d40bdb) ----------------------------------------
+// A test opens with a blank line, its banner and printBackendConfig's line(s); each shape then has a label,
+// after a blank line in GemmSpeedAll (which runs every mode under one label), without one in the single-mode
+// tests (Int4-Block64 leaves out a shape whose K % 64 != 0, label included). GemmSpeedInt4A8 is not MNN's:
+// its banner is ours, in the same form.
+
+inline std::string test_banner(const std::vector<Mode>& modes) {
+  const char* title = "All GEMM Speed Benchmark";
+  if (modes.size() == 1) {
+    switch (modes[0]) {
+      case Mode::kFloat:
+        title = "Float Conv1x1 GEMM Speed";
+        break;
+      case Mode::kInt8B0:
+        title = "Int8-Block0 Conv1x1 GEMM Speed";
+        break;
+      case Mode::kInt4B64:
+        title = "Int4-Block64 Conv1x1 GEMM Speed";
+        break;
+      case Mode::kInt4A8:
+        title = "Int4-Block0 W4A8 Conv1x1 GEMM Speed";
+        break;
+    }
+  }
+  return std::string("\n===== ") + title + " =====\n";
+}
+
+// printBackendConfig: the backend's name and type, precision and the third argument as given (threads, or
+// the GPU-mode bitmask); for OpenCL with a bitmask > 0 also the memory mode, IMAGE unless the BUFFER bit is
+// set (MNN's test reads it that way; the backend's own default for a mask without memory bits is IMAGE too).
+inline std::string backend_config_lines(Backend b, int precision, int third) {
+  const char* name = "CPU";
+  switch (b) {
+    case Backend::kOpenCL:
+      name = "OpenCL";
+      break;
+    case Backend::kVulkan:
+      name = "Vulkan";
+      break;
+    case Backend::kMetal:
+      name = "Metal";
+      break;
+    case Backend::kCuda:
+      name = "CUDA";
+      break;
+    case Backend::kCpu:
+      break;
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "Backend: %s (type=%d), precision=%d, numthread=%d\n", name, int(b),
+                precision, third);
+  std::string out = buf;
+  if (b == Backend::kOpenCL && third > 0)
+    out += (third & kMemoryBuffer) != 0 ? "  OpenCL memory mode: BUFFER\n" : "  OpenCL memory mode: IMAGE\n";
+  return out;
+}
+
+// The shape's label; `all`: GemmSpeedAll's form, after a blank line.
+inline std::string shape_label(const ShapeConfig& s, bool all) {
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "%s--- K=%d N=%d ---\n", all ? "\n" : "", s.K, s.N);
+  return buf;
+}
+
 // ---- MNN's output lines --------------------------------------------------------------------------------
 inline constexpr const char* kCpuLineFormat = "  %-28s  M=%-5d K=%-5d N=%-5d  avg=%.3f ms  %.2f GFLOPS\n";
 inline constexpr const char* kGpuLineFormat =

@@ -440,5 +440,27 @@ TEST(GemmSpeedOutput, gpu_line_is_mnn_printf_format) {
       "(900.79 GFLOPS)\n");
 }
 
+TEST(GemmSpeedOutput, header_lines_are_mnns) {
+  // GemmSpeed.cpp's banners, printBackendConfig and shape labels, as its MNN_PRINT formats make them.
+  EXPECT_EQ(test_banner({Mode::kFloat}), "\n===== Float Conv1x1 GEMM Speed =====\n");
+  EXPECT_EQ(test_banner({Mode::kInt8B0}), "\n===== Int8-Block0 Conv1x1 GEMM Speed =====\n");
+  EXPECT_EQ(test_banner({Mode::kInt4B64}), "\n===== Int4-Block64 Conv1x1 GEMM Speed =====\n");
+  EXPECT_EQ(test_banner(*modes_for_test("speed/GemmSpeedAll")), "\n===== All GEMM Speed Benchmark =====\n");
+  EXPECT_EQ(backend_config_lines(Backend::kCpu, 2, 2), "Backend: CPU (type=0), precision=2, numthread=2\n");
+  EXPECT_EQ(backend_config_lines(Backend::kOpenCL, 2, 68),
+            "Backend: OpenCL (type=3), precision=2, numthread=68\n  OpenCL memory mode: BUFFER\n");
+  EXPECT_EQ(backend_config_lines(Backend::kOpenCL, 0, 4),
+            "Backend: OpenCL (type=3), precision=0, numthread=4\n  OpenCL memory mode: IMAGE\n");
+  EXPECT_EQ(backend_config_lines(Backend::kOpenCL, 0, 0),
+            "Backend: OpenCL (type=3), precision=0, numthread=0\n");
+  EXPECT_EQ(backend_config_lines(Backend::kVulkan, 2, 0),
+            "Backend: Vulkan (type=7), precision=2, numthread=0\n");
+  EXPECT_EQ(backend_config_lines(Backend::kMetal, 0, 0),
+            "Backend: Metal (type=1), precision=0, numthread=0\n");
+  EXPECT_EQ(backend_config_lines(Backend::kCuda, 0, 0), "Backend: CUDA (type=2), precision=0, numthread=0\n");
+  EXPECT_EQ(shape_label({2560, 4096, 0}, false), "--- K=2560 N=4096 ---\n");
+  EXPECT_EQ(shape_label({9728, 2560, 0}, true), "\n--- K=9728 N=2560 ---\n");
+}
+
 }  // namespace
 }  // namespace tilellm::gemm

@@ -58,8 +58,12 @@ def main() -> int:
             fails.append(f"GemmSpeedAll precision {precision} failed ({r.returncode}): {r.stdout}{r.stderr}")
             continue
         lines = r.stdout.splitlines()
-        if not lines or lines[0] != f"GemmSpeed backend=3 (opencl) precision={precision} numthread=68":
-            fails.append(f"first line: {lines[:1]}")
+        head = ["", "===== All GEMM Speed Benchmark =====",
+                f"Backend: OpenCL (type=3), precision={precision}, numthread=68", "  OpenCL memory mode: BUFFER"]
+        if lines[:4] != head:
+            fails.append(f"MNN's header lines: {lines[:4]}, expected {head}")
+        if "--- K=128 N=40 ---" not in lines:
+            fails.append("no shape label")
         if not any(l.startswith("# device 0: ") and "memory: BUFFER" in l and "driver:" in l for l in lines):
             fails.append("no metadata header with device, driver and memory mode")
         seen = []
