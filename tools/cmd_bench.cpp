@@ -85,20 +85,6 @@ std::vector<int64_t> ints(const std::vector<std::string>& v, const char* what) {
   return out;
 }
 
-// The commit of the source tree this binary was built from, read at run time (no build-system step needed).
-std::string source_commit() {
-  const std::string cmd =
-      std::string("git -C '") + TILELLM_SOURCE_DIR + "' rev-parse --short HEAD 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "unknown";
-  char buf[64] = {};
-  const bool ok = std::fgets(buf, sizeof(buf), p) != nullptr;
-  const int rc = pclose(p);
-  std::string s = ok ? buf : "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  return rc == 0 && !s.empty() ? s : "unknown";
-}
-
 std::vector<int> thread_counts(const BenchArgs& a) {
   std::vector<int> t;
   for (int64_t x : ints(a.threads, "-t")) {
@@ -111,7 +97,7 @@ std::vector<int> thread_counts(const BenchArgs& a) {
 
 void run_membw(const BenchArgs& a, bench::Format f) {
   if (a.membw_mib < 1) fail("--membw-mib must be at least 1");
-  const std::string commit = source_commit(), cpu = bench::cpu_model_name(),
+  const std::string commit = build_commit(), cpu = bench::cpu_model_name(),
                     cpu_set = bench::cpu_affinity_list();
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (f == bench::Format::Md) {
@@ -195,7 +181,7 @@ void run_bench(BenchArgs a) {
   if (tests.empty()) fail("no tests to run (every -p, -n and -pg count is zero)");
   const std::vector<int> threads = thread_counts(a);
 
-  const std::string commit = source_commit(), cpu = bench::cpu_model_name(),
+  const std::string commit = build_commit(), cpu = bench::cpu_model_name(),
                     cpu_set = bench::cpu_affinity_list();
   const bool tty = isatty(STDERR_FILENO);
   std::unique_ptr<bench::Printer> printer = bench::make_printer(format);

@@ -246,7 +246,7 @@ void gemm_speed_opencl(const GemmSpeedArgs& a, const std::vector<Mode>& modes,
                        const std::vector<ShapeConfig>& shapes, const std::vector<int>& ms, int precision,
                        const GpuMode& g, int mask) {
   const GpuDeviceInfo dev = opencl_device_info(a.device, a.device_profile);
-  const std::string commit = bench::source_commit(TILELLM_SOURCE_DIR);
+  const std::string commit = std::string(build_commit());
   const bool text = a.format == "text";
   FILE* out = stdout;
   FILE* prog = text ? stdout : stderr;
@@ -425,7 +425,7 @@ void gemm_speed(GemmSpeedArgs a) {
   }
   int ncpu = 0;
   const std::string cpus = bench::cpu_set(&ncpu);
-  const std::string commit = bench::source_commit(TILELLM_SOURCE_DIR);
+  const std::string commit = std::string(build_commit());
   const bool text = a.format == "text";
   FILE* out = stdout;
   FILE* prog = text ? stdout : stderr;  // the MNN lines: the output in text format, progress otherwise

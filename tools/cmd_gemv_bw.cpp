@@ -102,8 +102,7 @@ void gemv_bw_main(int threads, const std::vector<std::string>& shape_args, const
   double copy_gbs = 0, read_gbs = 0;
   measure_peaks(pool, std::max<size_t>(llc * 4, size_t(256) << 20) / 2, copy_gbs, read_gbs);
   std::printf("# gemv-bw | cpu: %s | isa: %s | threads: %d | cpuset: %s | commit: %s\n",
-              bench::cpu_model().c_str(), isa_name(isa), threads, cpus.c_str(),
-              bench::source_commit(TILELLM_SOURCE_DIR).c_str());
+              bench::cpu_model().c_str(), isa_name(isa), threads, cpus.c_str(), build_commit());
   std::printf(
       "# peak (same run, %d threads): memcpy %.2f GB/s (read+write), pure read %.2f GB/s; LLC %.0f MiB, "
       "flushed between iterations\n",

@@ -18,4 +18,7 @@ void register_bench(CLI::App& app);
 // `tilellm devices`: every OpenCL device and its capability struct.
 void register_devices(CLI::App& app);
 
+// The commit this binary was built from: `git describe` at build time, "+dirty" when the tree had changes.
+const char* build_commit();
+
 }  // namespace tilellm::cli

@@ -29,6 +29,7 @@
 
 #include "bench/bench_env.h"
 #include "bench/gemm_speed.h"
+#include "commands.h"
 #include "format/error.h"
 #ifdef TILELLM_HAVE_OPENCL
 #include "backends/opencl/error.h"
@@ -147,7 +148,7 @@ void gemv_bw_opencl(int device, const std::string& profile, const std::vector<Sh
     max_k = std::max(max_k, s.K);
     max_n = std::max(max_n, s.N);
   }
-  const std::string commit = bench::source_commit(TILELLM_SOURCE_DIR);
+  const std::string commit = std::string(build_commit());
   constexpr int kIters = 10, kMaxCopies = 8;
   bool header = false;
   double read_gbs = 0.0, copy_gbs = 0.0;

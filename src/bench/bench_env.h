@@ -1,5 +1,5 @@
 // What every benchmark row records about where it ran: CPU model, the threads' effective CPU set (from
-// sched_getaffinity, so taskset/cgroup limits show), the source commit, and a small statistics helper.
+// sched_getaffinity, so taskset/cgroup limits show) and a small statistics helper.
 // Header-only: used by the gemm-speed and gemv-bw subcommands.
 #pragma once
 
@@ -29,20 +29,6 @@ inline std::string cpu_set(int* count = nullptr) {
     *count = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   }
   return affinity_list();
-}
-
-// Short commit hash of the source tree (with "+dirty" for uncommitted changes), or "unknown".
-inline std::string source_commit(const char* source_dir) {
-  const std::string cmd =
-      std::string("git -C '") + source_dir + "' describe --always --dirty=+dirty --abbrev=10 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "unknown";
-  char buf[128] = {};
-  const bool ok = std::fgets(buf, sizeof buf, p) != nullptr;
-  pclose(p);
-  std::string s = ok ? buf : "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  return s.empty() ? "unknown" : s;
 }
 
 struct Stats {

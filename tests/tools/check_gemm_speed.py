@@ -7,13 +7,15 @@
     a single-mode test labels each shape without the blank line, and Int4-Block64 leaves out a shape whose
     K % 64 != 0 (ours says so on a "#" line, which MNN's parsers skip);
   - every result line is MNN's CPU printf format, rebuilt here from the numbers it shows, with GFLOPS that
-    follow from the time; nothing but "#" lines comes in between.
+    follow from the time; nothing but "#" lines comes in between;
+  - the metadata line names the commit the binary was built from.
 
     check_gemm_speed.py TILELLM_BINARY
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -66,6 +68,15 @@ def main() -> int:
             want += [f"{tag} {m} {k} {n}" for m in (1, 5)]
     if got != want:
         fails.append("GemmSpeedAll:\n  got  " + "\n       ".join(got) + "\n  want " + "\n       ".join(want))
+
+    # The metadata names the commit the binary was built from; the tree has not moved since the build here.
+    lines = run(binary, "speed/GemmSpeedFloat", "--shape", "64,16", "--m", "1", "--runs", "1")
+    here = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    meta = [l for l in lines if l.startswith("# cpu: ")]
+    commit = re.search(r"\| commit: ([0-9a-f]+)", meta[0]) if meta else None
+    if here and not (commit and here.startswith(commit.group(1))):
+        fails.append(f"metadata commit {commit.group(1) if commit else None} is not the tree's {here}")
 
     lines = run(binary, "speed/GemmSpeedInt4", "--threads", "1", *SMALL)
     got = skeleton(lines, fails)
