@@ -124,9 +124,11 @@ TILELLM_AVX512 void f32_micro_nt(int nt, const float* Ap, const float* w, size_t
 
 // One panel of mr rows against nt tiles (nc_last channels in the last).
 TILELLM_AVX512 void f32_block(int mr, int nt, const float* Ap, const float* w, size_t tile_stride, int kc,
-                              float* C, size_t ldc, const float* src, int nc_last) {
+                              float* C, size_t ldc, const float* src, int nc_last,
+                              const float* pn = nullptr) {
   if (mr == kMr && nt == kNt && nc_last == kTileN) {
-    detail::f32_micro_8x3_asm(Ap, w, tile_stride * sizeof(float), kc, C, ldc * sizeof(float), src);
+    detail::f32_micro_8x3_asm(Ap, w, tile_stride * sizeof(float), kc, C, ldc * sizeof(float), src, pn,
+                              pn ? 64 : 0);
     return;
   }
   if (mr == kMr && nt == 2 && nc_last == kTileN) {
@@ -229,14 +231,28 @@ TILELLM_AVX512 void tiles_avx512(const WeightView& wv, const float* Ap, int M, i
     for (int k0 = 0; k0 < K; k0 += kKc) {
       const int kc = std::min(kKc, K - k0);
       const float* block = Ap + size_t(k0 / kKc) * Mp * kKc;
+      // The weight block after this one (the next K chunk of these tiles, or the first chunk of the next
+      // tiles): panels 1-3 each fetch one of a group's three tiles of it into L2 as they run, a line per k,
+      // so the first panel of that block finds it there instead of waiting on L3 while the other panels
+      // compute from L2. Measured (2 threads, alternating): M = 32 +6% to +42%, M = 128 +4% to +7%, M = 512
+      // within the noise.
+      const bool last_k = k0 + kKc >= K;
+      const int ntb = last_k ? te : tb, nte = last_k ? std::min(t1, te + kNcTiles) : te;
+      const int nk0 = last_k ? 0 : k0 + kKc;
       for (int m = m0; m < m1; m += kMr) {
         const int mr = std::min(kMr, m1 - m);
+        const int pi = (m - m0) / kMr;
         const float* panel = block + size_t(m) * kc;  // panel m / kMr: [kc][kMr]
         for (int t = tb; t < te; t += kNt) {
           const int nt = std::min(kNt, te - t);
           const int nc_last = std::min(kTileN, wv.N - (t + nt - 1) * kTileN);
+          const float* pn = nullptr;
+          if (pi >= 1 && pi <= kNt) {
+            const int tt = ntb + (t - tb) + (pi - 1);
+            if (tt < nte) pn = wv.w + size_t(tt) * tile_stride + size_t(nk0) * kTileN;
+          }
           f32_block(mr, nt, panel, wv.w + size_t(t) * tile_stride + size_t(k0) * kTileN, tile_stride, kc,
-                    C + size_t(m) * ldc + size_t(t) * kTileN, ldc, from(k0, m, t * kTileN), nc_last);
+                    C + size_t(m) * ldc + size_t(t) * kTileN, ldc, from(k0, m, t * kTileN), nc_last, pn);
         }
       }
     }

@@ -24,10 +24,15 @@ namespace tilellm::gemm::detail {
 
 // src: the tile's starting values, rows ldc_bytes apart like C's: C itself to accumulate, another matrix to
 // add this product to it (Strassen-Winograd's chained quadrants), or null to start from zero. kc >= 1.
+// pn: where to fetch one line into L2 per k, pn_step bytes apart (the weight block the caller runs next;
+// gemm_f32.cpp), or null for none.
 __attribute__((target("avx512f"))) inline void f32_micro_8x3_asm(const float* Ap, const float* w,
                                                                  size_t ts_bytes, long kc, float* C,
-                                                                 size_t ldc_bytes, const float* src) {
-  float* c0 = C;  // rows 0-3: c0, c0 + ldc, c0 + 2 ldc, c0 + l3
+                                                                 size_t ldc_bytes, const float* src,
+                                                                 const float* pn = nullptr,
+                                                                 long pn_step = 0) {
+  if (!pn) pn = Ap;  // nothing to fetch: the line is in L1 already
+  float* c0 = C;     // rows 0-3: c0, c0 + ldc, c0 + 2 ldc, c0 + l3
   float* c4 = reinterpret_cast<float*>(reinterpret_cast<char*>(C) + 4 * ldc_bytes);  // rows 4-7
   const size_t l3 = 3 * ldc_bytes;
   const char* s0 = reinterpret_cast<const char*>(src);  // same row pattern as c0 / c4
@@ -89,6 +94,8 @@ __attribute__((target("avx512f"))) inline void f32_micro_8x3_asm(const float* Ap
       "prefetcht0 %c[pf](%[w])\n\t"
       "prefetcht0 %c[pf](%[w],%[ts],1)\n\t"
       "prefetcht0 %c[pf](%[w],%[ts],2)\n\t"
+      "prefetcht1 (%[pn])\n\t"
+      "add %[ps], %[pn]\n\t"
       "vmovaps (%[w]), %%zmm29\n\t"
       "vmovaps (%[w],%[ts],1), %%zmm30\n\t"
       "vmovaps (%[w],%[ts],2), %%zmm31\n\t"
@@ -144,9 +151,9 @@ __attribute__((target("avx512f"))) inline void f32_micro_8x3_asm(const float* Ap
       "vmovups %%zmm21, (%[c4],%[l3],1)\n\t"
       "vmovups %%zmm22, 64(%[c4],%[l3],1)\n\t"
       "vmovups %%zmm23, 128(%[c4],%[l3],1)\n\t"
-      : [a] "+r"(Ap), [w] "+r"(w), [n] "+r"(kc)
+      : [a] "+r"(Ap), [w] "+r"(w), [n] "+r"(kc), [pn] "+r"(pn)
       : [ts] "r"(ts_bytes), [c0] "r"(c0), [c4] "r"(c4), [ldc] "r"(ldc_bytes), [l3] "r"(l3), [s0] "r"(s0),
-        [s4] "r"(s4), [pf] "i"(1024)
+        [s4] "r"(s4), [pf] "i"(1024), [ps] "r"(pn_step)
       : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
         "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
         "xmm23", "xmm29", "xmm30", "xmm31", "cc", "memory");
