@@ -164,7 +164,8 @@ TEST(Gemm, f32_strassen_matches_double_reference_at_odd_sizes) {
 }
 
 // kAuto forms the operands for large products and uses them from its M threshold on: M just below, at and
-// just above it (odd), at a benchmark shape; kNever forms nothing. The results match either way.
+// just above it (odd), at two benchmark-sized shapes (the threshold is lower for wider N); kNever forms
+// nothing. The results match either way.
 TEST(Gemm, f32_strassen_auto_threshold_matches_double_reference) {
   ThreadPool pool(2);
   const int K = 2560, N = 1024;
@@ -184,14 +185,19 @@ TEST(Gemm, f32_strassen_auto_threshold_matches_double_reference) {
     const auto w = random_matrix(size_t(n) * k, 33);
     EXPECT_EQ(pack_f32(w.data(), k, n).sw.size() > 0, k >= 2048 && n >= 1024) << "K=" << k << " N=" << n;
   }
-  const int m0 = p.strassen_min_m;
-  const int M = m0 + 1;
-  const auto A = random_matrix(size_t(M) * K, 32);
-  for (int m : {m0 - 1, m0, m0 + 1}) {
-    std::vector<float> C(size_t(m) * N, NAN);
-    gemm_f32(p, A.data(), m, C.data(), &pool, Isa::kAvx512Vnni);
-    SCOPED_TRACE(testing::Message() << "M=" << m << " (threshold " << m0 << ")");
-    expect_close_f32(p, W, A, m, C, {0, 1, m / 2, m - 2, m - 1});
+  // Around the threshold at N = 1024 and at a wider N, where it is lower.
+  const auto W2 = random_matrix(size_t(2048) * K, 34);
+  const PackedF32 p2 = pack_f32(W2.data(), K, 2048);
+  EXPECT_LT(p2.strassen_min_m, p.strassen_min_m);
+  for (const auto& [pp, ww] : {std::pair{&p, &W}, {&p2, &W2}}) {
+    const int m0 = pp->strassen_min_m, n = pp->N;
+    const auto A = random_matrix(size_t(m0 + 1) * K, 32);
+    for (int m : {m0 - 1, m0, m0 + 1}) {
+      std::vector<float> C(size_t(m) * n, NAN);
+      gemm_f32(*pp, A.data(), m, C.data(), &pool, Isa::kAvx512Vnni);
+      SCOPED_TRACE(testing::Message() << "M=" << m << " N=" << n << " (threshold " << m0 << ")");
+      expect_close_f32(*pp, *ww, A, m, C, {0, 1, m / 2, m - 2, m - 1});
+    }
   }
 }
 
