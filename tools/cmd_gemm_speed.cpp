@@ -150,8 +150,10 @@ const char* svg_color(Mode m) {
 }
 
 // GFLOPS against M, one panel per (K, N), one line per mode; log2 M on x. Self-contained SVG. GPU rows add a
-// dashed line per mode for the GFLOPS of the kernels' device time (the solid line is the round trip).
+// dashed line per mode for the GFLOPS of the kernels' device time (the solid line is the round trip). A path
+// ending in .html gets a page with the same SVG inline and the rows as a table under it.
 void write_plot(const std::string& path, const std::vector<Row>& rows, const std::string& title) {
+  const bool html = path.size() >= 5 && path.compare(path.size() - 5, 5, ".html") == 0;
   std::vector<std::pair<int, int>> shapes;
   std::set<int> mset;
   std::set<Mode> modes;
@@ -170,6 +172,10 @@ void write_plot(const std::string& path, const std::vector<Row>& rows, const std
   const int W = ml + int(shapes.size()) * (pw + gap) + 20, H = mt + ph + 90;
   std::ofstream o(path);
   if (!o) fail("{}: cannot write the plot", path);
+  if (html) {
+    o << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" << title
+      << "</title></head>\n<body style=\"font-family: sans-serif\">\n";
+  }
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
     << "\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" "
        "fill=\"white\"/>\n";
@@ -233,6 +239,26 @@ void write_plot(const std::string& path, const std::vector<Row>& rows, const std
     o << "<text x=\"" << lx << "\" y=\"" << H - 20
       << "\">solid: total (round trip); dashed: gpu time</text>\n";
   o << "</svg>\n";
+  if (html) {
+    o << "<table border=\"1\" cellpadding=\"3\" style=\"border-collapse: collapse; font-size: 12px\">\n"
+      << "<tr><th>mode</th><th>M</th><th>K</th><th>N</th><th>mean ms</th><th>median ms</th><th>min ms</th>"
+         "<th>GFLOPS (mean)</th>"
+      << (std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.has_gpu; })
+              ? "<th>gpu mean ms</th><th>GFLOPS (gpu)</th>"
+              : "")
+      << "</tr>\n";
+    for (const Row& r : rows) {
+      o << fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td><td>{:.3f}</td>"
+          "<td>{:.2f}</td>",
+          mode_tag(r.mode), r.M, r.K, r.N, r.ms.mean, r.ms.median, r.ms.min,
+          gflops(r.M, r.K, r.N, r.ms.mean));
+      if (r.has_gpu)
+        o << fmt::format("<td>{:.3f}</td><td>{:.2f}</td>", r.gpu.mean, gflops(r.M, r.K, r.N, r.gpu.mean));
+      o << "</tr>\n";
+    }
+    o << "</table>\n</body></html>\n";
+  }
 }
 
 #ifdef TILELLM_HAVE_OPENCL

@@ -8,7 +8,8 @@
     K % 64 != 0 (ours says so on a "#" line, which MNN's parsers skip);
   - every result line is MNN's CPU printf format, rebuilt here from the numbers it shows, with GFLOPS that
     follow from the time; nothing but "#" lines comes in between;
-  - the metadata line names the commit the binary was built from.
+  - the metadata line names the commit the binary was built from;
+  - --plot writes an SVG with a line per mode and shape, or for .html a page with it and the results' table.
 
     check_gemm_speed.py TILELLM_BINARY
 """
@@ -19,6 +20,8 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import xml.dom.minidom
 
 CPU_LINE = re.compile(r"^  (\S+)\s+M=(\d+)\s+K=(\d+)\s+N=(\d+)\s+avg=([0-9.]+) ms  ([0-9.]+) GFLOPS$")
 SMALL = ["--shape", "128,40", "--shape", "96,24", "--m", "1,5", "--warmup", "1", "--runs", "2"]
@@ -86,6 +89,18 @@ def main() -> int:
         fails.append("GemmSpeedInt4:\n  got  " + "\n       ".join(got) + "\n  want " + "\n       ".join(want))
     if not any(l.startswith("  # int4b64-gemm skipped at K=96 N=24") for l in lines):
         fails.append("the K % 64 skip is not said")
+
+    # --plot: an SVG with a line per mode of a shape; .html the same SVG inline and a table row per result.
+    with tempfile.TemporaryDirectory() as d:
+        svg, page = os.path.join(d, "p.svg"), os.path.join(d, "p.html")
+        run(binary, "speed/GemmSpeedAll", *SMALL, "--plot", svg)
+        run(binary, "speed/GemmSpeedAll", *SMALL, "--plot", page)
+        lines = xml.dom.minidom.parse(svg).getElementsByTagName("polyline")
+        if len(lines) != 5:  # float, int8b0, int4b64 at K=128; float, int8b0 at K=96
+            fails.append(f"plot: {len(lines)} lines, want 5")
+        text = open(page).read()
+        if not text.startswith("<!DOCTYPE html>") or "<svg " not in text or text.count("<tr>") != 1 + 10:
+            fails.append(f"html plot: not a page with the SVG and a row per result:\n{text[:300]}")
 
     for f in fails:
         print("FAIL:", f)
