@@ -3,18 +3,19 @@
 # the same window as `tilellm gemm-speed` / `gemv-bw` (scripts/vs_mnn.py runs the two alternately).
 #
 # MNN is not on the package indexes this project may use, so the source tree comes from the user: a checkout
-# of https://github.com/alibaba/MNN (#4's table was made at 4d40bdb). Nothing is written into it: the tree is
-# copied (without .git) into the cache, and only the copy's test/CMakeLists.txt is cut down to the two
-# benchmark files (MNN's whole test suite is ~180 files; the library itself is ~350 objects, about 45 minutes
-# on 2 cores). Built as #4 describes MNN's numbers: Release, AVX-512, low-memory mode (the weight-quantized
-# int8/int4 paths), one library.
+# of https://github.com/alibaba/MNN (the MNN figures in docs/GEMM_SPEED.md: 4d40bdb). Nothing is written
+# into it: the tree is copied (without .git) into the cache, and only the copy's test/CMakeLists.txt is cut
+# down to the two benchmark files (MNN's whole test suite is ~180 files; the library alone took 12 minutes on
+# 2 cores). Built as those MNN figures were: Release, AVX-512 (with VNNI), low-memory mode (the
+# weight-quantized int8/int4 paths), one library.
 #
 # Usage
 #   scripts/mnn_peer.sh build MNN_SOURCE_DIR    # copy and build; prints the binary's path
 #   scripts/mnn_peer.sh path                    # the binary's path (exit 1 when not built)
 #
-# The cache is ~/.cache/tilellm/mnn (TILELLM_CACHE overrides ~/.cache/tilellm); the binary is
-# $cache/mnn/build/run_test.out, run as `run_test.out speed/GemmSpeedAll 0 0 2` (MNN's own arguments).
+# Everything lives in ~/.cache/tilellm/mnn (TILELLM_CACHE overrides ~/.cache/tilellm): src/ (the copy),
+# build/run_test.out (run as `run_test.out speed/GemmSpeedAll 0 0 2`, MNN's own arguments) and COMMIT (the
+# source's commit, when it was a git checkout).
 set -euo pipefail
 
 cache="${TILELLM_CACHE:-$HOME/.cache/tilellm}/mnn"
@@ -28,7 +29,7 @@ case "${1:-}" in
     build)
         src="${2:?usage: scripts/mnn_peer.sh build MNN_SOURCE_DIR}"
         if [ ! -f "$src/test/speed/GemmSpeed.cpp" ] || [ ! -f "$src/test/CMakeLists.txt" ]; then
-            echo "error: $src is not an MNN source tree with test/speed/GemmSpeed.cpp (MNN 3.x, 2026 or later)" >&2
+            echo "error: $src is not an MNN source tree with test/speed/GemmSpeed.cpp (one with the GemmSpeed benchmark)" >&2
             exit 2
         fi
         rm -rf "$cache/src"
@@ -56,7 +57,7 @@ PY
         echo "$bin"
         ;;
     *)
-        sed -n '2,18p' "$0"
+        sed -n '2,19p' "$0"
         exit 2
         ;;
 esac
