@@ -57,7 +57,7 @@ PY
         echo "$bin"
         ;;
     *)
-        sed -n '2,19p' "$0"
+        sed -n '2,18p' "$0"
         exit 2
         ;;
 esac
