@@ -152,8 +152,11 @@ const char* svg_color(Mode m) {
 // GFLOPS against M, one panel per (K, N), one line per mode; log2 M on x. Self-contained SVG. GPU rows add a
 // dashed line per mode for the GFLOPS of the kernels' device time (the solid line is the round trip). A path
 // ending in .html gets a page with the same SVG inline and the rows as a table under it.
-void write_plot(const std::string& path, const std::vector<Row>& rows, const std::string& title) {
+void write_plot(const std::string& path, const std::vector<Row>& rows, const std::string& raw_title) {
   const bool html = path.size() >= 5 && path.compare(path.size() - 5, 5, ".html") == 0;
+  std::string title;  // a device or CPU name may hold '&' or '<'
+  for (char c : raw_title)
+    title += c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : std::string(1, c);
   std::vector<std::pair<int, int>> shapes;
   std::set<int> mset;
   std::set<Mode> modes;
