@@ -109,8 +109,8 @@ std::vector<GpuGemmRow> run_gemm_opencl(const GpuGemmConfig& c, FILE* prog, bool
   }
   // One backend per mode (each holds its own device weight format), made when the mode first runs; the
   // backend keys weights by address, so they are kept as long as it.
+  std::vector<std::vector<float>> kept;  // declared first: destroyed after the backends that point into it
   std::vector<std::unique_ptr<OpenclBackend>> backends(c.modes.size());
-  std::vector<std::vector<float>> kept;
   auto backend_for = [&](size_t i) -> OpenclBackend& {
     if (!backends[i]) {
       OpenclBackendOptions o;
