@@ -1,8 +1,8 @@
 # Script mode (cmake -DSRC=... -DOUT=... -P build_commit.cmake), run on every build: writes OUT, a header that
-# defines TILELLM_BUILD_COMMIT as `git describe` of SRC (the commit, "+dirty" when the tree had changes), and
-# rewrites it only when that text changes, so an unchanged tree recompiles nothing. The benchmarks print it:
-# the commit a binary was built from, not the one the source tree is at when the binary runs.
-execute_process(COMMAND git -C "${SRC}" describe --always --dirty=+dirty --abbrev=10
+# defines TILELLM_BUILD_COMMIT as `git describe` of SRC (the commit hash, tags ignored, "+dirty" when the tree
+# had changes), and rewrites it only when that text changes, so an unchanged tree recompiles nothing. The
+# benchmarks print it: the commit a binary was built from, not the one the tree is at when the binary runs.
+execute_process(COMMAND git -C "${SRC}" describe --always --dirty=+dirty --abbrev=10 --exclude=*
                 OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0 OR commit STREQUAL "")
   set(commit "unknown")
