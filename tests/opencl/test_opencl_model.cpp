@@ -37,6 +37,22 @@ int32_t argmax(const float* v, int64_t n) {
   return int32_t(std::max_element(v, v + n) - v);
 }
 
+// The CPU float path's session (--activations f32) at this file's size: 64 positions, 2 threads.
+SessionOptions float_options(GgmlType kv_type) {
+  SessionOptions so;
+  so.n_ctx = 64;
+  so.n_threads = 2;
+  so.activations = ActivationMode::F32;
+  so.kv_type = kv_type;
+  return so;
+}
+
+// The same options on the test's OpenCL device.
+void to_device(SessionOptions& so) {
+  so.backend = BackendKind::OpenCL;
+  so.device = test::opencl_test_device();
+}
+
 void compare_greedy(const std::string& profile, GgmlType kv_type, double rel_bound,
                     const char* model_file = test::kSmolLM2, const char* golden = "smollm2.json",
                     int n_prompts = kPrompts, WeightsMode weights = WeightsMode::Native) {
@@ -48,16 +64,11 @@ void compare_greedy(const std::string& profile, GgmlType kv_type, double rel_bou
   ASSERT_TRUE(f) << "missing tests/data/goldens/" << golden;
   const nlohmann::json golden = nlohmann::json::parse(f);
 
-  SessionOptions so;
-  so.n_ctx = 64;
-  so.n_threads = 2;
-  so.activations = ActivationMode::F32;
-  so.kv_type = kv_type;
+  SessionOptions so = float_options(kv_type);
   so.weights = weights;
   Session cpu(*model, so);
-  so.backend = BackendKind::OpenCL;
+  to_device(so);
   so.device_profile = profile;
-  so.device = test::opencl_test_device();
   Session gpu(*model, so);
   const int64_t V = model->config().n_vocab;
 
@@ -148,15 +159,10 @@ void expect_hybrid_prefill_equals_the_device_path(WeightsMode weights) {
   const std::string path = test::model_path(test::kSmolLM2);
   ASSERT_MODEL(path);
   auto model = Model::load(path);
-  SessionOptions so;
-  so.n_ctx = 64;
+  SessionOptions so = float_options(GgmlType::F32);
   so.n_batch = 8;
-  so.n_threads = 2;
-  so.activations = ActivationMode::F32;
-  so.kv_type = GgmlType::F32;
   so.weights = weights;
-  so.backend = BackendKind::OpenCL;
-  so.device = test::opencl_test_device();
+  to_device(so);
   Session device(*model, so);
   so.prefill = PrefillMode::Cpu;
   Session hybrid(*model, so);
@@ -202,14 +208,10 @@ TEST(OpenclModel, host_kv_cache_has_storage_only_where_the_host_uses_it) {
   const std::string path = test::model_path(test::kSmolLM2);
   ASSERT_MODEL(path);
   auto model = Model::load(path);
-  SessionOptions so;
-  so.n_ctx = 64;
-  so.n_threads = 2;
-  so.activations = ActivationMode::F32;
+  SessionOptions so = float_options(GgmlType::F16);
   Session cpu(*model, so);
   EXPECT_GT(cpu.host_kv_bytes(), 0u);
-  so.backend = BackendKind::OpenCL;
-  so.device = test::opencl_test_device();
+  to_device(so);
   Session gpu(*model, so);
   EXPECT_EQ(gpu.host_kv_bytes(), 0u);
   so.prefill = PrefillMode::Cpu;
@@ -230,12 +232,8 @@ TEST(OpenclModel, forward_downloads_only_the_logits) {
   auto model = Model::load(path);
   const int64_t V = model->config().n_vocab, E = model->config().n_embd;
   test::OpenclForwardRig rig(*model, 64, 16, GgmlType::F32);
-  SessionOptions so;
-  so.n_ctx = 64;
+  SessionOptions so = float_options(GgmlType::F32);
   so.n_batch = 16;
-  so.n_threads = 2;
-  so.activations = ActivationMode::F32;
-  so.kv_type = GgmlType::F32;
   Session cpu(*model, so);
 
   const std::array<int32_t, 8> prompt = {504, 2365, 6354, 16438, 27003, 690, 260, 23790};  // golden case 0
