@@ -130,7 +130,7 @@ void expect_f32_every_row(const std::vector<Shape>& shapes, F32Strassen strassen
 
 // The AVX-512 fp32 path's blocking edges, every row checked: the 8 x 48 assembly tile next to partial row
 // panels (M % 8), partial tile groups and a partial last tile (N % 48, N % 16), K tails and K below one
-// 256-k chunk, more than one 768-channel weight block, and A packed by the pool (M >= 64) or by the caller,
+// 512-k chunk, more than one 384-channel weight block, and A packed by the pool (M >= 64) or by the caller,
 // with and without a pool. (kNever: these shapes test the plain kernels.)
 TEST(Gemm, f32_blocking_edges_match_double_reference) {
   expect_f32_every_row({{8, 256, 48},
@@ -146,7 +146,7 @@ TEST(Gemm, f32_blocking_edges_match_double_reference) {
 // One Strassen-Winograd level (F32Strassen::kAlways: every M) against the double reference, every row, with
 // the plain kernel's tolerance: all even sizes; odd M, K and N alone and together (the zero-padded quadrants,
 // C through the scratch buffer); half sizes below one 8-row panel, one 48-channel group and one 16-channel
-// tile; a half-K over two 256-k chunks and a half-N over two 768-channel weight blocks; M = 1 (half of
+// tile; a half-K over two 512-k chunks and a half-N over two 384-channel weight blocks; M = 1 (half of
 // one row is padding).
 TEST(Gemm, f32_strassen_matches_double_reference_at_odd_sizes) {
   expect_f32_every_row({{32, 64, 96},
@@ -157,7 +157,7 @@ TEST(Gemm, f32_strassen_matches_double_reference_at_odd_sizes) {
                         {2, 2, 2},
                         {1, 7, 5},
                         {3, 1, 3},
-                        {130, 517, 200},
+                        {130, 1029, 200},
                         {48, 600, 66},
                         {15, 33, 1560}},
                        F32Strassen::kAlways, 21);

@@ -12,7 +12,7 @@ namespace tilellm::gemm::f32 {
 
 // Register tile: 8 rows x 3 tiles of 16 channels (see gemm_f32.cpp).
 inline constexpr int kMr = 8, kNt = 3;
-inline constexpr int kKc = 256;  // k per cache block: one packed panel of A is kMr x kKc floats (8 KiB, L1)
+inline constexpr int kKc = 512;  // k per cache block: one packed panel of A is kMr x kKc floats (16 KiB, L1)
 
 // A packed for the kernel: per K chunk q (k0 = q * kKc, kc = min(kKc, K - k0)) a block of Mp = M rounded up
 // to kMr rows, as panels of kMr rows stored k-major: Ap[q][panel][kc][kMr] (the kMr activations of one k side
