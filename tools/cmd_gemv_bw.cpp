@@ -2,10 +2,11 @@
 // bandwidth over the weight bytes, against memory peaks measured in the same run.
 //
 // Default W is 4096 x 14336 (N x K: a Llama-3-8B FFN down projection). Weights are block-64 asymmetric, 8 and
-// 4 bits; the bytes counted are the packed codes plus one fp16 scale and one fp16 offset per block (what the
-// kernel reads; 8.5 and 4.5 bits per weight). Between iterations a buffer larger than the last-level cache is
-// written, so every iteration reads its weights from DRAM. An iteration is what decode runs: the activation
-// quantization plus the integer GEMV.
+// 4 bits (MNN's GemvBWTest rows), and 8 bits with one block over all of K (Int8-Block0, gemm-speed's int8b0);
+// the bytes counted are the packed codes plus one fp16 scale and one fp16 offset per block (what the kernel
+// reads; 8.5, 4.5 and 8 + 32 / K bits per weight). Between iterations a buffer larger than the last-level
+// cache is written, so every iteration reads its weights from DRAM. An iteration is what decode runs: the
+// activation quantization plus the integer GEMV.
 //   eff GB/s = weight bytes / time;  %peak = eff / read peak;  GFLOPS = 2*K*N / time;  AI = 2*K*N / bytes
 // Peaks: memcpy (read + write bytes counted) and a pure read (sum over a buffer), each over 4x the LLC, on
 // the same threads.
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <tuple>
 
 #include "bench/bench_env.h"
 #include "bench/gemm.h"
@@ -117,9 +119,10 @@ void gemv_bw_main(int threads, const std::vector<std::string>& shape_args, const
     std::vector<float> W(size_t(s.N) * s.K), x(size_t(s.K)), y(size_t(s.N));
     for (auto& v : W) v = d(rng);
     for (auto& v : x) v = d(rng);
-    for (int bits : {8, 4}) {
+    // Block 0 = one (scale, offset) pair per output channel over all of K.
+    for (const auto& [name, bits, block] : {std::tuple{"q8b64", 8, 64}, {"q8b0", 8, 0}, {"q4b64", 4, 64}}) {
       const QuantMatrix w =
-          bits == 8 ? quantize_int8(W.data(), s.K, s.N, 64) : quantize_int4(W.data(), s.K, s.N, 64);
+          bits == 8 ? quantize_int8(W.data(), s.K, s.N, block) : quantize_int4(W.data(), s.K, s.N, block);
       QuantActs acts;
       acts.resize(1, w);
       // Check a few outputs against the double reference before timing.
@@ -132,8 +135,7 @@ void gemv_bw_main(int threads, const std::vector<std::string>& shape_args, const
           ref += t;
           mag += std::fabs(t);
         }
-        if (!(std::fabs(y[size_t(n)] - ref) <= 1e-4 * mag))
-          fail("gemv-bw: q{}b64 kernel failed its check", bits);
+        if (!(std::fabs(y[size_t(n)] - ref) <= 1e-4 * mag)) fail("gemv-bw: {} kernel failed its check", name);
       }
       std::vector<double> us;
       for (int it = 0; it < kIters + 2; ++it) {
@@ -147,7 +149,7 @@ void gemv_bw_main(int threads, const std::vector<std::string>& shape_args, const
       const double bytes = double(w.code_bytes() + w.param_bytes());
       const double flops = 2.0 * s.K * s.N;
       const double gbs = bytes / (t * 1e-6) / 1e9;
-      std::printf("| q%db64 %dx%d | %d | %.1f | %.2f | %.4f | %.2f | %.1f | %.2f | %.2f |\n", bits, s.N, s.K,
+      std::printf("| %s %dx%d | %d | %.1f | %.2f | %.4f | %.2f | %.1f | %.2f | %.2f |\n", name, s.N, s.K,
                   threads, t, bytes / (1 << 20), bytes / (double(s.K) * s.N), gbs, 100.0 * gbs / read_gbs,
                   flops / (t * 1e-6) / 1e9, flops / bytes);
       std::fflush(stdout);

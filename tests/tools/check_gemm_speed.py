@@ -9,7 +9,9 @@
   - every result line is MNN's CPU printf format, rebuilt here from the numbers it shows, with GFLOPS that
     follow from the time; nothing but "#" lines comes in between;
   - the metadata line names the commit the binary was built from;
-  - --plot writes an SVG with a line per mode and shape, or for .html a page with it and the results' table.
+  - --plot writes an SVG with a line per mode and shape, or for .html a page with it and the results' table;
+  - gemv-bw (and gemm-speed speed/GemvBW) prints its same-run peaks and MNN's GemvBW columns, one row per
+    weight format, with bytes per weight that follow from the format and rates that follow from the time.
 
     check_gemm_speed.py TILELLM_BINARY
 """
@@ -57,6 +59,40 @@ def skeleton(lines: list[str], fails: list[str]) -> list[str]:
     return out
 
 
+# gemv-bw's rows: name -> bytes per weight at K (codes plus an fp16 scale and offset per block).
+GEMV_FORMATS = {"q8b64": lambda k: 1 + 4 / 64, "q8b0": lambda k: 1 + 4 / k, "q4b64": lambda k: 0.5 + 4 / 64}
+
+
+def check_gemv_bw(lines: list[str], k: int, n: int, threads: int, fails: list[str]) -> None:
+    """One gemv-bw table at K x N (N a multiple of 16, K of 64: no padding in the byte counts)."""
+    peak = next((re.match(r"# peak \(same run, (\d+) threads\): memcpy ([0-9.]+) GB/s \(read\+write\), pure read "
+                          r"([0-9.]+) GB/s", l) for l in lines if l.startswith("# peak")), None)
+    if not peak or int(peak.group(1)) != threads or not float(peak.group(3)) > 0:
+        fails.append("gemv-bw: no same-run peak line:\n" + "\n".join(lines))
+        return
+    read = float(peak.group(3))
+    if "| type | thr | us/iter | W MiB | bytes/elem | eff GB/s | %peak | GFLOPS | AI |" not in lines:
+        fails.append("gemv-bw: not MNN's GemvBW columns:\n" + "\n".join(lines))
+    rows = [[c.strip() for c in l.strip("|").split("|")] for l in lines if l.startswith("| q")]
+    if [r[0] for r in rows] != [f"{name} {n}x{k}" for name in GEMV_FORMATS]:
+        fails.append("gemv-bw rows: " + str([r[0] for r in rows]))
+        return
+
+    def near(got: float, want: float, digits: int, rel: float = 0.0) -> bool:  # printed with `digits` decimals
+        return abs(got - want) <= 0.5 * 10**-digits + rel * abs(want) + 1e-9
+
+    for r in rows:
+        thr, us, mib, bpe, gbs, pct, gflops, ai = int(r[1]), *map(float, r[2:])
+        want_bpe = GEMV_FORMATS[r[0].split()[0]](k)
+        nbytes = want_bpe * k * n
+        rel = 0.06 / us if us > 0 else 0.0  # us/iter is printed to 0.1 us: the rates carry its rounding
+        ok = (thr == threads and us > 0 and near(bpe, want_bpe, 4) and near(mib, nbytes / 2**20, 2) and
+              near(ai, 2 / want_bpe, 2) and near(gbs, nbytes / us / 1e3, 2, rel) and
+              near(gflops, 2 * k * n / us / 1e3, 2, rel) and near(pct, 100 * gbs / read, 1, 0.001))
+        if not ok:
+            fails.append(f"gemv-bw row does not follow from the shape and the time: {r}")
+
+
 def main() -> int:
     binary = sys.argv[1]
     fails: list[str] = []
@@ -101,6 +137,15 @@ def main() -> int:
         text = open(page).read()
         if not text.startswith("<!DOCTYPE html>") or "<svg " not in text or text.count("<tr>") != 1 + 10:
             fails.append(f"html plot: not a page with the SVG and a row per result:\n{text[:300]}")
+
+    # gemv-bw, and the same table through gemm-speed's MNN test name.
+    k, n = 1024, 256
+    r = subprocess.run([binary, "gemv-bw", "--threads", "2", "--shape", f"{k},{n}"], capture_output=True,
+                       text=True, timeout=300)
+    if r.returncode != 0:
+        fails.append(f"gemv-bw failed ({r.returncode}): {r.stdout}{r.stderr}")
+    check_gemv_bw(r.stdout.splitlines(), k, n, 2, fails)
+    check_gemv_bw(run(binary, "speed/GemvBW", "0", "0", "1", "--shape", f"{k},{n}"), k, n, 1, fails)
 
     for f in fails:
         print("FAIL:", f)
