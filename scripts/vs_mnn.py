@@ -89,7 +89,7 @@ def write_svg(path: str, med: dict, title: str) -> None:
     precisions = sorted({k[5] for k in med})
     ms = sorted({k[4] for k in med})
     tags = sorted({k[1] for k in med}, key=lambda t: TAG_ORDER.get(t, 9))
-    pw, ph, ml, mt, gap = 230, 200, 55, 60, 25
+    pw, ph, ml, mt, gap = 230, 200, 55, 75, 25  # mt: title, legend, then the first row of panel titles
     width = ml + len(shapes) * (pw + gap) + 10
     height = mt + len(precisions) * (ph + 60) - 10
     top = max(med.values()) * 1.08

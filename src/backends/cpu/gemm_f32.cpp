@@ -201,9 +201,9 @@ void store_panel(const float* const* rows, int mr, int kc, float* dst) {
 // Rows [m0, m1) x tiles [t0, t1) (one thread's piece) from the packed A. Blocked so that one panel of A
 // (kMr x kc, 16 KiB) stays in L1 while the weights of up to kNcTiles tiles for that K chunk (kc x 16 *
 // kNcTiles floats, 768 KiB) stream from L2, each weight vector feeding 8 FMAs; C is loaded and stored once
-// per K chunk (the first K chunk starts from src instead). kKc = 512 with 24-tile blocks measured 2-7%
-// faster at M = 8-512 than 256 with 48-tile blocks (2 threads, alternating; one cell of nine 1% slower):
-// half the C loads and stores and kernel calls per product.
+// per K chunk (the first K chunk starts from src instead). kKc = 512 with 24-tile blocks against 256 with
+// 48-tile blocks (2 threads, alternating): +2% to +17% on 8 of 12 cells at M = 8-512, the other four within
+// 1.5%; half the C loads and stores and kernel calls per product.
 TILELLM_AVX512 void tiles_avx512(const WeightView& wv, const float* Ap, int M, int m0, int m1, float* C,
                                  size_t ldc, const float* src, int t0, int t1) {
   const int K = wv.K, Mp = (M + kMr - 1) / kMr * kMr;
