@@ -2,11 +2,11 @@
 // bandwidth over the weight bytes, against memory peaks measured in the same run.
 //
 // Default W is 4096 x 14336 (N x K: a Llama-3-8B FFN down projection). Weights are block-64 asymmetric, 8 and
-// 4 bits (MNN's GemvBWTest rows), and 8 bits with one block over all of K (Int8-Block0, gemm-speed's int8b0);
-// the bytes counted are the packed codes plus one fp16 scale and one fp16 offset per block (what the kernel
-// reads; 8.5, 4.5 and 8 + 32 / K bits per weight). Between iterations a buffer larger than the last-level
-// cache is written, so every iteration reads its weights from DRAM. An iteration is what decode runs: the
-// activation quantization plus the integer GEMV.
+// 4 bits (MNN's GemvBWTest rows), 8 bits with one block over all of K (Int8-Block0, gemm-speed's int8b0), and
+// block-64 3 and 2 bits; the bytes counted are the packed codes plus one fp16 scale and one fp16 offset per
+// block (what the kernel reads; 8.5, 4.5, 8 + 32 / K, 3.5 and 2.5 bits per weight). Between iterations a
+// buffer larger than the last-level cache is written, so every iteration reads its weights from DRAM. An
+// iteration is what decode runs: the activation quantization plus the integer GEMV.
 //   eff GB/s = weight bytes / time;  %peak = eff / read peak;  GFLOPS = 2*K*N / time;  AI = 2*K*N / bytes
 // Peaks: memcpy (read + write bytes counted) and a pure read (sum over a buffer), each over 4x the LLC, on
 // the same threads.
@@ -120,9 +120,9 @@ void gemv_bw_main(int threads, const std::vector<std::string>& shape_args, const
     for (auto& v : W) v = d(rng);
     for (auto& v : x) v = d(rng);
     // Block 0 = one (scale, offset) pair per output channel over all of K.
-    for (const auto& [name, bits, block] : {std::tuple{"q8b64", 8, 64}, {"q8b0", 8, 0}, {"q4b64", 4, 64}}) {
-      const QuantMatrix w =
-          bits == 8 ? quantize_int8(W.data(), s.K, s.N, block) : quantize_int4(W.data(), s.K, s.N, block);
+    for (const auto& [name, bits, block] :
+         {std::tuple{"q8b64", 8, 64}, {"q8b0", 8, 0}, {"q4b64", 4, 64}, {"q3b64", 3, 64}, {"q2b64", 2, 64}}) {
+      const QuantMatrix w = quantize_bits(W.data(), s.K, s.N, bits, block);
       QuantActs acts;
       acts.resize(1, w);
       // Check a few outputs against the double reference before timing.

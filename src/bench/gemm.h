@@ -4,6 +4,7 @@
 //   int8b0  : W8A8. Weights asymmetric uint8 per output channel, one (scale, offset) over all of K;
 //   int4b64 : W4A8. Weights asymmetric uint4, one (scale, offset) per 64 weights along K;
 //   w4a8    : W4A8 with per-channel uint4 weights (one block spanning K).
+// gemv-bw also runs 3- and 2-bit weights (block 64, same activations and math) for its low-bit rows.
 // In the quantized modes the activations are quantized to int8 at run time, per row, symmetric:
 //   sa[m] = max_k |A[m,k]| / 127,  qa[m,k] = clamp(round(A[m,k] / sa[m]), -127, 127)
 // and a weight dequantizes as  w[n,k] = u[n,k] * scale[n,b] + offset[n,b]  (b = k / block, u unsigned), so
@@ -58,14 +59,18 @@ void gemm_f32(const PackedF32& p, const float* A, int M, float* C, ThreadPool* p
 // ---- quantized weights ---------------------------------------------------------------------------------
 struct QuantMatrix {
   int K = 0, N = 0;
-  int Kp = 0;       // K padded: to the block (block 64) or to the code group (4 k for 8-bit, 8 k for 4-bit)
-  int Np = 0;       // N padded to kTileN
-  int bits = 8;     // 8 or 4
-  int block = 0;    // k-values per (scale, offset) pair; equals Kp for per-channel ("block 0") modes
+  int Kp = 0;     // K padded: to the block, or (block 0) to the code group: 4 k (8-bit), 8 (4-bit), 16 (3, 2)
+  int Np = 0;     // N padded to kTileN
+  int bits = 8;   // 8, 4, 3 or 2
+  int block = 0;  // k-values per (scale, offset) pair; equals Kp for per-channel ("block 0") modes
   int nblocks = 0;  // Kp / block
   // 8-bit codes: [Np/16][Kp/4][16 channels][4 k] uint8 (one zmm feeds vpdpbusd 16 channels x 4 k).
   // 4-bit codes: [Np/16][Kp/8][64 bytes]; byte j holds channel j/4: k = 8g + j%4 in the low nibble and
   //              k = 8g + 4 + j%4 in the high nibble, so (v & 15) and (v >> 4) are each an 8-bit group of 4.
+  // 2-bit codes: [Np/16][Kp/16][64 bytes]; byte j holds channel j/4, k = 16g + 4s + j%4 in bits 2s, 2s+1
+  //              (s = 0..3), so (v >> 2s) & 3 is an 8-bit group of 4.
+  // 3-bit codes: [Np/16][Kp/16][96 bytes]: the low two bits as the 2-bit layout (64 bytes), then the third
+  //              bit as four 64-bit masks (s = 0..3), bit j of mask s for the code at byte j, bits 2s, 2s+1.
   AlignedBuffer codes;
   // [Np/16][nblocks][2][16] fp16: the scales of 16 channels, then their offsets (64 bytes per block).
   AlignedBuffer params;
@@ -79,6 +84,11 @@ struct QuantMatrix {
 // block > 0 must divide K and be a multiple of 8 (throws tilellm::Error otherwise).
 QuantMatrix quantize_int8(const float* W, int K, int N, int block);  // gemm_int8b0.cpp
 QuantMatrix quantize_int4(const float* W, int K, int N, int block);  // gemm_int4b64.cpp
+// 3 and 2 bits (gemm_lowbit.cpp): block > 0 must divide K and be a multiple of 16.
+QuantMatrix quantize_int3(const float* W, int K, int N, int block);
+QuantMatrix quantize_int2(const float* W, int K, int N, int block);
+// One of the four above by bit width (8, 4, 3, 2; throws tilellm::Error otherwise).
+QuantMatrix quantize_bits(const float* W, int K, int N, int bits, int block);  // gemm_w4a8.cpp
 
 // Run-time activation quantization (see the top of this file), sized for a matrix with Kp / block.
 struct QuantActs {
@@ -93,13 +103,18 @@ struct QuantActs {
 void quantize_acts(const float* A, int M, int K, QuantActs& out, ThreadPool* pool,
                    Isa isa = best_isa());  // gemm_w4a8.cpp
 
-// C [M][N] from quantized weights and activations (either bit width).
+// C [M][N] from quantized weights and activations (any bit width).
 void gemm_quant(const QuantMatrix& w, const QuantActs& a, float* C, ThreadPool* pool, Isa isa);
 
-// Kernels per bit width (gemm_int8b0.cpp, gemm_int4b64.cpp): rows [m0,m1) x channel tiles [t0,t1).
+// Kernels per bit width (gemm_int8b0.cpp, gemm_int4b64.cpp, gemm_lowbit.cpp): rows [m0,m1) x channel tiles
+// [t0,t1).
 void gemm_q8_tiles(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t0, int t1,
                    Isa isa);
 void gemm_q4_tiles(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t0, int t1,
+                   Isa isa);
+void gemm_q3_tiles(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t0, int t1,
+                   Isa isa);  // gemm_lowbit.cpp, as gemm_q2_tiles
+void gemm_q2_tiles(const QuantMatrix& w, const QuantActs& a, float* C, int m0, int m1, int t0, int t1,
                    Isa isa);
 
 }  // namespace tilellm::gemm

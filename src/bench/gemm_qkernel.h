@@ -1,6 +1,6 @@
-// The quantized GEMM kernel shared by the 8-bit and 4-bit weight modes (see bench/gemm.h for the math and
-// the layouts). Included by gemm_int8b0.cpp (BITS = 8) and gemm_int4b64.cpp (BITS = 4); the two differ
-// only in how one group of codes becomes a zmm of 16 channels x 4 k unsigned bytes.
+// The quantized GEMM kernel shared by the 8-, 4-, 3- and 2-bit weight modes (see bench/gemm.h for the math
+// and the layouts). Included by gemm_int8b0.cpp (BITS = 8), gemm_int4b64.cpp (4) and gemm_lowbit.cpp (3, 2);
+// they differ only in how one group of codes becomes zmm registers of 16 channels x 4 k unsigned bytes.
 //
 // AVX-512 VNNI register tile (QShape below): per 4 k, one weight zmm per channel tile, one broadcast of 4
 // activation bytes per row, and one vpdpbusd per (row, tile) into int32 accumulators; at each block end the
@@ -26,17 +26,19 @@ namespace tilellm::gemm::detail {
 // Bytes of packed codes per group and k per group.
 template <int BITS>
 struct QGroup {
-  static constexpr int kK = BITS == 8 ? 4 : 8;
-  static constexpr int kBytes = 64;
+  static_assert(BITS == 8 || BITS == 4 || BITS == 3 || BITS == 2, "8, 4, 3 or 2 bits");
+  static constexpr int kK = BITS == 8 ? 4 : BITS == 4 ? 8 : 16;
+  static constexpr int kBytes = BITS == 3 ? 96 : 64;
 };
 
 // Register tile of the AVX-512 kernel: rows x 16-channel tiles. 8-bit: 8 x 3 (24 int32 accumulators in the
 // k loop, 3 weight loads and 8 broadcasts per 24 vpdpbusd); 4-bit: 8 x 2 (16 int32 accumulators and four
-// code registers for the nibble split; the float sums of the blocks live in C, see q4_micro). The
+// code registers for the nibble split; the float sums of the blocks live in C, see q4_micro); 3- and 2-bit:
+// 4 x 2 (float and int32 accumulators in registers; these widths serve gemv-bw's M = 1 rows). The
 // multithreaded driver hands out whole groups of kTiles tiles.
 template <int BITS>
 struct QShape {
-  static constexpr int kRows = 8;
+  static constexpr int kRows = BITS >= 4 ? 8 : 4;
   static constexpr int kTiles = BITS == 8 ? 3 : 2;
 };
 
@@ -47,9 +49,15 @@ inline int code_at(const QuantMatrix& w, int n, int k) {
   const uint8_t* codes = w.codes.as<uint8_t>();
   if constexpr (BITS == 8) {
     return codes[((size_t(t) * (w.Kp / 4) + k / 4) * kTileN + c) * 4 + k % 4];
-  } else {
+  } else if constexpr (BITS == 4) {
     const uint8_t v = codes[(size_t(t) * (w.Kp / 8) + k / 8) * 64 + c * 4 + k % 4];
     return (k % 8) < 4 ? (v & 15) : (v >> 4);
+  } else {
+    const uint8_t* grp = codes + (size_t(t) * (w.Kp / 16) + k / 16) * QGroup<BITS>::kBytes;
+    const int j = c * 4 + k % 4, s = (k % 16) / 4;
+    const int low = (grp[j] >> (2 * s)) & 3;
+    if constexpr (BITS == 2) return low;
+    return low | (((grp[64 + 8 * s + j / 8] >> (j % 8)) & 1) << 2);
   }
 }
 
@@ -120,13 +128,44 @@ TILELLM_AVX512 inline void q4_group(const uint8_t* g0, size_t tile_stride, const
   }
 }
 
+// One group of 16 k of the 3- and 2-bit kernels: per tile j the group's bytes at g0 + j * tile_stride; for
+// each s = 0..3 the two bits 2s, 2s+1 of every code byte (and for 3 bits the third bit, set from the 64-bit
+// mask s) make a zmm of 16 channels x 4 k, which feeds one vpdpbusd per row r with activations
+// qa[r * lda + 16g + 4s ..].
+template <int BITS, int MR, int NT>
+TILELLM_AVX512 inline void qlow_group(const uint8_t* g0, size_t tile_stride, const int8_t* qa, int lda, int g,
+                                      __m512i (&iacc)[MR][NT]) {
+  const __m512i two_bits = _mm512_set1_epi8(3), third = _mm512_set1_epi8(4);
+  __m512i v[NT];
+  // Unaligned loads: a 3-bit group is 96 bytes, so every other one starts half way into a cache line.
+  for (int j = 0; j < NT; ++j) v[j] = _mm512_loadu_si512(g0 + j * tile_stride);
+  for (int s = 0; s < 4; ++s) {
+    __m512i u[NT];
+    for (int j = 0; j < NT; ++j) {
+      // A 16-bit shift moves bits of the high byte into the low one's top, above the two bits kept.
+      u[j] = _mm512_and_si512(_mm512_srli_epi16(v[j], unsigned(2 * s)), two_bits);
+      if constexpr (BITS == 3) {
+        uint64_t hi;
+        std::memcpy(&hi, g0 + j * tile_stride + 64 + 8 * s, 8);
+        u[j] = _mm512_or_si512(u[j], _mm512_maskz_mov_epi8(__mmask64(hi), third));
+      }
+    }
+    for (int r = 0; r < MR; ++r) {
+      int32_t x;
+      std::memcpy(&x, qa + size_t(r) * lda + g * 16 + 4 * s, 4);
+      const __m512i av = _mm512_set1_epi32(x);
+      for (int j = 0; j < NT; ++j) iacc[r][j] = dpbusd(iacc[r][j], u[j], av);
+    }
+  }
+}
+
 // MR rows starting at row m, NT tiles starting at tile t.
 template <int BITS, int MR, int NT>
 TILELLM_AVX512 inline void q_micro(const QuantMatrix& w, const QuantActs& a, float* C, int m, int t) {
   // 4-bit weights with more than one row take q4_micro; the single-row GEMV stays here (its code streams
   // are prefetched, and with one row the float accumulators fit in registers anyway).
   if constexpr (BITS == 4 && MR > 1) return q4_micro<MR, NT>(w, a, C, m, t);
-  constexpr int GK = QGroup<BITS>::kK;
+  constexpr int GK = QGroup<BITS>::kK, GB = QGroup<BITS>::kBytes;
   const int groups_per_tile = w.Kp / GK;
   const uint8_t* codes = w.codes.as<uint8_t>();
   const uint16_t* params = w.params.as<uint16_t>();
@@ -145,10 +184,12 @@ TILELLM_AVX512 inline void q_micro(const QuantMatrix& w, const QuantActs& a, flo
       if constexpr (MR == 1) {
         // GEMV: each code byte is read once, from memory; keep the tiles' streams fetched 2 KiB ahead (the
         // engine's tiled decode kernel does the same, tiled_matmul_avx512.cpp, for the measured reason).
+        // A line per 64 bytes of a group (a 3-bit group is 96: two lines every other group).
         for (int j = 0; j < NT; ++j) {
-          _mm_prefetch(
-              reinterpret_cast<const char*>(codes + (size_t(t + j) * groups_per_tile + g) * 64 + 2048),
-              _MM_HINT_T0);
+          const char* ahead =
+              reinterpret_cast<const char*>(codes + (size_t(t + j) * groups_per_tile + g) * GB + 2048);
+          _mm_prefetch(ahead, _MM_HINT_T0);
+          if constexpr (GB > 64) _mm_prefetch(ahead + 64, _MM_HINT_T0);
         }
       }
       if constexpr (BITS == 8) {
@@ -168,10 +209,13 @@ TILELLM_AVX512 inline void q_micro(const QuantMatrix& w, const QuantActs& a, flo
           const __m512i av = _mm512_set1_epi32(x);
           for (int j = 0; j < NT; ++j) iacc[r][j] = dpbusd(iacc[r][j], wv[j], av);
         }
-      } else {
+      } else if constexpr (BITS == 4) {
         // MR == 1 only (more rows take q4_micro); its streams are prefetched above.
         q4_group<MR, NT, 0>(codes + (size_t(t) * groups_per_tile + g) * 64, size_t(groups_per_tile) * 64, qa,
                             a.Kp, g, nib, iacc);
+      } else {
+        qlow_group<BITS, MR, NT>(codes + (size_t(t) * groups_per_tile + g) * GB, size_t(groups_per_tile) * GB,
+                                 qa, a.Kp, g, iacc);
       }
     }
     for (int j = 0; j < NT; ++j) {
@@ -338,14 +382,16 @@ inline void quantize_block(const float* x, int n, int qmax, uint16_t& scale16, u
 }
 
 // W [N][K] -> QuantMatrix with BITS-bit codes. block = 0: one block over all of K (K padded with zero codes
-// to the code group); block > 0: must divide K and be a multiple of 8.
+// to the code group); block > 0: must divide K and be a multiple of 8 (16 for 3 and 2 bits, their group).
 template <int BITS>
 QuantMatrix quantize_weights(const float* W, int K, int N, int block) {
   constexpr int GK = QGroup<BITS>::kK;
   constexpr int qmax = (1 << BITS) - 1;
   if (K <= 0 || N <= 0) fail("gemm: K and N must be positive (K={}, N={})", K, N);
-  if (block < 0 || (block > 0 && (block % 8 != 0 || K % block != 0))) {
-    fail("gemm: block size {} must be a multiple of 8 that divides K={}", block, K);
+  constexpr int kBlockStep = std::max(GK, 8);
+  if (block < 0 || (block > 0 && (block % kBlockStep != 0 || K % block != 0))) {
+    fail("gemm: block size {} must be a multiple of {} that divides K={} ({}-bit codes)", block, kBlockStep,
+         K, BITS);
   }
   QuantMatrix w;
   w.K = K;
@@ -369,11 +415,18 @@ QuantMatrix quantize_weights(const float* W, int K, int N, int block) {
                      u.data());
       for (int i = 0; i < real_block; ++i) {
         const int k = b * w.block + i;
+        const int q = u[size_t(i)];
         if constexpr (BITS == 8) {
-          codes[((size_t(t) * (w.Kp / 4) + k / 4) * kTileN + c) * 4 + k % 4] = u[size_t(i)];
-        } else {
+          codes[((size_t(t) * (w.Kp / 4) + k / 4) * kTileN + c) * 4 + k % 4] = uint8_t(q);
+        } else if constexpr (BITS == 4) {
           uint8_t& v = codes[(size_t(t) * (w.Kp / 8) + k / 8) * 64 + c * 4 + k % 4];
-          v = uint8_t(v | (k % 8 < 4 ? u[size_t(i)] : u[size_t(i)] << 4));
+          v = uint8_t(v | (k % 8 < 4 ? q : q << 4));
+        } else {
+          uint8_t* grp = codes + (size_t(t) * (w.Kp / 16) + k / 16) * QGroup<BITS>::kBytes;
+          const int j = c * 4 + k % 4, s = (k % 16) / 4;
+          grp[j] = uint8_t(grp[j] | ((q & 3) << (2 * s)));
+          if (BITS == 3 && (q & 4))
+            grp[64 + 8 * s + j / 8] = uint8_t(grp[64 + 8 * s + j / 8] | (1 << (j % 8)));
         }
       }
     }

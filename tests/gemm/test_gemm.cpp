@@ -201,13 +201,14 @@ TEST(Gemm, f32_strassen_auto_threshold_matches_double_reference) {
   }
 }
 
-void check_quant_mode(int bits, int block) {
+// defaults: also the default shapes (M = 1 and 3), not only the odd ones.
+void check_quant_mode(int bits, int block, bool defaults = true) {
   ThreadPool pool(2);
   for (const Shape& s : shapes_for(block > 0)) {
+    if (!defaults && s.K * s.N >= 2560 * 1024) continue;
     const auto W = random_matrix(size_t(s.N) * s.K, 3);
     const auto A = random_matrix(size_t(s.M) * s.K, 4);
-    const QuantMatrix w =
-        bits == 8 ? quantize_int8(W.data(), s.K, s.N, block) : quantize_int4(W.data(), s.K, s.N, block);
+    const QuantMatrix w = quantize_bits(W.data(), s.K, s.N, bits, block);
     QuantActs a;
     a.resize(s.M, w);
     quantize_acts(A.data(), s.M, s.K, a, &pool);
@@ -230,6 +231,14 @@ TEST(Gemm, int4_block64_matches_double_reference) {
 TEST(Gemm, w4a8_per_channel_matches_double_reference) {
   check_quant_mode(4, 0);
 }
+// gemv-bw's low-bit rows (block 64) at every default shape, and the same widths per channel (K padded to
+// the 16-k group; no tool uses them) at the odd shapes.
+TEST(Gemm, int3_and_int2_match_double_reference) {
+  for (int bits : {3, 2}) {
+    check_quant_mode(bits, 64);
+    check_quant_mode(bits, 0, false);
+  }
+}
 
 // The quantized kernels' full 8-row tiles next to their row, tile-group and partial-tile tails (the shapes
 // above have at most 7 rows in the quantized modes), every row checked: 8 rows, 19 = 2 x 8 + 3, 17 with an
@@ -240,7 +249,8 @@ TEST(Gemm, quant_row_tiles_and_tails_match_double_reference) {
   struct Mode {
     int bits, block;
   };
-  for (const Mode mode : {Mode{4, 64}, Mode{4, 0}, Mode{8, 0}}) {
+  for (const Mode mode :
+       {Mode{4, 64}, Mode{4, 0}, Mode{8, 0}, Mode{3, 64}, Mode{2, 64}, Mode{3, 0}, Mode{2, 0}}) {
     std::vector<Shape> shapes = {{8, 128, 32}, {19, 320, 72}, {17, 1024, 49}, {24, 64, 16}};
     if (mode.block == 0) {
       shapes.push_back({9, 301, 48});
@@ -249,8 +259,7 @@ TEST(Gemm, quant_row_tiles_and_tails_match_double_reference) {
     for (const Shape& s : shapes) {
       const auto W = random_matrix(size_t(s.N) * s.K, 13);
       const auto A = random_matrix(size_t(s.M) * s.K, 14);
-      const QuantMatrix w = mode.bits == 8 ? quantize_int8(W.data(), s.K, s.N, mode.block)
-                                           : quantize_int4(W.data(), s.K, s.N, mode.block);
+      const QuantMatrix w = quantize_bits(W.data(), s.K, s.N, mode.bits, mode.block);
       QuantActs a;
       a.resize(s.M, w);
       quantize_acts(A.data(), s.M, s.K, a, &pool);
@@ -274,10 +283,9 @@ TEST(Gemm, quant_row_tiles_and_tails_match_double_reference) {
 TEST(Gemm, quantized_weights_round_to_nearest_code) {
   const int K = 192, N = 20;
   const auto W = random_matrix(size_t(N) * K, 5);
-  for (int bits : {8, 4}) {
+  for (int bits : {8, 4, 3, 2}) {
     for (int block : {0, 64}) {
-      const QuantMatrix w =
-          bits == 8 ? quantize_int8(W.data(), K, N, block) : quantize_int4(W.data(), K, N, block);
+      const QuantMatrix w = quantize_bits(W.data(), K, N, bits, block);
       const float step = 2.0f / float((1 << bits) - 1);  // values span at most [-1, 1]
       for (int n = 0; n < N; ++n) {
         for (int k = 0; k < K; ++k) {
@@ -345,6 +353,18 @@ TEST(Gemm, activation_quantization_equals_nearbyint_and_clamp_with_ties_to_even)
 TEST(Gemm, block64_requires_k_multiple_of_64) {
   const auto W = random_matrix(size_t(16) * 100, 8);
   EXPECT_THROW(quantize_int4(W.data(), 100, 16, 64), Error);
+}
+
+// Blocks hold whole code groups: 8 k for 8 and 4 bits, 16 k for 3 and 2 bits; other widths are refused.
+TEST(Gemm, block_sizes_and_bit_widths_are_checked) {
+  const auto W = random_matrix(size_t(16) * 96, 9);
+  EXPECT_NO_THROW(quantize_bits(W.data(), 96, 16, 4, 8));
+  EXPECT_NO_THROW(quantize_bits(W.data(), 96, 16, 3, 16));
+  for (int bits : {3, 2}) {
+    EXPECT_THROW(quantize_bits(W.data(), 96, 16, bits, 8), Error) << bits;
+    EXPECT_THROW(quantize_bits(W.data(), 96, 16, bits, 24), Error) << bits;
+  }
+  for (int bits : {1, 5, 16}) EXPECT_THROW(quantize_bits(W.data(), 96, 16, bits, 0), Error) << bits;
 }
 
 // ---- MNN vocabulary ------------------------------------------------------------------------------------

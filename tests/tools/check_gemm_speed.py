@@ -60,7 +60,8 @@ def skeleton(lines: list[str], fails: list[str]) -> list[str]:
 
 
 # gemv-bw's rows: name -> bytes per weight at K (codes plus an fp16 scale and offset per block).
-GEMV_FORMATS = {"q8b64": lambda k: 1 + 4 / 64, "q8b0": lambda k: 1 + 4 / k, "q4b64": lambda k: 0.5 + 4 / 64}
+GEMV_FORMATS = {"q8b64": lambda k: 1 + 4 / 64, "q8b0": lambda k: 1 + 4 / k, "q4b64": lambda k: 0.5 + 4 / 64,
+                "q3b64": lambda k: 3 / 8 + 4 / 64, "q2b64": lambda k: 2 / 8 + 4 / 64}
 
 
 def check_gemv_bw(lines: list[str], k: int, n: int, threads: int, fails: list[str]) -> None:

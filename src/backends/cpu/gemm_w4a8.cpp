@@ -1,6 +1,6 @@
 // W4A8 (our "int4a8-gemm": per-channel uint4 weights, int8 activations) and what every quantized mode
 // shares: the run-time activation quantization, the dequantization used by references, and the
-// multithreaded driver that hands groups of 16-channel tiles to the 8-bit or 4-bit kernel.
+// multithreaded driver that hands groups of 16-channel tiles to the kernel of the weights' bit width.
 #include <algorithm>
 #include <cmath>
 
@@ -15,8 +15,26 @@ namespace tilellm::gemm {
 float QuantMatrix::dequantize(int n, int k) const {
   const int t = n / kTileN, c = n % kTileN, b = k / block;
   const uint16_t* pb = params.as<uint16_t>() + (size_t(t) * nblocks + b) * 2 * kTileN;
-  const int u = bits == 8 ? detail::code_at<8>(*this, n, k) : detail::code_at<4>(*this, n, k);
+  const int u = bits == 8   ? detail::code_at<8>(*this, n, k)
+                : bits == 4 ? detail::code_at<4>(*this, n, k)
+                : bits == 3 ? detail::code_at<3>(*this, n, k)
+                            : detail::code_at<2>(*this, n, k);
   return float(u) * fp16_to_fp32(pb[c]) + fp16_to_fp32(pb[kTileN + c]);
+}
+
+QuantMatrix quantize_bits(const float* W, int K, int N, int bits, int block) {
+  switch (bits) {
+    case 8:
+      return quantize_int8(W, K, N, block);
+    case 4:
+      return quantize_int4(W, K, N, block);
+    case 3:
+      return quantize_int3(W, K, N, block);
+    case 2:
+      return quantize_int2(W, K, N, block);
+    default:
+      fail("gemm: weights of {} bits are not supported (8, 4, 3 or 2)", bits);
+  }
 }
 
 void QuantActs::resize(int m, const QuantMatrix& w) {
@@ -141,14 +159,22 @@ void quantize_acts(const float* A, int M, int K, QuantActs& out, ThreadPool* poo
 
 void gemm_quant(const QuantMatrix& w, const QuantActs& a, float* C, ThreadPool* pool, Isa isa) {
   const int tiles = w.Np / kTileN;
-  const int G = w.bits == 8 ? detail::QShape<8>::kTiles : detail::QShape<4>::kTiles;
+  const int G = w.bits == 8   ? detail::QShape<8>::kTiles
+                : w.bits == 4 ? detail::QShape<4>::kTiles
+                : w.bits == 3 ? detail::QShape<3>::kTiles
+                              : detail::QShape<2>::kTiles;
   const int groups = (tiles + G - 1) / G;
   auto body = [&](int64_t b, int64_t e, int) {
     const int t0 = int(b) * G, t1 = std::min(tiles, int(e) * G);
-    if (w.bits == 8) {
-      gemm_q8_tiles(w, a, C, 0, a.M, t0, t1, isa);
-    } else {
-      gemm_q4_tiles(w, a, C, 0, a.M, t0, t1, isa);
+    switch (w.bits) {
+      case 8:
+        return gemm_q8_tiles(w, a, C, 0, a.M, t0, t1, isa);
+      case 4:
+        return gemm_q4_tiles(w, a, C, 0, a.M, t0, t1, isa);
+      case 3:
+        return gemm_q3_tiles(w, a, C, 0, a.M, t0, t1, isa);
+      default:
+        return gemm_q2_tiles(w, a, C, 0, a.M, t0, t1, isa);
     }
   };
   if (pool && pool->size() > 1) {
