@@ -10,8 +10,9 @@
     follow from the time; nothing but "#" lines comes in between;
   - the metadata line names the commit the binary was built from;
   - --plot writes an SVG with a line per mode and shape, or for .html a page with it and the results' table;
-  - gemv-bw (and gemm-speed speed/GemvBW) prints its same-run peaks and MNN's GemvBW columns, one row per
-    weight format, with bytes per weight that follow from the format and rates that follow from the time.
+  - gemv-bw (and gemm-speed speed/GemvBW) prints its same-run peaks (medians of the rounds the rows ran in)
+    and MNN's GemvBW columns, one row per weight format, with bytes per weight that follow from the format and
+    rates that follow from the time.
 
     check_gemm_speed.py TILELLM_BINARY
 """
@@ -66,8 +67,9 @@ GEMV_FORMATS = {"q8b64": lambda k: 1 + 4 / 64, "q8b0": lambda k: 1 + 4 / k, "q4b
 
 def check_gemv_bw(lines: list[str], k: int, n: int, threads: int, fails: list[str]) -> None:
     """One gemv-bw table at K x N (N a multiple of 16, K of 64: no padding in the byte counts)."""
-    peak = next((re.match(r"# peak \(same run, (\d+) threads\): memcpy ([0-9.]+) GB/s \(read\+write\), pure read "
-                          r"([0-9.]+) GB/s", l) for l in lines if l.startswith("# peak")), None)
+    peak = next((re.match(r"# peak \(same run, (\d+) threads, median of the 10 rounds the rows ran in\): memcpy "
+                          r"([0-9.]+) GB/s \(read\+write\), pure read ([0-9.]+) GB/s \(best [0-9.]+ / [0-9.]+\)", l)
+                 for l in lines if l.startswith("# peak")), None)
     if not peak or int(peak.group(1)) != threads or not float(peak.group(3)) > 0:
         fails.append("gemv-bw: no same-run peak line:\n" + "\n".join(lines))
         return
