@@ -152,9 +152,7 @@ void gemv_bw_main(int threads, const std::vector<std::string>& shape_args, const
   constexpr int kWarm = 2, kIters = 10;
   AlignedBuffer flush(llc * 3 / 2);
   const size_t peak_bytes = std::max<size_t>(llc * 4, size_t(256) << 20) / 2;
-  AlignedBuffer src(peak_bytes), dst(peak_bytes);
-  std::memset(src.as<void>(), 1, peak_bytes);
-  std::memset(dst.as<void>(), 0, peak_bytes);
+  AlignedBuffer src(peak_bytes), dst(peak_bytes);  // zero-filled: every page is touched before the timing
   std::vector<double> copy_r, read_r;
   for (int it = 0; it < kWarm + kIters; ++it) {
     double c = 0, rd = 0;
@@ -175,9 +173,9 @@ void gemv_bw_main(int threads, const std::vector<std::string>& shape_args, const
   std::printf("# gemv-bw | cpu: %s | isa: %s | threads: %d | cpuset: %s | commit: %s\n",
               bench::cpu_model().c_str(), isa_name(isa), threads, cpus.c_str(), build_commit());
   std::printf(
-      "# peak (same run, %d threads, median of the %d rounds the rows ran in): memcpy %.2f GB/s "
-      "(read+write), "
-      "pure read %.2f GB/s (best %.2f / %.2f); LLC %.0f MiB, flushed between iterations\n",
+      "# peak (same run, %d threads, median of the %d rounds the rows ran in): "
+      "memcpy %.2f GB/s (read+write), pure read %.2f GB/s (best %.2f / %.2f); "
+      "LLC %.0f MiB, flushed between iterations\n",
       threads, kIters, copy_gbs, read_gbs, *std::max_element(copy_r.begin(), copy_r.end()),
       *std::max_element(read_r.begin(), read_r.end()), double(llc) / (1 << 20));
   std::printf("| type | thr | us/iter | W MiB | bytes/elem | eff GB/s | %%peak | GFLOPS | AI |\n");
