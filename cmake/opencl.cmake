@@ -1,12 +1,16 @@
-# The OpenCL backend (src/backends/opencl): optional. Built into tilellm_core, with TILELLM_HAVE_OPENCL
-# defined, when the OpenCL headers and the ICD loader are found; without them the engine builds CPU-only.
-# Its kernels (src/backends/opencl/kernels/*.cl) are embedded into the binary as string literals at build time.
-find_package(OpenCL QUIET)
-if(NOT OpenCL_FOUND)
-  message(STATUS "OpenCL not found: building without the OpenCL backend")
+# The OpenCL backend (src/backends/opencl): built into tilellm_core when the OpenCL headers (CL/cl.h) are
+# found; without them the engine builds without it (the registry then says so). The backend does not link
+# libOpenCL: it loads the ICD loader at run time (src/backends/opencl/loader.h), so the binary starts and
+# runs the CPU path on a machine without OpenCL. Its kernels (src/backends/opencl/kernels/*.cl) are embedded
+# into the binary as string literals at build time. Sets TILELLM_OPENCL (ON when the backend is built).
+find_path(TILELLM_OPENCL_INCLUDE_DIR CL/cl.h)
+if(NOT TILELLM_OPENCL_INCLUDE_DIR)
+  message(STATUS "OpenCL headers (CL/cl.h) not found: building without the OpenCL backend")
+  set(TILELLM_OPENCL OFF)
   return()
 endif()
-message(STATUS "OpenCL found (${OpenCL_LIBRARIES}): building the OpenCL backend")
+message(STATUS "OpenCL headers found (${TILELLM_OPENCL_INCLUDE_DIR}): building the OpenCL backend")
+set(TILELLM_OPENCL ON)
 
 file(GLOB TILELLM_OPENCL_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backends/opencl/*.cpp)
 file(GLOB TILELLM_OPENCL_KERNELS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backends/opencl/kernels/*.cl)
@@ -21,9 +25,9 @@ add_custom_command(
   COMMENT "Embedding OpenCL kernels"
   VERBATIM)
 target_sources(tilellm_core PRIVATE ${TILELLM_OPENCL_SOURCES} ${TILELLM_OPENCL_EMBEDDED})
+target_include_directories(tilellm_core PUBLIC ${TILELLM_OPENCL_INCLUDE_DIR})
 # 3.0 headers, so the 3.0 capability queries compile; the code calls only OpenCL 1.2 entry points (hence the
 # deprecated-1.2 switch: clCreateCommandQueue is the one a 1.2 device has) and treats a
 # query the device does not know as "absent", so it runs on 1.2 devices.
-target_compile_definitions(tilellm_core PUBLIC TILELLM_HAVE_OPENCL CL_TARGET_OPENCL_VERSION=300
-                                                  CL_USE_DEPRECATED_OPENCL_1_2_APIS)
-target_link_libraries(tilellm_core PUBLIC OpenCL::OpenCL)
+target_compile_definitions(tilellm_core PUBLIC CL_TARGET_OPENCL_VERSION=300 CL_USE_DEPRECATED_OPENCL_1_2_APIS)
+target_link_libraries(tilellm_core PUBLIC ${CMAKE_DL_LIBS})

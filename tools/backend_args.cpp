@@ -1,82 +1,85 @@
 #include "backend_args.h"
 
-#include <cstdlib>
-
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm::cli {
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+}  // namespace
 
 void add_backend_args(CLI::App* app, BackendArgs& a) {
-  app->add_option("--backend", a.backend,
-                  "where the model runs: cpu, or opencl (weights and KV on the device)")
-      ->check(CLI::IsMember({"cpu", "opencl"}))
-      ->capture_default_str();
-  app->add_option("--device", a.device, "OpenCL device index (see `tilellm devices`)")
+  std::vector<std::string> names;
+  std::string help = "where the model runs:";
+  for (const BackendEntry* e : backends()) {
+    names.push_back(e->name);
+    help += " " + e->name + " (" + e->summary + ");";
+  }
+  help.back() = ' ';
+  help += "see `tilellm devices` for what this machine can use";
+  // Any name is taken here and checked when the session starts, so that a backend this build lacks (or one
+  // this machine cannot run) gets an error saying why rather than a bare "not in the list".
+  app->add_option("--backend", a.backend, help)->capture_default_str();
+  app->add_option("--device", a.device, "device index of the backend (see `tilellm devices`)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  // The names are checked when the backend starts (backends/opencl/device.h lists them), so a build without
-  // OpenCL still parses the option and reports why it cannot use it.
-  app->add_option(
-         "--device-profile", a.device_profile,
-         "OpenCL: clamp the device to a GPU family's limits: none, powervr-rogue, mali-valhall, adreno-7xx")
+  // The profile names are checked by the backend that applies them, so a build without that backend still
+  // parses the option and reports why it cannot use it.
+  app->add_option("--device-profile", a.device_profile,
+                  "GPU backends: clamp the device to a GPU family's limits: none, powervr-rogue, "
+                  "mali-valhall, adreno-7xx")
       ->capture_default_str();
   app->add_option("--prefill", a.prefill,
-                  "OpenCL: where prompts run: gpu, cpu (the CPU's tiles; KV rows then go to the device), or "
-                  "auto (cpu for batches of 16 tokens or more)")
+                  "device backends: where prompts run: gpu, cpu (the host's tiles; KV rows then go to the "
+                  "device), or auto (cpu for batches of 16 tokens or more)")
       ->check(CLI::IsMember({"gpu", "cpu", "auto"}))
       ->capture_default_str();
   app->add_option("--gpu-memory", a.gpu_memory,
-                  "OpenCL: where weights live: buffer (default), or image (2D images read through the "
-                  "texture path, for F16/Q4_0/Q4_1/Q8_0 weights that fit the device's image limits)")
+                  "GPU backends: where weights live: buffer (default), or image (2D images read through the "
+                  "texture path, for the formats the backend has image kernels for)")
       ->check(CLI::IsMember({"buffer", "image"}));
-  app->add_option("--cl-cache", a.cl_cache,
-                  "OpenCL: program binary and self-check cache: on (default; $TILELLM_CACHE_DIR, else "
-                  "$XDG_CACHE_HOME/tilellm/opencl, else ~/.cache/tilellm/opencl), off, refresh (rebuild and "
-                  "re-check now), or a directory; $TILELLM_CL_CACHE sets the default");
-}
-
-opencl::ProgramCacheOptions program_cache_options(const std::string& cl_cache) {
-  using Mode = opencl::ProgramCacheOptions::Mode;
-  std::string v = cl_cache;
-  const char* where = "--cl-cache";
-  if (v.empty()) {
-    const char* e = std::getenv("TILELLM_CL_CACHE");
-    v = e && *e ? e : "on";
-    where = "TILELLM_CL_CACHE";
+  for (const BackendEntry* e : backends()) {
+    if (e->options.empty()) continue;
+    const std::string group = e->name + " backend";
+    for (const OptionSpec& spec : e->options) {
+      std::string h = spec.help;
+      if (!spec.choices.empty()) h += " (" + join(spec.choices, ", ") + ")";
+      app->add_option_function<std::string>(
+             spec.flag, [&a, flag = spec.flag](const std::string& v) { a.given[flag] = v; }, h)
+          ->group(group);
+    }
   }
-  opencl::ProgramCacheOptions c;
-  if (v == "on" || v == "1") {
-    c.mode = Mode::On;
-  } else if (v == "off" || v == "0") {
-    c.mode = Mode::Off;
-  } else if (v == "refresh") {
-    c.mode = Mode::Refresh;
-  } else if (v.find('/') != std::string::npos || v == ".") {
-    c.mode = Mode::On;
-    c.dir = v;
-  } else {
-    // A bare word is more likely a mistyped mode than a directory in the working directory.
-    fail("{}: '{}' is not on, off, refresh or a directory (write ./{} for one here)", where, v, v);
-  }
-  return c;
 }
 
 void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
-  o.backend = a.backend == "opencl" ? BackendKind::OpenCL : BackendKind::Cpu;
+  o.backend = a.backend;
   o.device = a.device;
   o.device_profile = a.device_profile;
   o.prefill = a.prefill == "cpu"    ? PrefillMode::Cpu
               : a.prefill == "auto" ? PrefillMode::Auto
                                     : PrefillMode::Gpu;
-  o.program_cache = program_cache_options(a.cl_cache);
-  if (!a.gpu_memory.empty() && a.backend != "opencl")
-    fail("--gpu-memory {} applies to a GPU backend: use it with --backend opencl", a.gpu_memory);
   o.gpu_memory = a.gpu_memory == "image" ? GpuMemory::Image : GpuMemory::Buffer;
+  const BackendEntry* chosen = find_backend(a.backend);
+  for (const BackendEntry* e : backends()) {
+    if (e == chosen) continue;
+    for (const OptionSpec& spec : e->options) {
+      if (a.given.count(spec.flag))
+        fail("{} is an option of the {} backend: use it with --backend {}", spec.flag, e->name, e->name);
+    }
+  }
+  // An unknown name fails with the reason when the session starts.
+  if (chosen) o.backend_options = make_backend_options(*chosen, a.given);
 }
 
 std::string backend_label(const BackendArgs& a) {
-  if (a.backend != "opencl") return a.backend;
-  std::string s = "opencl:" + std::to_string(a.device);
+  const BackendEntry* e = find_backend(a.backend);
+  if (e && e->host) return a.backend;
+  std::string s = a.backend + ":" + std::to_string(a.device);
   if (a.device_profile != "none") s += ":" + a.device_profile;
   s += a.gpu_memory == "image" ? "+image" : "+buffer";  // the weights' memory mode
   if (a.prefill != "gpu") s += "+prefill-" + a.prefill;

@@ -1,9 +1,12 @@
-// The backend-selection options shared by the commands that run a model (run, chat, perplexity,
-// dump-logits, bench): --backend cpu|opencl, --device N, --device-profile NAME, --prefill gpu|cpu|auto,
-// --cl-cache on|off|refresh|DIR, --gpu-memory buffer|image.
+// The backend-selection options of the commands that run a model (run, chat, perplexity, dump-logits,
+// bench): --backend NAME and --device N for every registered backend (backends/registry.h), the device
+// options every GPU backend reads (--device-profile, --gpu-memory, --prefill), and one group of flags per
+// backend with its own options (e.g. OpenCL's --cl-cache), shown in --help under the backend's name.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "runtime/session.h"
@@ -14,18 +17,17 @@ struct BackendArgs {
   std::string backend = "cpu";
   int device = 0;
   std::string device_profile = "none";
-  std::string prefill = "gpu";  // OpenCL: where prompt batches run (session.h, PrefillMode)
-  std::string cl_cache;         // OpenCL program cache: on, off, refresh or a directory; empty: see below
-  std::string gpu_memory;       // OpenCL: buffer|image (backends/gpu_memory.h); empty: not given (buffer)
+  std::string prefill = "gpu";  // device backends: where prompt batches run (session.h, PrefillMode)
+  std::string gpu_memory;       // GPU backends: buffer|image (backends/modes.h); empty: not given (buffer)
+  std::map<std::string, std::string> given;  // backend-group flag -> the value given on the command line
 };
 
 void add_backend_args(CLI::App* app, BackendArgs& a);
+// Fills the session's backend fields, the chosen backend's own options included (every flag of its group,
+// given or at its default); a flag of another backend's group is an error naming that backend.
 void apply_backend_args(const BackendArgs& a, SessionOptions& o);
-// --cl-cache as session options: "on" (the default location), "off", "refresh" (rebuild, re-check and
-// rewrite the entry) or a directory (on, there). Empty: $TILELLM_CL_CACHE (the same values, and 0/1), else
-// on.
-opencl::ProgramCacheOptions program_cache_options(const std::string& cl_cache);
-// "cpu", or "opencl:<device>" with ":<profile>" when one is set: the bench row's backend field.
+// "cpu", or "<backend>:<device>" with ":<profile>" when one is set and "+<memory>" for a GPU backend: the
+// bench row's backend field.
 std::string backend_label(const BackendArgs& a);
 
 }  // namespace tilellm::cli

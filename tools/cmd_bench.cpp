@@ -6,9 +6,9 @@
 // Every model x threads x depth x test is one row. Each row gets its own session whose context is sized to
 // fit the test (depth + prompt + gen tokens) unless -c asks for more.
 //
-// With --backend opencl the run first times the backend's start twice, cold (programs built from source and
-// self-checked, the program cache bypassed and rewritten) and warm (from that cache); every row carries both
-// (start_cold_ms, start_warm_ms), and the Markdown table gives them in a line below it.
+// With a backend that measures its start (OpenCL) the run first times it twice, cold (programs built from
+// source and self-checked, the program cache bypassed and rewritten) and warm (from that cache); every row
+// carries both (start_cold_ms, start_warm_ms), and the Markdown table gives them in a line below it.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,9 +18,9 @@
 #include <string>
 #include <thread>
 
+#include "base/error.h"
 #include "commands.h"
 #include "common.h"
-#include "format/error.h"
 #include "runtime/bench.h"
 
 namespace tilellm::cli {
@@ -43,7 +43,7 @@ struct BenchArgs {
   int64_t batch = 64;
   uint32_t seed = 1234;
   bool membw = false;
-  bool profile = false;  // --profile: per-kernel device times (OpenCL)
+  bool profile = false;  // --profile: per-kernel device times (backends that time their kernels)
   int64_t membw_mib = 256;
 };
 
@@ -146,7 +146,9 @@ void run_membw(const BenchArgs& a, bench::Format f) {
 void print_kernel_profile(const Session& session, const bench::TestSpec& t, int reps) {
   const std::vector<KernelTime> times = session.kernel_times();
   if (times.empty()) {
-    std::fprintf(stderr, "profile: this backend has no kernel timestamps (--profile times OpenCL kernels)\n");
+    std::fprintf(
+        stderr,
+        "profile: this backend has no kernel timestamps (--profile times the kernels of GPU backends)\n");
     return;
   }
   double total = 0;
@@ -185,13 +187,16 @@ void run_bench(BenchArgs a) {
                     cpu_set = bench::cpu_affinity_list();
   const bool tty = isatty(STDERR_FILENO);
   std::unique_ptr<bench::Printer> printer = bench::make_printer(format);
-  bench::StartTimes start;
-  if (a.backend.backend == "opencl") {
+  StartTimes start;
+  {
     SessionOptions so;
     so.kv_type = a.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
     apply_backend_args(a.backend, so);
-    if (tty) std::fprintf(stderr, "bench: timing the OpenCL backend's cold and warm start\n");
-    start = bench::measure_opencl_start(so);
+    if (require_backend(so.backend).measure_start) {
+      if (tty)
+        std::fprintf(stderr, "bench: timing the %s backend's cold and warm start\n", so.backend.c_str());
+      start = bench::measure_start(so);
+    }
   }
   std::fputs(printer->header().c_str(), stdout);
   std::fflush(stdout);
@@ -286,8 +291,9 @@ void register_bench(CLI::App& app) {
   sub->add_option("--seed", a->seed, "seed of the random token ids")->capture_default_str();
   sub->add_flag("--membw", a->membw,
                 "measure memory bandwidth instead (memcpy read+write and pure read, per -t thread count)");
-  sub->add_flag("--profile", a->profile,
-                "time every device kernel (OpenCL) and print a per-kernel table on stderr after each test");
+  sub->add_flag(
+      "--profile", a->profile,
+      "time every device kernel (GPU backends) and print a per-kernel table on stderr after each test");
   sub->add_option("--membw-mib", a->membw_mib, "buffer size of --membw in MiB")->capture_default_str();
   sub->callback([a] { run_bench(*a); });
 }

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include "base/error.h"
 #include "commands.h"
 #include "common.h"
-#include "format/error.h"
 #include "runtime/generate.h"
 #include "tokenizer/chat_template.h"
 

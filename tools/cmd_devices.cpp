@@ -1,41 +1,37 @@
-// `tilellm devices`: lists every OpenCL device with its capability struct, as the OpenCL backend sees it
-// (optionally clamped by a device profile), so a user can pick --device and see which kernel paths apply.
+// `tilellm devices`: every backend of this build (backends/registry.h) with its MNN number, whether it can
+// run here (and if not, why), and each of its devices with the capability struct its kernels are chosen
+// from (optionally clamped by a device profile), so a user can pick --backend and --device.
 #include <cstdio>
 #include <memory>
 #include <string>
 
+#include "backends/registry.h"
+#include "base/error.h"
 #include "commands.h"
-#include "format/error.h"
-#ifdef TILELLM_HAVE_OPENCL
-#include "backends/opencl/device.h"
-#endif
 
 namespace tilellm::cli {
 
 void register_devices(CLI::App& app) {
   auto profile = std::make_shared<std::string>("none");
-  CLI::App* sub = app.add_subcommand("devices", "list the OpenCL devices and their capabilities");
-  sub->add_option("--device-profile", *profile, "show the capabilities clamped by this profile")
+  auto only = std::make_shared<std::string>();
+  CLI::App* sub =
+      app.add_subcommand("devices", "list the backends, their devices and the devices' capabilities");
+  sub->add_option("--device-profile", *profile, "show GPU capabilities clamped by this profile")
       ->capture_default_str();
-  sub->callback([profile] {
-#ifdef TILELLM_HAVE_OPENCL
-    const opencl::DeviceProfile& prof = opencl::find_profile(*profile);
-    const auto devs = opencl::list_devices();
-    if (devs.empty()) {
-      std::printf("no OpenCL devices (no OpenCL driver (ICD) is installed, or it lists no device)\n");
-      return;
+  sub->add_option("--backend", *only, "list this backend only");
+  sub->callback([profile, only] {
+    if (!only->empty() && !find_backend(*only)) require_backend(*only);  // says what this build has
+    for (const BackendEntry* e : backends()) {
+      if (!only->empty() && e->name != *only) continue;
+      const std::string why = e->unavailable ? e->unavailable() : std::string();
+      std::printf("backend %s (MNN type %d): %s\n", e->name.c_str(), e->mnn_type,
+                  why.empty() ? e->summary.c_str() : ("unavailable: " + why).c_str());
+      if (!why.empty() || !e->devices) continue;
+      // A profile clamps GPUs only; the host backend is listed as it is.
+      const std::vector<DeviceInfo> devs = e->devices(e->host ? std::string("none") : *profile);
+      for (size_t i = 0; i < devs.size(); ++i)
+        std::printf("  device %zu: %s\n%s", i, devs[i].name.c_str(), devs[i].details.c_str());
     }
-    for (size_t i = 0; i < devs.size(); ++i) {
-      opencl::Capabilities caps = opencl::query_capabilities(devs[i]);
-      opencl::apply_profile(caps, prof);
-      std::printf("device %zu:\n%s", i, opencl::describe(caps).c_str());
-    }
-#else
-    (void)profile;
-    fail(
-        "this build has no OpenCL backend (CMake found no OpenCL headers and ICD loader when configuring "
-        "it)");
-#endif
   });
 }
 

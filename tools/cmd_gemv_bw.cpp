@@ -1,229 +1,211 @@
-// `tilellm gemv-bw` (also `tilellm gemm-speed speed/GemvBW`): decode GEMV y = W x (M = 1) as achieved
-// bandwidth over the weight bytes, against memory peaks measured in the same run.
+// `tilellm gemv-bw` (also `tilellm gemm-speed speed/GemvBW`): the decode GEMV y = W x (M = 1) of the engine's
+// own matmul op, on any backend of the registry, as achieved bandwidth over the weight bytes against memory
+// peaks measured on that backend's device in the same run (MNN's GemvBW table, and ours beside it).
 //
-// Default W is 4096 x 14336 (N x K: a Llama-3-8B FFN down projection). Weights are block-64 asymmetric, 8 and
-// 4 bits (MNN's GemvBWTest rows), 8 bits with one block over all of K (Int8-Block0, gemm-speed's int8b0), and
-// block-64 3 and 2 bits; the bytes counted are the packed codes plus one fp16 scale and one fp16 offset per
-// block (what the kernel reads; 8.5, 4.5, 8 + 32 / K, 3.5 and 2.5 bits per weight). Between iterations a
-// buffer larger than the last-level cache is written, so every iteration reads its weights from DRAM. An
-// iteration is what decode runs: the activation quantization plus the integer GEMV.
+// Default W is 4096 x 14336 (N x K: a Llama-3-8B FFN down projection). One row per weight format the engine
+// holds (matmul_case.h: the matrix goes through the backend's own load path): int8b0 (8-bit, one fp16 scale
+// and offset per output row, MNN's Int8-Block0), int4b64 (4-bit, one pair per 64 inputs, MNN's Int4-Block64
+// and GemvBW's w4), q8_0 (the GGUF format: int8 codes and one fp16 scale per 32) and f16. The bytes counted
+// are the format's own: codes plus scales and offsets (1 + 4/K, 0.5 + 4/64, 34/32 and 2 bytes per weight; a
+// backend's padding of a row to its alignment is not counted). On the host an iteration is what decode runs
+// (the activations quantized as the format pairs with them, then the integer or float GEMV) and is timed by
+// the wall clock; on a device it is the matvec's kernels, timed by their timestamps.
 //   eff GB/s = weight bytes / time;  %peak = eff / read peak;  GFLOPS = 2*K*N / time;  AI = 2*K*N / bytes
-// Peaks: memcpy (read + write bytes counted) and a pure read (sum over a buffer), each over 2x the LLC, on
-// the same threads, measured in every round of the rows' iterations; the table uses their medians.
-// --backend opencl (or 3): the same table from the OpenCL backend's matvec kernels (gemv_bw_opencl.cpp).
-#include <chrono>
+// Rounds: each measures the peaks (the backend's memory probes: a pure read and a copy, read + write bytes
+// counted, of buffers of max(4x the device's cache, 256 MiB) or --peak-mib), then one iteration of every row
+// and, beside each, the same bytes read and copied alone ("read W", "copy W": what any kernel reading those
+// bytes reaches, launch and drain included). The probe flushes the cache before every timed operation, so
+// each reads from memory. The table uses the medians of 10 rounds after 2 warm-up rounds.
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <memory>
-#include <random>
 #include <tuple>
 
-#include "bench/bench_env.h"
-#include "bench/gemm.h"
-#include "bench/gemm_speed.h"
+#include "backends/registry.h"
+#include "base/error.h"
+#include "bench_env.h"
 #include "commands.h"
-#include "format/error.h"
-#include "gemv_bw_opencl.h"
-#include "runtime/bench.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "matmul_case.h"
+#include "mnn_gemm.h"
 
 namespace tilellm::cli {
 namespace {
 
-using namespace tilellm::gemm;
 using Clock = std::chrono::steady_clock;
 
-size_t llc_bytes() {
-  for (int idx = 3; idx >= 2; --idx) {
-    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(idx) + "/size");
-    std::string s;
-    if (in >> s && !s.empty()) {
-      size_t v = std::stoull(s);
-      if (s.back() == 'K') v <<= 10;
-      if (s.back() == 'M') v <<= 20;
-      return v;
-    }
+struct Format {
+  const char* name;
+  WeightsMode mode;
+  GgmlType source;  // what the benchmark's weights are stored in before the load converts them
+};
+constexpr Format kFormats[] = {{"int8b0", WeightsMode::Int8B0, GgmlType::F32},
+                               {"int4b64", WeightsMode::Int4B64, GgmlType::F32},
+                               {"q8_0", WeightsMode::Native, GgmlType::Q8_0},
+                               {"f16", WeightsMode::F16, GgmlType::F32}};
+
+// The format's bytes for K inputs of one output row (see the top of the file).
+double row_bytes(const Format& f, int K) {
+  switch (f.mode) {
+    case WeightsMode::Int8B0:
+      return K + 4.0;
+    case WeightsMode::Int4B64:
+      return K / 2.0 + 4.0 * ((K + 63) / 64);
+    case WeightsMode::F16:
+      return 2.0 * K;
+    default:
+      return 34.0 * K / 32;  // Q8_0
   }
-  return size_t(64) << 20;
 }
+
+struct Row {
+  const Format* format;
+  std::unique_ptr<MatmulCase> c;
+  double bytes = 0;
+  std::vector<double> us, read_w, copy_w;
+};
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Writes every cache line of buf (over the LLC) so the next iteration starts with cold caches.
-void flush_caches(AlignedBuffer& buf, ThreadPool& pool) {
-  const int64_t n = int64_t(buf.size() / 64);
-  uint8_t* p = buf.as<uint8_t>();
-  pool.parallel_for(n, 4096, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) p[i * 64] = uint8_t(p[i * 64] + 1);
-  });
-}
-
-// One round of the peaks: GB/s of a pure read of src, then of a memcpy of it (read + write counted), each
-// buffer larger than the LLC (so each also leaves the caches cold for what runs next). The read goes first:
-// after the copy it would share DRAM with the write-back of the copy's dirty lines.
-void peak_round(ThreadPool& pool, AlignedBuffer& src, AlignedBuffer& dst, double& copy_gbs,
-                double& read_gbs) {
-  const int64_t chunk = 1 << 20;
-  const int64_t n = int64_t(src.size()) / chunk;
-  std::vector<uint64_t> sink(size_t(pool.size()) * 8, 0);
-  auto t0 = Clock::now();
-  pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int t) {
-    sink[size_t(t) * 8] += bench::read_stream(src.as<uint8_t>() + b * chunk, size_t((e - b) * chunk));
-  });
-  read_gbs = double(n * chunk) / seconds_since(t0) / 1e9;
-  t0 = Clock::now();
-  pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) {
-    std::memcpy(dst.as<uint8_t>() + b * chunk, src.as<uint8_t>() + b * chunk, size_t((e - b) * chunk));
-  });
-  copy_gbs = 2.0 * double(n * chunk) / seconds_since(t0) / 1e9;
-  if (sink[0] == 42) std::fprintf(stderr, " ");  // keep the sums alive
-}
-
-// One row of the table: a weight format at one shape, quantized and checked, and its timed iterations.
-struct GemvRow {
-  std::string name;
-  int K = 0, N = 0;
-  QuantMatrix w;
-  QuantActs acts;
-  std::vector<float> x, y;
-  std::vector<double> us;
-};
-
 }  // namespace
 
-void gemv_bw_main(int threads, const std::vector<std::string>& shape_args, const std::string& format) {
-  std::vector<ShapeConfig> shapes;
-  for (const auto& s : shape_args) shapes.push_back(parse_shape(s));
+void gemv_bw_main(const GemvArgs& a) {
+  if (a.format != "text" && a.format != "md") fail("gemv-bw prints text or md tables (got '{}')", a.format);
+  if (a.peak_mib < 0) fail("--peak-mib must be a positive size in MiB (got {})", a.peak_mib);
+  const BackendEntry& entry = require_backend_mnn(gemm::parse_backend(a.backend));
+  if (!entry.make_probe) fail("backend {} has no memory probes, which gemv-bw measures against", entry.name);
+  std::vector<gemm::ShapeConfig> shapes;
+  for (const auto& s : a.shapes) shapes.push_back(gemm::parse_shape(s));
   if (shapes.empty()) shapes.push_back({14336, 4096, 0});
-  if (format != "text" && format != "md") fail("gemv-bw prints text or md tables (got '{}')", format);
-  const Isa isa = best_isa();
-  int ncpu = 0;
-  const std::string cpus = bench::cpu_set(&ncpu);
+  const bool host = entry.host;
+  const int threads = host ? a.threads : 1;
+  if (threads < 1 || threads > 4096) fail("thread count {} is out of range (1 .. 4096)", threads);
   ThreadPool pool(threads);
-  const size_t llc = llc_bytes();
+  BackendParams base;
+  base.device = a.device;
+  base.device_profile = host ? "none" : a.device_profile;
+  base.pool = &pool;
+  const std::vector<DeviceInfo> devs = entry.devices(base.device_profile);
+  if (a.device < 0 || size_t(a.device) >= devs.size())
+    fail("{} device {} does not exist ({} found; see `tilellm devices`)", entry.name, a.device, devs.size());
+  std::unique_ptr<MemoryProbe> probe = entry.make_probe(base);
 
-  // Every row is quantized and checked against the double reference first.
-  std::vector<GemvRow> rows;
-  for (const ShapeConfig& s : shapes) {
+  // Every row is made (through the backend's load path) and checked against the double reference first.
+  std::vector<Row> rows;
+  for (const gemm::ShapeConfig& s : shapes) {
     if (s.K % 64 != 0) fail("gemv-bw uses block 64: K={} is not a multiple of 64", s.K);
-    std::mt19937 rng(uint32_t(s.K + s.N));
-    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-    std::vector<float> W(size_t(s.N) * s.K), x(size_t(s.K));
-    for (auto& v : W) v = d(rng);
-    for (auto& v : x) v = d(rng);
-    // Block 0 = one (scale, offset) pair per output channel over all of K.
-    for (const auto& [name, bits, block] :
-         {std::tuple{"q8b64", 8, 64}, {"q8b0", 8, 0}, {"q4b64", 4, 64}, {"q3b64", 3, 64}, {"q2b64", 2, 64}}) {
-      GemvRow& r = rows.emplace_back();
-      r.name = name;
-      r.K = s.K;
-      r.N = s.N;
-      r.w = quantize_bits(W.data(), s.K, s.N, bits, block);
-      r.acts.resize(1, r.w);
-      r.x = x;
-      r.y.assign(size_t(s.N), 0.0f);
-      quantize_acts(r.x.data(), 1, s.K, r.acts, &pool);
-      gemm_quant(r.w, r.acts, r.y.data(), &pool, isa);
-      for (int n : {0, s.N / 3, s.N - 1}) {
-        double ref = 0, mag = 0;
-        for (int k = 0; k < s.K; ++k) {
-          const double t =
-              double(r.acts.scales.as<float>()[0]) * r.acts.q.as<int8_t>()[k] * r.w.dequantize(n, k);
-          ref += t;
-          mag += std::fabs(t);
-        }
-        if (!(std::fabs(r.y[size_t(n)] - ref) <= 1e-4 * mag))
-          fail("gemv-bw: {} kernel failed its check", name);
+    for (const Format& f : kFormats) {
+      BackendParams p = base;
+      p.weights = f.mode;
+      p.activations = host ? ActivationMode::Quantized : ActivationMode::F32;
+      p.profiling = !host;
+      p.self_check = false;  // checked below, before timing
+      p.max_tokens = 1;
+      p.max_in_elems = s.K;
+      p.max_out_elems = s.N;
+      p.max_width = 64;
+      Row& r = rows.emplace_back();
+      r.format = &f;
+      r.c = std::make_unique<MatmulCase>(entry, p, s.K, s.N, f.source, uint32_t(s.K + s.N));
+      r.bytes = row_bytes(f, s.K) * s.N;
+      const std::vector<float> x = random_floats(size_t(s.K), uint32_t(s.K));
+      std::vector<float> y(size_t(s.N));
+      r.c->run(x.data(), 1, y.data());
+      const double err = r.c->check(x.data(), 1, y.data());
+      if (!(err <= 1e-4))
+        fail("gemv-bw: the {} {} GEMV failed its check (relative error {:.3g})", entry.name, f.name, err);
+    }
+  }
+
+  constexpr int kWarm = 2, kIters = 10;
+  const size_t cache = probe->cache_bytes();
+  size_t peak_bytes =
+      a.peak_mib > 0 ? size_t(a.peak_mib) << 20 : std::max<size_t>(cache * 4, size_t(256) << 20);
+  peak_bytes = std::min(peak_bytes, probe->max_buffer_bytes()) / 64 * 64;
+  std::vector<double> copy_r, read_r;
+  for (int it = 0; it < kWarm + kIters; ++it) {
+    const bool keep = it >= kWarm;
+    // The read first: after the copy it would share memory with the write-back of the copy's dirty lines.
+    const double rd = probe->read_gbs(peak_bytes), cp = probe->copy_gbs(peak_bytes);
+    if (keep) {
+      read_r.push_back(rd);
+      copy_r.push_back(cp);
+    }
+    for (Row& r : rows) {
+      const std::vector<float> x = random_floats(size_t(r.c->K()), uint32_t(it));
+      std::vector<float> y(size_t(r.c->N()));
+      probe->flush();
+      r.c->backend().reset_kernel_times();
+      const auto t0 = Clock::now();
+      r.c->run(x.data(), 1, y.data());
+      const double us = host ? seconds_since(t0) * 1e6 : kernel_ms(r.c->backend()) * 1e3;
+      probe->flush();
+      const double rw = probe->read_gbs(size_t(r.bytes) / 64 * 64);
+      probe->flush();
+      const double cw = probe->copy_gbs(size_t(r.bytes) / 64 * 64);
+      if (keep) {
+        r.us.push_back(us);
+        r.read_w.push_back(rw);
+        r.copy_w.push_back(cw);
       }
     }
   }
-
-  // Rounds: the peaks, then one cold iteration of every row. A slow spell of the machine then falls on the
-  // peaks and the rows alike instead of on whichever was measured during it (with the peaks measured once,
-  // before the rows, q4b64 gave 75% to 105% of the read peak from run to run on a shared VM; in rounds,
-  // 79% to 93%).
-  constexpr int kWarm = 2, kIters = 10;
-  AlignedBuffer flush(llc * 3 / 2);
-  const size_t peak_bytes = std::max<size_t>(llc * 4, size_t(256) << 20) / 2;
-  AlignedBuffer src(peak_bytes), dst(peak_bytes);  // zero-filled: every page is touched before the timing
-  std::vector<double> copy_r, read_r;
-  for (int it = 0; it < kWarm + kIters; ++it) {
-    double c = 0, rd = 0;
-    peak_round(pool, src, dst, c, rd);
-    if (it >= kWarm) {
-      copy_r.push_back(c);
-      read_r.push_back(rd);
-    }
-    for (GemvRow& r : rows) {
-      flush_caches(flush, pool);
-      const auto t0 = Clock::now();
-      quantize_acts(r.x.data(), 1, r.K, r.acts, &pool);
-      gemm_quant(r.w, r.acts, r.y.data(), &pool, isa);
-      if (it >= kWarm) r.us.push_back(seconds_since(t0) * 1e6);
-    }
-  }
   const double copy_gbs = bench::stats_of(copy_r).median, read_gbs = bench::stats_of(read_r).median;
-  std::printf("# gemv-bw | cpu: %s | isa: %s | threads: %d | cpuset: %s | commit: %s\n",
-              bench::cpu_model().c_str(), isa_name(isa), threads, cpus.c_str(), build_commit());
+  const DeviceInfo& dev = devs[size_t(a.device)];
+  const std::string where =
+      host ? fmt::format("cpu: {} | {} | threads: {} | cpuset: {}", dev.name, dev.summary, threads,
+                         bench::cpu_set())
+           : fmt::format("{} device {}: {} | {}", entry.name, a.device, dev.name, dev.summary);
+  std::printf("# gemv-bw | backend: %s | %s | commit: %s\n", entry.name.c_str(), where.c_str(),
+              build_commit());
   std::printf(
-      "# peak (same run, %d threads, median of the %d rounds the rows ran in): "
-      "memcpy %.2f GB/s (read+write), pure read %.2f GB/s (best %.2f / %.2f); "
-      "LLC %.0f MiB, flushed between iterations\n",
-      threads, kIters, copy_gbs, read_gbs, *std::max_element(copy_r.begin(), copy_r.end()),
-      *std::max_element(read_r.begin(), read_r.end()), double(llc) / (1 << 20));
-  std::printf("| type | thr | us/iter | W MiB | bytes/elem | eff GB/s | %%peak | GFLOPS | AI |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const GemvRow& r : rows) {
+      "# peak (same run, %s, median of the %d rounds the rows ran in): memcpy %.2f GB/s (read+write), pure "
+      "read "
+      "%.2f GB/s (best %.2f / %.2f) over %.0f MiB; cache %.0f MiB, flushed before every timed operation\n",
+      host ? fmt::format("{} threads", threads).c_str() : "device timestamps", kIters, copy_gbs, read_gbs,
+      *std::max_element(copy_r.begin(), copy_r.end()), *std::max_element(read_r.begin(), read_r.end()),
+      double(peak_bytes) / (1 << 20), double(cache) / (1 << 20));
+  std::printf(
+      "| type | thr | us/iter | W MiB | bytes/elem | eff GB/s | %%peak | GFLOPS | AI | %%copy | read W GB/s "
+      "| copy W "
+      "GB/s |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const Row& r : rows) {
+    const int K = r.c->K(), N = r.c->N();
     const double t = bench::stats_of(r.us).median;
-    const double bytes = double(r.w.code_bytes() + r.w.param_bytes());
-    const double flops = 2.0 * r.K * r.N;
-    const double gbs = bytes / (t * 1e-6) / 1e9;
-    std::printf("| %s %dx%d | %d | %.1f | %.2f | %.4f | %.2f | %.1f | %.2f | %.2f |\n", r.name.c_str(), r.N,
-                r.K, threads, t, bytes / (1 << 20), bytes / (double(r.K) * r.N), gbs, 100.0 * gbs / read_gbs,
-                flops / (t * 1e-6) / 1e9, flops / bytes);
+    const double flops = 2.0 * K * N;
+    const double gbs = r.bytes / (t * 1e-6) / 1e9;
+    std::printf("| %s %dx%d | %s | %.1f | %.2f | %.4f | %.2f | %.1f | %.2f | %.2f | %.1f | %.2f | %.2f |\n",
+                r.format->name, N, K, host ? std::to_string(threads).c_str() : "gpu", t, r.bytes / (1 << 20),
+                r.bytes / (double(K) * N), gbs, 100.0 * gbs / read_gbs, flops / (t * 1e-6) / 1e9,
+                flops / r.bytes, 100.0 * gbs / copy_gbs, bench::stats_of(r.read_w).median,
+                bench::stats_of(r.copy_w).median);
   }
-  std::printf("# us/iter: median of %d cold-cache iterations (activation quantization + GEMV)\n", kIters);
+  std::printf(
+      "# us/iter: median of %d iterations (%s), each from memory (the cache flushed first); read W / copy W: "
+      "the weight bytes alone read and copied by the memory probes (medians, flushed likewise)\n",
+      kIters, host ? "wall clock: activation quantization + GEMV" : "the kernels' device time");
 }
 
 void register_gemv_bw(CLI::App& app) {
-  struct Args {
-    int threads = 1;
-    std::vector<std::string> shapes;
-    std::string format = "text";
-    std::string backend = "cpu", device_profile = "none";
-    int device = 0, peak_mib = 0;
-  };
-  auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("gemv-bw", "decode GEMV bandwidth against the memcpy/read roofline");
+  auto a = std::make_shared<GemvArgs>();
+  CLI::App* sub = app.add_subcommand("gemv-bw",
+                                     "decode GEMV bandwidth of the engine's matmul against the device's "
+                                     "read and copy peaks");
   sub->add_option("-t,--threads", a->threads, "CPU threads")->check(CLI::Range(1, 4096));
   sub->add_option("--shape", a->shapes, "K,N (repeatable; default 14336,4096)");
-  sub->add_option("--backend", a->backend, "cpu (0) or opencl (3)");
-  sub->add_option("--device", a->device, "OpenCL device index (see `tilellm devices`)");
-  sub->add_option("--device-profile", a->device_profile,
-                  "OpenCL: clamp the device to a GPU family's limits: none, powervr-rogue, mali-valhall, "
-                  "adreno-7xx");
+  sub->add_option("--backend", a->backend, "a backend by name or MNN number (cpu or 0, opencl or 3, ...)");
+  sub->add_option("--device", a->device, "device index of the backend (see `tilellm devices`)");
+  sub->add_option(
+      "--device-profile", a->device_profile,
+      "GPU backends: clamp the device to a GPU family's limits: none, powervr-rogue, mali-valhall, "
+      "adreno-7xx");
   sub->add_option(
       "--peak-mib", a->peak_mib,
-      "OpenCL: size of the peak measurement's buffers in MiB (default, or 0: max(4x the device's cache, "
-      "256))");
-  sub->callback([a] {
-    if (a->peak_mib < 0) fail("--peak-mib must be a positive size in MiB (got {})", a->peak_mib);
-    const gemm::Backend b = gemm::parse_backend(a->backend);
-    if (b == gemm::Backend::kCpu) return gemv_bw_main(a->threads, a->shapes, a->format);
-    if (b != gemm::Backend::kOpenCL)
-      fail("gemv-bw runs on backend 0 (cpu) or 3 (opencl), not {}", a->backend);
-    std::vector<gemm::ShapeConfig> shapes;
-    for (const auto& s : a->shapes) shapes.push_back(parse_shape(s));
-    if (shapes.empty()) shapes.push_back({14336, 4096, 0});
-    gemv_bw_opencl(a->device, a->device_profile, shapes, a->format, a->peak_mib);
-  });
+      "size of the peak measurement's buffers in MiB (default, or 0: max(4x the device's cache, 256))");
+  sub->add_option("--format", a->format, "text or md (the same table)");
+  sub->callback([a] { gemv_bw_main(*a); });
 }
 
 }  // namespace tilellm::cli

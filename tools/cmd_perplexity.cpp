@@ -9,9 +9,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/error.h"
 #include "commands.h"
 #include "common.h"
-#include "format/error.h"
 
 namespace tilellm::cli {
 namespace {

@@ -1,9 +1,9 @@
 // `tilellm run`: one prompt in, streamed text out, then a one-line speed summary on stderr.
 #include <cstdio>
 
+#include "base/error.h"
 #include "commands.h"
 #include "common.h"
-#include "format/error.h"
 #include "runtime/generate.h"
 #include "tokenizer/chat_template.h"
 

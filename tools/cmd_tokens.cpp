@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <fstream>
 
+#include "base/error.h"
 #include "commands.h"
 #include "common.h"
-#include "format/error.h"
 
 namespace tilellm::cli {
 namespace {

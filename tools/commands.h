@@ -2,6 +2,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 namespace tilellm::cli {
 
@@ -12,10 +14,19 @@ void register_tokenize(CLI::App& app);
 void register_dump_logits(CLI::App& app);
 void register_gemm_speed(CLI::App& app);
 void register_gemv_bw(CLI::App& app);
-// The gemv-bw benchmark body, also run by `gemm-speed speed/GemvBW`.
-void gemv_bw_main(int threads, const std::vector<std::string>& shapes, const std::string& format);
+// The gemv-bw benchmark, also run by `gemm-speed speed/GemvBW`.
+struct GemvArgs {
+  std::string backend = "cpu";  // a name or an MNN number
+  int threads = 1;              // host threads
+  int device = 0;
+  std::string device_profile = "none";
+  std::vector<std::string> shapes;  // "K,N"; empty: 14336,4096
+  std::string format = "text";
+  int peak_mib = 0;  // the peak buffers' size; 0: max(4x the cache, 256 MiB)
+};
+void gemv_bw_main(const GemvArgs& a);
 void register_bench(CLI::App& app);
-// `tilellm devices`: every OpenCL device and its capability struct.
+// `tilellm devices`: every backend, its devices and their capability structs.
 void register_devices(CLI::App& app);
 
 // The commit this binary was built from: `git describe` at build time, "+dirty" when the tree had changes.

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "format/error.h"
-#include "runtime/cpu_set.h"
+#include "base/cpu_set.h"
+#include "base/error.h"
 
 namespace tilellm::cli {
 namespace {

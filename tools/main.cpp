@@ -2,8 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "base/error.h"
 #include "commands.h"
-#include "format/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"TileLLM: on-device LLM inference for GGUF models"};

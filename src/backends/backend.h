@@ -12,38 +12,25 @@
 #include <vector>
 
 #include "backends/kernel_time.h"
-#include "model/config.h"
-#include "model/weights.h"
-#include "runtime/kv_cache.h"
+#include "backends/kv_cache.h"
+#include "backends/op_params.h"
+#include "backends/weight.h"
 
 namespace tilellm {
 
-// cos/sin of every rotation angle, precomputed once per session: [pos < n_pos][i < rope_dim/2][cos, sin],
-// angle = pos * freq_scale * base^(-2i/rope_dim) / factor[i], computed in double then rounded. The optional
-// per-pair factors are Llama 3.1's `rope_freqs.weight`.
-struct RopeTable {
-  int64_t n_pos = 0;
-  int64_t n_half = 0;
-  std::vector<float> cos_sin;
-  RopeTable() = default;
-  RopeTable(int64_t n_pos, int64_t rope_dim, float base, float freq_scale, const float* factors = nullptr);
-  const float* at(int64_t pos) const { return cos_sin.data() + size_t(pos * n_half * 2); }
-};
-
-struct AttnParams {
-  int64_t n_head = 0;
-  int64_t n_head_kv = 0;  // query head h reads KV head h / (n_head / n_head_kv)
-  int64_t head_dim = 0;
-  float scale = 1.0f;  // applied to q·k before the softmax
-  int64_t window = 0;  // >0: a query at position p sees keys at positions p-window+1 .. p only
-};
-
-// The heads RoPE turns in rope_kv_store: q's and k's counts, their size, the rotated dims (the first
-// rope_dim of each head), the table rows and the pairing mode.
-struct RopeShape {
-  int64_t n_head = 0, n_head_kv = 0, head_dim = 0, rope_dim = 0;
-  const RopeTable* table = nullptr;
-  RopeMode mode = RopeMode::Norm;
+// One forward pass as the layer loop is about to run it (Backend::begin_forward). A decode step is one token
+// with its logits; same_as_last says that the ops about to run are the ones of the previous forward pass
+// with the same shapes and arguments but for the data (the tokens, positions, and the KV rows they read):
+// a backend may record a decode step once and replay it (CUDA graphs, Vulkan command buffers), reading the
+// step's positions from its own memory. pos: [n_tok] int32, the host array the ops of this pass will be
+// given (ForwardScratch::pos), already filled.
+struct ForwardStep {
+  int64_t n_tok = 0;
+  int64_t n_past = 0;  // positions [n_past, n_past + n_tok) are written; the cache then holds n_past + n_tok
+  int64_t n_logits = 0;  // rows of logits the pass ends with (0: none)
+  const int32_t* pos = nullptr;
+  bool decode = false;
+  bool same_as_last = false;
 };
 
 class Backend {
@@ -51,12 +38,27 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
 
+  // Prepares every weight a model will pass to the ops (repacks, device copies), once, before the first op.
+  // The weights must stay where they are while the backend lives (they are looked up by address). Default:
+  // the ops read the weights where they lie.
+  virtual void load_weights(const WeightSet& ws) { (void)ws; }
+
+  // Mark the start and end of one forward pass (see ForwardStep). Default: nothing to do.
+  virtual void begin_forward(const ForwardStep& step) { (void)step; }
+  virtual void end_forward() {}
+
   // out[t][:] = scale * row ids[t] of table (dequantized). out: [n_tok][table.n_in]
   virtual void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) = 0;
   // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for each of n_rows rows of n floats. y may alias x.
   virtual void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) = 0;
   // y[t] = W x[t]. x: [n_tok][w.n_in], y: [n_tok][w.n_out]
   virtual void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) = 0;
+  // The activations x [n_tok][w.n_in] as matmul(w, ...) rounds them before its products (a backend that
+  // quantizes activations does), into out [n_tok][w.n_in]: what a reference multiplies w's exact values by.
+  // Default: the float path, x as it is.
+  virtual void rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const {
+    for (int64_t i = 0; i < n_tok * w.n_in; ++i) out[i] = x[i];
+  }
   // Several matmuls reading the same input (q/k/v; gate/up): ys[i][t] = ws[i] x[t] for i < n. A backend may
   // share the input's preparation and one parallel region among them; by default they run one by one.
   virtual void matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 namespace {

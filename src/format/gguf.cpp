@@ -11,7 +11,7 @@
 #include <cstring>
 #include <limits>
 
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 namespace {

@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <atomic>
 
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/error.h"
+#include "base/fp16.h"
 #include "format/quants_kernels.h"
 
 namespace tilellm {

@@ -16,8 +16,8 @@
 // does, and the floats are bit-identical to the scalar reference and the gguf package, signed zeros included.
 // Folding the offset into the addend, fma(q, d, -8d), would also be exact but gives +0 where (q - 8) * d
 // gives -0.
-#include "format/cpu_features.h"
-#include "format/fp16.h"
+#include "base/cpu_features.h"
+#include "base/fp16.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
 

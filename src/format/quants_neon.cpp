@@ -15,8 +15,8 @@
 // a is exact in float (see quants.cpp), so the fused multiply-add (FMLA) rounds once, where the format's
 // definition does, and the floats are bit-identical to the scalar reference and the gguf package, signed
 // zeros included. Halves are converted by FCVTL, which is exact, subnormals included.
-#include "format/cpu_features.h"
-#include "format/fp16.h"
+#include "base/cpu_features.h"
+#include "base/fp16.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
 

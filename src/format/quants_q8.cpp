@@ -20,8 +20,8 @@
 #include <cstring>
 #include <string>
 
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/error.h"
+#include "base/fp16.h"
 #include "format/quants_kernels.h"
 #include "format/quants_q8_kernels.h"
 
@@ -438,6 +438,36 @@ void quantize_activations(GgmlType act_type, const float* x, void* out, int64_t 
          type_label(act_type), block);
   }
   active().quantize[slot](x, static_cast<uint8_t*>(out), n >> shift);
+}
+
+void dequantize_activations(GgmlType act_type, const void* xq, float* out, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(xq);
+  const size_t bytes = activation_row_size(act_type, n);  // checks the format and the length
+  switch (act_type) {
+    case GgmlType::Q8_0:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::F32:
+      return dequantize_row(act_type, p, out, n);  // the weight formats of the same bytes
+    case GgmlType::Q8_1:
+      for (int64_t b = 0; b < n / 32; ++b) {
+        BlockQ8_1 blk;
+        std::memcpy(&blk, p + size_t(b) * sizeof blk, sizeof blk);
+        for (int j = 0; j < 32; ++j) out[b * 32 + j] = fp16_to_fp32(blk.d) * float(blk.qs[j]);
+      }
+      return;
+    case GgmlType::Q8_K:
+      for (int64_t b = 0; b < n / 256; ++b) {
+        BlockQ8_K blk;
+        std::memcpy(&blk, p + size_t(b) * sizeof blk, sizeof blk);
+        for (int j = 0; j < 256; ++j) out[b * 256 + j] = blk.d * float(blk.qs[j]);
+      }
+      return;
+    default:
+      break;
+  }
+  (void)bytes;
+  fail("internal: dequantize_activations of {}", type_label(act_type));
 }
 
 float dot_row_q(GgmlType weight_type, const void* row, const void* xq, int64_t n) {

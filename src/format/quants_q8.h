@@ -83,6 +83,11 @@ size_t activation_row_size(GgmlType act_type, int64_t n);
 // activation_row_size(act_type, n) bytes.
 void quantize_activations(GgmlType act_type, const float* x, void* out, int64_t n);
 
+// The values a quantized activation row stands for (Q8_0 / Q8_1: d * q per block, Q8_K: d * q with its
+// float d, F16 / BF16: the rounded values, F32: a copy): what the integer kernels multiply by, for
+// references. xq: activation_row_size(act_type, n) bytes.
+void dequantize_activations(GgmlType act_type, const void* xq, float* out, int64_t n);
+
 // Dot product of one weight row (type weight_type, n elements) with an activation row quantized to
 // activation_type(weight_type): integer block sums, scaled per block as ggml does, accumulated in float.
 float dot_row_q(GgmlType weight_type, const void* row, const void* xq, int64_t n);

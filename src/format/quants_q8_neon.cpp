@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "format/cpu_features.h"
-#include "format/fp16.h"
+#include "base/cpu_features.h"
+#include "base/fp16.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
 #include "format/quants_q8.h"

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 namespace {

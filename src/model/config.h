@@ -7,17 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "backends/op_params.h"
 #include "format/gguf.h"
 
 namespace tilellm {
 
 enum class Arch { Llama, Gemma3 };
-
-// How RoPE pairs the dimensions of a head: Norm rotates (x[2i], x[2i+1]) (llama's GGUF layout, whose
-// converter permutes q/k for it); Neox rotates (x[i], x[i + rope_dim/2]).
-enum class RopeMode { Norm, Neox };
-
-enum class FfnAct { SiLU, GeluTanh };
 
 struct ModelConfig {
   Arch arch = Arch::Llama;

@@ -1,14 +1,16 @@
-// One pre-norm transformer block per layer:
-//   h = x + [post_attn_norm] Wo · Attn(RoPE([q_norm] Wq·n(x)), RoPE([k_norm]
-//   Wk·n(x)), Wv·n(x)) x' = h + [post_ffn_norm] Wdown · (act(Wgate·n(h)) *
-//   Wup·n(h))
-// with the bracketed norms present only where the architecture has them (Gemma
-// 3), and local (sliding-window) layers using their own RoPE table.
+// The layer loop: one pre-norm transformer block per layer, for every architecture the model layer knows,
+//   h  = x + [post_attn_norm] Wo · Attn(RoPE([q_norm] Wq · n(x)), RoPE([k_norm] Wk · n(x)), Wv · n(x))
+//   x' = h + [post_ffn_norm] Wdown · (act(Wgate · n(h)) * Wup · n(h))
+// where n() is the block's input RMSNorm (attn_norm, ffn_norm), the bracketed norms are present only where
+// the architecture has them (Gemma 3), and local (sliding-window) layers use their own RoPE table and see
+// the last sliding_window positions only. After the last block: output_norm, then the output matrix (and
+// Gemma's final soft cap) for the rows whose logits are asked for.
 #include "model/forward.h"
 
+#include <algorithm>
 #include <cmath>
 
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 
@@ -39,6 +41,8 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
         n_past, n, ctx.kv.n_ctx());
   }
 
+  if (logits && n_logits > n) fail("internal: {} logits rows requested from a batch of {}", n_logits, n);
+
   float* x = s.x.as<float>();
   float* xn = s.xn.as<float>();
   float* q = s.q.as<float>();
@@ -50,6 +54,19 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
   float* up = s.up.as<float>();
   int32_t* pos = s.pos.as<int32_t>();
   for (int64_t i = 0; i < n; ++i) pos[i] = int32_t(n_past + i);
+
+  // The op sequence below depends only on the model, n and whether logits are made: one decode step is
+  // another's with new data.
+  ForwardStep step;
+  step.n_tok = n;
+  step.n_past = n_past;
+  step.n_logits = logits ? std::max<int64_t>(n_logits, 0) : 0;
+  step.pos = pos;
+  step.decode = n == 1 && step.n_logits == 1;
+  step.same_as_last = step.decode && s.last_backend == &be && s.last_step.decode;
+  s.last_step = step;
+  s.last_backend = &be;
+  be.begin_forward(step);
 
   const int64_t E = c.n_embd;
   be.embed(W.tok_embd, tokens, n, c.embed_scale, x);
@@ -100,8 +117,7 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
     }
   }
 
-  if (!logits || n_logits <= 0) return;
-  if (n_logits > n) fail("internal: {} logits rows requested from a batch of {}", n_logits, n);
+  if (!logits || n_logits <= 0) return be.end_forward();
   const float* last = x + (n - n_logits) * E;
   be.rmsnorm(last, W.output_norm.data(), xn, n_logits, E, c.rms_eps);
   be.matmul(W.output, xn, n_logits, logits);
@@ -111,6 +127,7 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
     const float cap = c.final_logit_softcap;
     for (int64_t i = 0; i < n_logits * c.n_vocab; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
   }
+  be.end_forward();
 }
 
 }  // namespace tilellm

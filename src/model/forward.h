@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/kv_cache.h"
+#include "base/aligned.h"
 #include "model/model.h"
-#include "runtime/aligned.h"
-#include "runtime/kv_cache.h"
 
 namespace tilellm {
 
@@ -26,6 +26,10 @@ struct ForwardScratch {
   AlignedBuffer up;    // [n_batch][n_ff]
   AlignedBuffer pos;   // [n_batch] int32 positions
 
+  // The last forward pass's shape and backend, from which the next one's ForwardStep::same_as_last follows.
+  ForwardStep last_step;
+  const Backend* last_backend = nullptr;
+
   // The float arrays (x .. up), which only ops read and write: a backend with its own memory may keep them
   // there between ops (the OpenCL backend mirrors them on the device).
   std::vector<AlignedBuffer*> activations() { return {&x, &xn, &q, &k, &v, &attn, &o, &gate, &up}; }
@@ -42,7 +46,8 @@ struct ForwardContext {
 
 // Runs n_tok (<= n_batch) tokens at positions n_past.. through the model, writing their K/V into the cache.
 // Logits: when `logits` is non-null, the logits of the last `n_logits` tokens of this batch are written to it
-// as [n_logits][n_vocab].
+// as [n_logits][n_vocab]. The backend sees the pass whole: begin_forward before the first op, end_forward
+// after the last (backends/backend.h, ForwardStep).
 void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n_tok, int64_t n_past, float* logits,
              int64_t n_logits);
 

@@ -1,6 +1,6 @@
 #include "model/model.h"
 
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 

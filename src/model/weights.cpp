@@ -2,7 +2,7 @@
 
 #include <string_view>
 
-#include "format/error.h"
+#include "base/error.h"
 #include "format/quants.h"
 
 namespace tilellm {
@@ -132,6 +132,27 @@ bool ModelWeights::uses(const std::string& name, const ModelConfig& c) const {
     if (c.post_norms && rest == n) return true;
   }
   return false;
+}
+
+WeightSet ModelWeights::weight_set() const {
+  WeightSet ws;
+  ws.embedding = tok_embd.data ? &tok_embd : nullptr;
+  for (const LayerWeights& l : layers) {
+    for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      ws.matrices.push_back(w);
+  }
+  ws.matrices.push_back(&output);
+  auto vec = [&ws](const std::vector<float>& v) {
+    if (!v.empty()) ws.vectors.push_back({v.data(), int64_t(v.size())});
+  };
+  vec(output_norm);
+  for (const LayerWeights& l : layers) {
+    for (const std::vector<float>* v :
+         {&l.attn_norm, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm}) {
+      vec(*v);
+    }
+  }
+  return ws;
 }
 
 }  // namespace tilellm

@@ -7,25 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "backends/weight.h"
 #include "format/gguf.h"
 #include "model/config.h"
 
 namespace tilellm {
-
-// A weight matrix W[n_out][n_in] (GGUF ne = {n_in, n_out}): row r holds the n_in input weights of output r,
-// `row_bytes` bytes of `type` blocks, rows contiguous. y = W x.
-struct Weight {
-  std::string name;
-  GgmlType type = GgmlType::F32;
-  const uint8_t* data = nullptr;
-  int64_t n_in = 0;
-  int64_t n_out = 0;
-  size_t row_bytes = 0;
-  // data lies in the read-only file mapping of a GGUF file: its pages can be dropped and are read back from
-  // the file on the next access. False for weights in ordinary memory (tests, converted copies).
-  bool file_mapped = false;
-  const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
-};
 
 struct LayerWeights {
   std::vector<float> attn_norm;       // [n_embd]
@@ -48,6 +34,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 
   static ModelWeights bind(const GgufFile& f, const ModelConfig& c);
+  // The matrices, the embedding table and the norm vectors, as a backend prepares them
+  // (Backend::load_weights). Points into this object, which must outlive the set's use.
+  WeightSet weight_set() const;
   // Whether a tensor of this name is one the architecture's layer loop reads.
   bool uses(const std::string& name, const ModelConfig& c) const;
 };

@@ -11,14 +11,10 @@
 #include <random>
 #include <thread>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-#include "format/cpu_features.h"
-#include "format/error.h"
-#include "runtime/aligned.h"
-#include "runtime/cpu_set.h"
+#include "base/aligned.h"
+#include "base/cpu_features.h"
+#include "base/cpu_set.h"
+#include "base/error.h"
 
 namespace tilellm::bench {
 namespace {
@@ -485,8 +481,12 @@ uint64_t weight_bytes_per_token(const Model& m, WeightsMode mode) {
         return n / 2 + n / 64 * 4;
       case WeightsMode::Int8B0:
         return n + uint64_t(x.n_out) * 4;
+      case WeightsMode::Int4B0:
+        return n / 2 + uint64_t(x.n_out) * 4;
       case WeightsMode::F16:
         return n * 2;
+      case WeightsMode::F32:
+        return n * 4;
       case WeightsMode::Native:
         break;
     }
@@ -500,87 +500,18 @@ uint64_t weight_bytes_per_token(const Model& m, WeightsMode mode) {
   return total;
 }
 
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) static uint64_t read_stream_avx512(const uint8_t* p, size_t n) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  size_t i = 0;
-  for (; i + 256 <= n; i += 256) {
-    a0 = _mm512_or_si512(a0, _mm512_loadu_si512(p + i));
-    a1 = _mm512_or_si512(a1, _mm512_loadu_si512(p + i + 64));
-    a2 = _mm512_or_si512(a2, _mm512_loadu_si512(p + i + 128));
-    a3 = _mm512_or_si512(a3, _mm512_loadu_si512(p + i + 192));
-  }
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, _mm512_or_si512(_mm512_or_si512(a0, a1), _mm512_or_si512(a2, a3)));
-  uint64_t r = 0;
-  for (uint64_t v : lanes) r |= v;
-  for (; i < n; ++i) r |= p[i];
-  return r;
-}
-#endif
-
-uint64_t read_stream(const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-#if defined(__x86_64__)
-  static const bool avx512 = cpu_features().avx512_vnni;
-  if (avx512) return read_stream_avx512(p, n);
-#endif
-  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    uint64_t w[4];
-    std::memcpy(w, p + i, sizeof w);
-    s0 += w[0];
-    s1 += w[1];
-    s2 += w[2];
-    s3 += w[3];
-  }
-  for (; i < n; ++i) s0 += p[i];
-  return s0 + s1 + s2 + s3;
-}
-
 MemBandwidth measure_membw(size_t buffer_bytes, int n_threads, int reps) {
-  n_threads = std::max(n_threads, 1);
-  const size_t n_words = buffer_bytes / sizeof(uint64_t);
-  AlignedBuffer src(n_words * sizeof(uint64_t));
-  AlignedBuffer dst(n_words * sizeof(uint64_t));
-  // Touch every page first so that page faults are not timed.
-  std::memset(src.as(), 1, n_words * sizeof(uint64_t));
-  std::memset(dst.as(), 0, n_words * sizeof(uint64_t));
-  const uint64_t* s = src.as<uint64_t>();
-  uint64_t* d = dst.as<uint64_t>();
-
-  auto run = [&](auto&& body) {
-    std::vector<std::thread> threads;
-    const uint64_t t0 = now_ns();
-    for (int i = 0; i < n_threads; ++i) {
-      const size_t a = n_words * size_t(i) / size_t(n_threads);
-      const size_t b = n_words * size_t(i + 1) / size_t(n_threads);
-      threads.emplace_back([&body, i, a, b] { body(size_t(i), a, b); });
-    }
-    for (auto& t : threads) t.join();
-    return now_ns() - t0;
-  };
-  std::vector<uint64_t> sums(size_t(n_threads) * 8, 0);  // one cache line per thread
-  uint64_t best_copy = UINT64_MAX, best_read = UINT64_MAX;
-  for (int r = 0; r < std::max(reps, 1); ++r) {
-    best_copy = std::min(best_copy, run([&](size_t, size_t a, size_t b) {
-                           std::memcpy(d + a, s + a, (b - a) * sizeof(uint64_t));
-                         }));
-    best_read = std::min(best_read, run([&](size_t t, size_t a, size_t b) {
-                           sums[t * 8] += read_stream(s + a, (b - a) * sizeof(uint64_t));
-                         }));
-  }
-  // Keep the sums observable so that the reads cannot be optimised away.
-  volatile uint64_t sink = 0;
-  for (uint64_t x : sums) sink = sink + x;
-  (void)sink;
-
+  ThreadPool pool(std::max(n_threads, 1));
+  BackendParams p;
+  p.pool = &pool;
+  const std::unique_ptr<MemoryProbe> probe = host_backend().make_probe(p);
   MemBandwidth bw;
-  bw.buffer_bytes = n_words * sizeof(uint64_t);
-  bw.n_threads = n_threads;
-  bw.copy_gbs = 2.0 * double(bw.buffer_bytes) / double(best_copy);
-  bw.read_gbs = double(bw.buffer_bytes) / double(best_read);
+  bw.buffer_bytes = buffer_bytes / 64 * 64;
+  bw.n_threads = pool.size();
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    bw.copy_gbs = std::max(bw.copy_gbs, probe->copy_gbs(bw.buffer_bytes));
+    bw.read_gbs = std::max(bw.read_gbs, probe->read_gbs(bw.buffer_bytes));
+  }
   return bw;
 }
 

@@ -10,7 +10,7 @@
 // Rows are printed as a Markdown table (llama-bench's columns), CSV, JSON (one array) or JSONL (one object
 // per line). Field names are llama-bench's (`model_filename`, `n_prompt`, `avg_ts`, `samples_ns`, ...)
 // followed by ours (`backend`, `cpu_set`, `weights_mode`, `activations`, `commit`, `weight_bytes_per_token`,
-// `start_cold_ms`, `start_warm_ms`). The start times (OpenCL: measure_opencl_start) are the run's, repeated
+// `start_cold_ms`, `start_warm_ms`). The start times (measure_start) are the run's, repeated
 // in every row; the Markdown table, whose columns are llama-bench's, gives them in a line below it.
 #pragma once
 
@@ -63,8 +63,8 @@ struct Row {
   std::string weights_mode = "native";  // --weights: native (GGUF types, some tiled), int4b64, int8b0, f16
   std::string activations = "q8";
   uint64_t weight_bytes_per_token = 0;  // weight bytes one decode step reads (for the bandwidth roofline)
-  // Start-up of the backend in milliseconds (measure_opencl_start); negative: not measured (the CPU backend,
-  // or warm with the program cache off): CSV writes an empty cell, JSON null.
+  // Start-up of the backend in milliseconds (measure_start); negative: not measured (the CPU backend, or
+  // warm with the program cache off): CSV writes an empty cell, JSON null.
   double start_cold_ms = -1;
   double start_warm_ms = -1;
 
@@ -101,16 +101,11 @@ const std::vector<std::string>& field_names();
 // then `reps` timed runs. Returns the time of each run in nanoseconds.
 std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t seed);
 
-// The OpenCL backend's start-up for the device, profile, KV cache type and program cache of `o`, in
-// milliseconds of the steady clock: cold, the programs built from source and every kernel self-checked (the
-// program cache bypassed, then rewritten), and warm, both loaded from the cache. The backend is made without
-// a model: uploading the weights costs the same either way and is left out. Warm is negative when the cache
-// is off or the warm start did not find the entry cold wrote (an unwritable cache directory).
-struct StartTimes {
-  double cold_ms = -1;
-  double warm_ms = -1;
-};
-StartTimes measure_opencl_start(const SessionOptions& o);
+// The chosen backend's start-up (its registry entry's measure_start: cold, from nothing; warm, from what the
+// cold start cached) for the device, profile, KV cache type and options of `o`, in milliseconds. The backend
+// is made without a model: uploading the weights costs the same either way and is left out. Both negative
+// for a backend that does not measure its start (the host backend), warm negative when nothing was cached.
+StartTimes measure_start(const SessionOptions& o);
 
 // Facts about the machine and the build that every row carries.
 std::string cpu_model_name();     // /proc/cpuinfo's "model name", or "unknown"
@@ -124,14 +119,9 @@ std::string model_type(const Model& m);
 // one embedding row.
 uint64_t weight_bytes_per_token(const Model& m, WeightsMode mode = WeightsMode::Native);
 
-// Reads n bytes as fast as one core can (four independent 512-bit load streams on AVX-512 CPUs, four 64-bit
-// sums elsewhere) and returns a value that depends on every byte, so the reads cannot be optimised away. The
-// "read" peak of the bandwidth probes: a probe that issues narrower loads than the kernels it is compared
-// with underestimates the memory system.
-uint64_t read_stream(const void* p, size_t n);
-
-// Memory bandwidth, for the decode roofline: memcpy of a buffer (bytes read + bytes written per second) and a
-// pure read of it (read_stream), each split over n_threads threads, best of `reps`.
+// Memory bandwidth, for the decode roofline: the host backend's memory probes (backends/registry.h) on a
+// buffer of buffer_bytes over n_threads threads: a memcpy (bytes read + bytes written per second) and a pure
+// read, best of `reps` each.
 struct MemBandwidth {
   size_t buffer_bytes = 0;
   int n_threads = 0;

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 

@@ -2,10 +2,7 @@
 
 #include <algorithm>
 
-#include "format/error.h"
-#ifdef TILELLM_HAVE_OPENCL
-#include "backends/opencl/opencl_backend.h"
-#endif
+#include "base/error.h"
 
 namespace tilellm {
 namespace {
@@ -16,44 +13,31 @@ int64_t context_size(const Model& m, const SessionOptions& o) {
   return n;
 }
 
-// The widest matmul input (n_embd, n_ff or the attention width) times the tokens of one forward pass.
-int64_t max_activation_elems(const Model& m, const SessionOptions& o) {
+// What the session asks of a backend: its numeric modes, the sizes of one forward pass over n_batch tokens
+// (the widest op input, the largest output including the logits, the longest norm vector or RoPE row), the
+// KV cache's geometry and, for the chosen backend, the activation arrays it may keep in its own memory.
+BackendParams backend_params(const Model& m, const SessionOptions& o, ThreadPool& pool, const KvCache& kv,
+                             int64_t n_batch) {
   const ModelConfig& c = m.config();
-  const int64_t widest = std::max({c.n_embd, c.n_ff, c.n_head * c.head_dim_v});
-  return widest * std::clamp<int64_t>(o.n_batch, 1, context_size(m, o));
-}
-
-// The OpenCL backend sized for this session (scratch for n_batch tokens, the device KV cache of kv's
-// geometry), keeping the activation arrays of `s` on the device, with every weight uploaded.
-std::unique_ptr<Backend> make_device_backend(const Model& m, const SessionOptions& o, const KvCache& kv,
-                                             ForwardScratch& s) {
-#ifdef TILELLM_HAVE_OPENCL
-  const ModelConfig& c = m.config();
-  OpenclBackendOptions g;
-  g.device = o.device;
-  g.profile = o.device_profile;
-  g.profiling = o.profile_kernels;
-  g.cache = o.program_cache;
-  g.memory = o.gpu_memory;
-  g.weights = o.weights;
-  const int64_t n_batch = s.n_batch;
-  g.max_tokens = n_batch;
+  BackendParams p;
+  p.device = o.device;
+  p.device_profile = o.device_profile;
+  p.weights = o.weights;
+  p.activations = o.activations;
+  p.gpu_memory = o.gpu_memory;
+  p.profiling = o.profile_kernels;
+  p.pool = &pool;
+  p.max_tokens = n_batch;
   const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});
-  g.max_in_elems = n_batch * widest;
-  g.max_out_elems = std::max(g.max_in_elems, (o.logits_all ? n_batch : 1) * c.n_vocab);
-  g.max_width = std::max({c.n_embd, c.head_dim, c.rope_dim});
-  g.kv_layers = kv.n_layer();
-  g.kv_ctx = kv.n_ctx();
-  g.kv_dim = kv.kv_dim();
-  g.kv_type = kv.type();
-  for (AlignedBuffer* a : s.activations()) g.resident.push_back({a->as<void>(), a->size()});
-  auto be = std::make_unique<OpenclBackend>(g);
-  be->upload_model(m.weights());
-  return be;
-#else
-  (void)m, (void)o, (void)kv, (void)s;
-  fail("this build has no OpenCL backend (CMake found no OpenCL headers and ICD loader when configuring it)");
-#endif
+  p.max_in_elems = n_batch * widest;
+  p.max_out_elems = std::max(p.max_in_elems, (o.logits_all ? n_batch : 1) * c.n_vocab);
+  p.max_width = std::max({c.n_embd, c.head_dim, c.rope_dim});
+  p.kv_layers = kv.n_layer();
+  p.kv_ctx = kv.n_ctx();
+  p.kv_dim = kv.kv_dim();
+  p.kv_type = kv.type();
+  p.options = o.backend_options.get();
+  return p;
 }
 
 }  // namespace
@@ -62,12 +46,9 @@ Session::Session(const Model& model, const SessionOptions& opts)
     : model_(model),
       opts_(opts),
       pool_(opts.n_threads > 0 ? opts.n_threads : ThreadPool::default_threads(), opts.cpus),
-      backend_(pool_, opts.activations, max_activation_elems(model, opts)),
-      // On a device with prompts there too, the host cache would never be read: its geometry only (the
-      // storage comes later if the device backend runs a cache op on the host).
+      // The geometry only: the storage comes below, when a backend's ops read or write the host cache.
       kv_(model.config().n_layer, context_size(model, opts), model.config().n_head_kv,
-          model.config().head_dim, opts.kv_type,
-          !(opts.backend == BackendKind::OpenCL && opts.prefill == PrefillMode::Gpu)),
+          model.config().head_dim, opts.kv_type, false),
       rope_global_(kv_.n_ctx(), model.config().rope_dim, model.config().rope_base,
                    model.config().rope_freq_scale,
                    model.weights().rope_freqs.empty() ? nullptr : model.weights().rope_freqs.data()),
@@ -78,22 +59,32 @@ Session::Session(const Model& model, const SessionOptions& opts)
       scratch_(model.config(), std::clamp<int64_t>(opts.n_batch, 1, kv_.n_ctx())),
       logits_(size_t((opts.logits_all ? kv_.n_ctx() : 1) * model.config().n_vocab) * sizeof(float)) {
   if (opts.n_batch <= 0) fail("batch size must be positive, got {}", opts.n_batch);
-  if (opts.backend == BackendKind::OpenCL) {
-    // The device holds its own copy of the weights, in their GGUF types or converted per --weights with the
-    // CPU's conversion; the CPU backend then only runs ops the self-check took off the device (the device
-    // backend's own CPU fallback holds what those need), so it prepares nothing — unless it runs prompts
-    // too (hybrid prefill), which it does on its tiles in the same --weights mode.
-    device_backend_ = make_device_backend(model, opts, kv_, scratch_);
-    if (device_backend_->needs_host_kv()) kv_.allocate();
-    if (opts.prefill != PrefillMode::Gpu) backend_.prepare_weights(model.weights(), opts.weights);
-  } else {
-    if (opts.prefill != PrefillMode::Gpu)
-      fail("--prefill cpu|auto splits work between the CPU and a device: use it with --backend opencl");
-    if (opts.gpu_memory != GpuMemory::Buffer)
-      fail("--gpu-memory {} places weights in device memory: use it with --backend opencl",
-           gpu_memory_name(opts.gpu_memory));
-    backend_.prepare_weights(model.weights(), opts.weights);
+  const BackendEntry& entry = require_backend(opts.backend);
+  if (entry.host && opts.prefill != PrefillMode::Gpu) {
+    fail(
+        "--prefill cpu|auto splits work between the host and a device: use it with a device backend (this "
+        "build "
+        "has {})",
+        device_backend_names());
   }
+  const WeightSet weights = model.weights().weight_set();
+  BackendParams p = backend_params(model, opts, pool_, kv_, scratch_.n_batch);
+  for (AlignedBuffer* a : scratch_.activations()) p.resident.push_back({a->as<void>(), a->size()});
+  backend_ = entry.make(p);
+  backend_->load_weights(weights);
+  if (!entry.host && opts.prefill != PrefillMode::Gpu) {
+    // Hybrid prefill: prompts run on the host backend's tiles, in the same --weights mode, over the host
+    // cache. (Made after the device backend, whose upload reads the file pages the tiles then release.)
+    BackendParams hp = backend_params(model, opts, pool_, kv_, scratch_.n_batch);
+    hp.device = 0;
+    hp.device_profile = "none";
+    hp.gpu_memory = GpuMemory::Buffer;
+    hp.profiling = false;
+    hp.options = nullptr;
+    host_ = host_backend().make(hp);
+    host_->load_weights(weights);
+  }
+  if (host_ || backend_->needs_host_kv()) kv_.allocate();
 }
 
 void Session::eval(const int32_t* tokens, int64_t n) {
@@ -109,33 +100,32 @@ void Session::eval(const int32_t* tokens, int64_t n) {
     if (tokens[t] < 0 || tokens[t] >= V) fail("token id {} is outside the vocabulary of {}", tokens[t], V);
   }
   const RopeTable& rope_local = model_.config().sliding_window > 0 ? rope_local_ : rope_global_;
-  ForwardContext on_cpu{model_, backend_, kv_, rope_global_, rope_local, scratch_};
-  ForwardContext on_device{
-      model_, device_backend_ ? *device_backend_ : backend_, kv_, rope_global_, rope_local, scratch_};
+  ForwardContext on_device{model_, *backend_, kv_, rope_global_, rope_local, scratch_};
+  ForwardContext on_host{model_, host_ ? *host_ : *backend_, kv_, rope_global_, rope_local, scratch_};
   float* out = logits_.as<float>();
   for (int64_t b = 0; b < n; b += scratch_.n_batch) {
     const int64_t nb = std::min(scratch_.n_batch, n - b), pos = n_past_ + b;
-    const bool cpu = prefill_on_cpu(nb);
-    if (cpu) {
+    const bool host = prefill_on_host(nb);
+    if (host) {
       // The host cache must hold every earlier position: bring down what the device decoded since. This
-      // also finishes the device's queue before the CPU writes the activation arrays it mirrors.
-      device_backend_->kv_to_host(kv_, host_kv_, pos);
+      // also finishes the device's queue before the host writes the activation arrays it mirrors.
+      backend_->kv_to_host(kv_, host_kv_, pos);
       host_kv_ = pos;
     }
-    ForwardContext& ctx = cpu ? on_cpu : on_device;
+    ForwardContext& ctx = host ? on_host : on_device;
     if (opts_.logits_all) {
       forward(ctx, tokens + b, nb, pos, out + b * V, nb);
     } else {
       // Only the very last token's logits are wanted.
       forward(ctx, tokens + b, nb, pos, b + nb == n ? out : nullptr, 1);
     }
-    if (cpu) {
-      device_backend_->kv_to_device(kv_, pos, pos + nb);
+    if (host) {
+      backend_->kv_to_device(kv_, pos, pos + nb);
       host_kv_ = dev_kv_ = pos + nb;
-    } else if (device_backend_) {
+    } else if (host_) {
       dev_kv_ = pos + nb;
     } else {
-      host_kv_ = pos + nb;
+      host_kv_ = dev_kv_ = pos + nb;
     }
   }
   n_past_ += n;
@@ -153,18 +143,10 @@ const float* Session::logits_at(int64_t i) const {
   return logits_.as<float>() + i * model_.config().n_vocab;
 }
 
-bool Session::prefill_on_cpu(int64_t n_tok) const {
-  if (!device_backend_ || n_tok <= 1) return false;
+bool Session::prefill_on_host(int64_t n_tok) const {
+  if (!host_ || n_tok <= 1) return false;
   return opts_.prefill == PrefillMode::Cpu ||
          (opts_.prefill == PrefillMode::Auto && n_tok >= kAutoPrefillTokens);
-}
-
-std::vector<KernelTime> Session::kernel_times() const {
-  return device_backend_ ? device_backend_->kernel_times() : std::vector<KernelTime>{};
-}
-
-void Session::reset_kernel_times() {
-  if (device_backend_) device_backend_->reset_kernel_times();
 }
 
 }  // namespace tilellm

@@ -1,6 +1,6 @@
 // A session: one conversation's state over a loaded model — the FB-KV cache, the RoPE tables, the activation
-// scratch, the thread pool and the logits. Everything is allocated in the constructor; eval() allocates
-// nothing.
+// scratch, the thread pool, the backend that runs the layer loop (from the backend registry, by name) and the
+// logits. Everything is allocated in the constructor; eval() allocates nothing.
 #pragma once
 
 #include <algorithm>
@@ -9,25 +9,21 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/gpu_memory.h"
-#include "backends/opencl/program_cache.h"
+#include "backends/backend.h"
+#include "backends/kv_cache.h"
+#include "backends/modes.h"
+#include "backends/registry.h"
+#include "base/thread_pool.h"
 #include "model/forward.h"
 #include "model/model.h"
-#include "runtime/kv_cache.h"
-#include "runtime/thread_pool.h"
 
 namespace tilellm {
 
-// Which backend runs the layer loop. OpenCL keeps the weights and the KV cache on the device
-// (backends/opencl/opencl_backend.h); the CPU backend is the reference.
-enum class BackendKind { Cpu, OpenCL };
-
-// Where an OpenCL session runs prompt batches (--prefill). Gpu: everything on the device. Cpu: every batch of
-// more than one token runs on the CPU backend (its tiled kernels, the host KV cache), and the new KV rows go
-// up to the device cache; decode stays on the device. Auto: the CPU for batches of at least
-// kAutoPrefillTokens tokens (the device's matmul kernels decode each weight block once per 4 tokens; the
-// CPU's tiles were faster for prompts on every device measured, docs/OPENCL.md), the device for shorter ones.
+// Where a session on a device backend runs prompt batches (--prefill). Gpu: everything on the device. Cpu:
+// every batch of more than one token runs on the host backend (its tiled kernels, the host KV cache), and the
+// new KV rows go up to the device's cache; decode stays on the device. Auto: the host for batches of at least
+// kAutoPrefillTokens tokens (the OpenCL matmul kernels decode each weight block once per 4 tokens; the CPU's
+// tiles were faster for prompts on every device measured, docs/OPENCL.md), the device for shorter ones.
 enum class PrefillMode { Gpu, Cpu, Auto };
 inline constexpr int64_t kAutoPrefillTokens = 16;
 
@@ -38,16 +34,16 @@ struct SessionOptions {
   int64_t n_batch = 64;   // tokens per forward pass while evaluating a prompt
   GgmlType kv_type = GgmlType::F16;
   bool logits_all = false;  // keep the logits of every token of an eval() call (perplexity, logit dumps)
-  ActivationMode activations = ActivationMode::Quantized;  // see backends/cpu/cpu_backend.h
-  BackendKind backend = BackendKind::Cpu;
-  int device = 0;                             // OpenCL: device index (`tilellm devices`)
-  std::string device_profile = "none";        // OpenCL: clamp the device to a GPU family (opencl/device.h)
-  WeightsMode weights = WeightsMode::Native;  // how matrices are held: backends/cpu/tiled_weight.h
-  bool profile_kernels = false;               // OpenCL: time every kernel (kernel_times())
-  PrefillMode prefill = PrefillMode::Gpu;     // OpenCL: where prompt batches run
-  // OpenCL: the program binary cache (off unless asked for; the CLI's --cl-cache defaults to on).
-  opencl::ProgramCacheOptions program_cache;
-  GpuMemory gpu_memory = GpuMemory::Buffer;  // OpenCL: weights in buffers or images (backends/gpu_memory.h)
+  ActivationMode activations = ActivationMode::Quantized;  // backends/modes.h
+  WeightsMode weights = WeightsMode::Native;               // how matrices are held: backends/modes.h
+  std::string backend = "cpu";               // a registered backend's name (backends/registry.h)
+  int device = 0;                            // index into that backend's devices (`tilellm devices`)
+  std::string device_profile = "none";       // GPU backends: clamp the device to a GPU family's limits
+  GpuMemory gpu_memory = GpuMemory::Buffer;  // GPU backends: weights in buffers or images
+  bool profile_kernels = false;              // time every kernel (kernel_times()), where the backend can
+  PrefillMode prefill = PrefillMode::Gpu;    // device backends: where prompt batches run
+  // The chosen backend's own options (its make_options(), set from its CLI group); null: its defaults.
+  std::shared_ptr<const BackendOptions> backend_options;
 };
 
 class Session {
@@ -74,35 +70,36 @@ class Session {
   const Model& model() const { return model_; }
   const KvCache& kv_cache() const { return kv_; }
   int n_threads() const { return pool_.size(); }
-  // Device time per kernel since the last reset (OpenCL with profile_kernels); empty on the CPU backend.
-  std::vector<KernelTime> kernel_times() const;
-  // Bytes of the host KV cache's storage: 0 when the cache lives only on the device.
+  // The backend running the layer loop, by its registry name.
+  std::string_view backend_name() const { return backend_->name(); }
+  // Device time per kernel since the last reset (backends that time their kernels); empty otherwise.
+  std::vector<KernelTime> kernel_times() const { return backend_->kernel_times(); }
+  void reset_kernel_times() { backend_->reset_kernel_times(); }
+  // Bytes of the host KV cache's storage: 0 when the cache lives only on a device.
   size_t host_kv_bytes() const { return kv_.bytes(); }
-  // The device backend's memory line (Backend::memory_summary); empty on the CPU backend.
-  std::string device_memory_summary() const {
-    return device_backend_ ? device_backend_->memory_summary() : std::string();
-  }
-  void reset_kernel_times();
+  // The backend's device memory line (Backend::memory_summary); empty for a backend in host memory.
+  std::string device_memory_summary() const { return backend_->memory_summary(); }
 
  private:
   const Model& model_;
   SessionOptions opts_;
   ThreadPool pool_;
-  CpuBackend backend_;
   KvCache kv_;
   RopeTable rope_global_;
   RopeTable rope_local_;
   ForwardScratch scratch_;
   AlignedBuffer logits_;  // [n_ctx or 1][n_vocab]
-  // The OpenCL backend when chosen; null: backend_ runs. Declared after scratch_, which it mirrors on the
-  // device, so it is destroyed first (finishing its queue, whose pending uploads may still read scratch_).
-  std::unique_ptr<Backend> device_backend_;
+  // The chosen backend, and for hybrid prefill the host backend beside it (null otherwise). Declared after
+  // scratch_, which a device backend mirrors, so they are destroyed first (a device backend finishes its
+  // queue, whose pending uploads may still read scratch_).
+  std::unique_ptr<Backend> host_;
+  std::unique_ptr<Backend> backend_;
   int64_t n_past_ = 0;
   int64_t last_n_ = 0;
   // Hybrid prefill: positions [0, host_kv_) are current in kv_, [0, dev_kv_) in the device cache.
   int64_t host_kv_ = 0;
   int64_t dev_kv_ = 0;
-  bool prefill_on_cpu(int64_t n_tok) const;
+  bool prefill_on_host(int64_t n_tok) const;
 };
 
 }  // namespace tilellm

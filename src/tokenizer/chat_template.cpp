@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 

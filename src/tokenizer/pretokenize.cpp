@@ -9,7 +9,7 @@
 
 #include <array>
 
-#include "format/error.h"
+#include "base/error.h"
 #include "tokenizer/unicode.h"
 
 namespace tilellm {

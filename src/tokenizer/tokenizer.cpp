@@ -10,7 +10,7 @@
 #include <cctype>
 #include <cstdlib>
 
-#include "format/error.h"
+#include "base/error.h"
 #include "format/gguf.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/unicode.h"

@@ -22,12 +22,12 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "backends/kv_cache.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "base/thread_pool.h"
 #include "format/ggml_types.h"
 #include "op_cases.h"
-#include "runtime/kv_cache.h"
-#include "runtime/thread_pool.h"
 
 namespace tilellm {
 namespace {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "base/thread_pool.h"
 #include "format/quants_q8.h"
-#include "runtime/thread_pool.h"
 
 namespace tilellm {
 namespace {

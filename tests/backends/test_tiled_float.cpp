@@ -17,9 +17,10 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/tiled_float.h"
-#include "format/cpu_features.h"
-#include "format/fp16.h"
-#include "runtime/thread_pool.h"
+#include "base/cpu_features.h"
+#include "base/fp16.h"
+#include "base/thread_pool.h"
+#include "model/weights.h"
 
 namespace tilellm {
 namespace {
@@ -75,7 +76,7 @@ TEST(TiledFloat, repack_is_lossless_and_pads_with_zeros) {
     for (int64_t n_in : {1, 37, 64}) {
       const int64_t n_out = 21;
       const OwnedWeight o = random_weight(type, n_in, n_out, uint32_t(n_in));
-      const TiledFloat t = tile_float(o.w, nullptr);
+      const TiledFloat t = tile_float(o.w, o.w.type, nullptr);
       ASSERT_EQ(t.n_tiles, 2);
       ASSERT_EQ(t.tile_bytes % 128, 0u);
       for (int64_t r = 0; r < n_out; ++r) {
@@ -126,7 +127,7 @@ TEST(TiledFloat, kernels_match_float64_on_rounded_activations) {
     for (int64_t n_in : {37, 160}) {
       for (int64_t n_out : {5, 45}) {
         const OwnedWeight o = random_weight(type, n_in, n_out, uint32_t(n_in + n_out));
-        const TiledFloat t = tile_float(o.w, nullptr);
+        const TiledFloat t = tile_float(o.w, o.w.type, nullptr);
         for (int64_t n_tok : {1, 3, 15}) {
           std::mt19937 rng(uint32_t(3 + n_tok));
           std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -214,7 +215,7 @@ TEST(TiledFloat, backend_tiles_equal_the_row_path) {
     ThreadPool pool(2);
     CpuBackend rows(pool, ActivationMode::Quantized, n_tok * n_ff);
     CpuBackend tiles(pool, ActivationMode::Quantized, n_tok * n_ff);
-    tiles.prepare_weights(mw, WeightsMode::Native);
+    tiles.prepare_weights(mw.weight_set(), WeightsMode::Native);
     for (int64_t nt : {int64_t(1), n_tok}) {
       // gate/up share their input; down reads the odd-width one.
       const Weight* gu[2] = {&l.w_gate, &l.w_up};

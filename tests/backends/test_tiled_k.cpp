@@ -17,11 +17,12 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/tiled_weight.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "base/thread_pool.h"
 #include "format/quants.h"
 #include "format/quants_q8.h"
-#include "runtime/thread_pool.h"
+#include "model/weights.h"
 
 namespace tilellm {
 namespace {
@@ -247,7 +248,7 @@ TEST(TiledK, backend_tiles_k_quants_and_matches_rows) {
   ASSERT_STRNE(tiled_isa_name(), "scalar") << "native mode tiles only where a vector kernel runs";
   CpuBackend rows(pool, ActivationMode::Quantized, n_tok * n_ff);
   CpuBackend tiles(pool, ActivationMode::Quantized, n_tok * n_ff);
-  tiles.prepare_weights(mw, WeightsMode::Native);
+  tiles.prepare_weights(mw.weight_set(), WeightsMode::Native);
   auto expect_close = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
     double scale = 0.0;
     for (float v : want) scale = std::max(scale, double(std::fabs(v)));

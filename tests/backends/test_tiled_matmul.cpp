@@ -20,12 +20,13 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/tiled_weight.h"
-#include "format/cpu_features.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "base/thread_pool.h"
 #include "format/quants.h"
 #include "format/quants_q8.h"
-#include "runtime/thread_pool.h"
+#include "model/weights.h"
 
 namespace tilellm {
 namespace {
@@ -314,7 +315,7 @@ TEST(TiledMatmul, backend_uses_tiles_and_matches_rows) {
   CpuBackend rows(pool, ActivationMode::Quantized, n_tok * n_ff);
   for (WeightsMode mode : {WeightsMode::Native, WeightsMode::Int8B0, WeightsMode::Int4B64}) {
     CpuBackend tiles(pool, ActivationMode::Quantized, n_tok * n_ff);
-    tiles.prepare_weights(mw, mode);
+    tiles.prepare_weights(mw.weight_set(), mode);
     for (int64_t nt : {int64_t(1), n_tok}) {
       const Weight* qkv[3] = {&l.wq, &l.wk, &l.wv};
       std::vector<float> a[3], b[3];
@@ -376,7 +377,7 @@ TEST(TiledWeight, float_path_of_converted_modes_holds_the_tiles_values) {
   ThreadPool pool(1);
   for (WeightsMode mode : {WeightsMode::Int8B0, WeightsMode::Int4B64}) {
     CpuBackend be(pool, ActivationMode::F32, 0);
-    be.prepare_weights(mw, mode);
+    be.prepare_weights(mw.weight_set(), mode);
     const TiledWeight t = tiles_of(o.w, mode);
     std::vector<float> y(size_t(n_tok * n_out), NAN);
     be.matmul(mw.output, x.data(), n_tok, y.data());

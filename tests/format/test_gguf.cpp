@@ -10,7 +10,7 @@
 
 #include "../common/gguf_writer.h"
 #include "../common/tiny_model.h"
-#include "format/error.h"
+#include "base/error.h"
 #include "format/gguf.h"
 #include "model/config.h"
 #include "model/weights.h"

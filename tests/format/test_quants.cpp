@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/error.h"
+#include "base/fp16.h"
 #include "format/ggml_types.h"
 #include "format/quants.h"
 

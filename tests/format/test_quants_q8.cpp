@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "format/cpu_features.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/fp16.h"
 #include "format/ggml_types.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"

@@ -50,7 +50,7 @@ struct OpenclForwardRig {
     o.test_kernel_name = kernel;
     o.test_kernel_source = source;
     be = std::make_unique<OpenclBackend>(o);
-    be->upload_model(m.weights());
+    be->upload_model(m.weights().weight_set());
   }
   // n tokens at positions n_past..; want_logits: the last token's logits into `logits`.
   void run(const int32_t* tokens, int64_t n, int64_t n_past, bool want_logits = true) {

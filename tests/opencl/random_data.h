@@ -12,7 +12,7 @@
 
 #include "backends/backend.h"
 #include "backends/opencl/device.h"
-#include "format/fp16.h"
+#include "base/fp16.h"
 #include "format/quants.h"
 
 namespace tilellm::test {

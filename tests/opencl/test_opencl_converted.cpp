@@ -17,11 +17,12 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/opencl/opencl_backend.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "base/thread_pool.h"
 #include "format/quants.h"
+#include "model/weights.h"
 #include "random_data.h"
-#include "runtime/thread_pool.h"
 #include "test_device.h"
 
 namespace tilellm {
@@ -64,7 +65,7 @@ TEST_P(OpenclConverted, matmul_matches_cpu_in_the_same_mode) {
       ModelWeights mw;
       mw.output = w.w;
       CpuBackend cpu(pool_, ActivationMode::F32, 1 << 16);
-      cpu.prepare_weights(mw, mode);
+      cpu.prepare_weights(mw.weight_set(), mode);
       auto be = make(mode);
       be->upload_weight(mw.output);
       // The exact converted weights, for the error bound's magnitudes.
@@ -75,8 +76,8 @@ TEST_P(OpenclConverted, matmul_matches_cpu_in_the_same_mode) {
           for (int64_t k = 0; k < n_in; ++k)
             wf[size_t(r * n_in + k)] = fp16_to_fp32(fp32_to_fp16(row[size_t(k)]));
         } else {
-          dequantize_row_asym(mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0, row.data(),
-                              n_in, wf.data() + r * n_in);
+          dequantize_row_asym(mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0,
+                              row.data(), n_in, wf.data() + r * n_in);
         }
       }
       for (int64_t n_tok : {7, 1}) {
@@ -114,9 +115,9 @@ TEST_P(OpenclConverted, tied_table_is_looked_up_in_its_gguf_type_and_multiplied_
   mw.output = t.w;  // tied: the same tensor
   for (WeightsMode mode : {WeightsMode::Int8B0, WeightsMode::Int4B64}) {
     CpuBackend cpu(pool_, ActivationMode::F32, 1 << 16);
-    cpu.prepare_weights(mw, mode);
+    cpu.prepare_weights(mw.weight_set(), mode);
     auto be = make(mode);
-    be->upload_model(mw);
+    be->upload_model(mw.weight_set());
     const int32_t ids[3] = {28, 0, 13};
     std::vector<float> a(size_t(3 * n_embd)), b(a.size(), -7.0f);
     cpu.embed(mw.tok_embd, ids, 3, 0.5f, a.data());

@@ -18,13 +18,13 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/opencl/image_weight.h"
 #include "backends/opencl/opencl_backend.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "base/thread_pool.h"
 #include "format/quants.h"
 #include "model/model.h"
 #include "random_data.h"
 #include "runtime/session.h"
-#include "runtime/thread_pool.h"
 #include "test_device.h"
 
 namespace tilellm {
@@ -302,7 +302,8 @@ TEST(OpenclImageSession, image_memory_on_the_cpu_backend_is_an_error) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--gpu-memory image"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("--backend opencl"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("GPU backend (this build has opencl"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -322,7 +323,7 @@ TEST(OpenclImageModel, smollm2_greedy_with_image_weights_equals_buffer_path) {
   SessionOptions so;
   so.n_ctx = 48;
   so.n_threads = 2;
-  so.backend = BackendKind::OpenCL;
+  so.backend = "opencl";
   so.device = test::opencl_test_device();
   Session buffer(*model, so);
   so.gpu_memory = GpuMemory::Image;

@@ -49,7 +49,7 @@ SessionOptions float_options(GgmlType kv_type) {
 
 // The same options on the test's OpenCL device.
 void to_device(SessionOptions& so) {
-  so.backend = BackendKind::OpenCL;
+  so.backend = "opencl";
   so.device = test::opencl_test_device();
 }
 

@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/kv_cache.h"
 #include "backends/opencl/error.h"
 #include "backends/opencl/opencl_backend.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "base/thread_pool.h"
 #include "format/quants.h"
 #include "random_data.h"
-#include "runtime/kv_cache.h"
-#include "runtime/thread_pool.h"
 #include "test_device.h"
 
 namespace tilellm {
@@ -333,7 +333,7 @@ TEST_P(OpenclOps, decode_matvec_and_glu_over_long_rows) {
     be.upload_weight(u.w);
     std::vector<float> wf = dequantize(g.w);
     if (c.mode != WeightsMode::Native) {
-      const TileKind kind = c.mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0;
+      const AsymFormat kind = c.mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
       std::vector<float> row(static_cast<size_t>(n_in));
       for (int64_t r = 0; r < n_out; ++r) {
         std::copy_n(wf.begin() + r * n_in, n_in, row.begin());

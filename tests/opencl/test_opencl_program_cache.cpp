@@ -25,11 +25,11 @@
 #include "backends/opencl/kernels.h"
 #include "backends/opencl/opencl_backend.h"
 #include "backends/opencl/program_cache.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "base/thread_pool.h"
 #include "format/quants.h"
 #include "runtime/bench.h"
-#include "runtime/thread_pool.h"
 #include "test_device.h"
 
 namespace tilellm {
@@ -418,18 +418,19 @@ TEST_F(OpenclProgramCache, profile_and_cache_type_are_part_of_the_key) {
 // `tilellm bench`'s start times: cold writes the entry that warm then loads; with the cache off only cold.
 TEST_F(OpenclProgramCache, bench_start_times_are_cold_then_warm_from_the_entry_cold_wrote) {
   SessionOptions so;
+  so.backend = "opencl";
   so.device = test::opencl_test_device();
-  so.program_cache = {Mode::On, dir_.path.string()};
+  so.backend_options = make_backend_options(*find_backend("opencl"), {{"--cl-cache", dir_.path.string()}});
   ::testing::internal::CaptureStderr();
-  const bench::StartTimes t = bench::measure_opencl_start(so);
+  const StartTimes t = bench::measure_start(so);
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
   EXPECT_GT(t.cold_ms, 0.0);
   EXPECT_GT(t.warm_ms, 0.0);
   EXPECT_EQ(dir_.files().size(), 1u);
   EXPECT_TRUE(start(cached(dir_.path))->programs_from_cache());  // the entry a session then uses
 
-  so.program_cache = {Mode::Off, (dir_.path / "off").string()};
-  const bench::StartTimes off = bench::measure_opencl_start(so);
+  so.backend_options = make_backend_options(*find_backend("opencl"), {{"--cl-cache", "off"}});
+  const StartTimes off = bench::measure_start(so);
   EXPECT_GT(off.cold_ms, 0.0);
   EXPECT_LT(off.warm_ms, 0.0);
   EXPECT_FALSE(fs::exists(dir_.path / "off"));

@@ -14,12 +14,12 @@
 #include "../common/paths.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/opencl/opencl_backend.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "base/thread_pool.h"
 #include "forward_rig.h"
 #include "model/model.h"
 #include "runtime/session.h"
-#include "runtime/thread_pool.h"
 #include "test_device.h"
 
 namespace tilellm {

@@ -5,9 +5,9 @@
 #include <numeric>
 #include <thread>
 
-#include "format/error.h"
-#include "runtime/cpu_set.h"
-#include "runtime/thread_pool.h"
+#include "base/cpu_set.h"
+#include "base/error.h"
+#include "base/thread_pool.h"
 
 namespace tilellm {
 namespace {

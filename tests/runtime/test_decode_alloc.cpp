@@ -5,7 +5,7 @@
 
 #include "../common/alloc_counter.h"
 #include "../common/paths.h"
-#include "format/error.h"
+#include "base/error.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -54,6 +54,11 @@ TEST(DecodeAllocations, none_across_32_steps_gemma3) {
 }
 TEST(DecodeAllocations, none_across_32_steps_smollm2_converted_to_int4b64) {
   check_no_decode_allocations(test::kSmolLM2, WeightsMode::Int4B64);
+}
+
+// --weights f32: the fp32 GEMM's packed activations live in scratch sized at load.
+TEST(DecodeAllocations, none_across_32_steps_smollm2_converted_to_f32) {
+  check_no_decode_allocations(test::kSmolLM2, WeightsMode::F32);
 }
 
 TEST(Session, hybrid_prefill_is_refused_for_the_cpu_backend) {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "../common/alloc_counter.h"
-#include "format/error.h"
+#include "base/error.h"
 #include "runtime/sampler.h"
 
 namespace tilellm {

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "../common/paths.h"
-#include "format/error.h"
+#include "base/error.h"
 #include "format/gguf.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "format/error.h"
+#include "base/error.h"
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
 

@@ -18,7 +18,7 @@
 #include <random>
 #include <sstream>
 
-#include "format/error.h"
+#include "base/error.h"
 #include "format/gguf.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/unicode.h"

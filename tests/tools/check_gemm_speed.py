@@ -11,8 +11,10 @@
   - the metadata line names the commit the binary was built from;
   - --plot writes an SVG with a line per mode and shape, or for .html a page with it and the results' table;
   - gemv-bw (and gemm-speed speed/GemvBW) prints its same-run peaks (medians of the rounds the rows ran in)
-    and MNN's GemvBW columns, one row per weight format, with bytes per weight that follow from the format and
-    rates that follow from the time.
+    and MNN's GemvBW columns (then ours), one row per weight format the engine holds, with bytes per weight
+    that follow from the format and rates that follow from the time;
+  - the weights of every mode go through the engine's own load path and matmul: a mode the engine has no
+    kernel for at a shape is skipped with the engine's reason, never timed on something else.
 
     check_gemm_speed.py TILELLM_BINARY
 """
@@ -60,23 +62,25 @@ def skeleton(lines: list[str], fails: list[str]) -> list[str]:
     return out
 
 
-# gemv-bw's rows: name -> bytes per weight at K (codes plus an fp16 scale and offset per block).
-GEMV_FORMATS = {"q8b64": lambda k: 1 + 4 / 64, "q8b0": lambda k: 1 + 4 / k, "q4b64": lambda k: 0.5 + 4 / 64,
-                "q3b64": lambda k: 3 / 8 + 4 / 64, "q2b64": lambda k: 2 / 8 + 4 / 64}
+# gemv-bw's rows: name -> bytes per weight at K (codes plus the format's fp16 scales and offsets).
+GEMV_FORMATS = {"int8b0": lambda k: 1 + 4 / k, "int4b64": lambda k: 0.5 + 4 / 64, "q8_0": lambda k: 34 / 32,
+                "f16": lambda k: 2.0}
 
 
 def check_gemv_bw(lines: list[str], k: int, n: int, threads: int, fails: list[str]) -> None:
     """One gemv-bw table at K x N (N a multiple of 16, K of 64: no padding in the byte counts)."""
     peak = next((re.match(r"# peak \(same run, (\d+) threads, median of the 10 rounds the rows ran in\): memcpy "
-                          r"([0-9.]+) GB/s \(read\+write\), pure read ([0-9.]+) GB/s \(best [0-9.]+ / [0-9.]+\)", l)
+                          r"([0-9.]+) GB/s \(read\+write\), pure read ([0-9.]+) GB/s \(best [0-9.]+ / [0-9.]+\) over", l)
                  for l in lines if l.startswith("# peak")), None)
     if not peak or int(peak.group(1)) != threads or not float(peak.group(3)) > 0:
         fails.append("gemv-bw: no same-run peak line:\n" + "\n".join(lines))
         return
     read = float(peak.group(3))
-    if "| type | thr | us/iter | W MiB | bytes/elem | eff GB/s | %peak | GFLOPS | AI |" not in lines:
-        fails.append("gemv-bw: not MNN's GemvBW columns:\n" + "\n".join(lines))
-    rows = [[c.strip() for c in l.strip("|").split("|")] for l in lines if l.startswith("| q")]
+    head = "| type | thr | us/iter | W MiB | bytes/elem | eff GB/s | %peak | GFLOPS | AI |"
+    if not any(l.startswith(head) for l in lines):
+        fails.append("gemv-bw: not MNN's GemvBW columns first:\n" + "\n".join(lines))
+    rows = [[c.strip() for c in l.strip("|").split("|")] for l in lines
+            if l.startswith("| ") and l.split()[1] in GEMV_FORMATS]
     if [r[0] for r in rows] != [f"{name} {n}x{k}" for name in GEMV_FORMATS]:
         fails.append("gemv-bw rows: " + str([r[0] for r in rows]))
         return
@@ -85,7 +89,9 @@ def check_gemv_bw(lines: list[str], k: int, n: int, threads: int, fails: list[st
         return abs(got - want) <= 0.5 * 10**-digits + rel * abs(want) + 1e-9
 
     for r in rows:
-        thr, us, mib, bpe, gbs, pct, gflops, ai = int(r[1]), *map(float, r[2:])
+        thr, us, mib, bpe, gbs, pct, gflops, ai = int(r[1]), *map(float, r[2:9])
+        if len(r) != 12 or not all(float(c) > 0 for c in r[9:]):
+            fails.append(f"gemv-bw row: not %copy, read W and copy W after MNN's columns: {r}")
         want_bpe = GEMV_FORMATS[r[0].split()[0]](k)
         nbytes = want_bpe * k * n
         rel = 0.06 / us if us > 0 else 0.0  # us/iter is printed to 0.1 us: the rates carry its rounding
@@ -130,6 +136,12 @@ def main() -> int:
         fails.append("GemmSpeedInt4:\n  got  " + "\n       ".join(got) + "\n  want " + "\n       ".join(want))
     if not any(l.startswith("  # int4b64-gemm skipped at K=96 N=24") for l in lines):
         fails.append("the K % 64 skip is not said")
+
+    # A mode the engine holds no kernel for at a shape: the 8-bit tiles take whole blocks of 32 inputs.
+    lines = run(binary, "speed/GemmSpeedInt8", "--shape", "100,64", "--m", "1", "--runs", "1")
+    skip = [l for l in lines if l.startswith("  # int8b0-gemm skipped at K=100 N=64: ")]
+    if not skip or "not a multiple of 32" not in skip[0] or any(CPU_LINE.match(l) for l in lines):
+        fails.append("K % 32 != 0 is not a skip naming the engine's reason:\n" + "\n".join(lines))
 
     # --plot: an SVG with a line per mode of a shape; .html the same SVG inline and a table row per result.
     with tempfile.TemporaryDirectory() as d:

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "format/error.h"
+#include "base/error.h"
 #include "runtime/bench.h"
 
 namespace tilellm::bench {

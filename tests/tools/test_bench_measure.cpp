@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "../common/tiny_model.h"
-#include "format/error.h"
+#include "base/error.h"
 #include "model/model.h"
 #include "runtime/bench.h"
 #include "runtime/session.h"

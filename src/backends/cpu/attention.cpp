@@ -11,9 +11,9 @@
 #include <limits>
 
 #include "backends/cpu/cpu_backend.h"
-#include "format/cpu_features.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/fp16.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -3,24 +3,18 @@
 // session's thread pool.
 #pragma once
 
+#include <memory>
 #include <unordered_map>
 
 #include "backends/backend.h"
 #include "backends/cpu/tiled_float.h"
 #include "backends/cpu/tiled_weight.h"
-#include "runtime/aligned.h"
-#include "runtime/thread_pool.h"
+#include "backends/modes.h"
+#include "backends/registry.h"
+#include "base/aligned.h"
+#include "base/thread_pool.h"
 
 namespace tilellm {
-
-// How matmul treats activations.
-//   Quantized (default): like llama.cpp, each activation row is quantized once per matmul to the format its
-//   weight
-//     type pairs with (Q8_0, Q8_1, Q8_K, F16, BF16; see format/quants_q8.h) and dotted with integer
-//     arithmetic. This is the fast path, and it tracks llama.cpp's numbers closely.
-//   F32: exact dequantized weights times float32 activations — the float path the NumPy reference checks to
-//   1e-3.
-enum class ActivationMode { Quantized, F32 };
 
 // Tests run the attention op on its portable path too: false forces the scalar row kernels, true restores the
 // best the CPU has.
@@ -28,12 +22,19 @@ void set_attention_simd_for_testing(bool allow_simd);
 // The same for the GLU op's vectorized exponential.
 void set_glu_simd_for_testing(bool allow_simd);
 
+// The CPU's memory probes (bandwidth.cpp), over the threads of `pool`.
+std::unique_ptr<MemoryProbe> make_cpu_memory_probe(ThreadPool& pool);
+
 class CpuBackend final : public Backend {
  public:
   // max_act_elems: the most activation elements one matmul will see (n_batch * widest input), which sizes the
-  // quantized-activation scratch once, here.
-  CpuBackend(ThreadPool& pool, ActivationMode mode = ActivationMode::F32, int64_t max_act_elems = 0);
+  // quantized-activation scratch once, here. weights: how load_weights holds the matrices.
+  CpuBackend(ThreadPool& pool, ActivationMode mode = ActivationMode::F32, int64_t max_act_elems = 0,
+             WeightsMode weights = WeightsMode::Native);
   std::string_view name() const override { return "cpu"; }
+
+  // prepare_weights(ws, the constructor's weights mode).
+  void load_weights(const WeightSet& ws) override { prepare_weights(ws, weights_); }
 
   // Repacks or converts the model's matrices once (tiled_weight.h, tiled_float.h) per `mode`; matmuls on
   // those weights then read the prepared copies. Native mode tiles Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K
@@ -42,11 +43,12 @@ class CpuBackend final : public Backend {
   // activations the converted 8/4-bit modes hold their exact weight values as F32 rows (the float
   // reference of those formats, as the OpenCL device computes them).
   // The weights must outlive the backend and stay where they are (they are looked up by address).
-  void prepare_weights(const ModelWeights& mw, WeightsMode mode);
+  void prepare_weights(const WeightSet& ws, WeightsMode mode);
 
   void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) override;
   void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
   void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override;
+  void rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const override;
   void matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
                      int64_t n_tok) override;
   void rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim, const int32_t* pos,
@@ -61,6 +63,7 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool& pool_;
   ActivationMode mode_;
+  WeightsMode weights_;
   int64_t max_act_elems_;
   AlignedBuffer act_q_;  // quantized activation rows of the current matmul: [n_tok][activation_row_size]
 
@@ -81,7 +84,8 @@ class CpuBackend final : public Backend {
   void matmul_tiled(const Prepared* const* ps, float* const* ys, int n, const float* x, int64_t n_tok);
   void matmul_float_tiled(const Prepared* const* ps, float* const* ys, int n, const float* x, int64_t n_tok);
   std::unordered_map<const Weight*, Prepared> prepared_;
-  AlignedBuffer act_t_;  // tiled activations of the current matmul (tiled_weight.h, TiledActs)
+  AlignedBuffer act_t_;        // tiled activations of the current matmul (tiled_weight.h, TiledActs)
+  AlignedBuffer f32_scratch_;  // the F32 GEMM's packed activations (tiled_f32_gemm.h, scratch_floats)
 };
 
 }  // namespace tilellm

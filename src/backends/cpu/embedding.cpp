@@ -1,6 +1,6 @@
 // Token embedding lookup: dequantize the selected rows of the embedding table.
 #include "backends/cpu/cpu_backend.h"
-#include "format/error.h"
+#include "base/error.h"
 #include "format/quants.h"
 
 namespace tilellm {

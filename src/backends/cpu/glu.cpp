@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
-#include "format/cpu_features.h"
+#include "base/cpu_features.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

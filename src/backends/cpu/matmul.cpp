@@ -7,9 +7,11 @@
 // format the weight type pairs with and the dot products run on those; in the F32 mode the weights are
 // dequantized exactly and meet float32 activations.
 #include <algorithm>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "format/error.h"
+#include "backends/cpu/tiled_f32_gemm.h"
+#include "base/error.h"
 #include "format/quants.h"
 #include "format/quants_q8.h"
 
@@ -42,9 +44,10 @@ int64_t tile_grain(int64_t n_tok, int64_t total, int n_threads) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(ThreadPool& pool, ActivationMode mode, int64_t max_act_elems)
+CpuBackend::CpuBackend(ThreadPool& pool, ActivationMode mode, int64_t max_act_elems, WeightsMode weights)
     : pool_(pool),
       mode_(mode),
+      weights_(weights),
       max_act_elems_(max_act_elems),
       // No activation format takes more than 4 bytes per element (Q8_K: 292 bytes per 256).
       act_q_(mode == ActivationMode::Quantized ? size_t(max_act_elems) * 4 : 0) {}
@@ -53,6 +56,24 @@ void CpuBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float* y
   const Weight* ws[1] = {&w};
   float* ys[1] = {y};
   matmul_shared(ws, ys, 1, x, n_tok);
+}
+
+void CpuBackend::rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const {
+  const int64_t n = w.n_in;
+  if (mode_ != ActivationMode::Quantized) {
+    std::copy(x, x + n_tok * n, out);
+    return;
+  }
+  // The format each path quantizes to (matmul_tiled, matmul_float_tiled, the row kernels).
+  const Prepared* p = prepared(w);
+  const GgmlType at = p && p->tiled         ? p->tiles.activation_type()
+                      : p && p->float_tiled ? p->float_tiles.type
+                                            : activation_type(p ? p->rows.type : w.type);
+  std::vector<uint8_t> q(activation_row_size(at, n));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    quantize_activations(at, x + t * n, q.data(), n);
+    dequantize_activations(at, q.data(), out + t * n, n);
+  }
 }
 
 void CpuBackend::matmul_shared(const Weight* const* ws_in, float* const* ys, int n, const float* x,
@@ -181,14 +202,28 @@ void CpuBackend::matmul_float_tiled(const Prepared* const* ps, float* const* ys,
   if (n_tok * n_in > max_act_elems_) {
     fail("internal: matmul of {}x{} activations exceeds the scratch of {}", n_tok, n_in, max_act_elems_);
   }
+  if (w0.type == GgmlType::F32 && f32gemm::available()) {
+    // Whole matrices on the blocked GEMM, each split over the pool by the GEMM itself.
+    for (int i = 0; i < n; ++i) {
+      const TiledFloat& w = ps[i]->float_tiles;
+      if (f32gemm::scratch_floats(w, n_tok) * sizeof(float) > f32_scratch_.size())
+        fail("internal: an F32 matmul of {} tokens exceeds the GEMM scratch", n_tok);
+      f32gemm::gemm(w, x, n_tok, ys[i], &pool_, f32_scratch_.as<float>());
+    }
+    return;
+  }
   // The activations rounded to the weights' type (llama.cpp's pairing), in the format of tiled_float.h, in
-  // act_q_ (4 bytes per element: enough for both formats).
-  void* acts = act_q_.as<void>();
-  if (n_tok <= 2) {
-    prepare_float_acts(w0.type, x, n_in, 0, n_tok, acts);
-  } else {
-    pool_.parallel_for(n_tok, 1,
-                       [&](int64_t b, int64_t e, int) { prepare_float_acts(w0.type, x, n_in, b, e, acts); });
+  // act_q_ (4 bytes per element: enough for both formats); F32 tiles read x as it is.
+  const void* acts = x;
+  if (w0.type != GgmlType::F32) {
+    void* rounded = act_q_.as<void>();
+    if (n_tok <= 2) {
+      prepare_float_acts(w0.type, x, n_in, 0, n_tok, rounded);
+    } else {
+      pool_.parallel_for(
+          n_tok, 1, [&](int64_t b, int64_t e, int) { prepare_float_acts(w0.type, x, n_in, b, e, rounded); });
+    }
+    acts = rounded;
   }
   split_end_to_end(
       pool_, n, [&](int i) { return ps[i]->float_tiles.n_tiles; },

@@ -4,10 +4,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
+#include <functional>
 
 #include "backends/cpu/cpu_backend.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "backends/cpu/tiled_f32_gemm.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "format/asym_quant.h"
 #include "format/quants.h"
 
 namespace tilellm {
@@ -45,14 +49,10 @@ void release_rows(const Weight& w) {
 
 }  // namespace
 
-void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
+void CpuBackend::prepare_weights(const WeightSet& ws, WeightsMode mode) {
   prepared_.clear();
   const bool quantized = mode_ == ActivationMode::Quantized;
-  std::vector<const Weight*> mats;
-  for (const LayerWeights& l : mw.layers) {
-    for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) mats.push_back(w);
-  }
-  mats.push_back(&mw.output);
+  const std::vector<const Weight*>& mats = ws.matrices;
 
   // Native mode tiles only where a vector tile kernel exists: the scalar one is the reference, slower than
   // the vectorized row kernels.
@@ -62,14 +62,42 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
   auto tile_float_ok = [&](GgmlType t) {
     return quantized && tiles_as_float(t) && std::string_view(tiled_float_isa_name(t)) != "scalar";
   };
+  // p.rows: w's exact values as rows of `as` (F32 or F16), each row passed through `adjust` first when set.
+  auto float_rows = [&](const Weight& w, GgmlType as, Prepared& p,
+                        const std::function<void(float*)>& adjust) {
+    p.rows = w;
+    p.rows.type = as;
+    p.rows.row_bytes = size_t(w.n_in) * (as == GgmlType::F32 ? 4 : 2);
+    p.rows_data = AlignedBuffer(p.rows.row_bytes * size_t(w.n_out));
+    uint8_t* dst = p.rows_data.as<uint8_t>();
+    pool_.parallel_for(w.n_out, 64, [&](int64_t b, int64_t e, int) {
+      std::vector<float> row(size_t(w.n_in));
+      for (int64_t r = b; r < e; ++r) {
+        dequantize_row(w.type, w.row(r), row.data(), w.n_in);
+        if (adjust) adjust(row.data());
+        uint8_t* d = dst + size_t(r) * p.rows.row_bytes;
+        if (as == GgmlType::F32) {
+          std::memcpy(d, row.data(), p.rows.row_bytes);
+        } else {
+          for (int64_t k = 0; k < w.n_in; ++k) {
+            const uint16_t h = fp32_to_fp16(row[size_t(k)]);
+            std::memcpy(d + 2 * k, &h, 2);
+          }
+        }
+      }
+    });
+    p.rows.data = p.rows_data.as<uint8_t>();
+    p.rows.file_mapped = false;
+  };
   bool warned = false;
   for (const Weight* w : mats) {
+    if (prepared_.count(w)) continue;  // listed twice
     Prepared p;
     switch (mode) {
       case WeightsMode::Native:
         if (tile_float_ok(w->type)) {
           p.float_tiled = true;
-          p.float_tiles = tile_float(*w, &pool_);
+          p.float_tiles = tile_float(*w, w->type, &pool_);
           break;
         }
         if (!tile_native || !tiles_natively(w->type)) continue;
@@ -78,6 +106,7 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
         break;
       case WeightsMode::Int4B64:
       case WeightsMode::Int8B0:
+      case WeightsMode::Int4B0: {
         if (below_8_bits(w->type) && !warned) {
           std::fprintf(stderr,
                        "warning: --weights %s re-quantizes weights stored in %s (fewer than 8 bits): the "
@@ -85,68 +114,61 @@ void CpuBackend::prepare_weights(const ModelWeights& mw, WeightsMode mode) {
                        weights_mode_name(mode), std::string(type_name(w->type)).c_str());
           warned = true;
         }
+        const TileKind kind = converted_tile_kind(mode);
         if (!quantized) {
           // The float path: the converted weights' exact values (the same conversion the tiles and the
           // OpenCL device hold) as F32 rows meeting float32 activations, the reference for the device.
-          const TileKind kind = mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0;
-          p.rows = *w;
-          p.rows.type = GgmlType::F32;
-          p.rows.row_bytes = size_t(w->n_in) * sizeof(float);
-          p.rows_data = AlignedBuffer(p.rows.row_bytes * size_t(w->n_out));
-          auto* dst = p.rows_data.as<float>();
-          pool_.parallel_for(w->n_out, 64, [&](int64_t b, int64_t e, int) {
-            std::vector<float> row(size_t(w->n_in));
-            for (int64_t r = b; r < e; ++r) {
-              dequantize_row(w->type, w->row(r), row.data(), w->n_in);
-              dequantize_row_asym(kind, row.data(), w->n_in, dst + r * w->n_in);
-            }
+          const AsymFormat f = asym_format(kind);
+          float_rows(*w, GgmlType::F32, p, [f, n = w->n_in](float* row) {
+            std::vector<float> exact(static_cast<size_t>(n));
+            dequantize_row_asym(f, row, n, exact.data());
+            std::copy(exact.begin(), exact.end(), row);
           });
-          p.rows.data = p.rows_data.as<uint8_t>();
-          p.rows.file_mapped = false;
           break;
         }
         p.tiled = true;
-        p.tiles =
-            tile_weight(*w, mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0, &pool_);
-        break;
-      case WeightsMode::F16: {
-        if (w->type == GgmlType::F16) {
-          if (!tile_float_ok(GgmlType::F16)) continue;
-          p.float_tiled = true;
-          p.float_tiles = tile_float(*w, &pool_);
-          break;
-        }
-        p.rows = *w;
-        p.rows.type = GgmlType::F16;
-        p.rows.row_bytes = size_t(w->n_in) * 2;
-        p.rows_data = AlignedBuffer(p.rows.row_bytes * size_t(w->n_out));
-        auto* dst = p.rows_data.as<uint16_t>();
-        pool_.parallel_for(w->n_out, 64, [&](int64_t b, int64_t e, int) {
-          std::vector<float> row(size_t(w->n_in));
-          for (int64_t r = b; r < e; ++r) {
-            dequantize_row(w->type, w->row(r), row.data(), w->n_in);
-            for (int64_t k = 0; k < w->n_in; ++k) dst[r * w->n_in + k] = fp32_to_fp16(row[size_t(k)]);
-          }
-        });
-        p.rows.data = p.rows_data.as<uint8_t>();
-        p.rows.file_mapped = false;
-        if (tile_float_ok(GgmlType::F16)) {  // the converted rows only feed the tiles
-          p.float_tiled = true;
-          p.float_tiles = tile_float(p.rows, &pool_);
-          p.rows_data = AlignedBuffer();
-          p.rows.data = nullptr;
-        }
+        p.tiles = tile_weight(*w, kind, &pool_);
         break;
       }
+      case WeightsMode::F16:
+        if (tile_float_ok(GgmlType::F16)) {
+          p.float_tiled = true;
+          p.float_tiles = tile_float(*w, GgmlType::F16, &pool_);
+        } else if (w->type != GgmlType::F16) {
+          float_rows(*w, GgmlType::F16, p, nullptr);
+        } else {
+          continue;  // the GGUF rows are F16 already
+        }
+        break;
+      case WeightsMode::F32:
+        // F32 tiles meet the activations unrounded, so they serve both activation modes.
+        if (std::string_view(tiled_float_isa_name(GgmlType::F32)) != "scalar") {
+          p.float_tiled = true;
+          p.float_tiles = tile_float(*w, GgmlType::F32, &pool_);
+          if (f32gemm::available()) f32gemm::prepare(p.float_tiles);
+        } else if (w->type != GgmlType::F32) {
+          float_rows(*w, GgmlType::F32, p, nullptr);
+        } else {
+          continue;
+        }
+        break;
     }
     // The tied output matrix is also the embedding table, whose rows are still looked up.
-    if ((p.tiled || p.float_tiled) && w->data != mw.tok_embd.data) release_rows(*w);
+    if ((p.tiled || p.float_tiled) && !(ws.embedding && w->data == ws.embedding->data)) release_rows(*w);
     prepared_.emplace(w, std::move(p));
   }
   // Scratch for the tiled activations: tiled_acts_bytes(n_in, n_tok) is at most 1.5 bytes per value plus
   // four 64-byte alignments.
   act_t_ = AlignedBuffer(prepared_.empty() ? 0 : size_t(max_act_elems_) * 2 + 4 * 64);
   // (Float tiles read their rounded activations from act_q_, which holds 4 bytes per element.)
+  // Scratch of the F32 GEMM for the most tokens a matmul of each matrix can see.
+  size_t gemm_floats = 0;
+  for (const auto& [w, p] : prepared_) {
+    if (!p.float_tiled || p.float_tiles.type != GgmlType::F32 || !f32gemm::available()) continue;
+    const int64_t max_tok = std::max<int64_t>(1, max_act_elems_ / std::max<int64_t>(1, w->n_in));
+    gemm_floats = std::max(gemm_floats, f32gemm::scratch_floats(p.float_tiles, max_tok));
+  }
+  f32_scratch_ = AlignedBuffer(gemm_floats * sizeof(float));
 }
 
 }  // namespace tilellm

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/tiled_float_kernels.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "format/quants.h"
 
 namespace tilellm {
 namespace {
@@ -19,7 +21,7 @@ constexpr int kRows = 16;
 // GGUF rows by the repack test).
 void scalar_kernel(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t tile0, int64_t tile1,
                    float* y, int64_t y_stride) {
-  const bool bf16 = w.type == GgmlType::BF16;
+  const bool bf16 = w.type == GgmlType::BF16;  // F16 and F32 activations are floats
   for (int64_t r = tile0 * kRows; r < std::min(w.n_out, tile1 * kRows); ++r) {
     for (int64_t t = 0; t < n_tok; ++t) {
       float acc = 0.0f;
@@ -46,19 +48,20 @@ const Isa* isas() {
                               {"avx512", tiled_float_detail::avx512_kernels()},
                               {"avx2", tiled_float_detail::avx2_kernels()},
                               {"neon", tiled_float_detail::neon_kernels()},
-                              {"scalar", {scalar_kernel, scalar_kernel}}};
+                              {"scalar", {scalar_kernel, scalar_kernel, scalar_kernel}}};
   return table;
 }
 constexpr int kNumIsas = 5;
 
 tiled_float_detail::Kernel kernel_of(const Isa& isa, GgmlType type) {
-  return type == GgmlType::BF16 ? isa.k.bf16 : isa.k.f16;
+  return type == GgmlType::BF16 ? isa.k.bf16 : type == GgmlType::F32 ? isa.k.f32 : isa.k.f16;
 }
 
-std::atomic<int> g_override[2] = {-1, -1};  // per type (F16, BF16): -1 the best, else an index into isas()
+// Per type (F16, BF16, F32): -1 the best, else an index into isas().
+std::atomic<int> g_override[3] = {-1, -1, -1};
 
 std::atomic<int>& override_of(GgmlType type) {
-  return g_override[type == GgmlType::BF16 ? 1 : 0];
+  return g_override[type == GgmlType::BF16 ? 1 : type == GgmlType::F32 ? 2 : 0];
 }
 
 const Isa& current(GgmlType type) {
@@ -71,8 +74,9 @@ const Isa& current(GgmlType type) {
 }  // namespace
 
 float TiledFloat::at(int64_t r, int64_t k) const {
-  const uint16_t* t = tile(r / kRows);
   const int64_t rr = r % kRows;
+  if (type == GgmlType::F32) return tile_f32(r / kRows)[k * kRows + rr];
+  const uint16_t* t = tile(r / kRows);
   if (type == GgmlType::BF16) return bf16_to_fp32(t[(k / 2) * 2 * kRows + rr * 2 + k % 2]);
   return fp16_to_fp32(t[k * kRows + rr]);
 }
@@ -81,26 +85,47 @@ bool tiles_as_float(GgmlType t) {
   return t == GgmlType::F16 || t == GgmlType::BF16;
 }
 
-TiledFloat tile_float(const Weight& w, ThreadPool* pool) {
-  if (!tiles_as_float(w.type)) fail("internal: weight {} is not F16 or BF16", w.name);
+TiledFloat tile_float(const Weight& w, GgmlType as, ThreadPool* pool) {
+  const bool copy = w.type == as;
+  if (!(as == GgmlType::F16 || as == GgmlType::F32 || (as == GgmlType::BF16 && copy)))
+    fail("internal: weight {} of type {} cannot be tiled as {}", w.name, type_name(w.type), type_name(as));
   TiledFloat t;
-  t.type = w.type;
+  t.type = as;
   t.n_in = w.n_in;
   t.n_out = w.n_out;
   t.n_tiles = (w.n_out + kRows - 1) / kRows;
-  const size_t raw = w.type == GgmlType::BF16 ? size_t(t.n_pairs()) * kRows * 4 : size_t(w.n_in) * kRows * 2;
+  const size_t raw = as == GgmlType::BF16  ? size_t(t.n_pairs()) * kRows * 4
+                     : as == GgmlType::F32 ? size_t(w.n_in) * kRows * 4
+                                           : size_t(w.n_in) * kRows * 2;
   t.tile_bytes = (raw + kAlign - 1) / kAlign * kAlign;
-  t.data = AlignedBuffer(t.tile_bytes * size_t(t.n_tiles));
-  std::memset(t.data.as<uint8_t>(), 0, t.tile_bytes * size_t(t.n_tiles));
-  const bool bf16 = w.type == GgmlType::BF16;
+  t.data = AlignedBuffer(t.tile_bytes * size_t(t.n_tiles));  // zeroed: padding rows stay zero
+  const bool bf16 = as == GgmlType::BF16, f32 = as == GgmlType::F32;
   auto pack = [&](int64_t b, int64_t e, int) {
+    std::vector<float> row(copy ? 0 : size_t(w.n_in));
     for (int64_t ti = b; ti < e; ++ti) {
-      auto* dst = reinterpret_cast<uint16_t*>(t.data.as<uint8_t>() + size_t(ti) * t.tile_bytes);
+      uint8_t* base = t.data.as<uint8_t>() + size_t(ti) * t.tile_bytes;
+      auto* d16 = reinterpret_cast<uint16_t*>(base);
+      auto* d32 = reinterpret_cast<float*>(base);
       for (int rr = 0; rr < kRows && ti * kRows + rr < w.n_out; ++rr) {
-        const uint8_t* row = w.row(ti * kRows + rr);
+        const uint8_t* src = w.row(ti * kRows + rr);
+        if (!copy) dequantize_row(w.type, src, row.data(), w.n_in);
         for (int64_t k = 0; k < w.n_in; ++k) {
-          uint16_t* d = bf16 ? &dst[(k / 2) * 2 * kRows + rr * 2 + k % 2] : &dst[k * kRows + rr];
-          std::memcpy(d, row + 2 * k, 2);
+          if (f32) {
+            float v;
+            if (copy) {
+              std::memcpy(&v, src + 4 * k, 4);
+            } else {
+              v = row[size_t(k)];
+            }
+            d32[k * kRows + rr] = v;
+            continue;
+          }
+          uint16_t* d = bf16 ? &d16[(k / 2) * 2 * kRows + rr * 2 + k % 2] : &d16[k * kRows + rr];
+          if (copy) {
+            std::memcpy(d, src + 2 * k, 2);
+          } else {
+            *d = fp32_to_fp16(row[size_t(k)]);
+          }
         }
       }
     }
@@ -131,6 +156,10 @@ void prepare_float_acts(GgmlType type, const float* x, int64_t n_in, int64_t t0,
     return;
   }
   auto* out = static_cast<float*>(acts);
+  if (type == GgmlType::F32) {
+    if (out != x) std::memcpy(out + t0 * n_in, x + t0 * n_in, size_t((t1 - t0) * n_in) * sizeof(float));
+    return;
+  }
   for (int64_t i = t0 * n_in; i < t1 * n_in; ++i) out[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
 }
 

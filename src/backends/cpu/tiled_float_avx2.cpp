@@ -2,6 +2,7 @@
 // rows are two 256-bit halves of 8 float lanes; up to 4 tokens per pass (8 accumulators, the weights and one
 // broadcast stay within the 16 registers).
 //   F16:  per input k one 32-byte load, two conversions, two multiply-adds per token.
+//   F32:  the same with two 32-byte loads and no conversion.
 //   BF16: per pair of inputs two 32-byte loads, each split into its even and odd inputs (shift, mask), four
 //         multiply-adds per token.
 // A single token (decode) keeps two accumulators per half over k (or pair) mod 2.
@@ -10,7 +11,7 @@
 #include <cstring>
 
 #include "backends/cpu/tiled_float_kernels.h"
-#include "format/cpu_features.h"
+#include "base/cpu_features.h"
 
 #if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
 #include <immintrin.h>
@@ -41,16 +42,20 @@ TILELLM_AVX2_HOT void store_rows(float* y, __m256 lo, __m256 hi, int rows) {
   std::memcpy(y, tmp, sizeof(float) * size_t(rows));
 }
 
-// ---- F16 ----
+// ---- F16 and F32 (one row of 16 weights per input k, halves or floats) ----
 
 TILELLM_AVX2_HOT void load_f16(const uint16_t* p, __m256& lo, __m256& hi) {
   lo = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
   hi = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p + 8)));
 }
+TILELLM_AVX2_HOT void load_f16(const float* p, __m256& lo, __m256& hi) {
+  lo = _mm256_load_ps(p);
+  hi = _mm256_load_ps(p + 8);
+}
 
-template <int kNt>
-TILELLM_AVX2_HOT void f16_tokens(const TiledFloat& w, const uint16_t* tile, const float* xr, int64_t t,
-                                 float* y, int64_t y_stride, int rows) {
+template <int kNt, class E>
+TILELLM_AVX2_HOT void f16_tokens(const TiledFloat& w, const E* tile, const float* xr, int64_t t, float* y,
+                                 int64_t y_stride, int rows) {
   const int64_t n = w.n_in;
   __m256 lo[kNt], hi[kNt];
   for (int j = 0; j < kNt; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
@@ -96,6 +101,15 @@ struct F16Step {
   TILELLM_AVX2 static void run(const TiledFloat& w, int64_t ti, const void* acts, int64_t t, float* y,
                                int64_t y_stride) {
     f16_tokens<kNt>(w, w.tile(ti), static_cast<const float*>(acts), t, y + ti * kRows, y_stride,
+                    rows_of(w, ti));
+  }
+};
+
+template <int kNt>
+struct F32Step {
+  TILELLM_AVX2 static void run(const TiledFloat& w, int64_t ti, const void* acts, int64_t t, float* y,
+                               int64_t y_stride) {
+    f16_tokens<kNt>(w, w.tile_f32(ti), static_cast<const float*>(acts), t, y + ti * kRows, y_stride,
                     rows_of(w, ti));
   }
 };
@@ -168,7 +182,7 @@ struct Bf16Step {
 
 Kernels avx2_kernels() {
   if (!cpu_features().avx2_fma_f16c) return {};
-  return {for_tiles<F16Step, 4>, for_tiles<Bf16Step, 4>};
+  return {for_tiles<F16Step, 4>, for_tiles<Bf16Step, 4>, for_tiles<F32Step, 4>};
 }
 
 }  // namespace tilellm::tiled_float_detail

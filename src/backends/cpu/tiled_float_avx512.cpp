@@ -1,6 +1,7 @@
 // AVX-512 kernels of the float tiles (tiled_float.h): one tile (16 rows, one vector of float lanes) at a
 // time, up to 8 tokens per pass, so each weight vector loaded serves 8 tokens.
 //   F16:  per input k one 32-byte load of the 16 rows' halves, one conversion, one multiply-add per token.
+//   F32:  per input k one 64-byte load, one multiply-add per token.
 //   BF16: per pair of inputs one 64-byte load; with AVX-512 BF16 one vdpbf16ps per token multiplies both
 //         inputs of all 16 rows and adds them in; without it the low halves of the 32-bit lanes become
 //         floats by a shift and the high halves by a mask, then two multiply-adds per token.
@@ -13,7 +14,7 @@
 #include <cstring>
 
 #include "backends/cpu/tiled_float_kernels.h"
-#include "format/cpu_features.h"
+#include "base/cpu_features.h"
 
 #if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
 #include <immintrin.h>
@@ -38,10 +39,13 @@ TILELLM_AVX512_HOT __mmask16 row_mask(const TiledFloat& w, int64_t ti) {
 TILELLM_AVX512_HOT __m512 load_f16(const uint16_t* p) {
   return _mm512_maskz_cvtph_ps(0xffff, _mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
 }
+TILELLM_AVX512_HOT __m512 load_f16(const float* p) {
+  return _mm512_load_ps(p);
+}
 
-template <int kNt>
-TILELLM_AVX512_HOT void f16_tokens(const TiledFloat& w, const uint16_t* tile, const float* xr, int64_t t,
-                                   float* y, int64_t y_stride, __mmask16 mask) {
+template <int kNt, class E>
+TILELLM_AVX512_HOT void f16_tokens(const TiledFloat& w, const E* tile, const float* xr, int64_t t, float* y,
+                                   int64_t y_stride, __mmask16 mask) {
   const int64_t n = w.n_in;
   if constexpr (kNt == 1) {
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -70,6 +74,17 @@ struct F16Step {
   TILELLM_AVX512 static void run(const TiledFloat& w, int64_t ti, const void* acts, int64_t t, float* y,
                                  int64_t y_stride) {
     f16_tokens<kNt>(w, w.tile(ti), static_cast<const float*>(acts), t, y + ti * kRows, y_stride,
+                    row_mask(w, ti));
+  }
+};
+
+// F32 tiles: the same loop on floats. matmul_float_tiled (cpu/matmul.cpp) runs whole F32 matrices on the
+// blocked GEMM (tiled_f32_gemm.h) instead; this kernel serves a range of tiles asked for on its own.
+template <int kNt>
+struct F32Step {
+  TILELLM_AVX512 static void run(const TiledFloat& w, int64_t ti, const void* acts, int64_t t, float* y,
+                                 int64_t y_stride) {
+    f16_tokens<kNt>(w, w.tile_f32(ti), static_cast<const float*>(acts), t, y + ti * kRows, y_stride,
                     row_mask(w, ti));
   }
 };
@@ -180,12 +195,12 @@ struct DpStep {
 // avx512_vnni stands for the AVX-512 F/BW/VL set the engine probes for (cpu_features.h).
 Kernels avx512_kernels() {
   if (!cpu_features().avx512_vnni) return {};
-  return {for_tiles<F16Step, 8>, for_tiles<Bf16Step, 8>};
+  return {for_tiles<F16Step, 8>, for_tiles<Bf16Step, 8>, for_tiles<F32Step, 8>};
 }
 
 Kernels avx512bf16_kernels() {
   if (!cpu_features().avx512_bf16) return {};
-  return {nullptr, for_tiles<DpStep, 8>};
+  return {nullptr, for_tiles<DpStep, 8>, nullptr};
 }
 
 }  // namespace tilellm::tiled_float_detail

@@ -33,6 +33,7 @@ void for_tiles(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t til
 struct Kernels {
   Kernel f16 = nullptr;
   Kernel bf16 = nullptr;
+  Kernel f32 = nullptr;
 };
 
 // AVX-512 BF16 (vdpbf16ps): BF16 only.

@@ -1,6 +1,7 @@
 // ARMv8-A Advanced SIMD kernels of the float tiles (tiled_float.h): a tile's 16 rows are four 128-bit
 // quarters of 4 float lanes; up to 4 tokens per pass (16 accumulators of the 32 registers).
 //   F16:  per input k two 16-byte loads, four conversions (FCVTL), four multiply-adds per token.
+//   F32:  the same with four 16-byte loads and no conversion.
 //   BF16: per pair of inputs four 16-byte loads, each split into its even inputs (shift left by 16) and odd
 //         inputs (mask), eight multiply-adds per token. (ARMv8.6 BFDOT is not used: few cores have it.)
 // Baseline ARMv8-A only: every AArch64 CPU runs these. On other architectures this file only defines the
@@ -10,7 +11,7 @@
 #include <cstring>
 
 #include "backends/cpu/tiled_float_kernels.h"
-#include "format/cpu_features.h"
+#include "base/cpu_features.h"
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
@@ -45,9 +46,12 @@ inline void load_f16(const uint16_t* p, float32x4_t q[4]) {
   q[2] = vcvt_f32_f16(vget_low_f16(b));
   q[3] = vcvt_high_f32_f16(b);
 }
+inline void load_f16(const float* p, float32x4_t q[4]) {
+  for (int i = 0; i < 4; ++i) q[i] = vld1q_f32(p + 4 * i);
+}
 
-template <int kNt>
-inline void f16_tokens(const TiledFloat& w, const uint16_t* tile, const float* xr, int64_t t, float* y,
+template <int kNt, class E>
+inline void f16_tokens(const TiledFloat& w, const E* tile, const float* xr, int64_t t, float* y,
                        int64_t y_stride, int rows) {
   const int64_t n = w.n_in;
   float32x4_t acc[kNt][4];
@@ -68,6 +72,14 @@ template <int kNt>
 struct F16Step {
   static void run(const TiledFloat& w, int64_t ti, const void* acts, int64_t t, float* y, int64_t y_stride) {
     f16_tokens<kNt>(w, w.tile(ti), static_cast<const float*>(acts), t, y + ti * kRows, y_stride,
+                    rows_of(w, ti));
+  }
+};
+
+template <int kNt>
+struct F32Step {
+  static void run(const TiledFloat& w, int64_t ti, const void* acts, int64_t t, float* y, int64_t y_stride) {
+    f16_tokens<kNt>(w, w.tile_f32(ti), static_cast<const float*>(acts), t, y + ti * kRows, y_stride,
                     rows_of(w, ti));
   }
 };
@@ -112,7 +124,7 @@ struct Bf16Step {
 
 Kernels neon_kernels() {
   if (!cpu_features().neon) return {};
-  return {for_tiles<F16Step, 4>, for_tiles<Bf16Step, 4>};
+  return {for_tiles<F16Step, 4>, for_tiles<Bf16Step, 4>, for_tiles<F32Step, 4>};
 }
 
 }  // namespace tilellm::tiled_float_detail

@@ -6,9 +6,9 @@
 
 #include "backends/cpu/tiled_matmul_kernels.h"
 #include "backends/cpu/tiled_weight.h"
-#include "format/cpu_features.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/fp16.h"
 #include "format/quants_q8.h"
 
 namespace tilellm {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/tiled_matmul_kernels.h"
-#include "format/cpu_features.h"
+#include "base/cpu_features.h"
 
 #if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
 #include <immintrin.h>

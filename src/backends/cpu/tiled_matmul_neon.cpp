@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "backends/cpu/tiled_matmul_kernels.h"
-#include "format/cpu_features.h"
+#include "base/cpu_features.h"
 
 #if defined(__aarch64__)
 #include <arm_neon.h>

@@ -6,8 +6,9 @@
 #include <cstring>
 #include <vector>
 
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "format/asym_quant.h"
 #include "format/quants.h"
 
 namespace tilellm {
@@ -83,26 +84,6 @@ void gguf_sub_block(TileKind kind, const uint8_t* row, int64_t s, uint8_t codes[
     }
     default:
       fail("internal: {} is not a GGUF tile kind", int(kind));
-  }
-}
-
-// Asymmetric quantization of n float values to codes 0..max_code: scale = (hi - lo) / max_code and offset
-// = lo, both rounded to fp16 first; the codes are then rounded against the rounded pair, so that
-// scale * code + offset is exactly what the kernels compute with.
-void quantize_asym(const float* v, int64_t n, int max_code, uint8_t* codes, uint16_t* scale,
-                   uint16_t* offset) {
-  float lo = v[0], hi = v[0];
-  for (int64_t i = 1; i < n; ++i) {
-    lo = std::min(lo, v[i]);
-    hi = std::max(hi, v[i]);
-  }
-  *offset = fp32_to_fp16(lo);
-  *scale = fp32_to_fp16((hi - lo) / float(max_code));
-  const float o = fp16_to_fp32(*offset), d = fp16_to_fp32(*scale);
-  const float inv = d > 0.0f ? 1.0f / d : 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float c = std::nearbyint((v[i] - o) * inv);
-    codes[i] = static_cast<uint8_t>(std::clamp(c, 0.0f, float(max_code)));
   }
 }
 
@@ -219,28 +200,6 @@ GgmlType source_of(TileKind k) {
 
 }  // namespace
 
-WeightsMode parse_weights_mode(std::string_view s) {
-  if (s == "native") return WeightsMode::Native;
-  if (s == "int4b64") return WeightsMode::Int4B64;
-  if (s == "int8b0") return WeightsMode::Int8B0;
-  if (s == "f16") return WeightsMode::F16;
-  fail("unknown weights mode '{}' (expected native, int4b64, int8b0 or f16)", s);
-}
-
-const char* weights_mode_name(WeightsMode m) {
-  switch (m) {
-    case WeightsMode::Native:
-      return "native";
-    case WeightsMode::Int4B64:
-      return "int4b64";
-    case WeightsMode::Int8B0:
-      return "int8b0";
-    case WeightsMode::F16:
-      return "f16";
-  }
-  return "?";
-}
-
 bool tiles_natively(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_0:
@@ -281,7 +240,7 @@ TileKind native_tile_kind(GgmlType t) {
 }
 
 TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool) {
-  const bool converted = kind == TileKind::Int4B64 || kind == TileKind::Int8B0;
+  const bool converted = converted_kind(kind);
   if (!converted && w.type != source_of(kind)) {
     fail("internal: weight {} of type {} cannot be repacked as tile kind {}", w.name, type_name(w.type),
          int(kind));
@@ -299,7 +258,7 @@ TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool) {
   t.n_out = w.n_out;
   t.n_tiles = (w.n_out + kTileRows - 1) / kTileRows;
   t.n_sub = (w.n_in + kSubK - 1) / kSubK;
-  t.sub_per_group = kind == TileKind::Int4B64 ? 2 : kind == TileKind::Int8B0 ? t.n_sub : 1;
+  t.sub_per_group = kind == TileKind::Int4B64 ? 2 : converted ? t.n_sub : 1;
   t.n_groups = (t.n_sub + t.sub_per_group - 1) / t.sub_per_group;
   t.code_bytes = size_t(t.n_sub) * kSubK * kTileRows * size_t(t.bits()) / 8;
   const size_t param_bytes = t.k_quant() ? size_t(w.n_in / kSuperK) * kKParamBytes
@@ -342,7 +301,7 @@ TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool) {
           continue;
         }
         dequantize_row(w.type, w.row(r), row.data(), w.n_in);
-        quantize_row_asym(kind, row.data(), w.n_in, codes.data(), gscale.data(), goff.data());
+        quantize_row_asym(asym_format(kind), row.data(), w.n_in, codes.data(), gscale.data(), goff.data());
         for (int64_t g = 0; g < t.n_groups; ++g) {
           scales[g * kTileRows + rr] = gscale[size_t(g)];
           offsets[g * kTileRows + rr] = goff[size_t(g)];
@@ -359,37 +318,22 @@ TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool) {
   return t;
 }
 
-int64_t asym_group_size(TileKind kind, int64_t n_in) {
-  if (kind == TileKind::Int4B64) return 64;
-  if (kind == TileKind::Int8B0) return n_in;
+bool converted_kind(TileKind kind) {
+  return kind == TileKind::Int4B64 || kind == TileKind::Int8B0 || kind == TileKind::Int4B0;
+}
+
+AsymFormat asym_format(TileKind kind) {
+  if (kind == TileKind::Int4B64) return AsymFormat::Int4B64;
+  if (kind == TileKind::Int8B0) return AsymFormat::Int8B0;
+  if (kind == TileKind::Int4B0) return AsymFormat::Int4B0;
   fail("internal: tile kind {} is not a converted kind", int(kind));
 }
 
-int64_t asym_groups(TileKind kind, int64_t n_in) {
-  const int64_t g = asym_group_size(kind, n_in);
-  return (n_in + g - 1) / g;
-}
-
-void quantize_row_asym(TileKind kind, const float* row, int64_t n_in, uint8_t* codes, uint16_t* scales,
-                       uint16_t* offsets) {
-  if (n_in <= 0 || n_in % kSubK != 0) fail("internal: converted row of {} values", n_in);
-  const int64_t gk = asym_group_size(kind, n_in);
-  const int max_code = kind == TileKind::Int4B64 ? 15 : 255;
-  for (int64_t g = 0; g * gk < n_in; ++g) {
-    const int64_t k0 = g * gk;
-    quantize_asym(row + k0, std::min(gk, n_in - k0), max_code, codes + k0, &scales[g], &offsets[g]);
-  }
-}
-
-void dequantize_row_asym(TileKind kind, const float* row, int64_t n_in, float* out) {
-  const int64_t gk = asym_group_size(kind, n_in), ng = asym_groups(kind, n_in);
-  std::vector<uint8_t> codes(static_cast<size_t>(n_in));
-  std::vector<uint16_t> sc(static_cast<size_t>(ng)), off(static_cast<size_t>(ng));
-  quantize_row_asym(kind, row, n_in, codes.data(), sc.data(), off.data());
-  for (int64_t k = 0; k < n_in; ++k) {
-    const size_t g = size_t(k / gk);
-    out[k] = fp16_to_fp32(sc[g]) * float(codes[size_t(k)]) + fp16_to_fp32(off[g]);
-  }
+TileKind converted_tile_kind(WeightsMode mode) {
+  if (mode == WeightsMode::Int4B64) return TileKind::Int4B64;
+  if (mode == WeightsMode::Int8B0) return TileKind::Int8B0;
+  if (mode == WeightsMode::Int4B0) return TileKind::Int4B0;
+  fail("internal: --weights {} has no tile kind", weights_mode_name(mode));
 }
 
 TiledEntry tiled_entry(const TiledWeight& w, int64_t r, int64_t k) {

@@ -35,6 +35,7 @@
 //   inputs not a multiple of 256 — small models, whose weights are few.)
 //   Int4B64  4-bit, group 64, float offset                  (--weights int4b64, MNN's Int4-Block64)
 //   Int8B0   8-bit, one group over all of K, float offset   (--weights int8b0, MNN's Int8-Block0)
+//   Int4B0   4-bit, one group over all of K, float offset   (--weights int4b0, MNN's Int4-Block0 / W4A8)
 //
 // K-quant kinds (GGUF Q4_K, Q5_K, Q6_K; n_in a multiple of 256, one super-block per 256 inputs):
 //   codes: the layouts above with the super-block's unsigned codes (Q4_K 0..15 as nibbles; Q5_K 0..31 and
@@ -61,7 +62,8 @@
 //   int offset kinds:   y += (ws[r] * dx[t][s]) * float(sum_k code * q - int_offset * sum_k q)
 //   Q4_1, Q5_1:         y += (ws[r] * dx[t][s]) * float(sum_k code * q) + wm[r] * s8[t][s]
 //                       (s8 = the Q8_1 block's stored half(dx * sum q), as ggml uses it)
-//   Int4B64, Int8B0:    y += (ws[r] * dx[t][s]) * float(sum_k code * q) + wo[r] * (dx[t][s] * sum_k q)
+//   Int4B64, Int8B0, Int4B0:
+//                       y += (ws[r] * dx[t][s]) * float(sum_k code * q) + wo[r] * (dx[t][s] * sum_k q)
 // K-quant kinds, activations Q8_K (dy per 256, bsums b16 per 16, b32 = sums per 32), per super-block c:
 //   Q4_K, Q5_K:  y += (d[r] * dy[t][c]) * float(isum) - (dmin[r] * dy[t][c]) * float(msum)
 //                isum = sum_j sc[r][j] * sum_{k in j} code * q,  msum = sum_j mn[r][j] * b32[t][j]
@@ -76,25 +78,16 @@
 #include <cstdint>
 #include <string_view>
 
+#include "backends/modes.h"
+#include "backends/weight.h"
+#include "base/aligned.h"
+#include "base/thread_pool.h"
+#include "format/asym_quant.h"
 #include "format/ggml_types.h"
-#include "model/weights.h"
-#include "runtime/aligned.h"
-#include "runtime/thread_pool.h"
 
 namespace tilellm {
 
-// How the CPU backend holds the model's matrices (`--weights`).
-//   Native:  the GGUF types; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K are repacked losslessly
-//            into tiles, F16 and BF16 into float tiles (tiled_float.h); F32 keeps its rows.
-//   Int4B64: every matrix converted to 4-bit, block 64, asymmetric (from its exact float values).
-//   Int8B0:  every matrix converted to 8-bit per output channel, asymmetric.
-//   F16:     every matrix converted to F16 (float tiles where a vector kernel exists, else rows).
-enum class WeightsMode { Native, Int4B64, Int8B0, F16 };
-// "native", "int4b64", "int8b0", "f16"; parse throws tilellm::Error naming the bad value.
-WeightsMode parse_weights_mode(std::string_view s);
-const char* weights_mode_name(WeightsMode m);
-
-enum class TileKind { Q4_0, Q8_0, Q4_1, Int4B64, Int8B0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1 };
+enum class TileKind { Q4_0, Q8_0, Q4_1, Int4B64, Int8B0, Int4B0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1 };
 
 inline constexpr int kTileRows = 16;  // output rows per tile (one 512-bit vector of int32 or float lanes)
 inline constexpr int kSubK = 32;      // input values per sub-block (one activation block)
@@ -118,7 +111,7 @@ struct TiledWeight {
   bool k_quant() const { return kind == TileKind::Q4_K || kind == TileKind::Q5_K || kind == TileKind::Q6_K; }
   int bits() const {
     return kind == TileKind::Q4_0 || kind == TileKind::Q4_1 || kind == TileKind::Int4B64 ||
-                   kind == TileKind::Q4_K
+                   kind == TileKind::Int4B0 || kind == TileKind::Q4_K
                ? 4
                : 8;
   }
@@ -154,24 +147,17 @@ bool tiles_natively(GgmlType t);
 // The tile kind native mode repacks a weight of this GGUF type into (tiles_natively(t) must hold).
 TileKind native_tile_kind(GgmlType t);
 
-// Repacks (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K into their own kinds; lossless) or converts (kind Int4B64 /
-// Int8B0, from the weight's exact float values) a weight matrix. The work is split over pool when given.
+// Repacks (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K into their own kinds; lossless) or converts (kinds Int4B64,
+// Int8B0, Int4B0, from the weight's exact float values) a weight matrix. The work is split over pool when
+// given.
 TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool);
 
-// The --weights int4b64 / int8b0 conversion of one row of n_in exact float values (n_in a multiple of 32),
-// the one every holder of these formats calls (the CPU tiles, the OpenCL device rows), so that all hold the
-// same codes, scales and offsets. The row is cut into groups of asym_group_size values (Int4B64: 64, the
-// last group 32 when n_in % 64 == 32; Int8B0: all of n_in); each group is quantized asymmetrically to codes
-// 0..15 (Int4B64) or 0..255 (Int8B0) with scale = (max - min) / max_code and offset = min, both rounded to
-// fp16 first and the codes rounded against the rounded pair, so a weight is exactly
-//   w = fp16_to_fp32(scale) * code + fp16_to_fp32(offset).
-// codes: [n_in], one code per byte; scales, offsets: [asym_groups(kind, n_in)] fp16 bits.
-int64_t asym_group_size(TileKind kind, int64_t n_in);
-int64_t asym_groups(TileKind kind, int64_t n_in);
-void quantize_row_asym(TileKind kind, const float* row, int64_t n_in, uint8_t* codes, uint16_t* scales,
-                       uint16_t* offsets);
-// The converted row's weights as floats (the formula above): the exact values every kernel multiplies by.
-void dequantize_row_asym(TileKind kind, const float* row, int64_t n_in, float* out);
+// Whether kind is one of the converted kinds (Int4B64, Int8B0, Int4B0), and its format (format/asym_quant.h,
+// the conversion every backend shares); the tile kind of a converted --weights mode (Int4B64, Int8B0,
+// Int4B0).
+bool converted_kind(TileKind kind);
+AsymFormat asym_format(TileKind kind);
+TileKind converted_tile_kind(WeightsMode mode);
 
 // Weight (row r, input k) as the kernels see it: scale * (code - int_offset) + offset (offset 0 for the
 // int offset kinds). For tests and references. K-quant kinds also give the integer parts: scale = d * sc,

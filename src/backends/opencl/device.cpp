@@ -10,7 +10,7 @@
 
 #include "backends/opencl/error.h"
 #include "backends/opencl/kernels.h"
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm::opencl {
 namespace {

@@ -1,7 +1,7 @@
 // Token embedding lookup on the device: the ids go up, the dequantized (and scaled) rows are written into the
 // output's device copy.
 #include "backends/opencl/opencl_backend.h"
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 

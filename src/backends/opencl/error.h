@@ -6,7 +6,7 @@
 
 #include <string_view>
 
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm::opencl {
 

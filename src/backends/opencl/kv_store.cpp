@@ -2,7 +2,7 @@
 // launch; the host cache is not touched, unless the KV kernels failed the self-check, in which case both KV
 // ops run on the CPU over the host cache.
 #include "backends/opencl/opencl_backend.h"
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "backends/opencl/opencl_backend.h"
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 

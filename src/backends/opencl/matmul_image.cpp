@@ -9,7 +9,7 @@
 #include "backends/opencl/error.h"
 #include "backends/opencl/image_weight.h"
 #include "backends/opencl/opencl_backend.h"
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 namespace opencl {

@@ -9,8 +9,10 @@
 #include <optional>
 #include <unordered_set>
 
-#include "format/error.h"
-#include "format/fp16.h"
+#include "backends/registry.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "format/asym_quant.h"
 #include "format/quants.h"
 
 namespace tilellm {
@@ -109,14 +111,14 @@ void kq4_row(const uint8_t* src, int64_t n_in, uint8_t* dst, std::vector<int8_t>
 
 // Device row bytes of the converted formats (kernels/quants.cl): codes, then the (half d, half m) pairs
 // (one per 64 weights for INT4B64, one per row for INT8B0), padded to 16 bytes.
-size_t converted_row_bytes(TileKind kind, int64_t n_in) {
-  const size_t code_bytes = kind == TileKind::Int4B64 ? size_t(n_in / 2) : size_t(n_in);
+size_t converted_row_bytes(AsymFormat kind, int64_t n_in) {
+  const size_t code_bytes = kind == AsymFormat::Int4B64 ? size_t(n_in / 2) : size_t(n_in);
   return (code_bytes + size_t(asym_groups(kind, n_in)) * 4 + 15) / 16 * 16;
 }
 
 // Writes one row of exact float values converted (quantize_row_asym, the CPU's conversion) in the device
 // layout of `kind` (dst: converted_row_bytes; the padding is zeroed).
-void converted_row(TileKind kind, const float* v, int64_t n_in, uint8_t* dst, std::vector<uint8_t>& codes,
+void converted_row(AsymFormat kind, const float* v, int64_t n_in, uint8_t* dst, std::vector<uint8_t>& codes,
                    std::vector<uint16_t>& sc, std::vector<uint16_t>& off) {
   const int64_t ng = asym_groups(kind, n_in);
   codes.resize(size_t(n_in));
@@ -125,7 +127,7 @@ void converted_row(TileKind kind, const float* v, int64_t n_in, uint8_t* dst, st
   quantize_row_asym(kind, v, n_in, codes.data(), sc.data(), off.data());
   std::memset(dst, 0, converted_row_bytes(kind, n_in));
   size_t p = size_t(n_in);
-  if (kind == TileKind::Int4B64) {
+  if (kind == AsymFormat::Int4B64) {
     // Block b's 16 bytes: element j < 16 in the low nibble of byte j, element 16 + j in its high nibble.
     for (int64_t b = 0; b < n_in / 32; ++b) {
       for (int j = 0; j < 16; ++j)
@@ -358,8 +360,14 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     }
   }
 
+  // The host backend's float path: the self-check's reference, and the fallback of a kernel that fails it.
   cpu_pool_ = std::make_unique<ThreadPool>(1);
-  cpu_ = std::make_unique<CpuBackend>(*cpu_pool_, ActivationMode::F32, 0);
+  BackendParams hp;
+  hp.pool = cpu_pool_.get();
+  hp.activations = ActivationMode::F32;
+  hp.weights = o.weights;
+  hp.max_in_elems = o.max_in_elems;
+  cpu_ = host_backend().make(hp);
   if (o.self_check) {
     verdict_from_cache_ = entry && entry->checked && o.reuse_verdict && apply_cached_verdict(entry->failed);
     if (!verdict_from_cache_) {
@@ -518,17 +526,17 @@ OpenclBackend::DeviceWeight OpenclBackend::convert_device_weight(const Weight& w
   dw.host_type = w.type;
   dw.n_in = w.n_in;
   dw.n_out = w.n_out;
-  const TileKind kind = mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0;
-  if (mode == WeightsMode::F16) {
-    dw.fmt = DevFormat::F16;
-    dw.row_bytes = size_t(w.n_in) * 2;
+  dw.fmt = converted_format(mode);
+  const bool floats = mode == WeightsMode::F16 || mode == WeightsMode::F32;
+  const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
+  if (floats) {
+    dw.row_bytes = size_t(w.n_in) * (mode == WeightsMode::F16 ? 2 : 4);
   } else {
     // Both formats are read in blocks of 32 (as the CPU tiles need too).
     if (w.n_in % 32 != 0) {
       fail("OpenCL backend: weight {}: {} inputs is not a multiple of 32, which --weights {} needs", w.name,
            w.n_in, weights_mode_name(mode));
     }
-    dw.fmt = converted_format(mode);
     dw.row_bytes = converted_row_bytes(kind, w.n_in);
   }
   const size_t bytes = dw.row_bytes * size_t(w.n_out);
@@ -553,6 +561,8 @@ OpenclBackend::DeviceWeight OpenclBackend::convert_device_weight(const Weight& w
           const uint16_t h = fp32_to_fp16(v[size_t(k)]);
           std::memcpy(dst + 2 * k, &h, 2);
         }
+      } else if (mode == WeightsMode::F32) {
+        std::memcpy(dst, v.data(), size_t(w.n_in) * sizeof(float));
       } else {
         converted_row(kind, v.data(), w.n_in, dst, codes, sc, off);
       }
@@ -571,6 +581,10 @@ OpenclBackend::DevFormat OpenclBackend::converted_format(WeightsMode m) {
       return DevFormat::Int8B0;
     case WeightsMode::F16:
       return DevFormat::F16;
+    case WeightsMode::F32:
+      return DevFormat::F32;
+    case WeightsMode::Int4B0:
+      fail("OpenCL backend: --weights int4b0 has no device format (int4b64, int8b0, f16 and f32 do)");
     case WeightsMode::Native:
       break;
   }
@@ -658,42 +672,35 @@ std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
   return v;
 }
 
-void OpenclBackend::upload_model(const ModelWeights& mw) {
-  // The embedding kernel reads its table from a buffer, so the table stays one in either memory mode.
-  if (opts_.memory == GpuMemory::Image && !weights_.count(mw.tok_embd.data)) {
-    note_buffer_weight(mw.tok_embd.name,
-                       mw.output.data == mw.tok_embd.data
-                           ? "the embedding kernel reads it (the output matrix is tied to it)"
-                           : "the embedding kernel reads it");
-  }
-  if (opts_.weights == WeightsMode::Native) {
-    upload_weight_in(mw.tok_embd, false);
-  } else if (!tables_.count(mw.tok_embd.data)) {
-    // The lookup reads the table's GGUF type, as the CPU backend does in every --weights mode.
-    tables_.emplace(mw.tok_embd.data, make_device_weight(mw.tok_embd, WeightsMode::Native, false));
+void OpenclBackend::upload_model(const WeightSet& ws) {
+  const Weight* table = ws.embedding;
+  if (table) {
+    const bool tied = std::any_of(ws.matrices.begin(), ws.matrices.end(),
+                                  [table](const Weight* w) { return w->data == table->data; });
+    // The embedding kernel reads its table from a buffer, so the table stays one in either memory mode.
+    if (opts_.memory == GpuMemory::Image && !weights_.count(table->data)) {
+      note_buffer_weight(table->name, tied ? "the embedding kernel reads it (the output matrix is tied to it)"
+                                           : "the embedding kernel reads it");
+    }
+    if (opts_.weights == WeightsMode::Native) {
+      upload_weight_in(*table, false);
+    } else if (!tables_.count(table->data)) {
+      // The lookup reads the table's GGUF type, as the CPU backend does in every --weights mode.
+      tables_.emplace(table->data, make_device_weight(*table, WeightsMode::Native, false));
+    }
   }
   if (opts_.weights != WeightsMode::Native) {
     if (matmul_kernel(converted_format(opts_.weights)).on_cpu && !cpu_prepared_) {
       // Its matrices then multiply on the CPU backend, which must hold the same converted weights.
-      cpu_->prepare_weights(mw, opts_.weights);
+      cpu_->load_weights(ws);
       cpu_prepared_ = true;
     }
   }
-  upload_weight(mw.output);
-  for (const LayerWeights& l : mw.layers) {
-    for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) upload_weight(*w);
-  }
+  for (const Weight* w : ws.matrices) upload_weight(*w);
   // Norm weights too, so that rmsnorm sends nothing up (a vector shared by several norms is uploaded once).
-  auto upload_norm = [this](const std::vector<float>& v) {
-    if (v.empty() || norms_.count(v.data())) return;
-    norms_.emplace(v.data(), rt_.alloc(v.size() * sizeof(float), CL_MEM_READ_ONLY, v.data()));
-  };
-  upload_norm(mw.output_norm);
-  for (const LayerWeights& l : mw.layers) {
-    for (const std::vector<float>* v :
-         {&l.attn_norm, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm}) {
-      upload_norm(*v);
-    }
+  for (const WeightSet::Vector& v : ws.vectors) {
+    if (v.n <= 0 || norms_.count(v.data)) continue;
+    norms_.emplace(v.data, rt_.alloc(size_t(v.n) * sizeof(float), CL_MEM_READ_ONLY, v.data));
   }
   rt_.finish();
 }

@@ -47,10 +47,10 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/cpu/cpu_backend.h"
-#include "backends/gpu_memory.h"
+#include "backends/modes.h"
 #include "backends/opencl/device.h"
 #include "backends/opencl/program_cache.h"
+#include "base/thread_pool.h"
 
 namespace tilellm {
 
@@ -145,8 +145,9 @@ class OpenclBackend final : public Backend {
   // unchanged while the backend lives (the mapped model file); ops on a weight not uploaded throw. The
   // matrix is held as options.weights says (converted, or its GGUF type).
   void upload_weight(const Weight& w);
-  // Uploads every matrix of a model (the tied output shares the embedding's buffer).
-  void upload_model(const ModelWeights& mw);
+  // Uploads every matrix of a model (the tied output shares the embedding's buffer) and its norm vectors.
+  void upload_model(const WeightSet& ws);
+  void load_weights(const WeightSet& ws) override { upload_model(ws); }
   // --gpu-memory image: weights held in images, and one line per weight that stayed a buffer, saying why.
   size_t image_weights() const;
   const std::vector<std::string>& buffer_weights() const { return buffer_weights_; }
@@ -381,8 +382,8 @@ class OpenclBackend final : public Backend {
 
   // The CPU reference for the self-check, kept as the fallback of ops whose kernel failed it (float path).
   std::unique_ptr<ThreadPool> cpu_pool_;
-  std::unique_ptr<CpuBackend> cpu_;
-  bool cpu_prepared_ = false;  // cpu_ holds the model's converted matrices (a converted kernel failed)
+  std::unique_ptr<Backend> cpu_;  // the registry's host backend, float path, in options.weights' mode
+  bool cpu_prepared_ = false;     // cpu_ holds the model's converted matrices (a converted kernel failed)
 
   // Scratch, sized once from the options, for operands that are not (or not at offset 0 of) a mirror.
   opencl::Buffer in_a_, in_b_;  // [max_in_elems] floats: op inputs

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <system_error>
 
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm::opencl {
 namespace {

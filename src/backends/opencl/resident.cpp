@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "backends/opencl/opencl_backend.h"
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 namespace {

@@ -2,7 +2,7 @@
 // of the call's positions, uploaded only when they differ from the rows it holds (dev_rope_rows), so a
 // forward pass sends them once per table.
 #include "backends/opencl/opencl_backend.h"
-#include "format/error.h"
+#include "base/error.h"
 
 namespace tilellm {
 

@@ -15,8 +15,9 @@
 
 #include "backends/opencl/image_weight.h"
 #include "backends/opencl/opencl_backend.h"
-#include "format/error.h"
-#include "format/fp16.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "format/asym_quant.h"
 #include "format/quants.h"
 
 namespace tilellm {
@@ -137,7 +138,7 @@ void OpenclBackend::run_self_check() {
       u.data = bytes.data();
       ref_u = u;
     } else {
-      const TileKind kind = mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0;
+      const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
       src = random_floats(size_t(g.n_in * g.n_out), rng);
       exact.resize(src.size());
       for (int64_t r = 0; r < g.n_out; ++r)
@@ -220,7 +221,7 @@ void OpenclBackend::run_self_check() {
   // INT4B64 a group of one block.
   for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
     const int64_t n_in = 96, n_out = 5, n_tok = 2;
-    const TileKind kind = mode == WeightsMode::Int4B64 ? TileKind::Int4B64 : TileKind::Int8B0;
+    const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
     std::vector<float> src = random_floats(size_t(n_in * n_out), rng), exact(src.size());
     for (int64_t r = 0; r < n_out; ++r)
       dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);

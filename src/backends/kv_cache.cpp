@@ -1,0 +1,25 @@
+#include "backends/kv_cache.h"
+
+#include "base/error.h"
+
+namespace tilellm {
+
+KvCache::KvCache(int64_t n_layer, int64_t n_ctx, int64_t n_head_kv, int64_t head_dim, GgmlType type,
+                 bool storage)
+    : n_layer_(n_layer), n_ctx_(n_ctx), kv_dim_(n_head_kv * head_dim), type_(type) {
+  if (type != GgmlType::F16 && type != GgmlType::F32) fail("KV cache type must be f16 or f32");
+  if (n_ctx <= 0) fail("context size must be positive, got {}", n_ctx);
+  row_bytes_ = size_t(kv_dim_) * (type == GgmlType::F16 ? 2 : 4);
+  plane_bytes_ = (size_t(n_ctx) * row_bytes_ + kAlign - 1) / kAlign * kAlign;
+  if (storage) allocate();
+}
+
+void KvCache::allocate() {
+  if (!has_storage()) buf_ = AlignedBuffer(plane_bytes_ * size_t(2 * n_layer_));
+}
+
+void KvCache::no_storage() {
+  fail("internal: the host KV cache was made without storage (the session keeps it on the device)");
+}
+
+}  // namespace tilellm

@@ -1,0 +1,159 @@
+// The OpenCL backend's registry entry (backends/registry.h): MNN type 3, available when the OpenCL ICD loader
+// loads (loader.h) and lists a device; its own option --cl-cache (the program binary cache); the factory,
+// the start-time measurement of `bench` and the memory probes of `gemv-bw`.
+#include <chrono>
+#include <cstdlib>
+
+#include "backends/opencl/bandwidth.h"
+#include "backends/opencl/device.h"
+#include "backends/opencl/loader.h"
+#include "backends/opencl/opencl_backend.h"
+#include "backends/registry.h"
+#include "base/error.h"
+
+namespace tilellm {
+namespace {
+
+struct OpenclOptions final : BackendOptions {
+  opencl::ProgramCacheOptions
+      cache;  // library default: off (a backend a test or a library makes touches no disk)
+};
+
+// --cl-cache as cache options: "on" (the default location), "off", "refresh" (rebuild, re-check and rewrite
+// the entry) or a directory (on, there). Empty: $TILELLM_CL_CACHE (the same values, and 0/1), else on.
+opencl::ProgramCacheOptions parse_cl_cache(const std::string& cl_cache) {
+  using Mode = opencl::ProgramCacheOptions::Mode;
+  std::string v = cl_cache;
+  const char* where = "--cl-cache";
+  if (v.empty()) {
+    const char* e = std::getenv("TILELLM_CL_CACHE");
+    v = e && *e ? e : "on";
+    where = "TILELLM_CL_CACHE";
+  }
+  opencl::ProgramCacheOptions c;
+  if (v == "on" || v == "1") {
+    c.mode = Mode::On;
+  } else if (v == "off" || v == "0") {
+    c.mode = Mode::Off;
+  } else if (v == "refresh") {
+    c.mode = Mode::Refresh;
+  } else if (v.find('/') != std::string::npos || v == ".") {
+    c.mode = Mode::On;
+    c.dir = v;
+  } else {
+    // A bare word is more likely a mistyped mode than a directory in the working directory.
+    fail("{}: '{}' is not on, off, refresh or a directory (write ./{} for one here)", where, v, v);
+  }
+  return c;
+}
+
+std::string unavailable() {
+  if (!opencl::library_error().empty()) return opencl::library_error();
+  if (opencl::list_devices().empty())
+    return "no OpenCL device (the ICD loader found no driver, or the driver lists no device)";
+  return {};
+}
+
+std::vector<DeviceInfo> devices(const std::string& profile) {
+  const opencl::DeviceProfile& prof = opencl::find_profile(profile);
+  std::vector<DeviceInfo> out;
+  for (const opencl::DeviceRef& d : opencl::list_devices()) {
+    opencl::Capabilities caps = opencl::query_capabilities(d);
+    opencl::apply_profile(caps, prof);
+    out.push_back({caps.name,
+                   fmt::format("platform: {} | driver: {} | {} | profile: {}", caps.platform,
+                               caps.driver_version, caps.device_version, caps.profile),
+                   opencl::describe(caps)});
+  }
+  return out;
+}
+
+OpenclBackendOptions backend_options(const BackendParams& p) {
+  OpenclBackendOptions g;
+  g.device = p.device;
+  g.profile = p.device_profile;
+  g.profiling = p.profiling;
+  g.self_check = p.self_check;
+  g.memory = p.gpu_memory;
+  g.weights = p.weights;
+  g.max_tokens = p.max_tokens;
+  g.max_in_elems = p.max_in_elems;
+  g.max_out_elems = p.max_out_elems;
+  g.max_width = p.max_width;
+  g.kv_layers = p.kv_layers;
+  g.kv_ctx = p.kv_ctx;
+  g.kv_dim = p.kv_dim;
+  g.kv_type = p.kv_type;
+  for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
+  if (const auto* o = dynamic_cast<const OpenclOptions*>(p.options)) g.cache = o->cache;
+  return g;
+}
+
+// The device computes the float path (exact weights, float32 activations) whatever activation mode is asked.
+std::unique_ptr<Backend> make(const BackendParams& p) {
+  return std::make_unique<OpenclBackend>(backend_options(p));
+}
+
+// The backend as a session makes it, but sized only for the self-check and with no KV cache or resident
+// arrays: what is timed is opening the device, making the programs and the self-check (or its cached
+// verdict), not allocations that scale with the model. Cold: the cache bypassed but written, so the warm
+// start finds the entry.
+StartTimes measure_start(const BackendParams& p) {
+  using Mode = opencl::ProgramCacheOptions::Mode;
+  OpenclBackendOptions g = backend_options(p);
+  g.kv_layers = 0;
+  g.resident.clear();
+  g.profiling = false;
+  g.max_tokens = 4;
+  g.max_in_elems = g.max_out_elems = 4096;
+  g.max_width = 64;
+  auto start_ms = [&g](bool* from_cache) {
+    const auto t0 = std::chrono::steady_clock::now();
+    OpenclBackend be(g);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (from_cache) *from_cache = be.programs_from_cache() && be.verdict_from_cache();
+    return ms;
+  };
+  StartTimes t;
+  const bool cache_on = g.cache.mode != Mode::Off;
+  if (cache_on) g.cache.mode = Mode::Refresh;
+  t.cold_ms = start_ms(nullptr);
+  if (cache_on) {
+    g.cache.mode = Mode::On;
+    bool from_cache = false;
+    const double ms = start_ms(&from_cache);
+    if (from_cache) t.warm_ms = ms;
+  }
+  return t;
+}
+
+BackendEntry opencl_entry() {
+  BackendEntry e;
+  e.name = "opencl";
+  e.mnn_type = 3;
+  e.summary = "any OpenCL 1.2+ device: weights and KV cache in device memory";
+  e.unavailable = unavailable;
+  e.devices = devices;
+  e.make_options = [] { return std::make_unique<OpenclOptions>(); };
+  OptionSpec cache;
+  cache.flag = "--cl-cache";
+  cache.help =
+      "program binary and self-check cache: on (default; $TILELLM_CACHE_DIR, else "
+      "$XDG_CACHE_HOME/tilellm/opencl, else ~/.cache/tilellm/opencl), off, refresh (rebuild and re-check "
+      "now), or a directory; $TILELLM_CL_CACHE sets the default";
+  cache.set = [](BackendOptions& o, const std::string& v) {
+    static_cast<OpenclOptions&>(o).cache = parse_cl_cache(v);
+  };
+  e.options.push_back(std::move(cache));
+  e.make = make;
+  e.measure_start = measure_start;
+  e.make_probe = [](const BackendParams& p) { return opencl::make_memory_probe(p.device, p.device_profile); };
+  return e;
+}
+
+}  // namespace
+
+TILELLM_REGISTER_BACKEND(opencl_entry);
+
+}  // namespace tilellm

@@ -1,0 +1,151 @@
+#include "backends/registry.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace tilellm {
+namespace {
+
+std::vector<BackendEntry>& entries() {
+  static std::vector<BackendEntry> e;  // filled at start-up, read-only afterwards
+  return e;
+}
+
+// MNN's backend numbers that this build may lack, and why a user would not find them here.
+struct Absent {
+  int mnn_type;
+  const char* name;
+  const char* why;
+};
+constexpr Absent kAbsent[] = {
+    {0, "cpu", "the host backend is missing from this build"},
+    {1, "metal", "Metal is Apple's GPU API and does not exist on Linux"},
+    {2, "cuda", "this version of TileLLM has no CUDA backend yet"},
+    {3, "opencl", "it was built without the OpenCL headers (CMake found no CL/cl.h)"},
+    {7, "vulkan", "this version of TileLLM has no Vulkan backend yet"},
+};
+
+const Absent* absent_by_name(std::string_view name) {
+  for (const Absent& a : kAbsent)
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+// "cpu (0) and opencl (3, unavailable here: no OpenCL platform)".
+std::string built_list() {
+  std::string s;
+  const std::vector<const BackendEntry*> all = backends();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const BackendEntry& e = *all[i];
+    if (i > 0) s += i + 1 == all.size() ? " and " : ", ";
+    s += fmt::format("{} ({}", e.name, e.mnn_type);
+    const std::string why = e.unavailable ? e.unavailable() : std::string();
+    if (!why.empty()) s += ", unavailable here: " + why;
+    s += ")";
+  }
+  return s;
+}
+
+}  // namespace
+
+void register_backend(BackendEntry e) {
+  for (const BackendEntry& o : entries()) {
+    if (o.name == e.name || o.mnn_type == e.mnn_type)
+      fail("internal: backend {} (MNN type {}) registered twice", e.name, e.mnn_type);
+  }
+  if (!e.make) fail("internal: backend {} registered without a factory", e.name);
+  entries().push_back(std::move(e));
+}
+
+std::vector<const BackendEntry*> backends() {
+  std::vector<const BackendEntry*> v;
+  for (const BackendEntry& e : entries()) v.push_back(&e);
+  std::sort(v.begin(), v.end(), [](const BackendEntry* a, const BackendEntry* b) {
+    return a->host != b->host ? a->host : a->mnn_type < b->mnn_type;
+  });
+  return v;
+}
+
+const BackendEntry* find_backend(std::string_view name) {
+  for (const BackendEntry& e : entries())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+const BackendEntry* find_backend_mnn(int mnn_type) {
+  for (const BackendEntry& e : entries())
+    if (e.mnn_type == mnn_type) return &e;
+  return nullptr;
+}
+
+const BackendEntry& host_backend() {
+  for (const BackendEntry& e : entries())
+    if (e.host) return e;
+  fail("internal: no host backend is registered");
+}
+
+std::string device_backend_names() {
+  std::string s;
+  for (const BackendEntry* e : backends()) {
+    if (!e->host) s += (s.empty() ? "" : ", ") + e->name;
+  }
+  return s.empty() ? "none" : s;
+}
+
+std::string mnn_backend_name(int mnn_type) {
+  if (const BackendEntry* e = find_backend_mnn(mnn_type)) return e->name;
+  for (const Absent& a : kAbsent)
+    if (a.mnn_type == mnn_type) return a.name;
+  return fmt::format("type {}", mnn_type);
+}
+
+const BackendEntry& require_backend(std::string_view name) {
+  if (const BackendEntry* e = find_backend(name)) {
+    const std::string why = e->unavailable ? e->unavailable() : std::string();
+    if (why.empty()) return *e;
+    fail("backend {} cannot run on this machine: {} (this build has {})", name, why, built_list());
+  }
+  if (const Absent* a = absent_by_name(name))
+    fail("backend {} is not in this build: {} (this build has {})", name, a->why, built_list());
+  fail("unknown backend '{}' (this build has {})", name, built_list());
+}
+
+const BackendEntry& require_backend_mnn(int mnn_type) {
+  if (const BackendEntry* e = find_backend_mnn(mnn_type)) return require_backend(e->name);
+  for (const Absent& a : kAbsent) {
+    if (a.mnn_type == mnn_type)
+      fail("backend {} ({}) is not in this build: {} (this build has {})", mnn_type, a.name, a.why,
+           built_list());
+  }
+  fail(
+      "unknown backend number {}: MNN numbers them 0 CPU, 1 Metal, 2 CUDA, 3 OpenCL, 7 Vulkan (this build "
+      "has {})",
+      mnn_type, built_list());
+}
+
+std::unique_ptr<Backend> make_backend(std::string_view name, const BackendParams& p) {
+  return require_backend(name).make(p);
+}
+
+std::shared_ptr<BackendOptions> make_backend_options(const BackendEntry& e,
+                                                     const std::map<std::string, std::string>& given) {
+  for (const auto& [flag, value] : given) {
+    const bool known =
+        std::any_of(e.options.begin(), e.options.end(), [&](const OptionSpec& o) { return o.flag == flag; });
+    if (!known) {
+      std::string flags;
+      for (const OptionSpec& o : e.options) flags += (flags.empty() ? "" : ", ") + o.flag;
+      fail("{} is not an option of the {} backend (it has {})", flag, e.name, flags.empty() ? "none" : flags);
+    }
+  }
+  if (!e.make_options) return nullptr;
+  std::shared_ptr<BackendOptions> o = e.make_options();
+  for (const OptionSpec& spec : e.options) {
+    const auto it = given.find(spec.flag);
+    spec.set(*o, it != given.end() ? it->second : spec.default_value);
+  }
+  return o;
+}
+
+}  // namespace tilellm

@@ -1,0 +1,170 @@
+// The backend registry: every backend this build has, found by name (--backend NAME) or by MNN's backend
+// number (gemm-speed's positional backend), each saying whether it can run on this machine and why not, what
+// devices it sees, which options of its own it takes, and making the Backend a session or a benchmark asks
+// for. The session, the model and the tools know backends only through here (in the spirit of ggml-backend's
+// registry -> device -> stream, kept small: the device is an index and the stream is the Backend).
+//
+// A backend registers itself with one line in its own folder,
+//   TILELLM_REGISTER_BACKEND(opencl_entry);   // a function returning its BackendEntry
+// run when the program starts (the engine library is linked whole, so no registration is dropped). A GPU
+// backend loads its runtime library (libOpenCL.so.1, ...) when first asked, so one binary starts on any
+// machine and lists what it cannot use and why.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/modes.h"
+#include "base/thread_pool.h"
+#include "format/ggml_types.h"
+
+namespace tilellm {
+
+// One device of a backend, as `tilellm devices` lists it: its name; one line of what a benchmark row records
+// beside it (driver and API version, or the CPU's instruction set; "key: value" pairs joined by " | "); and
+// its capability struct as "  key: value" lines.
+struct DeviceInfo {
+  std::string name;
+  std::string summary;
+  std::string details;
+};
+
+// A backend's own options (its group of CLI flags, later its C API keys): each backend derives its typed
+// struct from this, so that a session can carry it without knowing its type.
+class BackendOptions {
+ public:
+  virtual ~BackendOptions() = default;
+};
+
+// One option of a backend's group. set() parses a value into the backend's options, throwing
+// tilellm::Error that names the flag and the value; the CLI calls it with the given value, or with
+// default_value when the flag is absent (so a default may depend on the environment, read in set()).
+struct OptionSpec {
+  std::string flag;  // "--cl-cache"
+  std::string help;
+  std::string default_value;
+  std::vector<std::string> choices;  // the accepted words, for --help; empty: free text
+  std::function<void(BackendOptions&, const std::string&)> set;
+};
+
+// What a session or a benchmark asks a backend for. The sizes bound the scratch a backend allocates once
+// (nothing is allocated while ops run).
+struct BackendParams {
+  int device = 0;                       // index into the backend's devices()
+  std::string device_profile = "none";  // GPU backends: clamp the device to a GPU family's published limits
+  WeightsMode weights = WeightsMode::Native;
+  ActivationMode activations = ActivationMode::Quantized;
+  GpuMemory gpu_memory = GpuMemory::Buffer;
+  bool profiling = false;      // time every kernel (Backend::kernel_times)
+  bool self_check = true;      // GPU backends: check every kernel against the host backend on first use
+  ThreadPool* pool = nullptr;  // the session's host threads (the host backend runs on them; required there)
+  int64_t max_tokens = 64;     // most tokens in one op call (the session's batch)
+  int64_t max_in_elems = 0;    // largest op input in floats (n_tok * widest activation)
+  int64_t max_out_elems = 0;   // largest op output in floats (also covers the logits)
+  int64_t max_width = 0;       // longest norm weight vector / RoPE table row, in floats
+  // Geometry of the KV cache the cache ops will be given (kv_layers 0: none).
+  int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
+  GgmlType kv_type = GgmlType::F16;
+  // Host arrays a backend with memory of its own may keep there between ops (the session's activation
+  // scratch; backends/backend.h). They must outlive the backend.
+  struct HostArray {
+    void* data;
+    size_t bytes;
+  };
+  std::vector<HostArray> resident;
+  const BackendOptions* options = nullptr;  // from this backend's make_options(); null: its library defaults
+};
+
+// A backend's start-up in milliseconds: cold (from nothing: programs compiled, kernels self-checked) and
+// warm (from what the first start cached); negative: not measured.
+struct StartTimes {
+  double cold_ms = -1;
+  double warm_ms = -1;
+};
+
+// Memory-bandwidth probes of a backend's device for gemv-bw: what a plain read and a plain copy of a buffer
+// reach there, measured beside the GEMV rows in the same run.
+class MemoryProbe {
+ public:
+  virtual ~MemoryProbe() = default;
+  // The last-level cache the probes assume, in bytes (buffers are sized past it), and the largest buffer
+  // they can take.
+  virtual size_t cache_bytes() const = 0;
+  virtual size_t max_buffer_bytes() const = 0;
+  // GB/s of one pure read of `bytes` bytes, and of one copy of them (read + write bytes counted). The
+  // buffers are the probe's own, allocated on first use of a size.
+  virtual double read_gbs(size_t bytes) = 0;
+  virtual double copy_gbs(size_t bytes) = 0;
+  // Evicts the cache (writes a buffer larger than it), so that what runs next reads from memory.
+  virtual void flush() = 0;
+};
+
+struct BackendEntry {
+  std::string name;     // --backend NAME
+  int mnn_type = -1;    // MNN's backend number: 0 CPU, 1 Metal, 2 CUDA, 3 OpenCL, 7 Vulkan
+  bool host = false;    // the host backend: the reference of every other, and where hybrid prefill runs
+  std::string summary;  // one line: what it runs on
+  // Why this backend cannot run on this machine (one line), or empty when it can. May load its runtime
+  // library on the first call.
+  std::function<std::string()> unavailable;
+  // Its devices, with the capability struct clamped by `profile` ("none": as queried).
+  std::function<std::vector<DeviceInfo>(const std::string& profile)> devices;
+  // Its own options: a fresh struct of library defaults, and the flags that set it.
+  std::function<std::unique_ptr<BackendOptions>()> make_options;
+  std::vector<OptionSpec> options;
+  // The backend for a session or a benchmark. Throws tilellm::Error naming the cause when it cannot be made.
+  std::function<std::unique_ptr<Backend>(const BackendParams&)> make;
+  // Optional: cold and warm start times (bench --backend NAME).
+  std::function<StartTimes(const BackendParams&)> measure_start;
+  // Optional: the device's memory probes (gemv-bw).
+  std::function<std::unique_ptr<MemoryProbe>(const BackendParams&)> make_probe;
+};
+
+// Adds an entry; used through TILELLM_REGISTER_BACKEND at start-up (and by tests). A second entry of the
+// same name or MNN number replaces nothing: it is an internal error.
+void register_backend(BackendEntry e);
+
+// Every registered backend, the host backend first, then by MNN number.
+std::vector<const BackendEntry*> backends();
+const BackendEntry* find_backend(std::string_view name);
+const BackendEntry* find_backend_mnn(int mnn_type);
+const BackendEntry& host_backend();
+
+// The entry named `name` when it is registered and can run here; else throws tilellm::Error saying which
+// backends this build has and why `name` cannot be used (not in this build, or unavailable: the reason).
+const BackendEntry& require_backend(std::string_view name);
+// The same for an MNN backend number.
+const BackendEntry& require_backend_mnn(int mnn_type);
+// The names of the device (non-host) backends this build has, "opencl" or "opencl, vulkan" ("none" when it
+// has none): what an error about a device-only option suggests.
+std::string device_backend_names();
+// The name MNN gives a backend number ("cpu", "metal", "cuda", "opencl", "vulkan"), or "type N".
+std::string mnn_backend_name(int mnn_type);
+
+// require_backend(name).make(p).
+std::unique_ptr<Backend> make_backend(std::string_view name, const BackendParams& p);
+
+// e's own options with the flags in `given` (flag -> value, e.g. {"--cl-cache", "off"}) set and every other
+// flag at its default: what the CLI's group of e (and the C API's keys) produce. A flag e does not have is
+// an error naming e's flags; null for a backend without options of its own.
+std::shared_ptr<BackendOptions> make_backend_options(const BackendEntry& e,
+                                                     const std::map<std::string, std::string>& given = {});
+
+namespace registry_detail {
+struct Registrar {
+  explicit Registrar(BackendEntry (*entry)()) { register_backend(entry()); }
+};
+}  // namespace registry_detail
+
+#define TILELLM_REGISTER_BACKEND(entry_fn)                                          \
+  static const ::tilellm::registry_detail::Registrar tilellm_registrar_##entry_fn { \
+    entry_fn                                                                        \
+  }
+
+}  // namespace tilellm

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""`tilellm` on a machine without OpenCL, tried as a new user would: the binary does not link the OpenCL ICD
+loader (ldd), and with the loader hidden (TILELLM_OPENCL_LIBRARY pointing at a file that does not exist,
+which the backend then fails to load exactly as on a machine without the package) it still starts, runs the
+CPU path, lists the OpenCL backend as unavailable with the reason, and refuses --backend opencl (and
+gemm-speed's backend 3) with that reason; backends this build lacks (Metal, Vulkan, CUDA) are named with why
+and with what the build has.
+
+    check_no_opencl.py TILELLM_BINARY
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+HIDDEN = {**os.environ, "TILELLM_OPENCL_LIBRARY": "/nonexistent/libOpenCL.so.1"}
+REASON = "/nonexistent/libOpenCL.so.1 could not be loaded"
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=300, env=env or HIDDEN)
+
+
+def main() -> int:
+    binary = sys.argv[1]
+    fails = []
+    if shutil.which("ldd"):
+        r = run("ldd", binary, env=dict(os.environ))
+        if "libOpenCL" in r.stdout:
+            fails.append(f"the binary links the OpenCL loader:\n{r.stdout}")
+
+    r = run(binary, "devices")
+    if r.returncode != 0 or "backend cpu (MNN type 0)" not in r.stdout or \
+            f"backend opencl (MNN type 3): unavailable: {REASON}" not in r.stdout:
+        fails.append(f"devices with the loader hidden:\n{r.stdout}{r.stderr}")
+
+    r = run(binary, "run", "-p", "Once upon a time", "-n", "4", "--temp", "0", "-t", "2")
+    if r.returncode != 0 or not r.stdout.strip() or "generated: 4 tokens" not in r.stderr:
+        fails.append(f"the CPU path with the loader hidden ({r.returncode}):\n{r.stdout}{r.stderr}")
+
+    for args, want in ((["run", "-p", "x", "-n", "2", "--backend", "opencl"],
+                        f"backend opencl cannot run on this machine: {REASON}"),
+                       (["gemm-speed", "speed/GemmSpeedFloat", "3", "0", "68", "--shape", "64,16"],
+                        f"backend opencl cannot run on this machine: {REASON}"),
+                       (["run", "-p", "x", "-n", "2", "--backend", "vulkan"],
+                        "backend vulkan is not in this build: "),
+                       (["run", "-p", "x", "-n", "2", "--backend", "metal"],
+                        "backend metal is not in this build: Metal is Apple's GPU API"),
+                       (["gemm-speed", "speed/GemmSpeedFloat", "1", "--shape", "64,16"],
+                        "backend 1 (metal) is not in this build: Metal is Apple's GPU API"),
+                       (["gemm-speed", "speed/GemmSpeedFloat", "7", "--shape", "64,16"],
+                        "backend 7 (vulkan) is not in this build"),
+                       (["gemv-bw", "--backend", "2", "--shape", "64,16"], "backend 2 (cuda) is not in this build")):
+        r = run(binary, *args)
+        err = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+        if r.returncode == 0 or want not in err or "this build has cpu (0)" not in err:
+            fails.append(f"{' '.join(args)}: want one error line with {want!r} and what the build has, got "
+                         f"({r.returncode}): {r.stdout}{r.stderr}")
+        if "Segmentation" in r.stderr or r.returncode < 0:
+            fails.append(f"{' '.join(args)} crashed: {r.returncode}")
+
+    for f in fails:
+        print("FAIL:", f)
+    if not fails:
+        print("no OpenCL loader: ok")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
