@@ -1,0 +1,180 @@
+// The backend registry (backends/registry.h) end to end, with the test-only "recording" backend of
+// tests/backends/recording/ (one folder and one registration line): it is listed and found like the built-in
+// ones, its own option reaches its factory, a session runs a whole model on it (its ops delegate to the host
+// backend: the logits equal the cpu backend's bit for bit), and it sees each forward pass whole, with the
+// decode steps that repeat the previous step's op sequence marked so. Names this build lacks, unknown names
+// and options of the wrong backend are errors that say what the build has.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include "../common/tiny_model.h"
+#include "backends/registry.h"
+#include "base/error.h"
+#include "model/model.h"
+#include "recording/recording_backend.h"
+#include "runtime/session.h"
+
+namespace tilellm {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Registry, lists_the_host_backend_first_and_finds_every_backend_by_name_and_mnn_number) {
+  const std::vector<const BackendEntry*> all = backends();
+  ASSERT_GE(all.size(), 2u);
+  EXPECT_EQ(all[0]->name, "cpu");
+  EXPECT_TRUE(all[0]->host);
+  EXPECT_EQ(&host_backend(), all[0]);
+  const BackendEntry* rec = find_backend("recording");
+  ASSERT_NE(rec, nullptr);
+  EXPECT_FALSE(rec->host);
+  EXPECT_EQ(find_backend_mnn(99), rec);
+  EXPECT_EQ(find_backend_mnn(0), all[0]);
+  EXPECT_EQ(&require_backend("recording"), rec);
+  EXPECT_EQ(mnn_backend_name(99), "recording");
+  EXPECT_EQ(mnn_backend_name(1), "metal");
+  EXPECT_NE(std::find(all.begin(), all.end(), rec), all.end());
+  EXPECT_NE(device_backend_names().find("recording"), std::string::npos);
+}
+
+TEST(Registry, names_it_lacks_say_why_and_what_the_build_has) {
+  const std::string vulkan = error_of([] { require_backend("vulkan"); });
+  EXPECT_NE(vulkan.find("backend vulkan is not in this build"), std::string::npos) << vulkan;
+  EXPECT_NE(vulkan.find("this build has cpu (0)"), std::string::npos) << vulkan;
+  EXPECT_NE(vulkan.find("recording (99)"), std::string::npos) << vulkan;
+  const std::string metal = error_of([] { require_backend_mnn(1); });
+  EXPECT_NE(metal.find("Metal is Apple's GPU API"), std::string::npos) << metal;
+  const std::string unknown = error_of([] { require_backend("tpu"); });
+  EXPECT_NE(unknown.find("unknown backend 'tpu'"), std::string::npos) << unknown;
+  const std::string number = error_of([] { require_backend_mnn(5); });
+  EXPECT_NE(number.find("unknown backend number 5"), std::string::npos) << number;
+  BackendEntry again;
+  again.name = "cpu";
+  again.mnn_type = 42;
+  EXPECT_NE(error_of([&] { register_backend(again); }).find("registered twice"), std::string::npos);
+}
+
+TEST(Registry, a_backends_options_are_its_own_flags) {
+  const BackendEntry& rec = *find_backend("recording");
+  test::recording().clear();
+  std::shared_ptr<BackendOptions> o = make_backend_options(rec, {{"--recording-label", "tile"}});
+  BackendParams p;
+  ThreadPool pool(1);
+  p.pool = &pool;
+  p.options = o.get();
+  rec.make(p);
+  EXPECT_EQ(test::recording().label, "tile");
+  std::shared_ptr<BackendOptions> d = make_backend_options(rec);  // the default, as the CLI sets it
+  p.options = d.get();
+  rec.make(p);
+  EXPECT_EQ(test::recording().label, "unlabelled");
+  const std::string e = error_of([&] { make_backend_options(rec, {{"--cl-cache", "off"}}); });
+  EXPECT_NE(e.find("--cl-cache is not an option of the recording backend (it has --recording-label)"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(make_backend_options(host_backend()), nullptr);  // the cpu backend has no options of its own
+}
+
+class RegistrySession : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("tilellm_registry_" + std::to_string(::getpid()) + ".gguf"))
+                .string();
+    test::tiny_model(test::TinySpec{}).write(path_);
+    model_ = Model::load(path_).release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    std::filesystem::remove(path_);
+  }
+  static SessionOptions options(const std::string& backend) {
+    SessionOptions o;
+    o.n_ctx = 32;
+    o.n_threads = 2;
+    o.n_batch = 8;
+    o.backend = backend;
+    return o;
+  }
+  static inline std::string path_;
+  static inline Model* model_ = nullptr;
+};
+
+TEST_F(RegistrySession, a_session_on_the_recording_backend_runs_the_model_as_the_cpu_does) {
+  const std::vector<int32_t> prompt = {1, 5, 9, 17, 3, 40, 2, 11, 60, 7, 30};  // 11 tokens: batches of 8 + 3
+  const std::vector<int32_t> next = {12, 13, 14};
+  Session cpu(*model_, options("cpu"));
+  test::recording().clear();
+  SessionOptions ro = options("recording");
+  ro.backend_options = make_backend_options(*find_backend("recording"), {{"--recording-label", "session"}});
+  Session rec(*model_, ro);
+  EXPECT_EQ(rec.backend_name(), "recording");
+  EXPECT_EQ(test::recording().label, "session");
+  EXPECT_EQ(test::recording().weights_loaded, int(model_->weights().weight_set().matrices.size()));
+  const int64_t V = model_->config().n_vocab;
+  cpu.eval(prompt.data(), int64_t(prompt.size()));
+  rec.eval(prompt.data(), int64_t(prompt.size()));
+  EXPECT_TRUE(std::equal(cpu.logits(), cpu.logits() + V, rec.logits()));
+  for (int32_t t : next) {
+    cpu.eval(&t, 1);
+    rec.eval(&t, 1);
+    EXPECT_TRUE(std::equal(cpu.logits(), cpu.logits() + V, rec.logits())) << "after token " << t;
+  }
+
+  // Five forward passes, each begun and ended: the prompt's two batches, then three decode steps.
+  const test::Recording& r = test::recording();
+  ASSERT_EQ(r.steps.size(), 5u);
+  EXPECT_EQ(r.ended, 5);
+  const int64_t n_tok[5] = {8, 3, 1, 1, 1}, n_past[5] = {0, 8, 11, 12, 13};
+  const bool decode[5] = {false, false, true, true, true}, same[5] = {false, false, false, true, true};
+  for (size_t i = 0; i < 5; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(r.steps[i].n_tok, n_tok[i]);
+    EXPECT_EQ(r.steps[i].n_past, n_past[i]);
+    EXPECT_EQ(r.steps[i].decode, decode[i]);
+    EXPECT_EQ(r.steps[i].same_as_last, same[i]);
+    std::vector<int32_t> want(size_t(n_tok[i]));
+    for (int64_t j = 0; j < n_tok[i]; ++j) want[size_t(j)] = int32_t(n_past[i] + j);
+    EXPECT_EQ(r.positions[i], want);  // the positions the ops will see, readable at the start
+  }
+  EXPECT_EQ(r.steps[0].n_logits, 0);  // only the prompt's last batch makes logits
+  EXPECT_EQ(r.steps[1].n_logits, 1);
+
+  // Each pass's ops lie between its begin and end, and a step marked same_as_last repeats the previous
+  // step's ops exactly (what a backend recording a decode step once relies on).
+  std::vector<std::vector<std::string>> passes;
+  for (const std::string& op : r.ops) {
+    if (op == "begin_forward") {
+      passes.emplace_back();
+    } else if (op == "end_forward") {
+      continue;
+    } else {
+      ASSERT_FALSE(passes.empty()) << op << " before any begin_forward";
+      passes.back().push_back(op);
+    }
+  }
+  ASSERT_EQ(passes.size(), 5u);
+  EXPECT_EQ(passes[0].front(), "embed");
+  EXPECT_EQ(passes[3], passes[2]);
+  EXPECT_EQ(passes[4], passes[3]);
+  EXPECT_NE(passes[0], passes[1]);  // no logits in the first batch: one matmul fewer
+}
+
+TEST_F(RegistrySession, a_backend_this_build_lacks_is_refused_when_the_session_starts) {
+  const std::string e = error_of([] { Session s(*model_, options("vulkan")); });
+  EXPECT_NE(e.find("backend vulkan is not in this build"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace tilellm
