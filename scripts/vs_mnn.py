@@ -195,8 +195,9 @@ def main() -> int:
                     f"{'**' if ratio >= 1 else ''}{ratio:.2f}{'**' if ratio >= 1 else ''} |")
     geo = statistics.geometric_mean(ratios) if ratios else float("nan")
     rows.append("")
+    low = min(ratios) if ratios else float("nan")
     rows.append(f"{at_or_above} of {len(cells)} cells at or above MNN (medians of {rounds} alternating "
-                f"rounds); geometric mean of ours / MNN: {geo:.3f}")
+                f"rounds); geometric mean of ours / MNN: {geo:.3f}; lowest: {low:.2f}")
     missing = set(got["mnn"]) ^ set(got["ours"])
     if missing:
         rows.append(f"cells printed by only one of the two (left out): {sorted(missing)}")

@@ -96,9 +96,10 @@ Acts make_acts(int64_t n_in, int64_t n_tok, uint32_t seed) {
   }
   r.scratch = AlignedBuffer(tiled_acts_bytes(n_in, n_tok));
   // In two halves of the tokens, as the backend's threads prepare them.
-  prepare_tiled_acts(GgmlType::Q8_K, n_in, r.xq.data(), r.rs, n_tok, 0, n_tok / 2, r.scratch.as<void>());
-  prepare_tiled_acts(GgmlType::Q8_K, n_in, r.xq.data(), r.rs, n_tok, n_tok / 2, n_tok, r.scratch.as<void>());
-  r.a = prepare_tiled_acts(GgmlType::Q8_K, n_in, r.xq.data(), r.rs, n_tok, 0, 0, r.scratch.as<void>());
+  prepare_tiled_acts(GgmlType::Q8_K, 0, n_in, r.xq.data(), r.rs, n_tok, 0, n_tok / 2, r.scratch.as<void>());
+  prepare_tiled_acts(GgmlType::Q8_K, 0, n_in, r.xq.data(), r.rs, n_tok, n_tok / 2, n_tok,
+                     r.scratch.as<void>());
+  r.a = prepare_tiled_acts(GgmlType::Q8_K, 0, n_in, r.xq.data(), r.rs, n_tok, 0, 0, r.scratch.as<void>());
   return r;
 }
 

@@ -111,22 +111,26 @@ Acts make_acts(const TiledWeight& w, int64_t n_tok, uint32_t seed) {
     quantize_activations(at, x.data(), &r.xq[size_t(t) * r.rs], w.n_in);
   }
   r.scratch = AlignedBuffer(tiled_acts_bytes(w.n_in, n_tok));
-  prepare_tiled_acts(at, w.n_in, r.xq.data(), r.rs, n_tok, 0, n_tok, r.scratch.as<void>());
-  r.a = prepare_tiled_acts(at, w.n_in, r.xq.data(), r.rs, n_tok, 0, 0, r.scratch.as<void>());
+  prepare_tiled_acts(at, w.act_fold(), w.n_in, r.xq.data(), r.rs, n_tok, 0, n_tok, r.scratch.as<void>());
+  r.a = prepare_tiled_acts(at, w.act_fold(), w.n_in, r.xq.data(), r.rs, n_tok, 0, 0, r.scratch.as<void>());
   return r;
 }
 
 // The contract's formula (tiled_weight.h) in float64 from the tile's codes, scales and offsets and the
 // prepared activations, and the sum of the magnitudes of its terms (the scale of the float rounding).
+// Per unit u of a.fold sub-blocks: (sum over the unit of (code - int_offset) * q) * scale * dx[u] +
+// offset * am[u], the unit lying in one scale group.
 void reference(const TiledWeight& w, const TiledActs& a, int64_t t, int64_t r, double* y, double* mag) {
   double acc = 0.0, m = 0.0;
-  for (int64_t s = 0; s < w.n_sub; ++s) {
-    const int64_t i = t * a.n_sub + s;
+  for (int64_t u = 0; u < a.n_units; ++u) {
+    const int64_t i = t * a.n_units + u;
     int64_t block = 0;
     TiledEntry e;
-    for (int k = 0; k < kSubK; ++k) {
-      e = tiled_entry(w, r, s * kSubK + k);
-      block += int64_t(e.code - w.int_offset()) * a.qs[t * a.kp + s * kSubK + k];
+    const TiledEntry first = tiled_entry(w, r, u * a.fold * kSubK);
+    for (int64_t k = u * a.fold * kSubK; k < (u + 1) * a.fold * kSubK; ++k) {
+      e = tiled_entry(w, r, k);
+      EXPECT_EQ(e.scale, first.scale);  // one scale group holds the unit
+      block += int64_t(e.code - w.int_offset()) * a.qs[t * a.kp + k];
     }
     const double scaled = double(block) * double(e.scale) * double(a.dx[i]);
     const double offset = double(e.offset) * double(a.am[i]);
@@ -211,11 +215,42 @@ TEST(TiledMatmul, kernels_match_the_formula) {
       }
     }
   }
-  for (TileKind kind : {TileKind::Int4B64, TileKind::Int8B0}) {
-    for (int64_t n_in : {96, 320}) {
+  // The converted kinds on Q8_0 activations (96, 320 inputs) and on Q8_K ones in units of 2 (Int4B64) or 8
+  // sub-blocks (512, 768: whole 256-value blocks).
+  for (TileKind kind : {TileKind::Int4B64, TileKind::Int8B0, TileKind::Int4B0}) {
+    for (int64_t n_in : {96, 320, 512, 768}) {
       const OwnedWeight o = random_f32(n_in, 33, uint32_t(n_in));
-      for (int64_t n_tok : {1, 10})
-        check_kernel(tile_weight(o.w, kind, nullptr), n_tok, "kind " + std::to_string(int(kind)));
+      const TiledWeight t = tile_weight(o.w, kind, nullptr);
+      EXPECT_EQ(t.act_fold(), n_in % 256 ? 1 : kind == TileKind::Int4B64 ? 2 : 8) << n_in;
+      for (int64_t n_tok : {1, 10, 19})
+        check_kernel(t, n_tok, "kind " + std::to_string(int(kind)) + " n_in " + std::to_string(n_in));
+    }
+  }
+}
+
+// The converted kinds' Q8_K units hold their Q8_K blocks' values: dx the block's d, isum the sum of the
+// unit's quants, am = d * isum, for every unit of every token (the kernels' test above reads them as given).
+TEST(TiledMatmul, converted_kinds_on_q8_k_prepare_units_from_the_blocks) {
+  for (TileKind kind : {TileKind::Int4B64, TileKind::Int8B0}) {
+    const OwnedWeight o = random_f32(768, 20, 3);
+    const TiledWeight w = tile_weight(o.w, kind, nullptr);
+    ASSERT_EQ(w.activation_type(), GgmlType::Q8_K);
+    const int64_t n_tok = 5, fold = w.act_fold();
+    const Acts acts = make_acts(w, n_tok, 4);
+    ASSERT_EQ(acts.a.fold, fold);
+    ASSERT_EQ(acts.a.n_units, w.n_sub / fold);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (int64_t u = 0; u < acts.a.n_units; ++u) {
+        BlockQ8_K b;
+        const int64_t k0 = u * fold * kSubK;
+        std::memcpy(&b, &acts.xq[size_t(t) * acts.rs + size_t(k0 / 256) * sizeof b], sizeof b);
+        int32_t sum = 0;
+        for (int64_t k = k0 % 256; k < k0 % 256 + fold * kSubK; ++k) sum += b.qs[k];
+        const int64_t i = t * acts.a.n_units + u;
+        ASSERT_EQ(acts.a.dx[i], b.d);
+        ASSERT_EQ(acts.a.isum[i], sum);
+        ASSERT_EQ(acts.a.am[i], b.d * float(sum));
+      }
     }
   }
 }

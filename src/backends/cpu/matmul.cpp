@@ -95,7 +95,8 @@ void CpuBackend::matmul_shared(const Weight* const* ws_in, float* const* ys, int
     bool same = n_tiled == n;
     for (int i = 1; i < n && same; ++i) {
       same = ps[i]->tiles.n_in == ps[0]->tiles.n_in &&
-             ps[i]->tiles.activation_type() == ps[0]->tiles.activation_type();
+             ps[i]->tiles.activation_type() == ps[0]->tiles.activation_type() &&
+             ps[i]->tiles.act_fold() == ps[0]->tiles.act_fold();
     }
     if (same) return matmul_tiled(ps, ys, n, x, n_tok);
     bool same_float = n_float == n;
@@ -169,6 +170,7 @@ void CpuBackend::matmul_tiled(const Prepared* const* ps, float* const* ys, int n
   const TiledWeight& w0 = ps[0]->tiles;
   const int64_t n_in = w0.n_in;
   const GgmlType at = w0.activation_type();
+  const int64_t fold = w0.act_fold();
   if (n_tok * n_in > max_act_elems_ || tiled_acts_bytes(n_in, n_tok) > act_t_.size()) {
     fail("internal: matmul of {}x{} activations exceeds the scratch of {}", n_tok, n_in, max_act_elems_);
   }
@@ -178,14 +180,14 @@ void CpuBackend::matmul_tiled(const Prepared* const* ps, float* const* ys, int n
   uint8_t* q = act_q_.as<uint8_t>();
   auto prep = [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) quantize_activations(at, x + t * n_in, q + size_t(t) * rs, n_in);
-    prepare_tiled_acts(at, n_in, q, rs, n_tok, b, e, act_t_.as<void>());
+    prepare_tiled_acts(at, fold, n_in, q, rs, n_tok, b, e, act_t_.as<void>());
   };
   if (n_tok <= 2) {
     prep(0, n_tok, 0);
   } else {
     pool_.parallel_for(n_tok, 1, prep);
   }
-  const TiledActs acts = prepare_tiled_acts(at, n_in, q, rs, n_tok, 0, 0, act_t_.as<void>());
+  const TiledActs acts = prepare_tiled_acts(at, fold, n_in, q, rs, n_tok, 0, 0, act_t_.as<void>());
 
   split_end_to_end(
       pool_, n, [&](int i) { return ps[i]->tiles.n_tiles; },

@@ -78,15 +78,16 @@ void scalar_tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0
     for (int64_t t = t0; t < t1; ++t) {
       const int8_t* q = a.qs + t * a.kp;
       float acc = 0.0f;
-      for (int64_t s = 0; s < w.n_sub; ++s) {
-        int32_t sum = -w.int_offset() * a.isum[t * a.n_sub + s];
+      for (int64_t u = 0; u < a.n_units; ++u) {
+        const int64_t i = t * a.n_units + u;
+        int32_t sum = -w.int_offset() * a.isum[i];
         TiledEntry e;
-        for (int k = 0; k < kSubK; ++k) {
-          e = tiled_entry(w, r, s * kSubK + k);
-          sum += e.code * q[s * kSubK + k];
+        for (int64_t k = u * a.fold * kSubK; k < (u + 1) * a.fold * kSubK; ++k) {
+          e = tiled_entry(w, r, k);  // one scale group holds the unit: its scale and offset are the same
+          sum += e.code * q[k];
         }
-        acc += float(sum) * (e.scale * a.dx[t * a.n_sub + s]);
-        if (w.float_offset()) acc += e.offset * a.am[t * a.n_sub + s];
+        acc += float(sum) * (e.scale * a.dx[i]);
+        if (w.float_offset()) acc += e.offset * a.am[i];
       }
       y[t * y_stride + r] = acc;
     }
@@ -129,12 +130,16 @@ size_t tiled_acts_bytes(int64_t n_in, int64_t n_tok) {
   return acts_layout(n_in, n_tok).total;
 }
 
-TiledActs prepare_tiled_acts(GgmlType act_type, int64_t n_in, const uint8_t* xq, size_t xq_stride,
-                             int64_t n_tok, int64_t t0, int64_t t1, void* scratch) {
+TiledActs prepare_tiled_acts(GgmlType act_type, int64_t fold, int64_t n_in, const uint8_t* xq,
+                             size_t xq_stride, int64_t n_tok, int64_t t0, int64_t t1, void* scratch) {
   const bool q8_k = act_type == GgmlType::Q8_K;
+  const bool units = !q8_k || fold > 0;  // the unit layout (fold 0: the K-quants' super-block layout)
+  // A unit lies within one activation block: one sub-block of Q8_0 / Q8_1, a divisor of Q8_K's eight.
+  const bool fold_ok = q8_k ? fold == 0 || (fold > 0 && (kSuperK / kSubK) % fold == 0) : fold == 1;
   if (n_in % (q8_k ? kSuperK : kSubK) != 0 ||
-      (act_type != GgmlType::Q8_0 && act_type != GgmlType::Q8_1 && !q8_k)) {
-    fail("internal: tiled activations of {} values in {}", n_in, type_name(act_type));
+      (act_type != GgmlType::Q8_0 && act_type != GgmlType::Q8_1 && !q8_k) || !fold_ok) {
+    fail("internal: tiled activations of {} values in {}, {} sub-blocks a unit", n_in, type_name(act_type),
+         fold);
   }
   const int64_t n_sub = n_in / kSubK;
   const ActsLayout l = acts_layout(n_in, n_tok);
@@ -147,6 +152,8 @@ TiledActs prepare_tiled_acts(GgmlType act_type, int64_t n_in, const uint8_t* xq,
   a.pairs = reinterpret_cast<const int32_t*>(base + l.am);
   a.kp = n_in;
   a.n_sub = n_sub;
+  a.fold = fold;
+  a.n_units = units ? n_sub / fold : 0;
   auto* qs = reinterpret_cast<int8_t*>(base + l.qs);
   auto* dx = reinterpret_cast<float*>(base + l.dx);
   auto* isum = reinterpret_cast<int32_t*>(base + l.isum);
@@ -154,11 +161,24 @@ TiledActs prepare_tiled_acts(GgmlType act_type, int64_t n_in, const uint8_t* xq,
   if (q8_k) {
     const int64_t n_sb = n_in / kSuperK;
     auto* pairs = reinterpret_cast<int32_t*>(base + l.am);
+    const int64_t per_sb = units ? kSuperK / kSubK / fold : 0;  // units per super-block
     for (int64_t t = t0; t < t1; ++t) {
       for (int64_t c = 0; c < n_sb; ++c) {
         BlockQ8_K b;
         std::memcpy(&b, xq + size_t(t) * xq_stride + size_t(c) * sizeof b, sizeof b);
         std::memcpy(qs + t * a.kp + c * kSuperK, b.qs, kSuperK);
+        if (units) {
+          // One unit is fold * 32 quants of the super-block, all under its d.
+          for (int64_t u = 0; u < per_sb; ++u) {
+            const int64_t i = t * a.n_units + c * per_sb + u;
+            int32_t sum = 0;
+            for (int64_t e = u * fold * kSubK; e < (u + 1) * fold * kSubK; ++e) sum += b.qs[e];
+            dx[i] = b.d;
+            isum[i] = sum;
+            am[i] = b.d * float(sum);
+          }
+          continue;
+        }
         dx[t * n_sb + c] = b.d;
         int32_t* b16 = isum + t * (n_in / 16) + c * 16;
         for (int j = 0; j < 16; ++j) b16[j] = b.bsums[j];
@@ -196,8 +216,9 @@ TiledActs prepare_tiled_acts(GgmlType act_type, int64_t n_in, const uint8_t* xq,
 
 void tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
                   int64_t t1, float* y, int64_t y_stride) {
-  if (a.n_sub != w.n_sub)
-    fail("internal: tiled activations of {} blocks for a weight of {}", a.n_sub, w.n_sub);
+  if (a.n_sub != w.n_sub || a.fold != w.act_fold())
+    fail("internal: tiled activations of {} blocks ({} a unit) for a weight of {} ({})", a.n_sub, a.fold,
+         w.n_sub, w.act_fold());
   if (tile0 >= tile1 || t0 >= t1) return;
   const Isa isa = current();
   (w.k_quant() ? isa.k_fn : isa.fn)(w, a, tile0, tile1, t0, t1, y, y_stride);

@@ -3,9 +3,10 @@
 // One tile (16 output rows) at a time, up to 8 tokens at a time: per sub-block of 32 inputs the tile's codes
 // are loaded once (4 vectors for 4-bit codes, each split into its low and high nibbles; 8 vectors for 8-bit
 // codes) and every token adds 8 vpdpbusd (16 rows x 4 inputs each, the 4 activation bytes broadcast) into
-// one int32 vector that starts at -int_offset * sum(q), so the integer block sum is exact before the one
-// float conversion and the fused multiply-add with (row scales x block scale). The tile's weights are read
-// once per 8 tokens and stay in L1/L2 between token groups.
+// one int32 vector that starts at -int_offset * sum(q), so the integer sum of a unit (one sub-block, or up
+// to 8 for the converted kinds on Q8_K activations) is exact before the one float conversion and the fused
+// multiply-add with (row scales x activation scale). The tile's weights are read once per 8 tokens and stay
+// in L1/L2 between token groups.
 #include <algorithm>
 #include <cstring>
 
@@ -51,18 +52,23 @@ TILELLM_AVX512_HOT void prefetch_ahead(const uint8_t* codes, int bits) {
   }
 }
 
-// Tokens [t, t + kNt) against one tile.
+// Tokens [t, t + kNt) against one tile. Each token's integer sums run over a unit of a.fold sub-blocks
+// (tiled_weight.h, TiledActs) before the one float conversion and scaling of the unit.
 template <int kBits, bool kFloatOffset, int kNt>
 TILELLM_AVX512_HOT void tile_tokens(const TiledWeight& w, const uint8_t* tile, const TiledActs& a, int64_t t,
                                     float* y, int64_t y_stride, __mmask16 store_mask) {
   const auto* scales = reinterpret_cast<const uint16_t*>(tile + w.scale_off);
   const auto* offsets = reinterpret_cast<const uint16_t*>(tile + w.offset_off);
-  const int64_t n_sub = a.n_sub;
+  const int64_t n_sub = a.n_sub, fold = a.fold, n_units = a.n_units;
   const int32_t int_offset = w.int_offset();
   __m512 acc[kNt];
-  for (int j = 0; j < kNt; ++j) acc[j] = _mm512_setzero_ps();
+  __m512i isum[kNt];
+  for (int j = 0; j < kNt; ++j) {
+    acc[j] = _mm512_setzero_ps();
+    isum[j] = _mm512_setzero_si512();
+  }
   __m512 ws = _mm512_setzero_ps(), wo = _mm512_setzero_ps();
-  int64_t left_in_group = 0;
+  int64_t left_in_group = 0, left_in_unit = 0, u = -1;
   const uint16_t* sp = scales;
   const uint16_t* op = offsets;
   for (int64_t s = 0; s < n_sub; ++s) {
@@ -76,6 +82,12 @@ TILELLM_AVX512_HOT void tile_tokens(const TiledWeight& w, const uint8_t* tile, c
       left_in_group = w.sub_per_group;
     }
     --left_in_group;
+    const bool first = left_in_unit == 0;
+    if (first) {
+      left_in_unit = fold;
+      ++u;
+    }
+    const bool last = --left_in_unit == 0;
     if constexpr (kNt == 1) prefetch_ahead(tile + size_t(s) * kBits * 64, kBits);
     __m512i wv[8];
     if constexpr (kBits == 4) {
@@ -91,18 +103,24 @@ TILELLM_AVX512_HOT void tile_tokens(const TiledWeight& w, const uint8_t* tile, c
       for (int g = 0; g < 8; ++g) wv[g] = _mm512_load_si512(c + 64 * g);
     }
     for (int j = 0; j < kNt; ++j) {
-      const int64_t i = (t + j) * n_sub + s;
+      const int64_t i = (t + j) * n_units + u;
       const int8_t* q = a.qs + (t + j) * a.kp + s * kSubK;
-      // Two chains of four, so a single token's sums do not wait on each other.
-      __m512i s0 = kFloatOffset ? _mm512_setzero_si512() : _mm512_set1_epi32(-int_offset * a.isum[i]);
+      // Two chains of four, so a single token's sums do not wait on each other; the first carries the
+      // unit's sum so far (for the int offset kinds, whose units are one sub-block, -int_offset * sum(q)).
+      __m512i s0 = !first         ? isum[j]
+                   : kFloatOffset ? _mm512_setzero_si512()
+                                  : _mm512_set1_epi32(-int_offset * a.isum[i]);
       __m512i s1 = _mm512_setzero_si512();
       for (int g = 0; g < 8; g += 2) {
         s0 = _mm512_dpbusd_epi32(s0, wv[g], bcast_u32(q + 4 * g));
         s1 = _mm512_dpbusd_epi32(s1, wv[g + 1], bcast_u32(q + 4 * g + 4));
       }
-      const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(a.dx[i]));
-      acc[j] = _mm512_fmadd_ps(to_floats(_mm512_add_epi32(s0, s1)), scale, acc[j]);
-      if constexpr (kFloatOffset) acc[j] = _mm512_fmadd_ps(wo, _mm512_set1_ps(a.am[i]), acc[j]);
+      isum[j] = _mm512_add_epi32(s0, s1);
+      if (last) {
+        const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(a.dx[i]));
+        acc[j] = _mm512_fmadd_ps(to_floats(isum[j]), scale, acc[j]);
+        if constexpr (kFloatOffset) acc[j] = _mm512_fmadd_ps(wo, _mm512_set1_ps(a.am[i]), acc[j]);
+      }
     }
   }
   for (int j = 0; j < kNt; ++j) _mm512_mask_storeu_ps(y + (t + j) * y_stride, store_mask, acc[j]);

@@ -75,6 +75,7 @@
 // sub-blocks: < 2^28 + 2^27. msum <= 8 * 63 * 32 * 127 < 2^21, and |b32| <= 4064 fits the int16 pair.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 
@@ -94,6 +95,9 @@ inline constexpr int kSubK = 32;      // input values per sub-block (one activat
 inline constexpr int kSuperK = 256;   // input values per K-quant super-block (one Q8_K activation block)
 inline constexpr size_t kKParamBytes = 320;  // per tile per super-block: scales, mins, d, dmin
 inline constexpr size_t kKMinOff = 128, kKDOff = 256, kKDminOff = 288;  // within those 320 bytes
+
+// Whether kind is one of the converted kinds (Int4B64, Int8B0, Int4B0).
+bool converted_kind(TileKind kind);
 
 struct TiledWeight {
   TileKind kind = TileKind::Q4_0;
@@ -132,13 +136,23 @@ struct TiledWeight {
   // Kinds with a float offset per scale group (for the K-quants the mins live in the super-block params).
   bool float_offset() const { return int_offset() == 0 && !k_quant(); }
   const uint8_t* tile(int64_t i) const { return data.as<uint8_t>() + size_t(i) * tile_bytes; }
-  // The activation block format the kernels read (llama.cpp's pairings): Q8_1 for Q4_1 and Q5_1, Q8_K for
-  // the K-quant kinds, Q8_0 otherwise.
+  // The activation block format the kernels read: for the GGUF kinds llama.cpp's pairings (Q8_1 for Q4_1 and
+  // Q5_1, Q8_K for the K-quant kinds, Q8_0 otherwise); for the converted kinds Q8_K where n_in is a whole
+  // number of its 256-value blocks (as llama.cpp pairs its K-quants), else Q8_0.
   GgmlType activation_type() const {
-    return k_quant()                                          ? GgmlType::Q8_K
-           : kind == TileKind::Q4_1 || kind == TileKind::Q5_1 ? GgmlType::Q8_1
-                                                              : GgmlType::Q8_0;
+    if (k_quant() || (converted() && n_in % kSuperK == 0)) return GgmlType::Q8_K;
+    return kind == TileKind::Q4_1 || kind == TileKind::Q5_1 ? GgmlType::Q8_1 : GgmlType::Q8_0;
   }
+  // Sub-blocks per unit of the prepared activations (TiledActs below): 0 for the K-quant kinds (their
+  // super-block layout); for the converted kinds on Q8_K activations the sub-blocks that share both a
+  // weight scale group and an activation block (Int4B64: 2; Int8B0, Int4B0: 8), so that the integer sums
+  // of a unit are scaled once; 1 otherwise.
+  int64_t act_fold() const {
+    if (k_quant()) return 0;
+    if (activation_type() == GgmlType::Q8_K) return std::min<int64_t>(sub_per_group, kSuperK / kSubK);
+    return 1;
+  }
+  bool converted() const { return converted_kind(kind); }
 };
 
 // Whether `native` mode tiles a weight of this GGUF type.
@@ -152,10 +166,8 @@ TileKind native_tile_kind(GgmlType t);
 // given.
 TiledWeight tile_weight(const Weight& w, TileKind kind, ThreadPool* pool);
 
-// Whether kind is one of the converted kinds (Int4B64, Int8B0, Int4B0), and its format (format/asym_quant.h,
-// the conversion every backend shares); the tile kind of a converted --weights mode (Int4B64, Int8B0,
-// Int4B0).
-bool converted_kind(TileKind kind);
+// The format of a converted kind (format/asym_quant.h, the conversion every backend shares); the tile kind
+// of a converted --weights mode (Int4B64, Int8B0, Int4B0).
 AsymFormat asym_format(TileKind kind);
 TileKind converted_tile_kind(WeightsMode mode);
 
@@ -173,13 +185,17 @@ TiledEntry tiled_entry(const TiledWeight& w, int64_t r, int64_t k);
 float tiled_value(const TiledWeight& w, int64_t r, int64_t k);
 
 // Activations of n_tok tokens prepared for the tile kernels from rows quantized by quantize_activations()
-// to w.activation_type():
-//   qs   [n_tok][kp] int8       the block quants, contiguous per token (kp = n_sub * 32)
-//   dx   [n_tok][n_sub] float   the block scales
-//   isum [n_tok][n_sub] int32   the sum of the block's quants (int offset kinds subtract int_offset * isum)
-//   am   [n_tok][n_sub] float   the offset multiplier: Q8_1's stored s (Q4_1), dx * sum q (other float-offset
-//                               kinds)
-// From Q8_K rows (K-quant kinds; n_sb = n_in / 256 super-blocks):
+// to w.activation_type(), in units of `fold` = w.act_fold() sub-blocks of 32 (n_units = n_sub / fold):
+//   qs   [n_tok][kp] int8         the block quants, contiguous per token (kp = n_sub * 32)
+//   dx   [n_tok][n_units] float   the activation scale of the unit (its Q8_0 / Q8_1 block's, or its Q8_K
+//                                 super-block's d)
+//   isum [n_tok][n_units] int32   the sum of the unit's quants (int offset kinds subtract int_offset * isum)
+//   am   [n_tok][n_units] float   the offset multiplier: Q8_1's stored s (Q4_1, Q5_1), dx * isum (the
+//                                 converted kinds)
+// so a kernel adds a unit's integer products up, then scales them once:
+//   y += (ws[r] * dx[t][u]) * float(sum over the unit of code * q) + wo[r] * am[t][u]
+// (the weight scale group holds the whole unit: fold divides sub_per_group). fold 0, from Q8_K rows for the
+// K-quant kinds (n_sb = n_in / 256 super-blocks):
 //   qs    as above
 //   dx    [n_tok][n_sb] float   the super-block scales d
 //   isum  [n_tok][n_in / 16] int32  the bsums (sum of q per 16)
@@ -192,16 +208,18 @@ struct TiledActs {
   const float* am = nullptr;
   const int32_t* pairs = nullptr;
   int64_t kp = 0, n_sub = 0;  // n_sub: sub-blocks of 32 (also for Q8_K)
+  int64_t fold = 1, n_units = 0;
 };
-// They depend only on the activation format (Q8_0, Q8_1 or Q8_K) and n_in, so weights that read the same
-// input share one preparation. Bytes of scratch prepare_tiled_acts needs for n_tok tokens of n_in values
-// (n_in a multiple of 32), whatever the format: at most 1.5 bytes per value plus four 64-byte alignments.
+// They depend only on the activation format (Q8_0, Q8_1 or Q8_K), the fold and n_in, so weights that read
+// the same input with the same fold share one preparation. Bytes of scratch prepare_tiled_acts needs for
+// n_tok tokens of n_in values (n_in a multiple of 32), whatever the format: at most 1.5 bytes per value plus
+// four 64-byte alignments.
 size_t tiled_acts_bytes(int64_t n_in, int64_t n_tok);
 // Fills scratch (tiled_acts_bytes, 64-byte aligned) from n_tok rows of activations xq quantized to act_type
 // (Q8_0, Q8_1 or Q8_K; row stride xq_stride bytes) for tokens [t0, t1); returns the views over all n_tok
 // tokens.
-TiledActs prepare_tiled_acts(GgmlType act_type, int64_t n_in, const uint8_t* xq, size_t xq_stride,
-                             int64_t n_tok, int64_t t0, int64_t t1, void* scratch);
+TiledActs prepare_tiled_acts(GgmlType act_type, int64_t fold, int64_t n_in, const uint8_t* xq,
+                             size_t xq_stride, int64_t n_tok, int64_t t0, int64_t t1, void* scratch);
 
 // y[t * y_stride + r] = row r of w times token t, for tiles [tile0, tile1) and tokens [t0, t1).
 void tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
