@@ -22,6 +22,7 @@
 #include <memory>
 
 #include "backends/registry.h"
+#include "base/cpu_isa.h"
 #include "base/cpu_set.h"
 #include "base/error.h"
 #include "bench_env.h"
@@ -40,7 +41,7 @@ struct GemmSpeedArgs {
   std::string test;
   std::string backend_pos = "0", precision_pos = "0";
   int third = -1;  // threads (CPU) or GPU-mode bitmask; -1: not given
-  std::string backend, precision, gpu_memory, tuning, format = "text", plot;
+  std::string backend, precision, gpu_memory, tuning, format = "text", plot, isa;
   int threads = -1;                     // --threads; -1: not given
   int device = 0;                       // device index of the backend
   std::string device_profile = "none";  // GPU backends: device profile
@@ -168,6 +169,7 @@ void gemm_speed(const GemmSpeedArgs& a) {
     g.device_profile = a.device_profile;
     g.shapes = a.shapes;
     g.format = a.format;
+    g.isa = a.isa;
     return gemv_bw_main(g);
   }
   const auto modes = modes_for_test(a.test);
@@ -210,6 +212,7 @@ void gemm_speed(const GemmSpeedArgs& a) {
   }
   const BackendEntry& entry = require_backend_mnn(mnn);
   const int threads = host ? third : 1;
+  if (!a.isa.empty()) select_isa(a.isa);
 
   const std::string commit = std::string(build_commit());
   const bool text = a.format == "text";
@@ -390,6 +393,9 @@ void register_gemm_speed(CLI::App& app) {
   sub->add_option("--m", a->ms, "M values instead of 1,8,32,128,512")->delimiter(',');
   sub->add_option("--format", a->format, "text (MNN lines) | md | csv | json");
   sub->add_option("--plot", a->plot, "write GFLOPS against M as a self-contained SVG");
+  sub->add_option("--isa", a->isa,
+                  "instruction set of the CPU kernels: best (default), or one this CPU runs (" +
+                      supported_cpu_isa_names() + ")");
   sub->add_option("--warmup", a->warmup, "warm-up runs (MNN: 3)");
   sub->add_option("--runs", a->runs, "timed runs (MNN: 10)");
   sub->callback([a] { gemm_speed(*a); });

@@ -22,6 +22,7 @@
 #include <tuple>
 
 #include "backends/registry.h"
+#include "base/cpu_isa.h"
 #include "base/error.h"
 #include "bench_env.h"
 #include "commands.h"
@@ -79,6 +80,7 @@ void gemv_bw_main(const GemvArgs& a) {
   for (const auto& s : a.shapes) shapes.push_back(gemm::parse_shape(s));
   if (shapes.empty()) shapes.push_back({14336, 4096, 0});
   const bool host = entry.host;
+  if (!a.isa.empty()) select_isa(a.isa);
   const int threads = host ? a.threads : 1;
   if (threads < 1 || threads > 4096) fail("thread count {} is out of range (1 .. 4096)", threads);
   ThreadPool pool(threads);
@@ -205,6 +207,9 @@ void register_gemv_bw(CLI::App& app) {
       "--peak-mib", a->peak_mib,
       "size of the peak measurement's buffers in MiB (default, or 0: max(4x the device's cache, 256))");
   sub->add_option("--format", a->format, "text or md (the same table)");
+  sub->add_option("--isa", a->isa,
+                  "instruction set of the CPU kernels: best (default), or one this CPU runs (" +
+                      supported_cpu_isa_names() + ")");
   sub->callback([a] { gemv_bw_main(*a); });
 }
 

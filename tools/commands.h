@@ -23,11 +23,16 @@ struct GemvArgs {
   std::vector<std::string> shapes;  // "K,N"; empty: 14336,4096
   std::string format = "text";
   int peak_mib = 0;  // the peak buffers' size; 0: max(4x the cache, 256 MiB)
+  std::string isa;   // --isa: the CPU kernels' instruction set; empty: as it is
 };
 void gemv_bw_main(const GemvArgs& a);
 void register_bench(CLI::App& app);
 // `tilellm devices`: every backend, its devices and their capability structs.
 void register_devices(CLI::App& app);
+
+// --isa NAME of the benchmarks (base/cpu_isa.h select_cpu_isa; the CPU backend's own --isa for the
+// commands that run a model): throws tilellm::Error naming the instruction sets this CPU runs.
+void select_isa(const std::string& name);
 
 // The commit this binary was built from: `git describe` at build time, "+dirty" when the tree had changes.
 const char* build_commit();

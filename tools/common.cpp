@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/cpu_isa.h"
 #include "base/cpu_set.h"
 #include "base/error.h"
+#include "commands.h"
 
 namespace tilellm::cli {
 namespace {
@@ -94,6 +96,11 @@ SessionOptions session_options(const ModelArgs& a) {
   apply_backend_args(a.backend, o);
   o.weights = parse_weights_mode(a.weights);
   return o;
+}
+
+void select_isa(const std::string& name) {
+  if (!select_cpu_isa(name))
+    fail("--isa {}: not an instruction set this CPU runs (best, {})", name, supported_cpu_isa_names());
 }
 
 std::vector<int32_t> parse_ids(const std::string& s) {

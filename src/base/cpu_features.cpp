@@ -57,14 +57,4 @@ const CpuFeatures& cpu_features() {
   return f;
 }
 
-std::string best_isa_name() {
-  const CpuFeatures& f = cpu_features();
-  if (f.avx512_vnni) return "avx512vnni";
-  if (f.avx_vnni) return "avxvnni";
-  if (f.avx2_fma_f16c) return "avx2";
-  if (f.neon_dotprod) return "neon+dotprod";
-  if (f.neon) return "neon";
-  return "scalar";
-}
-
 }  // namespace tilellm

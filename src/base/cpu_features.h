@@ -1,5 +1,6 @@
-// What the CPU this process runs on can execute, read once. Kernels are picked from these flags at run time
-// (the library itself is compiled for the baseline ISA), and benchmarks print them.
+// What the CPU this process runs on can execute, read once. The ISA levels the kernels dispatch on follow
+// from these flags (base/cpu_isa.h; the library itself is compiled for the baseline ISA), and benchmarks
+// print them.
 #pragma once
 
 #include <string>
@@ -17,8 +18,5 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
-
-// "avx512vnni", "avxvnni", "avx2" or "scalar" on x86; "neon+dotprod", "neon" on ARM.
-std::string best_isa_name();
 
 }  // namespace tilellm

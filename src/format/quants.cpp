@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "base/cpu_isa.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "format/quants_kernels.h"
@@ -252,23 +253,12 @@ int slot_of(GgmlType t) {
   }
 }
 
-const KernelTable& best_kernels() {
-  static const KernelTable* const best = [] {
-    if (const KernelTable* k = quant_detail::avx2_kernels()) return k;
-    if (const KernelTable* k = quant_detail::neon_kernels()) return k;
-    return &quant_detail::scalar_kernels();
-  }();
-  return *best;
-}
-
-// The table in use. An atomic pointer so that the test hook cannot tear a read in another thread.
-std::atomic<const KernelTable*>& active_slot() {
-  static std::atomic<const KernelTable*> active{&best_kernels()};
-  return active;
-}
-
+// The table the running ISA uses (base/cpu_isa.h): AVX2 on every x86 level, Advanced SIMD on ARM.
 const KernelTable& active() {
-  return *active_slot().load(std::memory_order_relaxed);
+  static const IsaTable<const KernelTable*> tables = {{CpuIsa::Scalar, &quant_detail::scalar_kernels()},
+                                                      {CpuIsa::Avx2, quant_detail::avx2_kernels()},
+                                                      {CpuIsa::Neon, quant_detail::neon_kernels()}};
+  return *tables.get();
 }
 
 // Validates (t, n) and returns the kernel slot and the number of blocks.
@@ -394,11 +384,6 @@ void row_code_groups(GgmlType t, const void* src, int64_t n, int8_t* codes, floa
 
 const char* quant_isa_name() {
   return active().isa;
-}
-
-void set_quant_isa_for_testing(bool allow_simd) {
-  active_slot().store(allow_simd ? &best_kernels() : &quant_detail::scalar_kernels(),
-                      std::memory_order_relaxed);
 }
 
 }  // namespace tilellm

@@ -126,12 +126,8 @@ void dot_row_multi(GgmlType t, const void* row, int64_t n, const float* x, int64
 bool has_code_groups(GgmlType t);
 void row_code_groups(GgmlType t, const void* src, int64_t n, int8_t* codes, float* scale, float* offset);
 
-// The instruction set the kernels use now: "avx2" (AVX2+FMA+F16C), "neon" (ARMv8-A Advanced SIMD) or
-// "scalar". Recorded in benchmark rows.
+// The instruction set the kernels use now: "avx2" (AVX2+FMA+F16C; on every x86 ISA level from avx2 up),
+// "neon" (ARMv8-A Advanced SIMD) or "scalar": the running ISA's (base/cpu_isa.h, select_cpu_isa).
 const char* quant_isa_name();
-
-// Tests only: false forces the portable scalar path, true restores the best path this CPU supports.
-// Not meant to be called while other threads run kernels (they may see either path; both give valid results).
-void set_quant_isa_for_testing(bool allow_simd);
 
 }  // namespace tilellm

@@ -18,19 +18,14 @@
 // gives -0.
 #include "base/cpu_features.h"
 #include "base/fp16.h"
+#include "base/isa_target.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
+#if TILELLM_ISA_COMPILES(AVX2)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+TILELLM_ISA_REGION_BEGIN(AVX2)
 
 namespace tilellm::quant_detail {
 namespace {
@@ -363,27 +358,10 @@ const KernelTable kAvx2 = {
 }  // namespace
 }  // namespace tilellm::quant_detail
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
+TILELLM_ISA_REGION_END()
 #endif
 
 namespace tilellm::quant_detail {
-
 // Outside the target region: this must run on CPUs without AVX.
-const KernelTable* avx2_kernels() {
-  return cpu_features().avx2_fma_f16c ? &kAvx2 : nullptr;
-}
-
+TILELLM_ISA_PROVIDER(const KernelTable*, avx2_kernels, AVX2, &kAvx2)
 }  // namespace tilellm::quant_detail
-
-#else  // not x86
-
-namespace tilellm::quant_detail {
-const KernelTable* avx2_kernels() {
-  return nullptr;
-}
-}  // namespace tilellm::quant_detail
-
-#endif

@@ -17,10 +17,11 @@
 // zeros included. Halves are converted by FCVTL, which is exact, subnormals included.
 #include "base/cpu_features.h"
 #include "base/fp16.h"
+#include "base/isa_target.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
 
-#if defined(__aarch64__)
+#if TILELLM_ISA_COMPILES(NEON)
 #include <arm_neon.h>
 
 namespace tilellm::quant_detail {
@@ -377,18 +378,10 @@ const KernelTable kNeon = {
 
 }  // namespace
 
-const KernelTable* neon_kernels() {
-  return cpu_features().neon ? &kNeon : nullptr;
-}
-
-}  // namespace tilellm::quant_detail
-
-#else  // not AArch64
-
-namespace tilellm::quant_detail {
-const KernelTable* neon_kernels() {
-  return nullptr;
-}
 }  // namespace tilellm::quant_detail
 
 #endif
+
+namespace tilellm::quant_detail {
+TILELLM_ISA_PROVIDER(const KernelTable*, neon_kernels, NEON, &kNeon)
+}  // namespace tilellm::quant_detail

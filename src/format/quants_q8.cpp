@@ -20,6 +20,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/cpu_isa.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "format/quants_kernels.h"
@@ -355,33 +356,16 @@ int act_slot_of(GgmlType t, int* block_shift) {
   }
 }
 
-// The fastest table this CPU runs: AVX-512 VNNI, AVX-VNNI, AVX2 (x86) or NEON with the dot product, NEON
-// (ARM), then the scalar reference. Tables of the other architecture are nullptr.
-const Q8KernelTable& best_kernels() {
-  static const Q8KernelTable* const best = [] {
-    if (const Q8KernelTable* k = q8_detail::avx512vnni_q8_kernels()) return k;
-    if (const Q8KernelTable* k = q8_detail::avxvnni_q8_kernels()) return k;
-    if (const Q8KernelTable* k = q8_detail::avx2_q8_kernels()) return k;
-    if (const Q8KernelTable* k = q8_detail::neondot_q8_kernels()) return k;
-    if (const Q8KernelTable* k = q8_detail::neon_q8_kernels()) return k;
-    return &q8_detail::scalar_q8_kernels();
-  }();
-  return *best;
-}
-
-// The table in use: an atomic pointer so that the test hook cannot tear a read in another thread, at
-// namespace scope so that the hot path (one call per output row) pays a load and a test, not a static guard.
-// Null until the first call picks the best table.
-std::atomic<const Q8KernelTable*> g_active{nullptr};
-
+// The table of the running ISA (base/cpu_isa.h).
 const Q8KernelTable& active() {
-  const Q8KernelTable* k = g_active.load(std::memory_order_relaxed);
-  if (k == nullptr) [[unlikely]] {
-    const Q8KernelTable* expected = nullptr;
-    k = &best_kernels();
-    if (!g_active.compare_exchange_strong(expected, k, std::memory_order_relaxed)) k = expected;
-  }
-  return *k;
+  static const IsaTable<const Q8KernelTable*> tables = {
+      {CpuIsa::Scalar, &q8_detail::scalar_q8_kernels()},
+      {CpuIsa::Avx2, q8_detail::avx2_q8_kernels()},
+      {CpuIsa::AvxVnni, q8_detail::avxvnni_q8_kernels()},
+      {CpuIsa::Avx512Vnni, q8_detail::avx512vnni_q8_kernels()},
+      {CpuIsa::Neon, q8_detail::neon_q8_kernels()},
+      {CpuIsa::NeonDot, q8_detail::neondot_q8_kernels()}};
+  return *tables.get();
 }
 
 // Name of a type id for messages, also for ids this engine does not know.
@@ -500,22 +484,6 @@ void dot_row_q_multi(GgmlType weight_type, const void* row, int64_t n, const voi
 
 const char* quant_q8_isa_name() {
   return active().isa;
-}
-
-void set_quant_q8_isa_for_testing(bool allow_simd) {
-  g_active.store(allow_simd ? &best_kernels() : &q8_detail::scalar_q8_kernels(), std::memory_order_relaxed);
-}
-
-bool select_quant_q8_isa_for_testing(std::string_view isa) {
-  const Q8KernelTable* k = nullptr;
-  if (isa == "scalar") k = &q8_detail::scalar_q8_kernels();
-  if (isa == "avx2") k = q8_detail::avx2_q8_kernels();
-  if (isa == "avxvnni") k = q8_detail::avxvnni_q8_kernels();
-  if (isa == "avx512vnni") k = q8_detail::avx512vnni_q8_kernels();
-  if (isa == "neon") k = q8_detail::neon_q8_kernels();
-  if (isa == "neondot") k = q8_detail::neondot_q8_kernels();
-  if (k) g_active.store(k, std::memory_order_relaxed);
-  return k != nullptr;
 }
 
 }  // namespace tilellm

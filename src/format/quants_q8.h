@@ -103,14 +103,7 @@ void dot_row_q_multi(GgmlType weight_type, const void* row, int64_t n, const voi
 
 // The instruction set these kernels use now: "avx512vnni", "avxvnni" (AVX2+FMA+F16C+AVX-VNNI), "avx2"
 // (AVX2+FMA+F16C), "neondot" (Advanced SIMD + ARMv8.2 dot product), "neon" (ARMv8-A Advanced SIMD) or
-// "scalar". Recorded in benchmark rows.
+// "scalar": the running ISA's (base/cpu_isa.h, select_cpu_isa).
 const char* quant_q8_isa_name();
-
-// Tests only: false forces the portable scalar path, true restores the best path this CPU supports. Not
-// meant to be called while other threads run kernels (they may see either path; all give valid results).
-void set_quant_q8_isa_for_testing(bool allow_simd);
-// Tests only: selects one path by name ("scalar", "avx2", "avxvnni", "avx512vnni", "neon", "neondot");
-// returns false, changing nothing, when this build or CPU cannot run it.
-bool select_quant_q8_isa_for_testing(std::string_view isa);
 
 }  // namespace tilellm

@@ -7,23 +7,17 @@
 #include <algorithm>
 #include <cstring>
 
-#include "base/cpu_features.h"
 #include "base/fp16.h"
+#include "base/isa_target.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
 #include "format/quants_q8.h"
 #include "format/quants_q8_kernels.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
+#if TILELLM_ISA_COMPILES(AVX2)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+TILELLM_ISA_REGION_BEGIN(AVX2)
 
 #define TILELLM_Q8_VNNI 0
 #define TILELLM_Q8_ISA "avx2"
@@ -37,27 +31,10 @@ namespace {
 #undef TILELLM_Q8_VNNI
 #undef TILELLM_Q8_ISA
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
+TILELLM_ISA_REGION_END()
 #endif
 
 namespace tilellm::q8_detail {
-
-// Outside the target region: this must run on CPUs without AVX.
-const Q8KernelTable* avx2_q8_kernels() {
-  return cpu_features().avx2_fma_f16c ? &kX86Kernels : nullptr;
-}
-
+// Outside the target region: this must run on CPUs without the ISA.
+TILELLM_ISA_PROVIDER(const Q8KernelTable*, avx2_q8_kernels, AVX2, &kX86Kernels)
 }  // namespace tilellm::q8_detail
-
-#else  // not x86
-
-namespace tilellm::q8_detail {
-const Q8KernelTable* avx2_q8_kernels() {
-  return nullptr;
-}
-}  // namespace tilellm::q8_detail
-
-#endif

@@ -7,24 +7,17 @@
 #include <algorithm>
 #include <cstring>
 
-#include "base/cpu_features.h"
 #include "base/fp16.h"
+#include "base/isa_target.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
 #include "format/quants_q8.h"
 #include "format/quants_q8_kernels.h"
 
-#if defined(__x86_64__)
-#include <cpuid.h>
+#if TILELLM_ISA_COMPILES(AVX512VNNI)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
-#endif
+TILELLM_ISA_REGION_BEGIN(AVX512VNNI)
 
 #define TILELLM_Q8_VNNI 2
 #define TILELLM_Q8_ISA "avx512vnni"
@@ -38,27 +31,10 @@ namespace {
 #undef TILELLM_Q8_VNNI
 #undef TILELLM_Q8_ISA
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
+TILELLM_ISA_REGION_END()
 #endif
 
 namespace tilellm::q8_detail {
-
-// Outside the target region: this must run on CPUs without AVX-512.
-const Q8KernelTable* avx512vnni_q8_kernels() {
-  return cpu_features().avx512_vnni ? &kX86Kernels : nullptr;
-}
-
+// Outside the target region: this must run on CPUs without the ISA.
+TILELLM_ISA_PROVIDER(const Q8KernelTable*, avx512vnni_q8_kernels, AVX512VNNI, &kX86Kernels)
 }  // namespace tilellm::q8_detail
-
-#else  // not x86-64
-
-namespace tilellm::q8_detail {
-const Q8KernelTable* avx512vnni_q8_kernels() {
-  return nullptr;
-}
-}  // namespace tilellm::q8_detail
-
-#endif

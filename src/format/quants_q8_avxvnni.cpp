@@ -7,23 +7,17 @@
 #include <algorithm>
 #include <cstring>
 
-#include "base/cpu_features.h"
 #include "base/fp16.h"
+#include "base/isa_target.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
 #include "format/quants_q8.h"
 #include "format/quants_q8_kernels.h"
 
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
-#include <cpuid.h>
+#if TILELLM_ISA_COMPILES(AVXVNNI)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avxvnni"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avxvnni")
-#endif
+TILELLM_ISA_REGION_BEGIN(AVXVNNI)
 
 #define TILELLM_Q8_VNNI 1
 #define TILELLM_Q8_ISA "avxvnni"
@@ -37,28 +31,10 @@ namespace {
 #undef TILELLM_Q8_VNNI
 #undef TILELLM_Q8_ISA
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
+TILELLM_ISA_REGION_END()
 #endif
 
 namespace tilellm::q8_detail {
-
-// Outside the target region. AVX-VNNI is CPUID leaf 7, sub-leaf 1, EAX bit 4; the rest as for AVX2
-// (__builtin_cpu_supports("avx2") also checks that the OS saves the YMM registers).
-const Q8KernelTable* avxvnni_q8_kernels() {
-  return cpu_features().avx_vnni ? &kX86Kernels : nullptr;
-}
-
+// Outside the target region: this must run on CPUs without the ISA.
+TILELLM_ISA_PROVIDER(const Q8KernelTable*, avxvnni_q8_kernels, AVXVNNI, &kX86Kernels)
 }  // namespace tilellm::q8_detail
-
-#else  // not x86-64, or a compiler without AVX-VNNI intrinsics
-
-namespace tilellm::q8_detail {
-const Q8KernelTable* avxvnni_q8_kernels() {
-  return nullptr;
-}
-}  // namespace tilellm::q8_detail
-
-#endif

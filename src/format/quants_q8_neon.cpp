@@ -10,14 +10,14 @@
 #include <cmath>
 #include <cstring>
 
-#include "base/cpu_features.h"
 #include "base/fp16.h"
+#include "base/isa_target.h"
 #include "format/quants.h"
 #include "format/quants_kernels.h"
 #include "format/quants_q8.h"
 #include "format/quants_q8_kernels.h"
 
-#if defined(__aarch64__)
+#if TILELLM_ISA_COMPILES(NEON)
 #include <arm_neon.h>
 
 #define TILELLM_Q8_DOTPROD 0
@@ -34,15 +34,7 @@ namespace {
 #undef TILELLM_Q8_DOTPROD
 #undef TILELLM_Q8_ISA
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("dotprod"))), apply_to = function)
-#else
-#pragma GCC push_options
-// GCC's arm_neon.h defines the dot product intrinsics for armv8.2-a+dotprod, and an always-inline intrinsic
-// only inlines into a function whose target includes its own. The dot product is an ARMv8.2 extension, so
-// every CPU that has it implements ARMv8.2.
-#pragma GCC target("arch=armv8.2-a+dotprod")
-#endif
+TILELLM_ISA_REGION_BEGIN(NEONDOT)
 
 #define TILELLM_Q8_DOTPROD 1
 #define TILELLM_Q8_ISA "neondot"
@@ -58,34 +50,11 @@ namespace {
 #undef TILELLM_Q8_DOTPROD
 #undef TILELLM_Q8_ISA
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
+TILELLM_ISA_REGION_END()
 #endif
 
 namespace tilellm::q8_detail {
-
-const Q8KernelTable* neon_q8_kernels() {
-  return cpu_features().neon ? &neon_plain::kNeonKernels : nullptr;
-}
-
+TILELLM_ISA_PROVIDER(const Q8KernelTable*, neon_q8_kernels, NEON, &neon_plain::kNeonKernels)
 // Outside the target region: this must run on CPUs without the dot product instructions.
-const Q8KernelTable* neondot_q8_kernels() {
-  return cpu_features().neon_dotprod ? &neon_dot::kNeonKernels : nullptr;
-}
-
+TILELLM_ISA_PROVIDER(const Q8KernelTable*, neondot_q8_kernels, NEONDOT, &neon_dot::kNeonKernels)
 }  // namespace tilellm::q8_detail
-
-#else  // not AArch64
-
-namespace tilellm::q8_detail {
-const Q8KernelTable* neon_q8_kernels() {
-  return nullptr;
-}
-const Q8KernelTable* neondot_q8_kernels() {
-  return nullptr;
-}
-}  // namespace tilellm::q8_detail
-
-#endif

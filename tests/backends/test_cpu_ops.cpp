@@ -23,6 +23,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/kv_cache.h"
+#include "base/cpu_isa.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "base/thread_pool.h"
@@ -214,10 +215,10 @@ TEST_F(CpuOps, RopeRejectsPositionsOutsideTheTable) {
 TEST_F(CpuOps, GluMatchesFloat64Reference) {
   // Both exponentials: the vectorized one (where the CPU has AVX2) and std::exp.
   for (bool simd : {true, false}) {
-    set_glu_simd_for_testing(simd);
+    select_cpu_isa(simd ? "best" : "scalar");
     glu_matches_reference();
   }
-  set_glu_simd_for_testing(true);
+  select_cpu_isa("best");
 }
 
 TEST_F(CpuOps, GluVectorExponentialCoversTheFloatRange) {
@@ -394,7 +395,7 @@ const char* const kAttnCases[] = {"attention_gqa_64", "attention_window_80", "at
 
 TEST_F(CpuOps, AttentionMatchesPlainSoftmaxReference) {
   for (bool simd : {true, false}) {
-    set_attention_simd_for_testing(simd);
+    select_cpu_isa(simd ? "best" : "scalar");
     SCOPED_TRACE(simd ? "simd row kernels" : "scalar row kernels");
     for (const char* name : kAttnCases) {
       SCOPED_TRACE(name);
@@ -427,7 +428,7 @@ TEST_F(CpuOps, AttentionMatchesPlainSoftmaxReference) {
       }
     }
   }
-  set_attention_simd_for_testing(true);
+  select_cpu_isa("best");
 }
 
 TEST_F(CpuOps, AttentionWithWindowOneReturnsTheCurrentValue) {

@@ -83,7 +83,11 @@ TEST(Registry, a_backends_options_are_its_own_flags) {
   EXPECT_NE(e.find("--cl-cache is not an option of the recording backend (it has --recording-label)"),
             std::string::npos)
       << e;
-  EXPECT_EQ(make_backend_options(host_backend()), nullptr);  // the cpu backend has no options of its own
+  // The cpu backend's own option: the instruction set of its kernels, checked against what this CPU runs.
+  EXPECT_NE(make_backend_options(host_backend(), {{"--isa", "scalar"}}), nullptr);
+  const std::string isa = error_of([] { make_backend_options(host_backend(), {{"--isa", "avx1024"}}); });
+  EXPECT_NE(isa.find("--isa avx1024: not an instruction set this CPU runs (scalar"), std::string::npos)
+      << isa;
 }
 
 class RegistrySession : public ::testing::Test {

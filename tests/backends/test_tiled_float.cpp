@@ -17,7 +17,9 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/tiled_float.h"
+#include "backends/cpu/tiled_float_kernels.h"
 #include "base/cpu_features.h"
+#include "base/cpu_isa.h"
 #include "base/fp16.h"
 #include "base/thread_pool.h"
 #include "model/weights.h"
@@ -44,9 +46,15 @@ OwnedWeight random_weight(GgmlType type, int64_t n_in, int64_t n_out, uint32_t s
   o.w.type = type;
   o.w.n_in = n_in;
   o.w.n_out = n_out;
-  o.w.row_bytes = size_t(n_in) * 2;
+  const size_t elem = type == GgmlType::F32 ? 4 : 2;
+  o.w.row_bytes = size_t(n_in) * elem;
   o.bytes.resize(o.w.row_bytes * size_t(n_out));
   for (int64_t i = 0; i < n_in * n_out; ++i) {
+    if (type == GgmlType::F32) {
+      const float v = nd(rng);
+      std::memcpy(&o.bytes[size_t(i) * 4], &v, 4);
+      continue;
+    }
     const uint16_t h = to_type(type, nd(rng));
     std::memcpy(&o.bytes[size_t(i) * 2], &h, 2);
   }
@@ -55,6 +63,11 @@ OwnedWeight random_weight(GgmlType type, int64_t n_in, int64_t n_out, uint32_t s
 }
 
 float weight_at(const Weight& w, int64_t r, int64_t k) {
+  if (w.type == GgmlType::F32) {
+    float v;
+    std::memcpy(&v, w.row(r) + 4 * k, 4);
+    return v;
+  }
   uint16_t h;
   std::memcpy(&h, w.row(r) + 2 * k, 2);
   return from_type(w.type, h);
@@ -113,17 +126,33 @@ TEST(TiledFloat, activations_are_rounded_to_the_weight_type) {
   }
 }
 
+// The kernels of every ISA this CPU runs (for BF16 on AVX-512 both paths: vdpbf16ps where the CPU has it,
+// and the shift-and-mask one), F32 tiles included.
+struct Variant {
+  std::string isa;
+  bool bf16_dot;
+};
+std::vector<Variant> variants(GgmlType type) {
+  std::vector<Variant> v;
+  for (const char* isa : {"avx512vnni", "avx2", "neon", "scalar"}) {
+    if (!select_cpu_isa(isa)) continue;
+    v.push_back({isa, false});
+    if (type == GgmlType::BF16 && std::string(isa) == "avx512vnni" && cpu_features().avx512_bf16)
+      v.push_back({isa, true});
+  }
+  select_cpu_isa("best");
+  return v;
+}
+
 TEST(TiledFloat, kernels_match_float64_on_rounded_activations) {
   // Float32 sums of n products against float64: within (n + 2) units of 2^-24 of the sum of magnitudes.
-  for (GgmlType type : kTypes) {
-    std::vector<std::string> isas;
-    for (const char* isa : {"avx512bf16", "avx512", "avx2", "neon", "scalar"})
-      if (select_tiled_float_isa_for_testing(type, isa)) isas.push_back(isa);
+  for (GgmlType type : {GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
+    const std::vector<Variant> vs = variants(type);
     // Every kernel this CPU can run is among them (a probe that wrongly says no would go untested).
     const CpuFeatures& f = cpu_features();
     const size_t expected = 1 + size_t(f.neon) + size_t(f.avx2_fma_f16c) + size_t(f.avx512_vnni) +
                             size_t(type == GgmlType::BF16 && f.avx512_bf16);
-    ASSERT_EQ(isas.size(), expected) << type_name(type);
+    ASSERT_EQ(vs.size(), expected) << type_name(type);
     for (int64_t n_in : {37, 160}) {
       for (int64_t n_out : {5, 45}) {
         const OwnedWeight o = random_weight(type, n_in, n_out, uint32_t(n_in + n_out));
@@ -135,9 +164,10 @@ TEST(TiledFloat, kernels_match_float64_on_rounded_activations) {
           for (auto& v : x) v = nd(rng);
           std::vector<uint8_t> acts(float_acts_bytes(type, n_in, n_tok) + 64);
           prepare_float_acts(type, x.data(), n_in, 0, n_tok, acts.data());
-          for (const std::string& isa : isas) {
-            ASSERT_TRUE(select_tiled_float_isa_for_testing(type, isa));
-            ASSERT_EQ(tiled_float_isa_name(type), isa);
+          for (const Variant& var : vs) {
+            ASSERT_TRUE(select_cpu_isa(var.isa));
+            ASSERT_TRUE(tiled_float_detail::set_bf16_dot_product_for_testing(var.bf16_dot));
+            ASSERT_EQ(tiled_float_isa_name(type), var.isa);
             std::vector<float> y(size_t(n_tok * n_out), -1234.5f);
             tiled_float_matmul(t, acts.data(), n_tok, 0, t.n_tiles / 2, y.data(), n_out);
             tiled_float_matmul(t, acts.data(), n_tok, t.n_tiles / 2, t.n_tiles, y.data(), n_out);
@@ -151,14 +181,16 @@ TEST(TiledFloat, kernels_match_float64_on_rounded_activations) {
                   mag += std::fabs(p);
                 }
                 ASSERT_NEAR(y[size_t(tok * n_out + r)], ref, double(n_in + 2) * std::ldexp(1.0, -24) * mag)
-                    << type_name(type) << " " << isa << " n_in " << n_in << " token " << tok << " row " << r;
+                    << type_name(type) << " " << var.isa << (var.bf16_dot ? " (vdpbf16ps)" : "") << " n_in "
+                    << n_in << " token " << tok << " row " << r;
               }
             }
           }
         }
       }
     }
-    select_tiled_float_isa_for_testing(type, "best");
+    select_cpu_isa("best");
+    tiled_float_detail::set_bf16_dot_product_for_testing(cpu_features().avx512_bf16);
   }
 }
 
@@ -169,17 +201,15 @@ TEST(TiledFloat, the_best_kernel_the_cpu_runs_is_used) {
   EXPECT_STREQ(tiled_float_isa_name(GgmlType::BF16), "neon");
   (void)f;
 #elif defined(__x86_64__)
-  EXPECT_STREQ(tiled_float_isa_name(GgmlType::F16), f.avx512_vnni     ? "avx512"
-                                                    : f.avx2_fma_f16c ? "avx2"
-                                                                      : "scalar");
-  EXPECT_STREQ(tiled_float_isa_name(GgmlType::BF16), f.avx512_bf16     ? "avx512bf16"
-                                                     : f.avx512_vnni   ? "avx512"
-                                                     : f.avx2_fma_f16c ? "avx2"
-                                                                       : "scalar");
-  EXPECT_FALSE(select_tiled_float_isa_for_testing(GgmlType::F16, "neon"));
+  for (GgmlType type : {GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
+    EXPECT_STREQ(tiled_float_isa_name(type), f.avx512_vnni     ? "avx512vnni"
+                                             : f.avx2_fma_f16c ? "avx2"
+                                                               : "scalar");
+  }
+  EXPECT_FALSE(select_cpu_isa("neon"));
 #endif
-  EXPECT_FALSE(select_tiled_float_isa_for_testing(GgmlType::F16, "avx512bf16"));  // a BF16-only kernel
-  EXPECT_FALSE(select_tiled_float_isa_for_testing(GgmlType::BF16, "avx1024"));
+  EXPECT_FALSE(select_cpu_isa("avx1024"));
+  EXPECT_STREQ(tiled_float_isa_name(GgmlType::F16), tiled_float_isa_name(GgmlType::BF16));  // nothing moved
 }
 
 TEST(TiledFloat, backend_tiles_equal_the_row_path) {

@@ -17,6 +17,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/tiled_weight.h"
+#include "base/cpu_isa.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "base/thread_pool.h"
@@ -72,8 +73,8 @@ TileKind kind_of(GgmlType t) {
 std::vector<std::string> isas() {
   std::vector<std::string> v{"scalar"};
   for (const char* isa : {"avx2", "avxvnni", "avx512vnni", "neon", "neondot"})
-    if (select_tiled_isa_for_testing(isa)) v.push_back(isa);
-  select_tiled_isa_for_testing("best");
+    if (select_cpu_isa(isa)) v.push_back(isa);
+  select_cpu_isa("best");
   return v;
 }
 
@@ -179,7 +180,7 @@ void check_kernels(const OwnedWeight& o, int64_t n_tok, const std::string& what)
   const TiledWeight w = tile_weight(o.w, kind_of(o.w.type), nullptr);
   const Acts acts = make_acts(w.n_in, n_tok, 11);
   for (const std::string& isa : isas()) {
-    ASSERT_TRUE(select_tiled_isa_for_testing(isa));
+    ASSERT_TRUE(select_cpu_isa(isa));
     std::vector<float> y(size_t(n_tok * w.n_out), -1234.5f);
     // Three calls over parts of the tiles and tokens, as threads split the work.
     const int64_t tm = w.n_tiles / 2, tt = n_tok / 2;
@@ -199,7 +200,7 @@ void check_kernels(const OwnedWeight& o, int64_t n_tok, const std::string& what)
       }
     }
   }
-  select_tiled_isa_for_testing("best");
+  select_cpu_isa("best");
 }
 
 TEST(TiledK, kernels_match_the_formula_and_the_row_kernels) {
@@ -245,7 +246,7 @@ TEST(TiledK, backend_tiles_k_quants_and_matches_rows) {
   for (auto& v : x) v = nd(rng);
 
   ThreadPool pool(2);
-  select_tiled_isa_for_testing("best");
+  select_cpu_isa("best");
   ASSERT_STRNE(tiled_isa_name(), "scalar") << "native mode tiles only where a vector kernel runs";
   CpuBackend rows(pool, ActivationMode::Quantized, n_tok * n_ff);
   CpuBackend tiles(pool, ActivationMode::Quantized, n_tok * n_ff);

@@ -21,6 +21,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/tiled_weight.h"
 #include "base/cpu_features.h"
+#include "base/cpu_isa.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "base/thread_pool.h"
@@ -86,8 +87,8 @@ constexpr GgmlType kGguf32[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, 
 std::vector<std::string> isas() {
   std::vector<std::string> v{"scalar"};
   for (const char* isa : {"avx2", "avxvnni", "avx512vnni", "neon", "neondot"})
-    if (select_tiled_isa_for_testing(isa)) v.push_back(isa);
-  select_tiled_isa_for_testing("best");
+    if (select_cpu_isa(isa)) v.push_back(isa);
+  select_cpu_isa("best");
   return v;
 }
 
@@ -150,7 +151,7 @@ double tolerance(const TiledWeight& w, double mag) {
 void check_kernel(const TiledWeight& w, int64_t n_tok, const std::string& what) {
   const Acts acts = make_acts(w, n_tok, 11);
   for (const std::string& isa : isas()) {
-    ASSERT_TRUE(select_tiled_isa_for_testing(isa));
+    ASSERT_TRUE(select_cpu_isa(isa));
     std::vector<float> y(size_t(n_tok * w.n_out), -1234.5f);
     // Two calls over halves of the tiles and tokens, as threads split the work.
     const int64_t tm = w.n_tiles / 2, tt = n_tok / 2;
@@ -166,7 +167,7 @@ void check_kernel(const TiledWeight& w, int64_t n_tok, const std::string& what) 
       }
     }
   }
-  select_tiled_isa_for_testing("best");
+  select_cpu_isa("best");
 }
 
 TEST(TiledWeight, gguf_repack_is_lossless) {
@@ -263,7 +264,7 @@ TEST(TiledMatmul, gguf_kinds_equal_the_row_kernels) {
     const TiledWeight t = tile_weight(o.w, native_tile_kind(type), nullptr);
     const Acts acts = make_acts(t, 4, 21);
     for (const std::string& isa : isas()) {
-      ASSERT_TRUE(select_tiled_isa_for_testing(isa));
+      ASSERT_TRUE(select_cpu_isa(isa));
       std::vector<float> y(size_t(4 * 29));
       tiled_matmul(t, acts.a, 0, t.n_tiles, 0, 4, y.data(), 29);
       for (int64_t tok = 0; tok < 4; ++tok) {
@@ -275,7 +276,7 @@ TEST(TiledMatmul, gguf_kinds_equal_the_row_kernels) {
         }
       }
     }
-    select_tiled_isa_for_testing("best");
+    select_cpu_isa("best");
   }
 }
 
@@ -374,27 +375,27 @@ TEST(TiledMatmul, backend_uses_tiles_and_matches_rows) {
 }
 
 TEST(TiledMatmul, the_best_isa_the_cpu_runs_is_used) {
-  select_tiled_isa_for_testing("best");
+  select_cpu_isa("best");
   const CpuFeatures& f = cpu_features();
 #if defined(__aarch64__)
   // Advanced SIMD is part of ARMv8-A; the dot product is optional (qemu's Cortex-A53 model lacks it), and
   // then the baseline kernel must be the one picked.
   EXPECT_STREQ(tiled_isa_name(), f.neon_dotprod ? "neondot" : "neon");
-  EXPECT_TRUE(select_tiled_isa_for_testing("neon"));
-  EXPECT_EQ(select_tiled_isa_for_testing("neondot"), f.neon_dotprod);
-  EXPECT_FALSE(select_tiled_isa_for_testing("avx2"));
+  EXPECT_TRUE(select_cpu_isa("neon"));
+  EXPECT_EQ(select_cpu_isa("neondot"), f.neon_dotprod);
+  EXPECT_FALSE(select_cpu_isa("avx2"));
 #elif defined(__x86_64__)
   EXPECT_STREQ(tiled_isa_name(), f.avx512_vnni     ? "avx512vnni"
                                  : f.avx_vnni      ? "avxvnni"
                                  : f.avx2_fma_f16c ? "avx2"
                                                    : "scalar");
-  EXPECT_FALSE(select_tiled_isa_for_testing("neon"));
-  EXPECT_FALSE(select_tiled_isa_for_testing("neondot"));
+  EXPECT_FALSE(select_cpu_isa("neon"));
+  EXPECT_FALSE(select_cpu_isa("neondot"));
 #endif
-  EXPECT_TRUE(select_tiled_isa_for_testing("scalar"));
+  EXPECT_TRUE(select_cpu_isa("scalar"));
   EXPECT_STREQ(tiled_isa_name(), "scalar");
-  EXPECT_FALSE(select_tiled_isa_for_testing("avx1024"));
-  select_tiled_isa_for_testing("best");
+  EXPECT_FALSE(select_cpu_isa("avx1024"));
+  select_cpu_isa("best");
 }
 
 TEST(TiledWeight, float_path_of_converted_modes_holds_the_tiles_values) {

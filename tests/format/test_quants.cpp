@@ -2,7 +2,7 @@
 //
 // Oracle: fixtures written by tests/reference/make_quant_cases.py with the Python gguf package (dequantized
 // rows and float64 dot products for random rows of every supported type). Every check runs twice, on the
-// vector path the CPU offers and on the portable scalar path (forced through set_quant_isa_for_testing).
+// vector path the CPU offers and on the portable scalar path (forced through select_cpu_isa).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu_isa.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "format/ggml_types.h"
@@ -138,8 +139,8 @@ std::string param_name(const testing::TestParamInfo<Param>& info) {
 
 class QuantKernels : public testing::TestWithParam<Param> {
  protected:
-  void SetUp() override { set_quant_isa_for_testing(GetParam().simd); }
-  void TearDown() override { set_quant_isa_for_testing(true); }
+  void SetUp() override { select_cpu_isa(GetParam().simd ? "best" : "scalar"); }
+  void TearDown() override { select_cpu_isa("best"); }
 };
 
 TEST_P(QuantKernels, dequantize_row_is_bit_exact_with_gguf) {
@@ -227,7 +228,7 @@ TEST(QuantFixtures, every_supported_type_has_a_fixture_with_cases) {
 }
 
 TEST(QuantDispatch, simd_path_is_used_when_the_cpu_has_one) {
-  set_quant_isa_for_testing(true);
+  select_cpu_isa("best");
 #if defined(__x86_64__) || defined(__i386__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
@@ -238,9 +239,9 @@ TEST(QuantDispatch, simd_path_is_used_when_the_cpu_has_one) {
 #else
   EXPECT_STREQ(quant_isa_name(), "scalar");
 #endif
-  set_quant_isa_for_testing(false);
+  select_cpu_isa("scalar");
   EXPECT_STREQ(quant_isa_name(), "scalar");
-  set_quant_isa_for_testing(true);
+  select_cpu_isa("best");
 }
 
 // A row of n elements of type t: random bytes, every scale patched to a finite half of sane size.
@@ -299,10 +300,10 @@ TEST(QuantDispatch, simd_and_scalar_agree_on_larger_random_rows) {
     std::normal_distribution<float> nd;
     for (auto& v : x) v = nd(rng);
 
-    set_quant_isa_for_testing(false);
+    select_cpu_isa("scalar");
     std::vector<float> w_ref(n);
     dequantize_row(t, row.data(), w_ref.data(), n);
-    set_quant_isa_for_testing(true);
+    select_cpu_isa("best");
     std::vector<float> w(n);
     dequantize_row(t, row.data(), w.data(), n);
     double dot = 0.0, abs_sum = 0.0;

@@ -3,7 +3,7 @@
 // Oracle: fixtures written by tests/reference/make_q8_cases.py: ggml's activation quantizers re-implemented
 // in NumPy (expected bytes), and float64 dot products of independently decoded weights with the dequantized
 // activations. Every check runs on each kernel path (scalar, avx2, avxvnni, avx512vnni, neon, neondot;
-// selected through select_quant_q8_isa_for_testing, skipped only where the CPU lacks the instructions). A
+// selected through select_cpu_isa, skipped only where the CPU lacks the instructions). A
 // second, C++-side reference (dequantize_row from quants.h) checks long random rows on every path.
 #include <gtest/gtest.h>
 
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "base/cpu_isa.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "format/ggml_types.h"
@@ -169,10 +170,9 @@ std::string param_name(const testing::TestParamInfo<Param>& info) {
 class Q8Kernels : public testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
-    if (!select_quant_q8_isa_for_testing(GetParam().isa))
-      GTEST_SKIP() << "this CPU cannot run " << GetParam().isa;
+    if (!select_cpu_isa(GetParam().isa)) GTEST_SKIP() << "this CPU cannot run " << GetParam().isa;
   }
-  void TearDown() override { set_quant_q8_isa_for_testing(true); }
+  void TearDown() override { select_cpu_isa("best"); }
 };
 
 TEST_P(Q8Kernels, quantize_activations_is_bit_exact_with_the_reference) {
@@ -319,7 +319,7 @@ TEST(Q8Errors, unsupported_types_and_bad_lengths_are_clear_errors) {
 // ---- Dispatch and SIMD-vs-scalar on long random rows ----
 
 TEST(Q8Dispatch, the_best_path_the_cpu_runs_is_used) {
-  set_quant_q8_isa_for_testing(true);
+  select_cpu_isa("best");
 #if defined(__x86_64__) || defined(__i386__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
@@ -328,24 +328,24 @@ TEST(Q8Dispatch, the_best_path_the_cpu_runs_is_used) {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
   EXPECT_STREQ(quant_q8_isa_name(), !avx2 ? "scalar" : avx512 ? "avx512vnni" : vnni ? "avxvnni" : "avx2");
-  EXPECT_EQ(select_quant_q8_isa_for_testing("avx2"), avx2);
-  EXPECT_FALSE(select_quant_q8_isa_for_testing("neon"));
+  EXPECT_EQ(select_cpu_isa("avx2"), avx2);
+  EXPECT_FALSE(select_cpu_isa("neon"));
 #elif defined(__aarch64__)
   // Advanced SIMD is part of ARMv8-A; the dot product is optional and read from the kernel's HWCAP bits.
   const bool dotprod = cpu_features().neon_dotprod;
   EXPECT_STREQ(quant_q8_isa_name(), dotprod ? "neondot" : "neon");
-  EXPECT_TRUE(select_quant_q8_isa_for_testing("neon"));
+  EXPECT_TRUE(select_cpu_isa("neon"));
   EXPECT_STREQ(quant_q8_isa_name(), "neon");
-  EXPECT_EQ(select_quant_q8_isa_for_testing("neondot"), dotprod);
-  EXPECT_FALSE(select_quant_q8_isa_for_testing("avx2"));
+  EXPECT_EQ(select_cpu_isa("neondot"), dotprod);
+  EXPECT_FALSE(select_cpu_isa("avx2"));
 #else
   EXPECT_STREQ(quant_q8_isa_name(), "scalar");
 #endif
-  EXPECT_FALSE(select_quant_q8_isa_for_testing("avx1024"));
-  set_quant_q8_isa_for_testing(false);
+  EXPECT_FALSE(select_cpu_isa("avx1024"));
+  select_cpu_isa("scalar");
   EXPECT_STREQ(quant_q8_isa_name(), "scalar");
-  EXPECT_TRUE(select_quant_q8_isa_for_testing("scalar"));
-  set_quant_q8_isa_for_testing(true);
+  EXPECT_TRUE(select_cpu_isa("scalar"));
+  select_cpu_isa("best");
 }
 
 // A random row of n elements of type t: random bytes with every fp16 scale field replaced by a finite half of
@@ -486,11 +486,11 @@ TEST(Q8Dispatch, every_path_matches_the_reference_on_long_random_rows) {
       }
       const size_t ab = activation_row_size(at, n);
       std::vector<uint8_t> act(ab * n_vec);
-      ASSERT_TRUE(select_quant_q8_isa_for_testing("scalar"));
+      ASSERT_TRUE(select_cpu_isa("scalar"));
       for (int j = 0; j < n_vec; ++j) quantize_activations(at, x.data() + j * n, act.data() + j * ab, n);
 
       for (const char* isa : kIsas) {
-        if (!select_quant_q8_isa_for_testing(isa)) continue;
+        if (!select_cpu_isa(isa)) continue;
         std::vector<uint8_t> act_isa(ab * n_vec);
         for (int j = 0; j < n_vec; ++j)
           quantize_activations(at, x.data() + j * n, act_isa.data() + j * ab, n);
@@ -508,7 +508,7 @@ TEST(Q8Dispatch, every_path_matches_the_reference_on_long_random_rows) {
               << type_name(wt) << " n=" << n << " " << isa << " multi vec " << j;
         }
       }
-      set_quant_q8_isa_for_testing(true);
+      select_cpu_isa("best");
     }
   }
 }
@@ -516,14 +516,14 @@ TEST(Q8Dispatch, every_path_matches_the_reference_on_long_random_rows) {
 TEST(Q8Quantize, zero_rows_quantize_to_zero_and_dot_to_zero) {
   for (GgmlType at : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K}) {
     for (const char* isa : kIsas) {
-      if (!select_quant_q8_isa_for_testing(isa)) continue;
+      if (!select_cpu_isa(isa)) continue;
       std::vector<float> x(512, 0.0f);
       std::vector<uint8_t> out(activation_row_size(at, 512), 0x55);
       quantize_activations(at, x.data(), out.data(), 512);
       for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], 0) << type_name(at) << " byte " << i;
     }
   }
-  set_quant_q8_isa_for_testing(true);
+  select_cpu_isa("best");
 }
 
 }  // namespace

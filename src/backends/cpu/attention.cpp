@@ -11,9 +11,9 @@
 #include <limits>
 
 #include "backends/cpu/cpu_backend.h"
-#include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/fp16.h"
+#include "base/isa_target.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -49,15 +49,14 @@ void axpy_row_scalar(float* acc, float w, const uint8_t* row, GgmlType type, int
   }
 }
 
-#if defined(__x86_64__)
-__attribute__((target("avx2,fma,f16c"))) inline __m256 load8(const uint8_t* row, GgmlType type, int64_t i) {
+#if TILELLM_ISA_COMPILES(AVX2)
+TILELLM_ISA_HOT(AVX2) __m256 load8(const uint8_t* row, GgmlType type, int64_t i) {
   if (type == GgmlType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
   return _mm256_cvtph_ps(
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
 }
 
-__attribute__((target("avx2,fma,f16c"))) float dot_row_avx2(const uint8_t* row, GgmlType type, const float* q,
-                                                            int64_t n) {
+TILELLM_ISA_FN(AVX2) float dot_row_avx2(const uint8_t* row, GgmlType type, const float* q, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -74,8 +73,7 @@ __attribute__((target("avx2,fma,f16c"))) float dot_row_avx2(const uint8_t* row, 
   return d;
 }
 
-__attribute__((target("avx2,fma,f16c"))) void axpy_row_avx2(float* acc, float w, const uint8_t* row,
-                                                            GgmlType type, int64_t n) {
+TILELLM_ISA_FN(AVX2) void axpy_row_avx2(float* acc, float w, const uint8_t* row, GgmlType type, int64_t n) {
   const __m256 vw = _mm256_set1_ps(w);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -94,29 +92,19 @@ struct RowKernels {
 };
 
 constexpr RowKernels kScalar{dot_row_scalar, axpy_row_scalar};
-#if defined(__x86_64__)
+#if TILELLM_ISA_COMPILES(AVX2)
 constexpr RowKernels kAvx2{dot_row_avx2, axpy_row_avx2};
 #endif
+TILELLM_ISA_PROVIDER(const RowKernels*, avx2_row_kernels, AVX2, &kAvx2)
 
-const RowKernels& best_row_kernels() {
-#if defined(__x86_64__)
-  if (cpu_features().avx2_fma_f16c) return kAvx2;
-#endif
-  return kScalar;
-}
-
-std::atomic<const RowKernels*> g_row_kernels{nullptr};
-
+// The row kernels of the running ISA (base/cpu_isa.h).
 const RowKernels& row_kernels() {
-  const RowKernels* k = g_row_kernels.load(std::memory_order_relaxed);
-  return k ? *k : best_row_kernels();
+  static const IsaTable<const RowKernels*> t = {{CpuIsa::Scalar, &kScalar},
+                                                {CpuIsa::Avx2, avx2_row_kernels()}};
+  return *t.get();
 }
 
 }  // namespace
-
-void set_attention_simd_for_testing(bool allow_simd) {
-  g_row_kernels.store(allow_simd ? &best_row_kernels() : &kScalar, std::memory_order_relaxed);
-}
 
 void CpuBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
                            int64_t n_tok, const AttnParams& p, float* out) {

@@ -12,7 +12,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/registry.h"
 #include "base/aligned.h"
-#include "base/cpu_features.h"
+#include "base/isa_target.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -21,8 +21,8 @@
 namespace tilellm {
 namespace {
 
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) uint64_t read_stream_avx512(const uint8_t* p, size_t n) {
+#if TILELLM_ISA_COMPILES(AVX512VNNI)
+TILELLM_ISA_FN(AVX512VNNI) uint64_t read_stream_avx512(const uint8_t* p, size_t n) {
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
   size_t i = 0;
   for (; i + 256 <= n; i += 256) {
@@ -41,11 +41,7 @@ __attribute__((target("avx512f"))) uint64_t read_stream_avx512(const uint8_t* p,
 #endif
 
 // Reads n bytes and returns a value that depends on every byte, so the reads cannot be optimised away.
-uint64_t read_stream(const uint8_t* p, size_t n) {
-#if defined(__x86_64__)
-  static const bool avx512 = cpu_features().avx512_vnni;
-  if (avx512) return read_stream_avx512(p, n);
-#endif
+uint64_t read_stream_scalar(const uint8_t* p, size_t n) {
   uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -58,6 +54,14 @@ uint64_t read_stream(const uint8_t* p, size_t n) {
   }
   for (; i < n; ++i) s0 += p[i];
   return s0 + s1 + s2 + s3;
+}
+using ReadFn = uint64_t (*)(const uint8_t*, size_t);
+TILELLM_ISA_PROVIDER(ReadFn, avx512_read_stream, AVX512VNNI, read_stream_avx512)
+
+uint64_t read_stream(const uint8_t* p, size_t n) {
+  static const IsaTable<ReadFn> t = {{CpuIsa::Scalar, read_stream_scalar},
+                                     {CpuIsa::Avx512Vnni, avx512_read_stream()}};
+  return t.get()(p, n);
 }
 
 size_t llc_bytes() {

@@ -16,12 +16,6 @@
 
 namespace tilellm {
 
-// Tests run the attention op on its portable path too: false forces the scalar row kernels, true restores the
-// best the CPU has.
-void set_attention_simd_for_testing(bool allow_simd);
-// The same for the GLU op's vectorized exponential.
-void set_glu_simd_for_testing(bool allow_simd);
-
 // The CPU's memory probes (bandwidth.cpp), over the threads of `pool`.
 std::unique_ptr<MemoryProbe> make_cpu_memory_probe(ThreadPool& pool);
 

@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
-#include "base/cpu_features.h"
+#include "base/isa_target.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -21,8 +21,8 @@ namespace {
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 
-#if defined(__x86_64__)
-#define TILELLM_AVX2 __attribute__((target("avx2,fma")))
+#if TILELLM_ISA_COMPILES(AVX2)
+#define TILELLM_AVX2 TILELLM_ISA_FN(AVX2)
 
 TILELLM_AVX2 inline __m256 exp8(__m256 x) {
   const __m256 hi = _mm256_set1_ps(88.72283935546875f), lo = _mm256_set1_ps(-87.33654785156250f);
@@ -99,25 +99,16 @@ void glu_scalar(const float* gate, const float* up, float* out, int64_t b, int64
   }
 }
 
-bool g_glu_simd = true;
+using GluFn = void (*)(const float*, const float*, float*, int64_t, int64_t, FfnAct);
+TILELLM_ISA_PROVIDER(GluFn, avx2_glu, AVX2, glu_avx2)
 
 }  // namespace
 
-void set_glu_simd_for_testing(bool allow_simd) {
-  g_glu_simd = allow_simd;
-}
-
 void CpuBackend::glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) {
-#if defined(__x86_64__)
-  static const bool avx2 = cpu_features().avx2_fma_f16c;
-  const bool simd = avx2 && g_glu_simd;
-#endif
-  pool_.parallel_for(n, 2048, [&](int64_t b, int64_t e, int) {
-#if defined(__x86_64__)
-    if (simd) return glu_avx2(gate, up, out, b, e, act);
-#endif
-    glu_scalar(gate, up, out, b, e, act);
-  });
+  // The kernel of the running ISA (base/cpu_isa.h).
+  static const IsaTable<GluFn> t = {{CpuIsa::Scalar, glu_scalar}, {CpuIsa::Avx2, avx2_glu()}};
+  const GluFn fn = t.get();
+  pool_.parallel_for(n, 2048, [&](int64_t b, int64_t e, int) { fn(gate, up, out, b, e, act); });
 }
 
 }  // namespace tilellm

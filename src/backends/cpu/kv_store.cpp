@@ -3,9 +3,9 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
-#include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/fp16.h"
+#include "base/isa_target.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -14,10 +14,13 @@
 namespace tilellm {
 namespace {
 
-// Rounds n floats to halves, nearest-even: vcvtps2ph where the CPU has F16C (the same rounding as
+// Rounds n floats to halves, nearest-even: vcvtps2ph where the running ISA has F16C (the same rounding as
 // fp32_to_fp16, eight at a time), the portable conversion for the rest.
-#if defined(__x86_64__)
-__attribute__((target("avx2,f16c"))) int64_t to_f16_f16c(const float* src, uint16_t* dst, int64_t n) {
+int64_t to_f16_scalar(const float*, uint16_t*, int64_t) {
+  return 0;  // the loop below converts everything
+}
+#if TILELLM_ISA_COMPILES(AVX2)
+TILELLM_ISA_FN(AVX2) int64_t to_f16_f16c(const float* src, uint16_t* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h =
@@ -27,13 +30,12 @@ __attribute__((target("avx2,f16c"))) int64_t to_f16_f16c(const float* src, uint1
   return i;
 }
 #endif
+using ToF16 = int64_t (*)(const float*, uint16_t*, int64_t);
+TILELLM_ISA_PROVIDER(ToF16, avx2_to_f16, AVX2, to_f16_f16c)
 
 void to_f16(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = 0;
-#if defined(__x86_64__)
-  static const bool f16c = cpu_features().avx2_fma_f16c;
-  if (f16c) i = to_f16_f16c(src, dst, n);
-#endif
+  static const IsaTable<ToF16> t = {{CpuIsa::Scalar, to_f16_scalar}, {CpuIsa::Avx2, avx2_to_f16()}};
+  int64_t i = t.get()(src, dst, n);
   for (; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
 }
 

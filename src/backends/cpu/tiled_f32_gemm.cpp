@@ -7,8 +7,8 @@
 
 #include "backends/cpu/tiled_f32_asm_x86.h"
 #include "backends/cpu/tiled_f32_gemm_internal.h"
-#include "base/cpu_features.h"
 #include "base/error.h"
+#include "base/isa_target.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -17,11 +17,8 @@
 namespace tilellm::f32gemm {
 
 bool available() {
-#if defined(__x86_64__)
-  return cpu_features().avx512_vnni;
-#else
-  return false;
-#endif
+  // The AVX-512 level of the running ISA (base/cpu_isa.h): the kernels below are compiled for it.
+  return TILELLM_ISA_COMPILES(AVX512VNNI) && active_cpu_isa() == CpuIsa::Avx512Vnni;
 }
 
 namespace {
@@ -32,7 +29,7 @@ namespace {
 constexpr int kNcTiles = 24;  // tiles per weight block: kKc x 384 channels (768 KiB, L2)
 
 #if defined(__x86_64__)
-#define TILELLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
+#define TILELLM_AVX512 TILELLM_ISA_FN(AVX512VNNI)
 
 // Panels [i0, i1) of every K chunk, in the layout of tiled_f32_gemm_internal.h.
 void pack_a_panels(const float* A, int M, int K, int i0, int i1, float* Ap) {

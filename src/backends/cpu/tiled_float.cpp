@@ -3,11 +3,11 @@
 #include "backends/cpu/tiled_float.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <vector>
 
 #include "backends/cpu/tiled_float_kernels.h"
+#include "base/cpu_isa.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "format/quants.h"
@@ -37,38 +37,24 @@ void scalar_kernel(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t
   }
 }
 
-struct Isa {
-  const char* name;
-  tiled_float_detail::Kernels k;
+using tiled_float_detail::Kernel;
+using tiled_float_detail::Kernels;
+
+// The kernel of the running ISA (base/cpu_isa.h) for each tile type.
+struct Tables {
+  IsaTable<Kernel> f16, bf16, f32;
 };
-
-// Fastest first; the scalar reference last.
-const Isa* isas() {
-  static const Isa table[] = {{"avx512bf16", tiled_float_detail::avx512bf16_kernels()},
-                              {"avx512", tiled_float_detail::avx512_kernels()},
-                              {"avx2", tiled_float_detail::avx2_kernels()},
-                              {"neon", tiled_float_detail::neon_kernels()},
-                              {"scalar", {scalar_kernel, scalar_kernel, scalar_kernel}}};
-  return table;
+IsaTable<Kernel> table_of(Kernel Kernels::*member) {
+  using namespace tiled_float_detail;
+  auto of = [member](const Kernels* k) { return k ? k->*member : nullptr; };
+  return {{CpuIsa::Scalar, scalar_kernel},
+          {CpuIsa::Avx2, of(avx2_kernels())},
+          {CpuIsa::Avx512Vnni, of(avx512_kernels())},
+          {CpuIsa::Neon, of(neon_kernels())}};
 }
-constexpr int kNumIsas = 5;
-
-tiled_float_detail::Kernel kernel_of(const Isa& isa, GgmlType type) {
-  return type == GgmlType::BF16 ? isa.k.bf16 : type == GgmlType::F32 ? isa.k.f32 : isa.k.f16;
-}
-
-// Per type (F16, BF16, F32): -1 the best, else an index into isas().
-std::atomic<int> g_override[3] = {-1, -1, -1};
-
-std::atomic<int>& override_of(GgmlType type) {
-  return g_override[type == GgmlType::BF16 ? 1 : type == GgmlType::F32 ? 2 : 0];
-}
-
-const Isa& current(GgmlType type) {
-  const int o = override_of(type).load(std::memory_order_relaxed);
-  if (o >= 0) return isas()[o];
-  for (int i = 0;; ++i)
-    if (kernel_of(isas()[i], type)) return isas()[i];
+const IsaTable<Kernel>& table(GgmlType type) {
+  static const Tables t = {table_of(&Kernels::f16), table_of(&Kernels::bf16), table_of(&Kernels::f32)};
+  return type == GgmlType::BF16 ? t.bf16 : type == GgmlType::F32 ? t.f32 : t.f16;
 }
 
 }  // namespace
@@ -166,25 +152,11 @@ void prepare_float_acts(GgmlType type, const float* x, int64_t n_in, int64_t t0,
 void tiled_float_matmul(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t tile0, int64_t tile1,
                         float* y, int64_t y_stride) {
   if (tile0 >= tile1 || n_tok <= 0) return;
-  kernel_of(current(w.type), w.type)(w, acts, n_tok, tile0, tile1, y, y_stride);
+  table(w.type).get()(w, acts, n_tok, tile0, tile1, y, y_stride);
 }
 
 const char* tiled_float_isa_name(GgmlType type) {
-  return current(type).name;
-}
-
-bool select_tiled_float_isa_for_testing(GgmlType type, std::string_view isa) {
-  if (isa == "best") {
-    override_of(type) = -1;
-    return true;
-  }
-  for (int i = 0; i < kNumIsas; ++i) {
-    if (isa == isas()[i].name && kernel_of(isas()[i], type)) {
-      override_of(type) = i;
-      return true;
-    }
-  }
-  return false;
+  return table(type).name();
 }
 
 }  // namespace tilellm

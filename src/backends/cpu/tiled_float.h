@@ -76,12 +76,10 @@ void prepare_float_acts(GgmlType type, const float* x, int64_t n_in, int64_t t0,
 void tiled_float_matmul(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t tile0, int64_t tile1,
                         float* y, int64_t y_stride);
 
-// The kernel that runs for `type` now: "avx512bf16" (BF16 only), "avx512", "avx2", "neon" or "scalar". The
-// backend tiles a type only when a vector kernel exists for it (the scalar one is the tests' reference).
-// F32 on "avx512": whole matrices run on the blocked GEMM (tiled_f32_gemm.h).
+// The instruction set of the kernel that runs for `type` now: "avx512vnni" (AVX-512 F/BW/VL; for BF16 with
+// vdpbf16ps where the CPU has AVX512_BF16), "avx2", "neon" or "scalar": the running ISA's (base/cpu_isa.h,
+// select_cpu_isa). The backend tiles a type only when a vector kernel exists for it (the scalar one is the
+// tests' reference). F32 on "avx512vnni": whole matrices run on the blocked GEMM (tiled_f32_gemm.h).
 const char* tiled_float_isa_name(GgmlType type);
-// Tests only: selects the kernel of one of those names, or "best", for `type`; false, changing nothing, when
-// this build or CPU has no such kernel for it.
-bool select_tiled_float_isa_for_testing(GgmlType type, std::string_view isa);
 
 }  // namespace tilellm

@@ -11,13 +11,13 @@
 #include <cstring>
 
 #include "backends/cpu/tiled_float_kernels.h"
-#include "base/cpu_features.h"
+#include "base/isa_target.h"
 
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
+#if TILELLM_ISA_COMPILES(AVX2)
 #include <immintrin.h>
 
-#define TILELLM_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define TILELLM_AVX2_HOT TILELLM_AVX2 inline __attribute__((always_inline))
+#define TILELLM_AVX2 TILELLM_ISA_FN(AVX2)
+#define TILELLM_AVX2_HOT TILELLM_ISA_HOT(AVX2)
 
 namespace tilellm::tiled_float_detail {
 namespace {
@@ -178,23 +178,13 @@ struct Bf16Step {
   }
 };
 
+const Kernels kAvx2 = {for_tiles<F16Step, 4>, for_tiles<Bf16Step, 4>, for_tiles<F32Step, 4>};
+
 }  // namespace
-
-Kernels avx2_kernels() {
-  if (!cpu_features().avx2_fma_f16c) return {};
-  return {for_tiles<F16Step, 4>, for_tiles<Bf16Step, 4>, for_tiles<F32Step, 4>};
-}
-
-}  // namespace tilellm::tiled_float_detail
-
-#else  // not x86-64, or a compiler without these intrinsics
-
-namespace tilellm::tiled_float_detail {
-
-Kernels avx2_kernels() {
-  return {};
-}
-
 }  // namespace tilellm::tiled_float_detail
 
 #endif
+
+namespace tilellm::tiled_float_detail {
+TILELLM_ISA_PROVIDER(const Kernels*, avx2_kernels, AVX2, &kAvx2)
+}  // namespace tilellm::tiled_float_detail

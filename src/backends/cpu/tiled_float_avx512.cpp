@@ -2,26 +2,29 @@
 // time, up to 8 tokens per pass, so each weight vector loaded serves 8 tokens.
 //   F16:  per input k one 32-byte load of the 16 rows' halves, one conversion, one multiply-add per token.
 //   F32:  per input k one 64-byte load, one multiply-add per token.
-//   BF16: per pair of inputs one 64-byte load; with AVX-512 BF16 one vdpbf16ps per token multiplies both
-//         inputs of all 16 rows and adds them in; without it the low halves of the 32-bit lanes become
-//         floats by a shift and the high halves by a mask, then two multiply-adds per token.
+//   BF16: per pair of inputs one 64-byte load; where the CPU has AVX-512 BF16 one vdpbf16ps per token
+//         multiplies both inputs of all 16 rows and adds them in; without it the low halves of the 32-bit
+//         lanes become floats by a shift and the high halves by a mask, then two multiply-adds per token.
 // A single token (decode) keeps four accumulators over k (or pair) mod 4, so the multiply-adds do not wait on
 // one another.
 // (The unmasked forms of the conversion and the shift make GCC 12 warn about its own undefined-vector
 // placeholder; the all-ones masked forms are the same instructions.)
 // Headers before the target regions, the CPU probes after them (they run on any x86-64).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "backends/cpu/tiled_float_kernels.h"
 #include "base/cpu_features.h"
+#include "base/isa_target.h"
 
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
+#if TILELLM_ISA_COMPILES(AVX512VNNI)
 #include <immintrin.h>
 
-#define TILELLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
-#define TILELLM_AVX512_HOT TILELLM_AVX512 inline __attribute__((always_inline))
-#define TILELLM_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c,avx512bf16")))
+#define TILELLM_AVX512 TILELLM_ISA_FN(AVX512VNNI)
+#define TILELLM_AVX512_HOT TILELLM_ISA_HOT(AVX512VNNI)
+// vdpbf16ps is a feature within the avx512vnni level: the BF16 kernel uses it where the CPU has it.
+#define TILELLM_AVX512BF16 __attribute__((target(TILELLM_ISA_STR_AVX512VNNI ",avx512bf16")))
 #define TILELLM_AVX512BF16_HOT TILELLM_AVX512BF16 inline __attribute__((always_inline))
 
 namespace tilellm::tiled_float_detail {
@@ -190,17 +193,24 @@ struct DpStep {
   }
 };
 
-}  // namespace
+// vdpbf16ps where the CPU has AVX512_BF16; tests turn it off to run the shift-and-mask path on such a CPU.
+std::atomic<bool> g_bf16_dot{cpu_features().avx512_bf16};
 
-// avx512_vnni stands for the AVX-512 F/BW/VL set the engine probes for (cpu_features.h).
-Kernels avx512_kernels() {
-  if (!cpu_features().avx512_vnni) return {};
-  return {for_tiles<F16Step, 8>, for_tiles<Bf16Step, 8>, for_tiles<F32Step, 8>};
+void bf16_kernel(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t tile0, int64_t tile1, float* y,
+                 int64_t y_stride) {
+  (g_bf16_dot.load(std::memory_order_relaxed) ? for_tiles<DpStep, 8> : for_tiles<Bf16Step, 8>)(w, acts, n_tok,
+                                                                                               tile0, tile1,
+                                                                                               y, y_stride);
 }
 
-Kernels avx512bf16_kernels() {
-  if (!cpu_features().avx512_bf16) return {};
-  return {nullptr, for_tiles<DpStep, 8>, nullptr};
+const Kernels kAvx512 = {for_tiles<F16Step, 8>, bf16_kernel, for_tiles<F32Step, 8>};
+
+}  // namespace
+
+bool set_bf16_dot_product_for_testing(bool on) {
+  if (on && !cpu_features().avx512_bf16) return false;
+  g_bf16_dot = on;
+  return true;
 }
 
 }  // namespace tilellm::tiled_float_detail
@@ -208,14 +218,13 @@ Kernels avx512bf16_kernels() {
 #else  // not x86-64, or a compiler without these intrinsics
 
 namespace tilellm::tiled_float_detail {
-
-Kernels avx512_kernels() {
-  return {};
+bool set_bf16_dot_product_for_testing(bool on) {
+  return !on;
 }
-Kernels avx512bf16_kernels() {
-  return {};
-}
-
 }  // namespace tilellm::tiled_float_detail
 
 #endif
+
+namespace tilellm::tiled_float_detail {
+TILELLM_ISA_PROVIDER(const Kernels*, avx512_kernels, AVX512VNNI, &kAvx512)
+}  // namespace tilellm::tiled_float_detail

@@ -29,20 +29,22 @@ void for_tiles(const TiledFloat& w, const void* acts, int64_t n_tok, int64_t til
   }
 }
 
-// One instruction set's kernels; a member is nullptr when this build or this CPU cannot run it.
+// One instruction set's kernels.
 struct Kernels {
   Kernel f16 = nullptr;
   Kernel bf16 = nullptr;
   Kernel f32 = nullptr;
 };
 
-// AVX-512 BF16 (vdpbf16ps): BF16 only.
-Kernels avx512bf16_kernels();
-// AVX-512 F/BW/VL with F16C.
-Kernels avx512_kernels();
-// AVX2 + FMA + F16C.
-Kernels avx2_kernels();
-// ARMv8-A Advanced SIMD (every AArch64 CPU).
-Kernels neon_kernels();
+// The kernels of an ISA (base/isa_target.h providers), null when this build or this CPU cannot run it:
+// AVX-512 F/BW/VL (the avx512vnni level; its BF16 kernel takes vdpbf16ps where the CPU has AVX512_BF16),
+// AVX2 + FMA + F16C, ARMv8-A Advanced SIMD (every AArch64 CPU).
+const Kernels* avx512_kernels();
+const Kernels* avx2_kernels();
+const Kernels* neon_kernels();
+
+// Tests only: on a CPU with AVX512_BF16, false makes the AVX-512 BF16 kernel take its shift-and-mask path
+// instead of vdpbf16ps (true restores it); false, changing nothing, when asked for vdpbf16ps the CPU lacks.
+bool set_bf16_dot_product_for_testing(bool on);
 
 }  // namespace tilellm::tiled_float_detail

@@ -11,9 +11,9 @@
 #include <cstring>
 
 #include "backends/cpu/tiled_float_kernels.h"
-#include "base/cpu_features.h"
+#include "base/isa_target.h"
 
-#if defined(__aarch64__)
+#if TILELLM_ISA_COMPILES(NEON)
 #include <arm_neon.h>
 
 namespace tilellm::tiled_float_detail {
@@ -120,23 +120,13 @@ struct Bf16Step {
   }
 };
 
+const Kernels kNeon = {for_tiles<F16Step, 4>, for_tiles<Bf16Step, 4>, for_tiles<F32Step, 4>};
+
 }  // namespace
-
-Kernels neon_kernels() {
-  if (!cpu_features().neon) return {};
-  return {for_tiles<F16Step, 4>, for_tiles<Bf16Step, 4>, for_tiles<F32Step, 4>};
-}
-
-}  // namespace tilellm::tiled_float_detail
-
-#else  // not AArch64
-
-namespace tilellm::tiled_float_detail {
-
-Kernels neon_kernels() {
-  return {};
-}
-
 }  // namespace tilellm::tiled_float_detail
 
 #endif
+
+namespace tilellm::tiled_float_detail {
+TILELLM_ISA_PROVIDER(const Kernels*, neon_kernels, NEON, &kNeon)
+}  // namespace tilellm::tiled_float_detail

@@ -1,12 +1,11 @@
 // Matmul over tiled weights (layout and arithmetic in tiled_weight.h): the activation preparation, the
 // portable scalar kernel (the reference the vector kernels are tested against) and the dispatch.
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include "backends/cpu/tiled_matmul_kernels.h"
 #include "backends/cpu/tiled_weight.h"
-#include "base/cpu_features.h"
+#include "base/cpu_isa.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "format/quants_q8.h"
@@ -96,32 +95,22 @@ void scalar_tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0
 
 using TiledKernel = tiled_detail::Kernel;
 
-struct Isa {
-  const char* name;
-  TiledKernel fn;    // nullptr when this build or CPU cannot run it
-  TiledKernel k_fn;  // the K-quant kinds' kernel (available exactly when fn is)
-};
-
-// Fastest first; the scalar reference last.
-const Isa* isas() {
+// The kernels of the running ISA (base/cpu_isa.h): one table for the block kinds, one for the K-quants.
+const IsaTable<TiledKernel>& kernels() {
   using namespace tiled_detail;
-  static const Isa table[] = {{"avx512vnni", avx512vnni_tiled_kernel(), avx512vnni_tiled_k_kernel()},
-                              {"avxvnni", avxvnni_tiled_kernel(), avxvnni_tiled_k_kernel()},
-                              {"avx2", avx2_tiled_kernel(), avx2_tiled_k_kernel()},
-                              {"neondot", neondot_tiled_kernel(), neondot_tiled_k_kernel()},
-                              {"neon", neon_tiled_kernel(), neon_tiled_k_kernel()},
-                              {"scalar", scalar_tiled_matmul, scalar_tiled_matmul}};
-  return table;
+  static const IsaTable<TiledKernel> t = {
+      {CpuIsa::Scalar, scalar_tiled_matmul},     {CpuIsa::Avx2, avx2_tiled_kernel()},
+      {CpuIsa::AvxVnni, avxvnni_tiled_kernel()}, {CpuIsa::Avx512Vnni, avx512vnni_tiled_kernel()},
+      {CpuIsa::Neon, neon_tiled_kernel()},       {CpuIsa::NeonDot, neondot_tiled_kernel()}};
+  return t;
 }
-constexpr int kNumIsas = 6;
-
-std::atomic<int> g_isa_override{-1};  // -1: the best; else an index into isas()
-
-Isa current() {
-  const int o = g_isa_override.load(std::memory_order_relaxed);
-  if (o >= 0) return isas()[o];
-  for (int i = 0;; ++i)
-    if (isas()[i].fn) return isas()[i];
+const IsaTable<TiledKernel>& k_kernels() {
+  using namespace tiled_detail;
+  static const IsaTable<TiledKernel> t = {
+      {CpuIsa::Scalar, scalar_tiled_matmul},       {CpuIsa::Avx2, avx2_tiled_k_kernel()},
+      {CpuIsa::AvxVnni, avxvnni_tiled_k_kernel()}, {CpuIsa::Avx512Vnni, avx512vnni_tiled_k_kernel()},
+      {CpuIsa::Neon, neon_tiled_k_kernel()},       {CpuIsa::NeonDot, neondot_tiled_k_kernel()}};
+  return t;
 }
 
 }  // namespace
@@ -220,26 +209,11 @@ void tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64
     fail("internal: tiled activations of {} blocks ({} a unit) for a weight of {} ({})", a.n_sub, a.fold,
          w.n_sub, w.act_fold());
   if (tile0 >= tile1 || t0 >= t1) return;
-  const Isa isa = current();
-  (w.k_quant() ? isa.k_fn : isa.fn)(w, a, tile0, tile1, t0, t1, y, y_stride);
+  (w.k_quant() ? k_kernels() : kernels()).get()(w, a, tile0, tile1, t0, t1, y, y_stride);
 }
 
 const char* tiled_isa_name() {
-  return current().name;
-}
-
-bool select_tiled_isa_for_testing(std::string_view isa) {
-  if (isa == "best") {
-    g_isa_override = -1;
-    return true;
-  }
-  for (int i = 0; i < kNumIsas; ++i) {
-    if (isa == isas()[i].name && isas()[i].fn) {
-      g_isa_override = i;
-      return true;
-    }
-  }
-  return false;
+  return kernels().name();
 }
 
 }  // namespace tilellm

@@ -5,17 +5,12 @@
 #include <cstring>
 
 #include "backends/cpu/tiled_matmul_kernels.h"
-#include "base/cpu_features.h"
+#include "base/isa_target.h"
 
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
+#if TILELLM_ISA_COMPILES(AVXVNNI)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avxvnni"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avxvnni")
-#endif
+TILELLM_ISA_REGION_BEGIN(AVXVNNI)
 
 #define TILELLM_TILED_VNNI 1
 
@@ -29,36 +24,10 @@ namespace {
 
 #undef TILELLM_TILED_VNNI
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
+TILELLM_ISA_REGION_END()
 #endif
 
 namespace tilellm::tiled_detail {
-
-Kernel avxvnni_tiled_kernel() {
-  return cpu_features().avx_vnni ? kernel : nullptr;
-}
-
-Kernel avxvnni_tiled_k_kernel() {
-  return cpu_features().avx_vnni ? k_kernel : nullptr;
-}
-
+TILELLM_ISA_PROVIDER(Kernel, avxvnni_tiled_kernel, AVXVNNI, kernel)
+TILELLM_ISA_PROVIDER(Kernel, avxvnni_tiled_k_kernel, AVXVNNI, k_kernel)
 }  // namespace tilellm::tiled_detail
-
-#else  // not x86-64, or a compiler without these intrinsics
-
-namespace tilellm::tiled_detail {
-
-Kernel avxvnni_tiled_kernel() {
-  return nullptr;
-}
-
-Kernel avxvnni_tiled_k_kernel() {
-  return nullptr;
-}
-
-}  // namespace tilellm::tiled_detail
-
-#endif

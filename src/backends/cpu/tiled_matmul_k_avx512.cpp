@@ -11,19 +11,19 @@
 #include <cstring>
 
 #include "backends/cpu/tiled_matmul_kernels.h"
-#include "base/cpu_features.h"
+#include "base/isa_target.h"
 
-#if defined(__x86_64__)
+#if TILELLM_ISA_COMPILES(AVX512VNNI)
 #include <immintrin.h>
 #endif
 
 namespace tilellm::tiled_detail {
 
-#if defined(__x86_64__)
+#if TILELLM_ISA_COMPILES(AVX512VNNI)
 namespace {
 
-#define TILELLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
-#define TILELLM_AVX512_HOT TILELLM_AVX512 inline __attribute__((always_inline))
+#define TILELLM_AVX512 TILELLM_ISA_FN(AVX512VNNI)
+#define TILELLM_AVX512_HOT TILELLM_ISA_HOT(AVX512VNNI)
 
 // The zero-masked forms with a full mask: GCC 12 warns that the unmasked conversions' undefined source may be
 // used uninitialized (tiled_matmul_avx512.cpp).
@@ -174,16 +174,8 @@ void kernel(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t til
 
 }  // namespace
 
-Kernel avx512vnni_tiled_k_kernel() {
-  return cpu_features().avx512_vnni ? kernel : nullptr;
-}
-
-#else
-
-Kernel avx512vnni_tiled_k_kernel() {
-  return nullptr;
-}
-
 #endif
+
+TILELLM_ISA_PROVIDER(Kernel, avx512vnni_tiled_k_kernel, AVX512VNNI, kernel)
 
 }  // namespace tilellm::tiled_detail

@@ -10,9 +10,9 @@
 #include <cstring>
 
 #include "backends/cpu/tiled_matmul_kernels.h"
-#include "base/cpu_features.h"
+#include "base/isa_target.h"
 
-#if defined(__aarch64__)
+#if TILELLM_ISA_COMPILES(NEON)
 #include <arm_neon.h>
 
 #define TILELLM_TILED_DOTPROD 0
@@ -29,15 +29,7 @@ namespace {
 
 #undef TILELLM_TILED_DOTPROD
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("dotprod"))), apply_to = function)
-#else
-#pragma GCC push_options
-// GCC's arm_neon.h defines the dot product intrinsics for armv8.2-a+dotprod, and an always-inline intrinsic
-// only inlines into a function whose target includes its own. The dot product is an ARMv8.2 extension, so
-// every CPU that has it implements ARMv8.2.
-#pragma GCC target("arch=armv8.2-a+dotprod")
-#endif
+TILELLM_ISA_REGION_BEGIN(NEONDOT)
 
 #define TILELLM_TILED_DOTPROD 1
 
@@ -53,48 +45,13 @@ namespace {
 
 #undef TILELLM_TILED_DOTPROD
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
+TILELLM_ISA_REGION_END()
 #endif
 
 namespace tilellm::tiled_detail {
-
-Kernel neon_tiled_kernel() {
-  return cpu_features().neon ? neon_plain::kernel : nullptr;
-}
-Kernel neon_tiled_k_kernel() {
-  return cpu_features().neon ? neon_plain::k_kernel : nullptr;
-}
-
+TILELLM_ISA_PROVIDER(Kernel, neon_tiled_kernel, NEON, neon_plain::kernel)
+TILELLM_ISA_PROVIDER(Kernel, neon_tiled_k_kernel, NEON, neon_plain::k_kernel)
 // Outside the target region: these must run on CPUs without the dot product instructions.
-Kernel neondot_tiled_kernel() {
-  return cpu_features().neon_dotprod ? neon_dot::kernel : nullptr;
-}
-Kernel neondot_tiled_k_kernel() {
-  return cpu_features().neon_dotprod ? neon_dot::k_kernel : nullptr;
-}
-
+TILELLM_ISA_PROVIDER(Kernel, neondot_tiled_kernel, NEONDOT, neon_dot::kernel)
+TILELLM_ISA_PROVIDER(Kernel, neondot_tiled_k_kernel, NEONDOT, neon_dot::k_kernel)
 }  // namespace tilellm::tiled_detail
-
-#else  // not AArch64
-
-namespace tilellm::tiled_detail {
-
-Kernel neon_tiled_kernel() {
-  return nullptr;
-}
-Kernel neondot_tiled_kernel() {
-  return nullptr;
-}
-Kernel neon_tiled_k_kernel() {
-  return nullptr;
-}
-Kernel neondot_tiled_k_kernel() {
-  return nullptr;
-}
-
-}  // namespace tilellm::tiled_detail
-
-#endif

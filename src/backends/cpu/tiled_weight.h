@@ -226,9 +226,7 @@ void tiled_matmul(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64
                   int64_t t1, float* y, int64_t y_stride);
 
 // The tile kernels' instruction set now: "avx512vnni", "avxvnni", "avx2" or "scalar" on x86; "neondot",
-// "neon" or "scalar" on ARM.
+// "neon" or "scalar" on ARM: the running ISA's (base/cpu_isa.h, select_cpu_isa).
 const char* tiled_isa_name();
-// Tests only: selects one of those by name, or "best"; returns false, changing nothing, when unavailable.
-bool select_tiled_isa_for_testing(std::string_view isa);
 
 }  // namespace tilellm
