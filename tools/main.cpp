@@ -1,4 +1,5 @@
-// tilellm: the command-line front end. Subcommands: run, chat, perplexity, tokenize, dump-logits.
+// tilellm: the command-line front end. Subcommands: run, chat, perplexity, tokenize, dump-logits, bench,
+// gemm-speed, gemv-bw, devices.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 

@@ -4,18 +4,23 @@
 //
 // Memory (all allocated in the constructor and upload_*; nothing is allocated while ops run):
 //  - Weights: uploaded once into one device buffer each, keyed by the host Weight's data pointer. Q4_0, Q4_1,
-//    Q8_0, F16 and F32 keep their block format; every other type (Q5_0, Q5_1, K-quants, BF16) is dequantized
-//    at upload to F32, exactly (docs/OPENCL.md). With --weights int4b64 / int8b0 / f16 (options.weights)
-//    every matrix is converted at upload instead, with the CPU backend's conversion (tiled_weight.h), into
-//    the device formats INT4B64 / INT8B0 (kernels/quants.cl) or F16; the embedding table keeps its GGUF
-//    type for the lookup, as on the CPU (a tied output matrix is then held twice: table and converted).
+//    Q8_0, F16 and F32 keep their block format; Q4_K goes up as KQ4 (Q4_1's nibble rows with a float scale
+//    and offset per 32), Q5_K, Q6_K, Q5_0 and Q5_1 as KQ8 (signed byte codes, float scale and offset per 16),
+//    both exact; BF16 is dequantized at upload to F32, exactly (docs/OPENCL.md). With --weights int4b64 /
+//    int8b0 / f16 / f32 (options.weights) every matrix is converted at upload instead, with the conversion
+//    every backend shares (format/asym_quant.h), into the device formats INT4B64 / INT8B0
+//    (kernels/quants.cl), F16 or F32 (int4b0 has no device format: refused by name); the embedding table
+//    keeps its GGUF type for the lookup, as on the CPU (a tied output matrix is then held twice: table and
+//    converted).
 //    With --gpu-memory image, F16, Q4_0, Q4_1 and Q8_0 matrices go into one 2D image each instead (the same
 //    device rows, 128-byte aligned: kernels/matmul_image.cl), where the image fits the device's limits.
 //  - FB-KV on the device: [layer][K|V][pos < n_ctx][kv_dim] in the cache type, one buffer when it fits the
 //    device's largest allocation, else whole layers split over as few buffers as fit. The host KvCache passed
 //    to kv_store/attention only supplies (and must match) the geometry; its memory is not used.
-//  - Self-check: at construction every kernel runs a small random case against the CPU backend; a kernel that
-//    fails is replaced by the CPU backend for its op, with a warning naming it (self_check.cpp).
+//  - Self-check: at construction every kernel runs a small random case against the host backend (the
+//    registry's cpu backend, float path); a kernel that fails is replaced by the host backend for its op,
+//    with a warning naming it (self_check.cpp).
+//  - The OpenCL runtime is the ICD loader opened at run time (loader.h): the binary does not link it.
 //  - Program binary cache (program_cache.h), when the options turn it on: the programs' binaries and the
 //    self-check's verdict are stored after the first start on a device and loaded at the next, which then
 //    neither compiles nor re-runs the self-check (the cached verdict's fallbacks apply, with their warnings).
@@ -148,6 +153,9 @@ class OpenclBackend final : public Backend {
   // Uploads every matrix of a model (the tied output shares the embedding's buffer) and its norm vectors.
   void upload_model(const WeightSet& ws);
   void load_weights(const WeightSet& ws) override { upload_model(ws); }
+  // The pass's positions go up once, at its start (non-blocking): every op of the pass finds them in device
+  // memory (dev_positions), which is where a recorded step would read them too.
+  void begin_forward(const ForwardStep& step) override;
   // --gpu-memory image: weights held in images, and one line per weight that stayed a buffer, saying why.
   size_t image_weights() const;
   const std::vector<std::string>& buffer_weights() const { return buffer_weights_; }

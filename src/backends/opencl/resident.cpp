@@ -143,6 +143,11 @@ const opencl::Buffer& OpenclBackend::dev_positions(const int32_t* pos, int64_t n
   return staged(pos_, pos, n_tok);
 }
 
+void OpenclBackend::begin_forward(const ForwardStep& step) {
+  check_tokens(step.n_tok, "begin_forward");
+  dev_positions(step.pos, step.n_tok);
+}
+
 const opencl::Buffer& OpenclBackend::dev_rope_rows(const RopeTable& table, const int32_t* pos,
                                                    int64_t n_tok) {
   // Compared by content, not by the table's address: a table freed and another made at the same address

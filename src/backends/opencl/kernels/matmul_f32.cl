@@ -1,5 +1,6 @@
-// Matrix products y[t] = W x[t] for F32 weights; also the path of every type dequantized at load
-// (K-quants, Q5_0, Q5_1, BF16: see docs/OPENCL.md).
+// Matrix products y[t] = W x[t] for F32 weights: GGUF F32 matrices, BF16 ones (dequantized at load) and
+// --weights f32 (docs/OPENCL.md). The K-quants and Q5_0 / Q5_1 have kernels of their own (matmul_kq4.cl,
+// matmul_kq8.cl).
 // W: [n_out][n_in] (floats, row_bytes = 4 n_in); x: [n_tok][n_in]; y: [n_tok][n_out].
 // The tiled GEMM of gemm.cl, reading 32 consecutive F32 weights per block (the last block of a row
 // whose length is not a multiple of 32 element by element). Where no tile fits the device (TL_GEMM 0), the

@@ -8,7 +8,7 @@
 //   [nb][QB bytes] codes, then [nb] parameters, padded to a multiple of 16 bytes (row_bytes);
 //   QB = 16 (Q4_0, Q4_1) or 32 (Q8_0); parameters: half d (Q4_0, Q8_0) or half d, half m (Q4_1).
 // With the buffer and every row 16-byte aligned, block b's codes start at a multiple of 16 bytes.
-// The converted formats of --weights (backends/cpu/tiled_weight.h: quantize_row_asym, the same codes, fp16
+// The converted formats of --weights (format/asym_quant.h: quantize_row_asym, the same codes, fp16
 // scales and offsets the CPU tiles hold; the device row is written at upload, opencl_backend.cpp):
 //   INT4B64: [nb][16 bytes] codes as Q4_0's, then [ng = ceil(nb / 2)] (half d, half m), one pair per 64
 //            weights (a 64-group is two 32-blocks sharing one pair; the last group is one block when
