@@ -8,14 +8,7 @@ namespace tilellm::bench {
 StartTimes measure_start(const SessionOptions& o) {
   const BackendEntry& e = require_backend(o.backend);
   if (!e.measure_start) return {};
-  BackendParams p;
-  p.device = o.device;
-  p.device_profile = o.device_profile;
-  p.weights = o.weights;
-  p.gpu_memory = o.gpu_memory;
-  p.kv_type = o.kv_type;
-  p.options = o.backend_options.get();
-  return e.measure_start(p);
+  return e.measure_start(backend_params(o));
 }
 
 }  // namespace tilellm::bench

@@ -13,19 +13,13 @@ int64_t context_size(const Model& m, const SessionOptions& o) {
   return n;
 }
 
-// What the session asks of a backend: its numeric modes, the sizes of one forward pass over n_batch tokens
-// (the widest op input, the largest output including the logits, the longest norm vector or RoPE row), the
-// KV cache's geometry and, for the chosen backend, the activation arrays it may keep in its own memory.
-BackendParams backend_params(const Model& m, const SessionOptions& o, ThreadPool& pool, const KvCache& kv,
-                             int64_t n_batch) {
+// What the session asks of a backend: backend_params(o), and the sizes of one forward pass over n_batch
+// tokens (the widest op input, the largest output including the logits, the longest norm vector or RoPE row),
+// the KV cache's geometry (the caller adds the activation arrays a device backend may keep in its memory).
+BackendParams model_backend_params(const Model& m, const SessionOptions& o, ThreadPool& pool,
+                                   const KvCache& kv, int64_t n_batch) {
   const ModelConfig& c = m.config();
-  BackendParams p;
-  p.device = o.device;
-  p.device_profile = o.device_profile;
-  p.weights = o.weights;
-  p.activations = o.activations;
-  p.gpu_memory = o.gpu_memory;
-  p.profiling = o.profile_kernels;
+  BackendParams p = backend_params(o);
   p.pool = &pool;
   p.max_tokens = n_batch;
   const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});
@@ -36,11 +30,23 @@ BackendParams backend_params(const Model& m, const SessionOptions& o, ThreadPool
   p.kv_ctx = kv.n_ctx();
   p.kv_dim = kv.kv_dim();
   p.kv_type = kv.type();
-  p.options = o.backend_options.get();
   return p;
 }
 
 }  // namespace
+
+BackendParams backend_params(const SessionOptions& o) {
+  BackendParams p;
+  p.device = o.device;
+  p.device_profile = o.device_profile;
+  p.weights = o.weights;
+  p.activations = o.activations;
+  p.gpu_memory = o.gpu_memory;
+  p.profiling = o.profile_kernels;
+  p.kv_type = o.kv_type;
+  p.options = o.backend_options.get();
+  return p;
+}
 
 Session::Session(const Model& model, const SessionOptions& opts)
     : model_(model),
@@ -68,14 +74,14 @@ Session::Session(const Model& model, const SessionOptions& opts)
         device_backend_names());
   }
   const WeightSet weights = model.weights().weight_set();
-  BackendParams p = backend_params(model, opts, pool_, kv_, scratch_.n_batch);
+  BackendParams p = model_backend_params(model, opts, pool_, kv_, scratch_.n_batch);
   for (AlignedBuffer* a : scratch_.activations()) p.resident.push_back({a->as<void>(), a->size()});
   backend_ = entry.make(p);
   backend_->load_weights(weights);
   if (!entry.host && opts.prefill != PrefillMode::Gpu) {
     // Hybrid prefill: prompts run on the host backend's tiles, in the same --weights mode, over the host
     // cache. (Made after the device backend, whose upload reads the file pages the tiles then release.)
-    BackendParams hp = backend_params(model, opts, pool_, kv_, scratch_.n_batch);
+    BackendParams hp = model_backend_params(model, opts, pool_, kv_, scratch_.n_batch);
     hp.device = 0;
     hp.device_profile = "none";
     hp.gpu_memory = GpuMemory::Buffer;

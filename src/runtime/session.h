@@ -46,6 +46,10 @@ struct SessionOptions {
   std::shared_ptr<const BackendOptions> backend_options;
 };
 
+// The backend fields of o as the registry takes them: device, profile, numeric and memory modes, profiling,
+// KV type and the backend's own options (no sizes: those come from a model).
+BackendParams backend_params(const SessionOptions& o);
+
 class Session {
  public:
   Session(const Model& model, const SessionOptions& opts);
