@@ -100,10 +100,8 @@ for m in "${models[@]}"; do [ -f "$m" ] || { echo "error: $m: no such model file
 
 # shellcheck source=/dev/null
 source "$here/tests/reference/llama_cpp_env.sh"
-if [ ! -x "$LLAMA_CPP_BIN/llama-bench" ]; then
-    "$here/tests/reference/llama_cpp_env.sh" build
-    cmake --build "$LLAMA_CPP_DIR/build" -j"${JOBS:-2}" --target llama-bench
-fi
+# Builds llama.cpp, or configures and builds it again when the build is not the one the script describes.
+"$here/tests/reference/llama_cpp_env.sh" build
 tilellm="${TILELLM_BIN:-}"
 if [ -z "$tilellm" ]; then
     for d in build build-bench; do

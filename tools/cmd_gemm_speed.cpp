@@ -11,7 +11,8 @@
 // configuration that fails gets no number), then 3 warm-ups and 10 timed runs of Backend::matmul. On the
 // host a run is what decode and prefill run for the mode, MNN's CPU modes as MNN runs them: float-gemm in
 // fp32 at every precision (--weights f32: the blocked GEMM), int8b0 / int4b64 / int4a8 as W8A8 / W4A8 with
-// the activations quantized at run time (--weights int8b0 / int4b64 / int4b0, int8 activations per 32).
+// the activations quantized at run time (--weights int8b0 / int4b64 / int4b0; int8 activations with one scale
+// per 256 (Q8_K) when K is a multiple of 256, per 32 (Q8_0) otherwise).
 // On a device a run is the full round trip of one matmul call (A up, the kernels, C down): total is its wall
 // time, gpu the sum of its kernels' device timestamps; the device computes the float path on the mode's
 // weight format (float-gemm: F32 weights, F16 at precision 2). The MNN line keeps MNN's printf format;
@@ -78,11 +79,14 @@ const char* mode_arithmetic(Mode m, bool host, int precision) {
              : precision == 2 ? "f16 weights, fp32 arithmetic"
                               : "f32 weights, fp32 arithmetic";
     case Mode::kInt8B0:
-      return host ? "int8b0 weights, int8 activations per 32" : "int8b0 weights, fp32 activations";
+      return host ? "int8b0 weights, int8 activations (Q8_K per 256, Q8_0 per 32 if K % 256)"
+                  : "int8b0 weights, fp32 activations";
     case Mode::kInt4B64:
-      return host ? "int4b64 weights, int8 activations per 32" : "int4b64 weights, fp32 activations";
+      return host ? "int4b64 weights, int8 activations (Q8_K per 256, Q8_0 per 32 if K % 256)"
+                  : "int4b64 weights, fp32 activations";
     case Mode::kInt4A8:
-      return host ? "int4b0 weights, int8 activations per 32" : "int4b0 weights, fp32 activations";
+      return host ? "int4b0 weights, int8 activations (Q8_K per 256, Q8_0 per 32 if K % 256)"
+                  : "int4b0 weights, fp32 activations";
   }
   return "?";
 }

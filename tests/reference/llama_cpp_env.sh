@@ -18,10 +18,17 @@
 #   PYTHONPATH         prefixed with LLAMA_CPP_PY_DIR so that `import llama_cpp` finds the pure-Python package
 #
 # The Python package needs numpy, typing-extensions, diskcache and jinja2 (pip install them; all pure Python
-# except numpy). The build is CPU-only, Release, shared libraries, no CURL:
+# except numpy). The build is CPU-only, Release, shared libraries, no CURL, for the machine it runs on
+# (llama.cpp's default GGML_NATIVE):
 #   cmake -S vendor/llama.cpp -B vendor/llama.cpp/build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
-#         -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
-#   cmake --build vendor/llama.cpp/build -j2 --target llama-perplexity llama-tokenize llama-simple llama-bench
+#         -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF [-DCMAKE_C_FLAGS=... on x86]
+#   cmake --build vendor/llama.cpp/build -j2 --target llama-perplexity llama-tokenize llama-simple llama-bench \
+#         llama-quantize
+# On x86 its AMX kernels are left out (-mno-amx-tile -mno-amx-int8 -mno-amx-bf16 for C and C++): on the Xeon
+# VM of docs/PERF.md (2026-12-01) every model died in them (ggml_backend_amx_mul_mat: ldtilecfg refuses their
+# tile configuration, then SIGILL at tilezero), as in llama.cpp's open issue #20824, while a plain tile
+# configuration runs there. TileLLM has no AMX kernels either: both engines run AVX-512 (or AVX2) code. A
+# build configured without those flags is configured and built again.
 
 LLAMA_CPP_PY_VERSION=0.3.36
 _tl_cache="${TILELLM_CACHE:-$HOME/.cache/tilellm}"
@@ -42,11 +49,16 @@ _tl_build() {
             pip download --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_CPP_PY_VERSION" -d . &&
             tar xzf "llama_cpp_python-$LLAMA_CPP_PY_VERSION.tar.gz")
     fi
-    if [ ! -x "$LLAMA_CPP_BIN/llama-perplexity" ] || [ ! -e "$LLAMA_CPP_BIN/libllama.so" ]; then
+    local flags=""
+    if [ "$(uname -m)" = x86_64 ]; then flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"; fi
+    local cache="$LLAMA_CPP_DIR/build/CMakeCache.txt"
+    if [ ! -x "$LLAMA_CPP_BIN/llama-perplexity" ] || [ ! -x "$LLAMA_CPP_BIN/llama-quantize" ] ||
+        [ ! -e "$LLAMA_CPP_BIN/libllama.so" ] || ! grep -qxF "CMAKE_C_FLAGS:STRING=$flags" "$cache" 2>/dev/null; then
         cmake -S "$LLAMA_CPP_DIR" -B "$LLAMA_CPP_DIR/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
-            -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
+            -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
+            -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags"
         cmake --build "$LLAMA_CPP_DIR/build" -j"${JOBS:-2}" \
-            --target llama-perplexity llama-tokenize llama-simple llama-bench
+            --target llama-perplexity llama-tokenize llama-simple llama-bench llama-quantize
     fi
     python3 -c 'import typing_extensions, diskcache, jinja2' 2>/dev/null ||
         pip install typing-extensions diskcache jinja2
