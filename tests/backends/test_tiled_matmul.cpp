@@ -206,9 +206,11 @@ TEST(TiledWeight, conversions_round_to_half_a_step) {
 }
 
 TEST(TiledMatmul, kernels_match_the_formula) {
-  // Row counts: one partial tile, several with a partial last one; tokens: 1 (decode), 8 + 5, 3.
+  // Row counts: one partial tile, several with a partial last one, and for decode's tiles-at-once path (4
+  // tiles a step on AVX-512; check_kernel splits the tiles in halves) halves of 4 tiles with a partial last
+  // one (125 rows) and of 4 + 1 (157); tokens: 1 (decode), 8 + 5, 3.
   for (GgmlType type : kGguf32) {
-    for (int64_t n_out : {5, 45}) {
+    for (int64_t n_out : {5, 45, 125, 157}) {
       for (int64_t n_tok : {1, 13, 3, 70}) {
         const OwnedWeight o = random_blocks(type, 224, n_out, uint32_t(n_out + n_tok));
         check_kernel(tile_weight(o.w, native_tile_kind(type), nullptr), n_tok,
@@ -220,7 +222,7 @@ TEST(TiledMatmul, kernels_match_the_formula) {
   // sub-blocks (512, 768: whole 256-value blocks).
   for (TileKind kind : {TileKind::Int4B64, TileKind::Int8B0, TileKind::Int4B0}) {
     for (int64_t n_in : {96, 320, 512, 768}) {
-      const OwnedWeight o = random_f32(n_in, 33, uint32_t(n_in));
+      const OwnedWeight o = random_f32(n_in, n_in == 512 ? 157 : 33, uint32_t(n_in));
       const TiledWeight t = tile_weight(o.w, kind, nullptr);
       EXPECT_EQ(t.act_fold(), n_in % 256 ? 1 : kind == TileKind::Int4B64 ? 2 : 8) << n_in;
       for (int64_t n_tok : {1, 10, 19})
