@@ -206,9 +206,10 @@ TEST(TiledWeight, conversions_round_to_half_a_step) {
 }
 
 TEST(TiledMatmul, kernels_match_the_formula) {
-  // Row counts: one partial tile, several with a partial last one, and for decode's tiles-at-once path (4
-  // tiles a step on AVX-512; check_kernel splits the tiles in halves) halves of 4 tiles with a partial last
-  // one (125 rows) and of 4 + 1 (157); tokens: 1 (decode), 8 + 5, 3.
+  // Row counts: one partial tile, several with a partial last one, and for the AVX-512 blocks (decode: 4
+  // tiles at once; prefill: 3 tiles x 4 tokens; check_kernel splits the tiles in halves) halves of 4 tiles
+  // with a partial last one (125 rows) and of 5 (157); tokens: 1 (decode), 8 + 5, 3, 70 (blocks of 4 and 2
+  // left).
   for (GgmlType type : kGguf32) {
     for (int64_t n_out : {5, 45, 125, 157}) {
       for (int64_t n_tok : {1, 13, 3, 70}) {

@@ -1,12 +1,14 @@
 // AVX-512 VNNI kernel of the tiled matmul (layout and arithmetic in tiled_weight.h).
 //
-// One tile (16 output rows) at a time, up to 8 tokens at a time: per sub-block of 32 inputs the tile's codes
-// are loaded once (4 vectors for 4-bit codes, each split into its low and high nibbles; 8 vectors for 8-bit
-// codes) and every token adds 8 vpdpbusd (16 rows x 4 inputs each, the 4 activation bytes broadcast) into
-// one int32 vector that starts at -int_offset * sum(q), so the integer sum of a unit (one sub-block, or up
-// to 8 for the converted kinds on Q8_K activations) is exact before the one float conversion and the fused
-// multiply-add with (row scales x activation scale). The tile's weights are read once per 8 tokens and stay
-// in L1/L2 between token groups.
+// Per sub-block of 32 inputs a tile's (16 output rows') codes are loaded once (4 vectors for 4-bit codes,
+// each split into its low and high nibbles; 8 vectors for 8-bit codes) and every token adds 8 vpdpbusd (16
+// rows x 4 inputs each, the 4 activation bytes broadcast) into one int32 vector that starts at -int_offset *
+// sum(q), so the integer sum of a unit (one sub-block, or up to 8 for the converted kinds on Q8_K
+// activations) is exact before the one float conversion and the fused multiply-add with (row scales x
+// activation scale). Three shapes of the same arithmetic: decode (one token) reads 4 tiles at once
+// (token_tiles: four code streams in flight); prefill runs blocks of 3 tiles x 4 tokens (tiles_tokens: a code
+// vector serves 4 tokens, a broadcast 3 tiles); what is left over runs one tile x up to 8 tokens
+// (tile_tokens). A tile's weights stay in L1/L2 between token groups.
 #include <algorithm>
 #include <cstring>
 
@@ -56,6 +58,12 @@ TILELLM_AVX512_HOT void prefetch_ahead(const uint8_t* codes, int bits) {
 // threads, TinyLlama-shape decode (tg64): Q8_0 25.9 / 26.9 / 26.5 t/s, Q4_0 41.7 / 43.3 / 39.2, against 24.1
 // and 40.5 one tile at a time (docs/PERF.md, 2026-12-01 23:3x); 8 runs out of vector registers.
 constexpr int kDecodeTiles = 4;
+// Prefill's block (tiles_tokens): kPrefillTiles tiles x kPrefillTokens tokens. Measured on this machine's 2
+// threads, gemm-speed int8b0 / int4b64 at 2560x4096, M = 128 (GFLOPS; one tile x 8 tokens before: 864-904 /
+// 639-764): 2 x 4 951-956 / 704, 2 x 6 941-998 / 773-793, 3 x 4 977-1012 / 740-769, 4 x 2 739-743 / 575-625,
+// 2 x 8 768-845 / 679-689 (spills); TinyLlama-shape pp128 Q8_0 223 -> 274-281 t/s, Q4_0 230 -> 259-263 with
+// 3 x 4 (docs/PERF.md, 2026-12-02 00:0x).
+constexpr int kPrefillTiles = 3, kPrefillTokens = 4;
 
 // Tokens [t, t + kNt) against one tile. Each token's integer sums run over a unit of a.fold sub-blocks
 // (tiled_weight.h, TiledActs) before the one float conversion and scaling of the unit.
@@ -203,6 +211,133 @@ TILELLM_AVX512_HOT void token_tiles(const TiledWeight& w, int64_t ti, const Tile
   }
 }
 
+// Prefill: tokens [t, t + kNt) against kTiles tiles [ti, ti + kTiles): each code vector loaded once for kNt
+// tokens and each broadcast activation word used by kTiles tiles, where tile_tokens<8> pays a broadcast per
+// product. Same arithmetic per (tile, token) as tile_tokens, one chain per pair (the pairs are independent).
+template <int kBits, bool kFloatOffset, int kTiles, int kNt>
+TILELLM_AVX512_HOT void tiles_tokens(const TiledWeight& w, int64_t ti, const TiledActs& a, int64_t t,
+                                     float* y, int64_t y_stride) {
+  const int64_t n_sub = a.n_sub, fold = a.fold, n_units = a.n_units;
+  const int32_t int_offset = w.int_offset();
+  const uint8_t* tile[kTiles];
+  __m512 acc[kTiles][kNt], ws[kTiles], wo[kTiles];
+  __m512i isum[kTiles][kNt];
+  for (int i = 0; i < kTiles; ++i) {
+    tile[i] = w.tile(ti + i);
+    ws[i] = wo[i] = _mm512_setzero_ps();
+    for (int j = 0; j < kNt; ++j) {
+      acc[i][j] = _mm512_setzero_ps();
+      isum[i][j] = _mm512_setzero_si512();
+    }
+  }
+  int64_t left_in_group = 0, left_in_unit = 0, u = -1, group = -1;
+  for (int64_t s = 0; s < n_sub; ++s) {
+    if (left_in_group == 0) {
+      ++group;
+      for (int i = 0; i < kTiles; ++i) {
+        ws[i] =
+            halves_to_floats(reinterpret_cast<const uint16_t*>(tile[i] + w.scale_off) + group * kTileRows);
+        if constexpr (kFloatOffset)
+          wo[i] =
+              halves_to_floats(reinterpret_cast<const uint16_t*>(tile[i] + w.offset_off) + group * kTileRows);
+      }
+      left_in_group = w.sub_per_group;
+    }
+    --left_in_group;
+    if (left_in_unit == 0) {
+      left_in_unit = fold;
+      ++u;
+      for (int j = 0; j < kNt; ++j) {
+        const __m512i init = kFloatOffset ? _mm512_setzero_si512()
+                                          : _mm512_set1_epi32(-int_offset * a.isum[(t + j) * n_units + u]);
+        for (int i = 0; i < kTiles; ++i) isum[i][j] = init;
+      }
+    }
+    const bool last = --left_in_unit == 0;
+    const int8_t* q = a.qs + t * a.kp + s * kSubK;
+    if constexpr (kBits == 4) {
+      const __m512i m4 = _mm512_set1_epi8(15);
+      for (int g = 0; g < 4; ++g) {
+        __m512i lo[kTiles], hi[kTiles];
+        for (int i = 0; i < kTiles; ++i) {
+          const __m512i raw = _mm512_load_si512(tile[i] + size_t(s) * 256 + 64 * g);
+          lo[i] = _mm512_and_si512(raw, m4);
+          hi[i] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        }
+        for (int j = 0; j < kNt; ++j) {
+          const __m512i ql = bcast_u32(q + j * a.kp + 8 * g), qh = bcast_u32(q + j * a.kp + 8 * g + 4);
+          for (int i = 0; i < kTiles; ++i) {
+            isum[i][j] = _mm512_dpbusd_epi32(isum[i][j], lo[i], ql);
+            isum[i][j] = _mm512_dpbusd_epi32(isum[i][j], hi[i], qh);
+          }
+        }
+      }
+    } else {
+      for (int g = 0; g < 8; ++g) {
+        __m512i wv[kTiles];
+        for (int i = 0; i < kTiles; ++i) wv[i] = _mm512_load_si512(tile[i] + size_t(s) * 512 + 64 * g);
+        for (int j = 0; j < kNt; ++j) {
+          const __m512i qb = bcast_u32(q + j * a.kp + 4 * g);
+          for (int i = 0; i < kTiles; ++i) isum[i][j] = _mm512_dpbusd_epi32(isum[i][j], wv[i], qb);
+        }
+      }
+    }
+    if (last) {
+      for (int j = 0; j < kNt; ++j) {
+        const int64_t x = (t + j) * n_units + u;
+        const __m512 dx = _mm512_set1_ps(a.dx[x]);
+        for (int i = 0; i < kTiles; ++i) {
+          acc[i][j] = _mm512_fmadd_ps(to_floats(isum[i][j]), _mm512_mul_ps(ws[i], dx), acc[i][j]);
+          if constexpr (kFloatOffset) acc[i][j] = _mm512_fmadd_ps(wo[i], _mm512_set1_ps(a.am[x]), acc[i][j]);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < kTiles; ++i) {
+    const int rows = int(std::min<int64_t>(kTileRows, w.n_out - (ti + i) * kTileRows));
+    const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
+    for (int j = 0; j < kNt; ++j)
+      _mm512_mask_storeu_ps(y + (t + j) * y_stride + (ti + i) * kTileRows, mask, acc[i][j]);
+  }
+}
+
+// Tokens [t0, t1) against tile ti, 8 at a time.
+template <int kBits, bool kFloatOffset>
+TILELLM_AVX512_HOT void run_tile(const TiledWeight& w, const TiledActs& a, int64_t ti, int64_t t0, int64_t t1,
+                                 float* y, int64_t y_stride) {
+  const uint8_t* tile = w.tile(ti);
+  const int rows = int(std::min<int64_t>(kTileRows, w.n_out - ti * kTileRows));
+  const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
+  float* yt = y + ti * kTileRows;
+  int64_t t = t0;
+  for (; t + 8 <= t1; t += 8) tile_tokens<kBits, kFloatOffset, 8>(w, tile, a, t, yt, y_stride, mask);
+  switch (t1 - t) {
+    case 7:
+      tile_tokens<kBits, kFloatOffset, 7>(w, tile, a, t, yt, y_stride, mask);
+      break;
+    case 6:
+      tile_tokens<kBits, kFloatOffset, 6>(w, tile, a, t, yt, y_stride, mask);
+      break;
+    case 5:
+      tile_tokens<kBits, kFloatOffset, 5>(w, tile, a, t, yt, y_stride, mask);
+      break;
+    case 4:
+      tile_tokens<kBits, kFloatOffset, 4>(w, tile, a, t, yt, y_stride, mask);
+      break;
+    case 3:
+      tile_tokens<kBits, kFloatOffset, 3>(w, tile, a, t, yt, y_stride, mask);
+      break;
+    case 2:
+      tile_tokens<kBits, kFloatOffset, 2>(w, tile, a, t, yt, y_stride, mask);
+      break;
+    case 1:
+      tile_tokens<kBits, kFloatOffset, 1>(w, tile, a, t, yt, y_stride, mask);
+      break;
+    default:
+      break;
+  }
+}
+
 template <int kBits, bool kFloatOffset>
 TILELLM_AVX512 void run(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
                         int64_t t1, float* y, int64_t y_stride) {
@@ -210,40 +345,18 @@ TILELLM_AVX512 void run(const TiledWeight& w, const TiledActs& a, int64_t tile0,
     float* yt = y + t0 * y_stride;
     for (; tile0 + kDecodeTiles <= tile1; tile0 += kDecodeTiles)
       token_tiles<kBits, kFloatOffset, kDecodeTiles>(w, tile0, a, t0, yt);
-  }
-  for (int64_t ti = tile0; ti < tile1; ++ti) {
-    const uint8_t* tile = w.tile(ti);
-    const int rows = int(std::min<int64_t>(kTileRows, w.n_out - ti * kTileRows));
-    const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
-    float* yt = y + ti * kTileRows;
-    int64_t t = t0;
-    for (; t + 8 <= t1; t += 8) tile_tokens<kBits, kFloatOffset, 8>(w, tile, a, t, yt, y_stride, mask);
-    switch (t1 - t) {
-      case 7:
-        tile_tokens<kBits, kFloatOffset, 7>(w, tile, a, t, yt, y_stride, mask);
-        break;
-      case 6:
-        tile_tokens<kBits, kFloatOffset, 6>(w, tile, a, t, yt, y_stride, mask);
-        break;
-      case 5:
-        tile_tokens<kBits, kFloatOffset, 5>(w, tile, a, t, yt, y_stride, mask);
-        break;
-      case 4:
-        tile_tokens<kBits, kFloatOffset, 4>(w, tile, a, t, yt, y_stride, mask);
-        break;
-      case 3:
-        tile_tokens<kBits, kFloatOffset, 3>(w, tile, a, t, yt, y_stride, mask);
-        break;
-      case 2:
-        tile_tokens<kBits, kFloatOffset, 2>(w, tile, a, t, yt, y_stride, mask);
-        break;
-      case 1:
-        tile_tokens<kBits, kFloatOffset, 1>(w, tile, a, t, yt, y_stride, mask);
-        break;
-      default:
-        break;
+  } else if (t1 - t0 >= kPrefillTokens) {
+    // prefill: blocks of kPrefillTiles x kPrefillTokens; the tokens past the last whole block, then the tiles
+    // past the last whole block, per tile
+    const int64_t tb = t0 + (t1 - t0) / kPrefillTokens * kPrefillTokens;
+    for (; tile0 + kPrefillTiles <= tile1; tile0 += kPrefillTiles) {
+      for (int64_t t = t0; t < tb; t += kPrefillTokens)
+        tiles_tokens<kBits, kFloatOffset, kPrefillTiles, kPrefillTokens>(w, tile0, a, t, y, y_stride);
+      for (int64_t ti = tile0; ti < tile0 + kPrefillTiles; ++ti)
+        run_tile<kBits, kFloatOffset>(w, a, ti, tb, t1, y, y_stride);
     }
   }
+  for (int64_t ti = tile0; ti < tile1; ++ti) run_tile<kBits, kFloatOffset>(w, a, ti, t0, t1, y, y_stride);
 }
 
 void kernel(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0, int64_t t1,
