@@ -54,15 +54,16 @@ TILELLM_AVX512_HOT void prefetch_ahead(const uint8_t* codes, int bits) {
   }
 }
 
-// Tiles a decode step (one token) reads at once (token_tiles). 2, 4 and 8 were measured on this machine's 2
-// threads, TinyLlama-shape decode (tg64): Q8_0 25.9 / 26.9 / 26.5 t/s, Q4_0 41.7 / 43.3 / 39.2, against 24.1
-// and 40.5 one tile at a time (docs/PERF.md, 2026-12-01 23:3x); 8 runs out of vector registers.
+// Tiles a decode step (one token) reads at once (token_tiles). 2, 4 and 8 were measured on a 2-core Intel
+// Xeon VM (AVX-512 VNNI), 2 threads, TinyLlama-shape decode (tg64): Q8_0 25.9 / 26.9 / 26.5 t/s, Q4_0 41.7
+// / 43.3 / 39.2, against 24.1 and 40.5 one tile at a time (docs/PERF.md, the entry of 2026-12-01 22:56); 8
+// runs out of vector registers.
 constexpr int kDecodeTiles = 4;
-// Prefill's block (tiles_tokens): kPrefillTiles tiles x kPrefillTokens tokens. Measured on this machine's 2
+// Prefill's block (tiles_tokens): kPrefillTiles tiles x kPrefillTokens tokens. Measured on the same VM, 2
 // threads, gemm-speed int8b0 / int4b64 at 2560x4096, M = 128 (GFLOPS; one tile x 8 tokens before: 864-904 /
 // 639-764): 2 x 4 951-956 / 704, 2 x 6 941-998 / 773-793, 3 x 4 977-1012 / 740-769, 4 x 2 739-743 / 575-625,
 // 2 x 8 768-845 / 679-689 (spills); TinyLlama-shape pp128 Q8_0 223 -> 274-281 t/s, Q4_0 230 -> 259-263 with
-// 3 x 4 (docs/PERF.md, 2026-12-02 00:0x).
+// 3 x 4 (docs/PERF.md, the entry of 2026-12-01 23:55).
 constexpr int kPrefillTiles = 3, kPrefillTokens = 4;
 
 // Tokens [t, t + kNt) against one tile. Each token's integer sums run over a unit of a.fold sub-blocks

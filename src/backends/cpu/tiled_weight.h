@@ -5,7 +5,7 @@
 // spends a horizontal sum, a scale conversion and a multiply per (row, block, token). In a tile, 16 output
 // rows sit side by side for every 4 input values: one 512-bit vpdpbusd multiplies 16 rows by 4 activations
 // and leaves the 16 row sums in 16 lanes, where the per-block scales of all 16 rows are applied with one
-// multiply. The same decoded weights then serve up to 8 tokens (prefill) while they are in registers. On ARM
+// multiply. The same decoded weights then serve several tokens (prefill) while they are in registers. On ARM
 // a 128-bit vector takes 4 of the 16 rows (16 bytes of each 64-byte group): one SDOT multiplies them by 4
 // activations.
 //
