@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../common/paths.h"
+#include "../gpu_common/compare_greedy.h"
 #include "backends/opencl/device.h"
 #include "forward_rig.h"
 #include "model/model.h"
@@ -29,25 +30,11 @@
 namespace tilellm {
 namespace {
 
-constexpr int kPrompts = 3;
-constexpr size_t kPromptTokens = 8;
-constexpr int kGenerate = 6;
+constexpr int kPrompts = test::kGreedyPrompts;
+using test::argmax;
+using test::float_options;
 
-int32_t argmax(const float* v, int64_t n) {
-  return int32_t(std::max_element(v, v + n) - v);
-}
-
-// The CPU float path's session (--activations f32) at this file's size: 64 positions, 2 threads.
-SessionOptions float_options(GgmlType kv_type) {
-  SessionOptions so;
-  so.n_ctx = 64;
-  so.n_threads = 2;
-  so.activations = ActivationMode::F32;
-  so.kv_type = kv_type;
-  return so;
-}
-
-// The same options on the test's OpenCL device.
+// The options on the test's OpenCL device.
 void to_device(SessionOptions& so) {
   so.backend = "opencl";
   so.device = test::opencl_test_device();
@@ -57,56 +44,17 @@ void compare_greedy(const std::string& profile, GgmlType kv_type, double rel_bou
                     const char* model_file = test::kSmolLM2, const char* golden = "smollm2.json",
                     int n_prompts = kPrompts, WeightsMode weights = WeightsMode::Native) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
-  const std::string path = test::model_path(model_file);
-  ASSERT_MODEL(path);
-  auto model = Model::load(path);
-  std::ifstream f(test::source_path(std::string("tests/data/goldens/") + golden));
-  ASSERT_TRUE(f) << "missing tests/data/goldens/" << golden;
-  const nlohmann::json golden = nlohmann::json::parse(f);
-
-  SessionOptions so = float_options(kv_type);
-  so.weights = weights;
-  Session cpu(*model, so);
-  to_device(so);
-  so.device_profile = profile;
-  Session gpu(*model, so);
-  const int64_t V = model->config().n_vocab;
-
-  int ties = 0;
-  double worst = 0.0;  // largest logit difference relative to the largest logit, over every step
-  for (int c = 0; c < n_prompts; ++c) {
-    std::vector<int32_t> prompt = golden["cases"][size_t(c)]["prompt_tokens"].get<std::vector<int32_t>>();
-    prompt.resize(std::min(prompt.size(), kPromptTokens));
-    cpu.reset();
-    gpu.reset();
-    cpu.eval(prompt.data(), int64_t(prompt.size()));
-    gpu.eval(prompt.data(), int64_t(prompt.size()));
-    for (int step = 0; step < kGenerate; ++step) {
-      const float* lc = cpu.logits();
-      const float* lg = gpu.logits();
-      double max_diff = 0.0, max_abs = 0.0;
-      for (int64_t i = 0; i < V; ++i) {
-        max_diff = std::max(max_diff, std::abs(double(lc[i]) - lg[i]));
-        max_abs = std::max(max_abs, std::abs(double(lc[i])));
-      }
-      worst = std::max(worst, max_diff / max_abs);
-      ASSERT_LE(max_diff, rel_bound * max_abs) << "prompt " << c << " step " << step;
-      const int32_t tc = argmax(lc, V), tg = argmax(lg, V);
-      if (tc != tg) {
-        const double margin = double(lc[tc]) - lc[tg];
-        EXPECT_LE(margin, 2.0 * max_diff)
-            << "prompt " << c << " step " << step << ": cpu picks " << tc << ", opencl " << tg
-            << " (cpu margin " << margin << ", largest logit difference " << max_diff << ")";
-        ++ties;
-        break;
-      }
-      cpu.eval(&tc, 1);
-      gpu.eval(&tg, 1);
-    }
-  }
-  ::testing::Test::RecordProperty("near_ties", ties);
-  ::testing::Test::RecordProperty("worst_relative_logit_difference", std::to_string(worst));
-  std::printf("%s: worst relative logit difference %.3g, near-ties %d\n", profile.c_str(), worst, ties);
+  test::GreedyCase g;
+  g.backend = "opencl";
+  g.device = test::opencl_test_device();
+  g.profile = profile;
+  g.kv_type = kv_type;
+  g.rel_bound = rel_bound;
+  g.model_file = model_file;
+  g.golden = golden;
+  g.n_prompts = n_prompts;
+  g.weights = weights;
+  test::compare_greedy(g);
 }
 
 // The default f16 cache: K/V rows that differ in their last float bits can round to neighbouring halves

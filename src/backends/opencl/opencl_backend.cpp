@@ -9,6 +9,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "backends/device_rows.h"
 #include "backends/registry.h"
 #include "base/error.h"
 #include "base/fp16.h"
@@ -61,108 +62,6 @@ constexpr const char* kMatvecGluKernels[9] = {nullptr,
                                               "matvec_glu_kq4"};
 constexpr const char* kEmbedKernels[9] = {"embed_f32", "embed_f16", "embed_q4_0", "embed_q4_1", "embed_q8_0",
                                           nullptr,     nullptr,     "embed_kq8",  "embed_kq4"};
-
-// The Kq8 device row (kernels/quants.cl): [n_in] signed codes, then [n_in / 16] (float scale, float offset),
-// padded to 16 bytes; written from the file's row by row_code_groups (exact).
-size_t kq8_row_bytes(int64_t n_in) {
-  return (size_t(n_in) + size_t(n_in / 16) * 8 + 15) / 16 * 16;
-}
-
-void kq8_row(GgmlType t, const uint8_t* src, int64_t n_in, uint8_t* dst, std::vector<float>& scale,
-             std::vector<float>& offset) {
-  scale.resize(size_t(n_in / 16));
-  offset.resize(size_t(n_in / 16));
-  std::memset(dst, 0, kq8_row_bytes(n_in));
-  row_code_groups(t, src, n_in, reinterpret_cast<int8_t*>(dst), scale.data(), offset.data());
-  for (int64_t g = 0; g < n_in / 16; ++g) {
-    std::memcpy(dst + n_in + 8 * g, &scale[size_t(g)], 4);
-    std::memcpy(dst + n_in + 8 * g + 4, &offset[size_t(g)], 4);
-  }
-}
-
-// The Kq4 device row (kernels/quants.cl), Q4_K only: [n_in / 32][16] code bytes in Q4_0's nibble order, then
-// [n_in / 32] (float scale, float offset), padded to 16 bytes; from row_code_groups, whose 16-weight groups
-// come in pairs sharing Q4_K's per-32 (scale, min).
-size_t kq4_row_bytes(int64_t n_in) {
-  return (size_t(n_in / 2) + size_t(n_in / 32) * 8 + 15) / 16 * 16;
-}
-
-void kq4_row(const uint8_t* src, int64_t n_in, uint8_t* dst, std::vector<int8_t>& codes,
-             std::vector<float>& scale, std::vector<float>& offset) {
-  codes.resize(size_t(n_in));
-  scale.resize(size_t(n_in / 16));
-  offset.resize(size_t(n_in / 16));
-  std::memset(dst, 0, kq4_row_bytes(n_in));
-  row_code_groups(GgmlType::Q4_K, src, n_in, codes.data(), scale.data(), offset.data());
-  const int64_t nb = n_in / 32;
-  for (int64_t b = 0; b < nb; ++b) {
-    const size_t g = size_t(2 * b);
-    // The same bits by construction (a file's NaN scale included, which != would call different).
-    if (std::memcmp(&scale[g], &scale[g + 1], 4) != 0 || std::memcmp(&offset[g], &offset[g + 1], 4) != 0)
-      fail("internal: Q4_K's 16-weight groups {} and {} differ in scale or offset", g, g + 1);
-    for (int j = 0; j < 16; ++j) {
-      const int lo = codes[size_t(32 * b + j)], hi = codes[size_t(32 * b + 16 + j)];
-      dst[16 * b + j] = uint8_t(lo | (hi << 4));
-    }
-    std::memcpy(dst + 16 * nb + 8 * b, &scale[g], 4);
-    std::memcpy(dst + 16 * nb + 8 * b + 4, &offset[g], 4);
-  }
-}
-
-// Device row bytes of the converted formats (kernels/quants.cl): codes, then the (half d, half m) pairs
-// (one per 64 weights for INT4B64, one per row for INT8B0), padded to 16 bytes.
-size_t converted_row_bytes(AsymFormat kind, int64_t n_in) {
-  const size_t code_bytes = kind == AsymFormat::Int4B64 ? size_t(n_in / 2) : size_t(n_in);
-  return (code_bytes + size_t(asym_groups(kind, n_in)) * 4 + 15) / 16 * 16;
-}
-
-// Writes one row of exact float values converted (quantize_row_asym, the CPU's conversion) in the device
-// layout of `kind` (dst: converted_row_bytes; the padding is zeroed).
-void converted_row(AsymFormat kind, const float* v, int64_t n_in, uint8_t* dst, std::vector<uint8_t>& codes,
-                   std::vector<uint16_t>& sc, std::vector<uint16_t>& off) {
-  const int64_t ng = asym_groups(kind, n_in);
-  codes.resize(size_t(n_in));
-  sc.resize(size_t(ng));
-  off.resize(size_t(ng));
-  quantize_row_asym(kind, v, n_in, codes.data(), sc.data(), off.data());
-  std::memset(dst, 0, converted_row_bytes(kind, n_in));
-  size_t p = size_t(n_in);
-  if (kind == AsymFormat::Int4B64) {
-    // Block b's 16 bytes: element j < 16 in the low nibble of byte j, element 16 + j in its high nibble.
-    for (int64_t b = 0; b < n_in / 32; ++b) {
-      for (int j = 0; j < 16; ++j)
-        dst[16 * b + j] = uint8_t(codes[size_t(32 * b + j)] | codes[size_t(32 * b + 16 + j)] << 4);
-    }
-    p = size_t(n_in / 2);
-  } else {
-    std::memcpy(dst, codes.data(), size_t(n_in));
-  }
-  for (int64_t g = 0; g < ng; ++g) {
-    std::memcpy(dst + p + 4 * size_t(g), &sc[size_t(g)], 2);
-    std::memcpy(dst + p + 4 * size_t(g) + 2, &off[size_t(g)], 2);
-  }
-}
-
-// The device row of a block format (kernels/quants.cl): [nb][QB] codes, then [nb] parameters (half d, or
-// half d and half m for Q4_1), padded to 16 bytes, so that every block's codes are one aligned vector load.
-size_t split_row_bytes(GgmlType t, int64_t n_in) {
-  const size_t nb = size_t(n_in / 32);
-  const size_t per_block = t == GgmlType::Q8_0 ? 32 + 2 : t == GgmlType::Q4_1 ? 16 + 4 : 16 + 2;
-  return (nb * per_block + 15) / 16 * 16;
-}
-
-// Writes one GGUF row of Q4_0, Q4_1 or Q8_0 blocks in the split layout (dst: split_row_bytes bytes; the
-// padding is zeroed). The bytes are the file's, rearranged: lossless.
-void split_row(GgmlType t, const uint8_t* src, int64_t n_in, uint8_t* dst) {
-  const size_t nb = size_t(n_in / 32);
-  const size_t qb = t == GgmlType::Q8_0 ? 32 : 16, pb = t == GgmlType::Q4_1 ? 4 : 2;
-  const size_t block = pb + qb;  // GGUF: parameters first, then codes
-  std::memset(dst, 0, split_row_bytes(t, n_in));
-  for (size_t b = 0; b < nb; ++b) {
-    std::memcpy(dst + qb * b, src + block * b + pb, qb);
-    std::memcpy(dst + qb * nb + pb * b, src + block * b, pb);
-  }
-}
 
 size_t floats(int64_t n) {
   return size_t(std::max<int64_t>(n, 1)) * sizeof(float);

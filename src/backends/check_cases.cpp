@@ -1,0 +1,67 @@
+// Random cases for the GPU backends' self-checks (check_cases.h).
+#include "backends/check_cases.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+
+#include "base/fp16.h"
+#include "format/quants.h"
+
+namespace tilellm {
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    do x = d(rng);
+    while (x == 0.0f);  // a zero would hide a missed write
+  }
+  return v;
+}
+
+// Random rows of a block type the kernels read: random quantized fields, sane half scales.
+std::vector<uint8_t> random_rows(GgmlType t, int64_t n_in, int64_t n_out, std::mt19937& rng) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.004f, 0.05f), sym(-1.0f, 1.0f);
+  std::vector<uint8_t> b(row_size(t, n_in) * size_t(n_out));
+  for (uint8_t& x : b) x = uint8_t(byte(rng));
+  const size_t bs = type_traits(t).type_size;
+  auto put_half = [](uint8_t* p, float f) {
+    const uint16_t h = fp32_to_fp16(f);
+    std::memcpy(p, &h, 2);
+  };
+  for (size_t i = 0; i < b.size() / bs; ++i) {
+    uint8_t* blk = b.data() + i * bs;
+    if (t == GgmlType::F32) {
+      const float f = sym(rng);
+      std::memcpy(blk, &f, 4);
+    } else if (t == GgmlType::F16) {
+      put_half(blk, sym(rng));
+    } else if (t == GgmlType::Q6_K) {
+      put_half(blk + offsetof(BlockQ6_K, d), scale(rng) / 16.0f);  // d last; int8 sub-block scales
+    } else {
+      put_half(blk, scale(rng));                                    // Q4_0, Q4_1, Q8_0, Q4_K, Q5_K: d first
+      if (t == GgmlType::Q4_1) put_half(blk + 2, 0.1f * sym(rng));  // Q4_1: then m
+      if (t == GgmlType::Q4_K || t == GgmlType::Q5_K)
+        put_half(blk + 2, scale(rng));  // Q4_K, Q5_K: then dmin (6-bit mins)
+    }
+  }
+  return b;
+}
+
+// max |ref - got| / max |ref|; infinity when sizes differ or anything is NaN.
+double relative_error(const std::vector<float>& ref, const std::vector<float>& got) {
+  if (ref.size() != got.size()) return INFINITY;
+  double err = 0.0, mag = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = std::abs(double(ref[i]) - double(got[i]));
+    if (std::isnan(d)) return INFINITY;
+    err = std::max(err, d);
+    mag = std::max(mag, std::abs(double(ref[i])));
+  }
+  return err / std::max(mag, 1e-30);
+}
+
+}  // namespace tilellm

@@ -1,0 +1,122 @@
+// The whole model on a device backend against the CPU backend's float path (--activations f32, the same KV
+// cache type): greedy continuations of a model for the first golden prompts (tests/data/goldens/) must be
+// equal token for token, or differ only at a near-tie that the logits show. Used by tests/opencl and
+// tests/vulkan.
+//
+// At every step the two logit vectors must agree within a bound relative to their largest magnitude (each
+// caller justifies its bound); a different greedy token is accepted only when the CPU's margin between the
+// two candidates is within twice the largest logit difference of that step, i.e. the numerical
+// disagreement alone can flip it. The comparison of that prompt stops there.
+//
+// Cost: prompts are cut to 8 tokens and 6 tokens are generated.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "../common/paths.h"
+#include "model/model.h"
+#include "runtime/session.h"
+
+namespace tilellm::test {
+
+constexpr int kGreedyPrompts = 3;
+constexpr size_t kPromptTokens = 8;
+constexpr int kGenerate = 6;
+
+inline int32_t argmax(const float* v, int64_t n) {
+  return int32_t(std::max_element(v, v + n) - v);
+}
+
+// The CPU float path's session (--activations f32) at this file's size: 64 positions, 2 threads.
+inline SessionOptions float_options(GgmlType kv_type) {
+  SessionOptions so;
+  so.n_ctx = 64;
+  so.n_threads = 2;
+  so.activations = ActivationMode::F32;
+  so.kv_type = kv_type;
+  return so;
+}
+
+// One comparison: a device backend's session against the CPU float path's, same options otherwise.
+struct GreedyCase {
+  std::string backend;
+  int device = 0;
+  std::string profile = "none";
+  GgmlType kv_type = GgmlType::F16;
+  double rel_bound = 1e-3;  // largest logit difference allowed, relative to the largest logit
+  const char* model_file = kSmolLM2;
+  const char* golden = "smollm2.json";
+  int n_prompts = kGreedyPrompts;
+  WeightsMode weights = WeightsMode::Native;
+};
+
+inline void compare_greedy(const GreedyCase& g) {
+  const std::string& profile = g.profile;
+  const GgmlType kv_type = g.kv_type;
+  const double rel_bound = g.rel_bound;
+  const char* model_file = g.model_file;
+  const char* golden = g.golden;
+  const int n_prompts = g.n_prompts;
+  const WeightsMode weights = g.weights;
+  const std::string path = model_path(model_file);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  std::ifstream f(source_path(std::string("tests/data/goldens/") + golden));
+  ASSERT_TRUE(f) << "missing tests/data/goldens/" << golden;
+  const nlohmann::json goldens = nlohmann::json::parse(f);
+
+  SessionOptions so = float_options(kv_type);
+  so.weights = weights;
+  Session cpu(*model, so);
+  so.backend = g.backend;
+  so.device = g.device;
+  so.device_profile = profile;
+  Session gpu(*model, so);
+  const int64_t V = model->config().n_vocab;
+
+  int ties = 0;
+  double worst = 0.0;  // largest logit difference relative to the largest logit, over every step
+  for (int c = 0; c < n_prompts; ++c) {
+    std::vector<int32_t> prompt = goldens["cases"][size_t(c)]["prompt_tokens"].get<std::vector<int32_t>>();
+    prompt.resize(std::min(prompt.size(), kPromptTokens));
+    cpu.reset();
+    gpu.reset();
+    cpu.eval(prompt.data(), int64_t(prompt.size()));
+    gpu.eval(prompt.data(), int64_t(prompt.size()));
+    for (int step = 0; step < kGenerate; ++step) {
+      const float* lc = cpu.logits();
+      const float* lg = gpu.logits();
+      double max_diff = 0.0, max_abs = 0.0;
+      for (int64_t i = 0; i < V; ++i) {
+        max_diff = std::max(max_diff, std::abs(double(lc[i]) - lg[i]));
+        max_abs = std::max(max_abs, std::abs(double(lc[i])));
+      }
+      worst = std::max(worst, max_diff / max_abs);
+      ASSERT_LE(max_diff, rel_bound * max_abs) << "prompt " << c << " step " << step;
+      const int32_t tc = argmax(lc, V), tg = argmax(lg, V);
+      if (tc != tg) {
+        const double margin = double(lc[tc]) - lc[tg];
+        EXPECT_LE(margin, 2.0 * max_diff)
+            << "prompt " << c << " step " << step << ": cpu picks " << tc << ", " << g.backend << " " << tg
+            << " (cpu margin " << margin << ", largest logit difference " << max_diff << ")";
+        ++ties;
+        break;
+      }
+      cpu.eval(&tc, 1);
+      gpu.eval(&tg, 1);
+    }
+  }
+  ::testing::Test::RecordProperty("near_ties", ties);
+  ::testing::Test::RecordProperty("worst_relative_logit_difference", std::to_string(worst));
+  std::printf("%s: worst relative logit difference %.3g, near-ties %d\n", profile.c_str(), worst, ties);
+}
+
+}  // namespace tilellm::test
