@@ -32,7 +32,7 @@ void add_backend_args(CLI::App* app, BackendArgs& a) {
   // parses the option and reports why it cannot use it.
   app->add_option("--device-profile", a.device_profile,
                   "GPU backends: clamp the device to a GPU family's limits: none, powervr-rogue, "
-                  "mali-valhall, adreno-7xx")
+                  "mali-valhall, adreno-7xx (Vulkan also powervr-cxt, no-16bit)")
       ->capture_default_str();
   app->add_option("--prefill", a.prefill,
                   "device backends: where prompts run: gpu, cpu (the host's tiles; KV rows then go to the "

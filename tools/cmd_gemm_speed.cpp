@@ -392,7 +392,7 @@ void register_gemm_speed(CLI::App& app) {
   sub->add_option(
       "--device-profile", a->device_profile,
       "GPU backends: clamp the device to a GPU family's limits: none, powervr-rogue, mali-valhall, "
-      "adreno-7xx");
+      "adreno-7xx (Vulkan also powervr-cxt, no-16bit)");
   sub->add_option("--shape", a->shapes, "K,N[,maxM] instead of the default shapes (repeatable)");
   sub->add_option("--m", a->ms, "M values instead of 1,8,32,128,512")->delimiter(',');
   sub->add_option("--format", a->format, "text (MNN lines) | md | csv | json");

@@ -202,7 +202,7 @@ void register_gemv_bw(CLI::App& app) {
   sub->add_option(
       "--device-profile", a->device_profile,
       "GPU backends: clamp the device to a GPU family's limits: none, powervr-rogue, mali-valhall, "
-      "adreno-7xx");
+      "adreno-7xx (Vulkan also powervr-cxt, no-16bit)");
   sub->add_option(
       "--peak-mib", a->peak_mib,
       "size of the peak measurement's buffers in MiB (default, or 0: max(4x the device's cache, 256))");

@@ -23,7 +23,7 @@ constexpr Absent kAbsent[] = {
     {1, "metal", "Metal is Apple's GPU API and does not exist on Linux"},
     {2, "cuda", "this version of TileLLM has no CUDA backend yet"},
     {3, "opencl", "it was built without the OpenCL headers (CMake found no CL/cl.h)"},
-    {7, "vulkan", "this version of TileLLM has no Vulkan backend yet"},
+    {7, "vulkan", "it was built without the Vulkan headers or glslc (CMake found no vulkan/vulkan.h or glslc)"},
 };
 
 const Absent* absent_by_name(std::string_view name) {

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""`tilellm` on a machine without OpenCL, tried as a new user would: the binary does not link the OpenCL ICD
-loader (ldd), and with the loader hidden (TILELLM_OPENCL_LIBRARY pointing at a file that does not exist,
-which the backend then fails to load exactly as on a machine without the package) it still starts, runs the
-CPU path, lists the OpenCL backend as unavailable with the reason, and refuses --backend opencl (and
-gemm-speed's backend 3) with that reason; backends this build lacks (Metal, Vulkan, CUDA) are named with why
-and with what the build has.
+"""`tilellm` on a machine without OpenCL or Vulkan, tried as a new user would: the binary links neither the
+OpenCL ICD loader nor the Vulkan loader (ldd), and with both hidden (TILELLM_OPENCL_LIBRARY and
+TILELLM_VULKAN_LIBRARY pointing at files that do not exist, which the backends then fail to load exactly as on
+a machine without the packages) it still starts, runs the CPU path, lists both backends as unavailable with
+the reason, and refuses --backend opencl / vulkan (and gemm-speed's backends 3 and 7) with that reason;
+backends this build lacks (Metal, CUDA) are named with why and with what the build has. A build without the
+Vulkan backend (no headers or glslc) is told by `devices` not listing it; its checks are then those of a
+backend the build lacks.
 
-    check_no_opencl.py TILELLM_BINARY
+    check_no_gpu_loaders.py TILELLM_BINARY
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import shutil
 import subprocess
 import sys
 
-HIDDEN = {**os.environ, "TILELLM_OPENCL_LIBRARY": "/nonexistent/libOpenCL.so.1"}
+HIDDEN = {**os.environ, "TILELLM_OPENCL_LIBRARY": "/nonexistent/libOpenCL.so.1",
+          "TILELLM_VULKAN_LIBRARY": "/nonexistent/libvulkan.so.1"}
 REASON = "/nonexistent/libOpenCL.so.1 could not be loaded"
+VK_REASON = "/nonexistent/libvulkan.so.1 could not be loaded"
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -29,13 +33,20 @@ def main() -> int:
     fails = []
     if shutil.which("ldd"):
         r = run("ldd", binary, env=dict(os.environ))
-        if "libOpenCL" in r.stdout:
-            fails.append(f"the binary links the OpenCL loader:\n{r.stdout}")
+        for lib in ("libOpenCL", "libvulkan"):
+            if lib in r.stdout:
+                fails.append(f"the binary links {lib}:\n{r.stdout}")
 
     r = run(binary, "devices")
+    vulkan_built = "backend vulkan (MNN type 7)" in r.stdout
     if r.returncode != 0 or "backend cpu (MNN type 0)" not in r.stdout or \
-            f"backend opencl (MNN type 3): unavailable: {REASON}" not in r.stdout:
-        fails.append(f"devices with the loader hidden:\n{r.stdout}{r.stderr}")
+            f"backend opencl (MNN type 3): unavailable: {REASON}" not in r.stdout or \
+            (vulkan_built and f"backend vulkan (MNN type 7): unavailable: {VK_REASON}" not in r.stdout):
+        fails.append(f"devices with the loaders hidden:\n{r.stdout}{r.stderr}")
+    vk_want = f"backend vulkan cannot run on this machine: {VK_REASON}" if vulkan_built else \
+        "backend vulkan is not in this build: "
+    vk7_want = f"backend vulkan cannot run on this machine: {VK_REASON}" if vulkan_built else \
+        "backend 7 (vulkan) is not in this build"
 
     r = run(binary, "run", "-p", "Once upon a time", "-n", "4", "--temp", "0", "-t", "2")
     if r.returncode != 0 or not r.stdout.strip() or "generated: 4 tokens" not in r.stderr:
@@ -45,14 +56,13 @@ def main() -> int:
                         f"backend opencl cannot run on this machine: {REASON}"),
                        (["gemm-speed", "speed/GemmSpeedFloat", "3", "0", "68", "--shape", "64,16"],
                         f"backend opencl cannot run on this machine: {REASON}"),
-                       (["run", "-p", "x", "-n", "2", "--backend", "vulkan"],
-                        "backend vulkan is not in this build: "),
+                       (["run", "-p", "x", "-n", "2", "--backend", "vulkan"], vk_want),
+                       (["run", "-p", "x", "-n", "2", "--backend", "cuda"], "backend cuda is not in this build: "),
                        (["run", "-p", "x", "-n", "2", "--backend", "metal"],
                         "backend metal is not in this build: Metal is Apple's GPU API"),
                        (["gemm-speed", "speed/GemmSpeedFloat", "1", "--shape", "64,16"],
                         "backend 1 (metal) is not in this build: Metal is Apple's GPU API"),
-                       (["gemm-speed", "speed/GemmSpeedFloat", "7", "--shape", "64,16"],
-                        "backend 7 (vulkan) is not in this build"),
+                       (["gemm-speed", "speed/GemmSpeedFloat", "7", "--shape", "64,16"], vk7_want),
                        (["gemv-bw", "--backend", "2", "--shape", "64,16"], "backend 2 (cuda) is not in this build")):
         r = run(binary, *args)
         err = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
@@ -65,7 +75,7 @@ def main() -> int:
     for f in fails:
         print("FAIL:", f)
     if not fails:
-        print("no OpenCL loader: ok")
+        print("no OpenCL or Vulkan loader: ok")
     return 1 if fails else 0
 
 

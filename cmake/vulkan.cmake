@@ -1,0 +1,57 @@
+# The Vulkan backend (src/backends/vulkan): built into tilellm_core when the Vulkan headers
+# (vulkan/vulkan.h) and glslc are found; without them the engine builds without it (the registry then says
+# so). The backend does not link libvulkan: it loads the loader at run time (src/backends/vulkan/loader.h),
+# so the binary starts and runs the CPU path on a machine without Vulkan. Each shader
+# (src/backends/vulkan/shaders/*.comp) is compiled to SPIR-V 1.3 (Vulkan 1.1) by glslc, twice when it has a
+# subgroup path (TL_SUBGROUPS 0 and 1), and embedded as word arrays (glslc -mfmt=num). Sets TILELLM_VULKAN.
+find_path(TILELLM_VULKAN_INCLUDE_DIR vulkan/vulkan.h)
+find_program(TILELLM_GLSLC glslc)
+if(NOT TILELLM_VULKAN_INCLUDE_DIR OR NOT TILELLM_GLSLC)
+  message(STATUS "Vulkan headers or glslc not found: building without the Vulkan backend")
+  set(TILELLM_VULKAN OFF)
+  return()
+endif()
+message(STATUS "Vulkan headers and glslc found (${TILELLM_GLSLC}): building the Vulkan backend")
+set(TILELLM_VULKAN ON)
+
+set(shader_dir ${CMAKE_SOURCE_DIR}/src/backends/vulkan/shaders)
+file(GLOB TILELLM_VULKAN_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backends/vulkan/*.cpp)
+file(GLOB TILELLM_VULKAN_SHADERS CONFIGURE_DEPENDS ${shader_dir}/*.comp)
+file(GLOB TILELLM_VULKAN_INCLUDES CONFIGURE_DEPENDS ${shader_dir}/*.glsl)
+set(spv_dir ${CMAKE_BINARY_DIR}/generated/spirv)
+file(MAKE_DIRECTORY ${spv_dir})
+set(spvs "")
+set(spv_files "")
+foreach(src ${TILELLM_VULKAN_SHADERS})
+  get_filename_component(name ${src} NAME_WE)
+  file(READ ${src} text)
+  string(FIND "${text}" "tl_group_" has_sg)  # calls a reduction of common.glsl
+  set(variants 0)
+  if(NOT has_sg EQUAL -1)
+    set(variants 0 1)
+  endif()
+  foreach(sg ${variants})
+    set(out ${spv_dir}/${name}_${sg}.inc)
+    add_custom_command(
+      OUTPUT ${out}
+      COMMAND ${TILELLM_GLSLC} --target-env=vulkan1.1 -O -fshader-stage=compute -I ${shader_dir}
+              -DTL_SUBGROUPS=${sg} -mfmt=num -o ${out} ${src}
+      DEPENDS ${src} ${TILELLM_VULKAN_INCLUDES}
+      COMMENT "glslc ${name}.comp (subgroups ${sg})"
+      VERBATIM)
+    list(APPEND spvs "${name}|${sg}|${out}")
+    list(APPEND spv_files ${out})
+  endforeach()
+endforeach()
+string(REPLACE ";" "|" spv_list "${spvs}")
+set(TILELLM_VULKAN_EMBEDDED ${CMAKE_BINARY_DIR}/generated/vulkan_shaders.cpp)
+add_custom_command(
+  OUTPUT ${TILELLM_VULKAN_EMBEDDED}
+  COMMAND ${CMAKE_COMMAND} "-DOUT=${TILELLM_VULKAN_EMBEDDED}" "-DSPVS=${spv_list}"
+          -P ${CMAKE_SOURCE_DIR}/cmake/embed_spirv.cmake
+  DEPENDS ${spv_files} ${CMAKE_SOURCE_DIR}/cmake/embed_spirv.cmake
+  COMMENT "Embedding Vulkan shaders"
+  VERBATIM)
+target_sources(tilellm_core PRIVATE ${TILELLM_VULKAN_SOURCES} ${TILELLM_VULKAN_EMBEDDED})
+target_include_directories(tilellm_core PUBLIC ${TILELLM_VULKAN_INCLUDE_DIR})
+target_link_libraries(tilellm_core PUBLIC ${CMAKE_DL_LIBS})

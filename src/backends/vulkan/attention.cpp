@@ -1,0 +1,50 @@
+// Vulkan attention (shaders/attention.comp): one work-group per (head, token), online softmax over chunks of
+// keys of the work-group's size.
+#include "backends/vulkan/vulkan_backend.h"
+#include "base/error.h"
+
+namespace tilellm {
+
+void VulkanBackend::record_attention(const vulkan::Buffer& cache, uint32_t layer_off, int64_t n_ctx,
+                                     int64_t kv_dim, int64_t n_tok, const AttnParams& p,
+                                     const vulkan::Buffer& q, const vulkan::Buffer& pos,
+                                     const vulkan::Buffer& out) {
+  struct {
+    uint32_t layer_off, n_ctx, kv_dim, n_head, n_head_kv, head_dim, window;
+    float scale;
+  } pc{layer_off,
+       uint32_t(n_ctx),
+       uint32_t(kv_dim),
+       uint32_t(p.n_head),
+       uint32_t(p.n_head_kv),
+       uint32_t(p.head_dim),
+       uint32_t(p.window),
+       p.scale};
+  rt_.dispatch(p_attention_, {&q, &cache, &pos, &out}, &pc, uint32_t(p.n_head), uint32_t(n_tok));
+}
+
+void VulkanBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
+                              int64_t n_tok, const AttnParams& p, float* out) {
+  check_kv(kv, layer, pos, n_tok, "attention");
+  if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_head_kv * p.head_dim != kv.kv_dim()) {
+    fail("attention: {} heads over {} KV heads of size {} do not fit a cache row of {}", p.n_head,
+         p.n_head_kv, p.head_dim, kv.kv_dim());
+  }
+  // The shader owns head dims i, i + L, ... up to 8 per invocation.
+  if (p.head_dim > 8 * int64_t(p_attention_.local_size) || p.window < 0)
+    fail("Vulkan attention: head size {} exceeds {}", p.head_dim, 8 * p_attention_.local_size);
+  const int64_t n = n_tok * p.n_head * p.head_dim;
+  if (kv_on_cpu()) {
+    host_in(q, n);
+    host_out(out, n);
+    return cpu_->attention(q, kv, layer, pos, n_tok, p, out);
+  }
+  const vulkan::Buffer& dq = dev_in(q, n, in_a_, "attention");
+  const vulkan::Buffer& dout = dev_out(out, n, out_, "attention");
+  uint32_t off = 0;
+  const vulkan::Buffer& cache = kv_buffer(layer, off);
+  record_attention(cache, off, opts_.kv_ctx, opts_.kv_dim, n_tok, p, dq, dev_positions(pos, n_tok), dout);
+  dev_done(out, n, dout);
+}
+
+}  // namespace tilellm

@@ -1,0 +1,116 @@
+// The Vulkan backend's registry entry (backends/registry.h): MNN type 7, available when the Vulkan loader
+// loads (loader.h), an instance can be made and it lists a Vulkan 1.1 device; its own option --vk-subgroups;
+// the factory and the start-time measurement of `bench`.
+#include <chrono>
+
+#include "backends/registry.h"
+#include "backends/vulkan/device.h"
+#include "backends/vulkan/loader.h"
+#include "backends/vulkan/vulkan_backend.h"
+#include "base/error.h"
+
+namespace tilellm {
+namespace {
+
+struct VulkanOptions final : BackendOptions {
+  bool subgroups = true;  // the subgroup reductions where the device has them
+};
+
+std::string unavailable() {
+  if (!vulkan::library_error().empty()) return vulkan::library_error();
+  if (!vulkan::instance()) return vulkan::instance_error();
+  if (vulkan::list_devices().empty())
+    return "no Vulkan 1.1 device (the loader found no driver, or none lists a device)";
+  return {};
+}
+
+std::vector<DeviceInfo> devices(const std::string& profile) {
+  const vulkan::DeviceProfile& prof = vulkan::find_profile(profile);
+  std::vector<DeviceInfo> out;
+  for (VkPhysicalDevice d : vulkan::list_devices()) {
+    vulkan::Capabilities caps = vulkan::query_capabilities(d);
+    vulkan::apply_profile(caps, prof);
+    out.push_back({caps.name,
+                   fmt::format("driver: {} {} | Vulkan {} | profile: {}", caps.driver_name, caps.driver_info,
+                               vulkan::version_string(caps.api_version), caps.profile),
+                   vulkan::describe(caps)});
+  }
+  return out;
+}
+
+VulkanBackendOptions backend_options(const BackendParams& p) {
+  VulkanBackendOptions g;
+  g.device = p.device;
+  g.profile = p.device_profile;
+  g.profiling = p.profiling;
+  g.self_check = p.self_check;
+  g.weights = p.weights;
+  g.max_tokens = p.max_tokens;
+  g.max_in_elems = p.max_in_elems;
+  g.max_out_elems = p.max_out_elems;
+  g.max_width = p.max_width;
+  g.kv_layers = p.kv_layers;
+  g.kv_ctx = p.kv_ctx;
+  g.kv_dim = p.kv_dim;
+  g.kv_type = p.kv_type;
+  for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
+  if (const auto* o = dynamic_cast<const VulkanOptions*>(p.options)) g.subgroups = o->subgroups;
+  return g;
+}
+
+// The device computes the float path whatever activation mode is asked. Weights in images are not
+// implemented on this backend yet: refused by name rather than silently held as buffers.
+std::unique_ptr<Backend> make(const BackendParams& p) {
+  if (p.gpu_memory == GpuMemory::Image)
+    fail(
+        "Vulkan backend: --gpu-memory image is not available on this backend yet (it holds weights in "
+        "buffers)");
+  return std::make_unique<VulkanBackend>(backend_options(p));
+}
+
+// Opening the device, building the pipelines and the self-check, sized only for the self-check. Without a
+// pipeline cache every start is cold.
+StartTimes measure_start(const BackendParams& p) {
+  VulkanBackendOptions g = backend_options(p);
+  g.kv_layers = 0;
+  g.resident.clear();
+  g.profiling = false;
+  g.max_tokens = 4;
+  g.max_in_elems = g.max_out_elems = 4096;
+  g.max_width = 64;
+  const auto t0 = std::chrono::steady_clock::now();
+  { VulkanBackend be(g); }
+  StartTimes t;
+  t.cold_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return t;
+}
+
+BackendEntry vulkan_entry() {
+  BackendEntry e;
+  e.name = "vulkan";
+  e.mnn_type = 7;
+  e.summary = "any Vulkan 1.1+ device: weights and KV cache in device memory";
+  e.unavailable = unavailable;
+  e.devices = devices;
+  e.make_options = [] { return std::make_unique<VulkanOptions>(); };
+  OptionSpec sg;
+  sg.flag = "--vk-subgroups";
+  sg.help =
+      "reductions through subgroup operations where the device has them (auto), or shared memory only (off)";
+  sg.default_value = "auto";
+  sg.choices = {"auto", "off"};
+  sg.set = [](BackendOptions& o, const std::string& v) {
+    if (v != "auto" && v != "off") fail("--vk-subgroups: '{}' is not auto or off", v);
+    static_cast<VulkanOptions&>(o).subgroups = v == "auto";
+  };
+  e.options.push_back(std::move(sg));
+  e.make = make;
+  e.measure_start = measure_start;
+  return e;
+}
+
+}  // namespace
+
+TILELLM_REGISTER_BACKEND(vulkan_entry);
+
+}  // namespace tilellm

@@ -1,0 +1,446 @@
+// The Vulkan device runtime (runtime.h).
+#include "backends/vulkan/runtime.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/vulkan/error.h"
+#include "backends/vulkan/shaders.h"
+
+namespace tilellm::vulkan {
+namespace {
+
+constexpr size_t kRingBytes = size_t(8) << 20;      // staged uploads between two submits
+constexpr size_t kReadbackBytes = size_t(8) << 20;  // one download chunk
+constexpr uint32_t kDescriptorSets = 2048;          // dispatches between two submits
+constexpr uint32_t kBuffersPerSet = 8;
+constexpr uint32_t kQueryPairs = 2048;
+
+}  // namespace
+
+Buffer::~Buffer() {
+  if (!dev_) return;
+  if (mapped_) vk.vkUnmapMemory(dev_, mem_);
+  vk.vkDestroyBuffer(dev_, buf_, nullptr);
+  vk.vkFreeMemory(dev_, mem_, nullptr);
+}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this == &o) return *this;
+  this->~Buffer();
+  dev_ = o.dev_;
+  buf_ = o.buf_;
+  mem_ = o.mem_;
+  bytes_ = o.bytes_;
+  mapped_ = o.mapped_;
+  o.dev_ = nullptr;
+  o.buf_ = nullptr;
+  o.mem_ = nullptr;
+  o.bytes_ = 0;
+  o.mapped_ = nullptr;
+  return *this;
+}
+
+Runtime::Runtime(int device, std::string_view profile, bool profiling) : profiling_(profiling) {
+  if (!instance()) fail("Vulkan: {}", instance_error());
+  const std::vector<VkPhysicalDevice> devs = list_devices();
+  if (devs.empty()) fail("Vulkan: no Vulkan 1.1 device (the loader found no driver, or none lists a device)");
+  if (device < 0 || size_t(device) >= devs.size())
+    fail("Vulkan: device {} does not exist (this machine has {}: tilellm devices lists them)", device,
+         devs.size());
+  phys_ = devs[size_t(device)];
+  caps_ = query_capabilities(phys_);
+  apply_profile(caps_, find_profile(profile));
+  vk.vkGetPhysicalDeviceMemoryProperties(phys_, &mem_);
+
+  uint32_t nq = 0;
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(nq);
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, fams.data());
+  family_ = UINT32_MAX;
+  for (uint32_t i = 0; i < nq; ++i) {
+    if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+      family_ = i;
+      break;
+    }
+  }
+  if (family_ == UINT32_MAX) fail("Vulkan: device {} has no compute queue", caps_.name);
+  if (profiling_ && !caps_.timestamps)
+    fail("Vulkan: device {}'s compute queue writes no timestamps (--profile needs them)", caps_.name);
+
+  const float prio = 1.0f;
+  VkDeviceQueueCreateInfo qi{};
+  qi.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+  qi.queueFamilyIndex = family_;
+  qi.queueCount = 1;
+  qi.pQueuePriorities = &prio;
+  VkDeviceCreateInfo di{};
+  di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+  di.queueCreateInfoCount = 1;
+  di.pQueueCreateInfos = &qi;
+  check(vk.vkCreateDevice(phys_, &di, nullptr, &dev_), "vkCreateDevice");
+  vk.vkGetDeviceQueue(dev_, family_, 0, &queue_);
+
+  VkCommandPoolCreateInfo pi{};
+  pi.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+  pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pi.queueFamilyIndex = family_;
+  check(vk.vkCreateCommandPool(dev_, &pi, nullptr, &cmd_pool_), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo ai{};
+  ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  ai.commandPool = cmd_pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  check(vk.vkAllocateCommandBuffers(dev_, &ai, &cmd_), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fi{};
+  fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+  check(vk.vkCreateFence(dev_, &fi, nullptr, &fence_), "vkCreateFence");
+
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kDescriptorSets * kBuffersPerSet};
+  VkDescriptorPoolCreateInfo dpi{};
+  dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+  dpi.maxSets = kDescriptorSets;
+  dpi.poolSizeCount = 1;
+  dpi.pPoolSizes = &ps;
+  check(vk.vkCreateDescriptorPool(dev_, &dpi, nullptr, &desc_pool_), "vkCreateDescriptorPool");
+  desc_sets_left_ = kDescriptorSets;
+
+  if (profiling_) {
+    VkQueryPoolCreateInfo qpi{};
+    qpi.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+    qpi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qpi.queryCount = 2 * kQueryPairs;
+    check(vk.vkCreateQueryPool(dev_, &qpi, nullptr, &queries_), "vkCreateQueryPool");
+    timed_.reserve(kQueryPairs);
+    ts_.reserve(2 * kQueryPairs);
+  }
+  ring_ = alloc(kRingBytes, true);
+  readback_ = alloc(kReadbackBytes, true);
+}
+
+Runtime::~Runtime() {
+  if (!dev_) return;
+  vk.vkDeviceWaitIdle(dev_);
+  ring_ = Buffer();
+  readback_ = Buffer();
+  if (queries_) vk.vkDestroyQueryPool(dev_, queries_, nullptr);
+  vk.vkDestroyDescriptorPool(dev_, desc_pool_, nullptr);
+  vk.vkDestroyFence(dev_, fence_, nullptr);
+  vk.vkDestroyCommandPool(dev_, cmd_pool_, nullptr);
+  vk.vkDestroyDevice(dev_, nullptr);
+}
+
+uint32_t Runtime::memory_type(uint32_t bits, bool host_visible) const {
+  // Preference: host-visible buffers want host-coherent memory (device-local too when there is such);
+  // device buffers want device-local memory, and where that is also host-visible (unified memory) it is
+  // the same memory either way.
+  const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const VkMemoryPropertyFlags dl = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  std::vector<VkMemoryPropertyFlags> want =
+      host_visible ? std::vector<VkMemoryPropertyFlags>{hv | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, hv}
+                   : std::vector<VkMemoryPropertyFlags>{dl, 0};
+  for (VkMemoryPropertyFlags w : want) {
+    for (uint32_t t = 0; t < mem_.memoryTypeCount; ++t) {
+      if ((bits & (1u << t)) && (mem_.memoryTypes[t].propertyFlags & w) == w) return t;
+    }
+  }
+  fail("Vulkan: device {} has no {} memory type for a buffer", caps_.name,
+       host_visible ? "host-visible" : "device");
+}
+
+Buffer Runtime::alloc(size_t bytes, bool host_visible) {
+  // Whole 16-byte units: the shaders read 32-bit words (and the copies 16-byte units), so the last
+  // bytes of a buffer whose size is not a multiple of 4 (an F16 row of odd length) stay addressable.
+  bytes = std::max<size_t>((bytes + 15) / 16 * 16, 16);
+  if (bytes > caps_.max_alloc_bytes) {
+    fail("Vulkan: a buffer of {} bytes exceeds the device's largest allocation of {} bytes (profile {})",
+         bytes, caps_.max_alloc_bytes, caps_.profile);
+  }
+  Buffer b;
+  b.dev_ = dev_;
+  b.bytes_ = bytes;
+  VkBufferCreateInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  bi.size = bytes;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+             VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  check(vk.vkCreateBuffer(dev_, &bi, nullptr, &b.buf_), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  vk.vkGetBufferMemoryRequirements(dev_, b.buf_, &req);
+  VkMemoryAllocateInfo mi{};
+  mi.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+  mi.allocationSize = req.size;
+  mi.memoryTypeIndex = memory_type(req.memoryTypeBits, host_visible);
+  const VkResult r = vk.vkAllocateMemory(dev_, &mi, nullptr, &b.mem_);
+  if (r != VK_SUCCESS) {
+    fail("Vulkan: allocating {} bytes of {} memory failed: {} (device {})", bytes,
+         host_visible ? "host-visible" : "device", result_name(r), caps_.name);
+  }
+  check(vk.vkBindBufferMemory(dev_, b.buf_, b.mem_, 0), "vkBindBufferMemory");
+  if (host_visible) check(vk.vkMapMemory(dev_, b.mem_, 0, VK_WHOLE_SIZE, 0, &b.mapped_), "vkMapMemory");
+  return b;
+}
+
+Pipeline Runtime::pipeline(std::string_view shader, bool subgroups, uint32_t n_buffers, uint32_t push_bytes,
+                           uint32_t local_size, const std::vector<uint32_t>& extra) {
+  const ShaderCode* code = find_shader(shader, subgroups);
+  if (!code) {
+    fail("internal: no embedded Vulkan shader '{}'{}", shader, subgroups ? " with subgroup reductions" : "");
+  }
+  std::vector<uint32_t> words(code->words, code->words + code->n_words);
+  return pipeline_from(subgroups ? std::string(shader) + "+subgroups" : std::string(shader), words, n_buffers,
+                       push_bytes, local_size, extra);
+}
+
+Pipeline Runtime::pipeline_from(std::string_view name, const std::vector<uint32_t>& spirv, uint32_t n_buffers,
+                                uint32_t push_bytes, uint32_t local_size,
+                                const std::vector<uint32_t>& extra) {
+  if (n_buffers > kBuffersPerSet) fail("internal: Vulkan pipeline {} binds {} buffers", name, n_buffers);
+  Pipeline p;
+  p.name = std::string(name);
+  p.n_buffers = n_buffers;
+  p.push_bytes = push_bytes;
+  p.local_size = local_size;
+  std::vector<VkDescriptorSetLayoutBinding> binds(n_buffers);
+  for (uint32_t i = 0; i < n_buffers; ++i) {
+    binds[i] = {};
+    binds[i].binding = i;
+    binds[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    binds[i].descriptorCount = 1;
+    binds[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  }
+  VkDescriptorSetLayoutCreateInfo li{};
+  li.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
+  li.bindingCount = n_buffers;
+  li.pBindings = binds.data();
+  check(vk.vkCreateDescriptorSetLayout(dev_, &li, nullptr, &p.set_layout), "vkCreateDescriptorSetLayout");
+  VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+  VkPipelineLayoutCreateInfo pli{};
+  pli.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = &p.set_layout;
+  pli.pushConstantRangeCount = push_bytes ? 1 : 0;
+  pli.pPushConstantRanges = &pr;
+  check(vk.vkCreatePipelineLayout(dev_, &pli, nullptr, &p.layout), "vkCreatePipelineLayout");
+
+  VkShaderModuleCreateInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+  si.codeSize = spirv.size() * 4;
+  si.pCode = spirv.data();
+  VkShaderModule mod = nullptr;
+  check(vk.vkCreateShaderModule(dev_, &si, nullptr, &mod), "vkCreateShaderModule");
+  std::vector<uint32_t> values = {local_size};
+  values.insert(values.end(), extra.begin(), extra.end());
+  std::vector<VkSpecializationMapEntry> entries(values.size());
+  for (uint32_t i = 0; i < values.size(); ++i) entries[i] = {i, 4 * i, 4};
+  VkSpecializationInfo spec{uint32_t(entries.size()), entries.data(), values.size() * 4, values.data()};
+  VkComputePipelineCreateInfo ci{};
+  ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+  ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = mod;
+  ci.stage.pName = "main";
+  ci.stage.pSpecializationInfo = &spec;
+  ci.layout = p.layout;
+  const VkResult r = vk.vkCreateComputePipelines(dev_, nullptr, 1, &ci, nullptr, &p.pipeline);
+  vk.vkDestroyShaderModule(dev_, mod, nullptr);
+  if (r != VK_SUCCESS) {
+    destroy(p);
+    fail("Vulkan: building the pipeline of shader {} failed: {} ({})", name, result_name(r), int(r));
+  }
+  return p;
+}
+
+void Runtime::destroy(Pipeline& p) {
+  if (p.pipeline) vk.vkDestroyPipeline(dev_, p.pipeline, nullptr);
+  if (p.layout) vk.vkDestroyPipelineLayout(dev_, p.layout, nullptr);
+  if (p.set_layout) vk.vkDestroyDescriptorSetLayout(dev_, p.set_layout, nullptr);
+  p.pipeline = nullptr;
+  p.layout = nullptr;
+  p.set_layout = nullptr;
+}
+
+void Runtime::begin() {
+  if (recording_) return;
+  VkCommandBufferBeginInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check(vk.vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+  if (profiling_) vk.vkCmdResetQueryPool(cmd_, queries_, 0, 2 * kQueryPairs);
+  recording_ = true;
+}
+
+void Runtime::barrier() {
+  VkMemoryBarrier mb{};
+  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+  const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vk.vkCmdPipelineBarrier(cmd_, st, st | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+void Runtime::dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const void* push,
+                       uint32_t gx, uint32_t gy, uint32_t gz) {
+  if (buffers.size() != p.n_buffers)
+    fail("internal: Vulkan pipeline {} takes {} buffers, given {}", p.name, p.n_buffers, buffers.size());
+  if (gx == 0 || gy == 0 || gz == 0) return;
+  if (gx > caps_.max_group_count[0] || gy > caps_.max_group_count[1] || gz > caps_.max_group_count[2]) {
+    fail("Vulkan: {} needs {} x {} x {} work-groups, over the device's {} x {} x {}", p.name, gx, gy, gz,
+         caps_.max_group_count[0], caps_.max_group_count[1], caps_.max_group_count[2]);
+  }
+  if (desc_sets_left_ == 0 || (profiling_ && timed_.size() == kQueryPairs)) submit_and_wait();
+  begin();
+  VkDescriptorSetAllocateInfo ai{};
+  ai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+  ai.descriptorPool = desc_pool_;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &p.set_layout;
+  VkDescriptorSet set = nullptr;
+  check(vk.vkAllocateDescriptorSets(dev_, &ai, &set), "vkAllocateDescriptorSets");
+  --desc_sets_left_;
+  VkDescriptorBufferInfo infos[kBuffersPerSet];
+  VkWriteDescriptorSet writes[kBuffersPerSet];
+  uint32_t i = 0;
+  for (const Buffer* b : buffers) {
+    infos[i] = {b->get(), 0, std::min<VkDeviceSize>(b->bytes(), caps_.max_storage_range)};
+    writes[i] = {};
+    writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+    ++i;
+  }
+  vk.vkUpdateDescriptorSets(dev_, i, writes, 0, nullptr);
+  vk.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  vk.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  if (p.push_bytes) vk.vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
+  size_t t = 0;
+  if (profiling_) {
+    auto it =
+        std::find_if(times_.begin(), times_.end(), [&p](const KernelTime& k) { return k.name == p.name; });
+    if (it == times_.end()) {
+      times_.push_back({p.name, 0, 0});
+      it = times_.end() - 1;
+    }
+    t = size_t(it - times_.begin());
+    vk.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 2 * uint32_t(timed_.size()));
+  }
+  vk.vkCmdDispatch(cmd_, gx, gy, gz);
+  if (profiling_) {
+    vk.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
+                           2 * uint32_t(timed_.size()) + 1);
+    timed_.push_back(t);
+  }
+  barrier();
+  ++dispatches_;
+}
+
+void Runtime::upload(const Buffer& dst, size_t offset, const void* src, size_t bytes) {
+  if (offset + bytes > dst.bytes())
+    fail("internal: Vulkan upload of {} bytes at {} past a buffer of {}", bytes, offset, dst.bytes());
+  const uint8_t* s = static_cast<const uint8_t*>(src);
+  while (bytes > 0) {
+    // Copies start at 16-byte offsets of the ring (the copy alignment every device accepts).
+    ring_used_ = (ring_used_ + 15) / 16 * 16;
+    if (ring_used_ >= ring_.bytes()) submit_and_wait();
+    const size_t n = std::min(bytes, ring_.bytes() - ring_used_);
+    std::memcpy(static_cast<uint8_t*>(ring_.mapped()) + ring_used_, s, n);
+    begin();
+    VkBufferCopy c{ring_used_, offset, n};
+    vk.vkCmdCopyBuffer(cmd_, ring_.get(), dst.get(), 1, &c);
+    barrier();
+    ring_used_ += n;
+    s += n;
+    offset += n;
+    bytes -= n;
+  }
+}
+
+void Runtime::copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes) {
+  if (bytes == 0) return;
+  if (src_offset + bytes > src.bytes() || dst_offset + bytes > dst.bytes())
+    fail("internal: Vulkan copy of {} bytes outside its buffers", bytes);
+  begin();
+  VkBufferCopy c{src_offset, dst_offset, bytes};
+  vk.vkCmdCopyBuffer(cmd_, src.get(), dst.get(), 1, &c);
+  barrier();
+}
+
+void Runtime::fill(const Buffer& dst, size_t offset, size_t bytes, uint32_t word) {
+  if (bytes == 0) return;
+  begin();
+  vk.vkCmdFillBuffer(cmd_, dst.get(), offset, bytes, word);
+  barrier();
+}
+
+void Runtime::download(const Buffer& src, size_t offset, void* dst, size_t bytes) {
+  uint8_t* d = static_cast<uint8_t*>(dst);
+  while (bytes > 0) {
+    const size_t n = std::min(bytes, readback_.bytes());
+    begin();
+    VkBufferCopy c{offset, 0, n};
+    vk.vkCmdCopyBuffer(cmd_, src.get(), readback_.get(), 1, &c);
+    barrier();
+    submit_and_wait();
+    std::memcpy(d, readback_.mapped(), n);
+    d += n;
+    offset += n;
+    bytes -= n;
+  }
+}
+
+void Runtime::finish() {
+  if (recording_) submit_and_wait();
+}
+
+void Runtime::submit_and_wait() {
+  if (!recording_) begin();
+  check(vk.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+  recording_ = false;
+  VkSubmitInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd_;
+  check(vk.vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
+  check(vk.vkWaitForFences(dev_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  check(vk.vkResetFences(dev_, 1, &fence_), "vkResetFences");
+  check(vk.vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
+  check(vk.vkResetDescriptorPool(dev_, desc_pool_, 0), "vkResetDescriptorPool");
+  desc_sets_left_ = kDescriptorSets;
+  ring_used_ = 0;
+  ++submits_;
+  if (profiling_ && !timed_.empty()) {
+    std::vector<uint64_t>& ts = ts_;
+    ts.resize(2 * timed_.size());
+    check(vk.vkGetQueryPoolResults(dev_, queries_, 0, uint32_t(ts.size()), ts.size() * 8, ts.data(), 8,
+                                   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+          "vkGetQueryPoolResults");
+    for (size_t i = 0; i < timed_.size(); ++i) {
+      KernelTime& k = times_[timed_[i]];
+      ++k.calls;
+      k.ns += double(ts[2 * i + 1] - ts[2 * i]) * caps_.timestamp_period_ns;
+    }
+    timed_.clear();
+  }
+}
+
+std::vector<KernelTime> Runtime::kernel_times() {
+  if (!profiling_) return {};
+  finish();
+  std::vector<KernelTime> v;
+  for (const KernelTime& k : times_) {
+    if (k.calls) v.push_back(k);
+  }
+  return v;
+}
+
+void Runtime::reset_kernel_times() {
+  finish();
+  for (KernelTime& k : times_) k = {k.name, 0, 0};
+}
+
+}  // namespace tilellm::vulkan

@@ -1,0 +1,133 @@
+// One Vulkan device opened for compute: the device and its compute queue, buffers, compute pipelines from
+// the embedded SPIR-V (shaders.h), and one command buffer the ops record into and that is submitted only
+// when the host must wait (a download, finish()). Every dispatch and copy is followed by a full memory
+// barrier, so the recorded work runs as an in-order queue would.
+//
+// Memory: buffers are device-local (host-visible too where the device has such memory, e.g. unified
+// memory); uploads are copied at record time into a host-visible staging ring and a copy from it recorded,
+// so the caller's memory may change as soon as upload() returns; downloads record a copy into a host-visible
+// readback buffer, submit, wait and copy out. Descriptor sets come from one pool reset after each submit.
+// The ring, the readback buffer and the pool are fixed at construction: when one runs out, the recorded
+// work is submitted and waited for, and it starts over (nothing is allocated while ops run).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/kernel_time.h"
+#include "backends/vulkan/device.h"
+
+namespace tilellm::vulkan {
+
+class Runtime;
+
+// A device buffer (move-only; freed by its destructor).
+class Buffer {
+ public:
+  Buffer() = default;
+  ~Buffer();
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  VkBuffer get() const { return buf_; }
+  size_t bytes() const { return bytes_; }
+  void* mapped() const { return mapped_; }  // host-visible buffers: their memory, mapped for their life
+
+ private:
+  friend class Runtime;
+  VkDevice dev_ = nullptr;
+  VkBuffer buf_ = nullptr;
+  VkDeviceMemory mem_ = nullptr;
+  size_t bytes_ = 0;
+  void* mapped_ = nullptr;
+};
+
+// A compute pipeline: `n_buffers` storage buffers at bindings 0.., `push_bytes` of push constants, the
+// local size given as specialization constant 0 (x; the shaders' y and z are 1).
+struct Pipeline {
+  std::string name;  // the shader's name (shaders/<name>.comp), or "<name>+subgroups"
+  VkPipeline pipeline = nullptr;
+  VkPipelineLayout layout = nullptr;
+  VkDescriptorSetLayout set_layout = nullptr;
+  uint32_t n_buffers = 0, push_bytes = 0;
+  uint32_t local_size = 1;
+  bool on_cpu = false;  // failed the backend's self-check: its op runs on the host backend instead
+};
+
+class Runtime {
+ public:
+  // device: index into list_devices(); profile: a profiles() name. profiling: every dispatch writes
+  // timestamps before and after (kernel_times()).
+  Runtime(int device, std::string_view profile, bool profiling = false);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const Capabilities& caps() const { return caps_; }
+
+  Buffer alloc(size_t bytes, bool host_visible = false);
+  // The pipeline of embedded shader `shader` (its SPIR-V; subgroups: the variant with the subgroup
+  // reductions), `extra` specialization constants at ids 1.. after the local size.
+  Pipeline pipeline(std::string_view shader, bool subgroups, uint32_t n_buffers, uint32_t push_bytes,
+                    uint32_t local_size, const std::vector<uint32_t>& extra = {});
+  // A pipeline from SPIR-V words given here (the self-check's test hook builds a broken shader this way).
+  Pipeline pipeline_from(std::string_view name, const std::vector<uint32_t>& spirv, uint32_t n_buffers,
+                         uint32_t push_bytes, uint32_t local_size, const std::vector<uint32_t>& extra = {});
+  void destroy(Pipeline& p);
+
+  // Records a dispatch of groups (gx, gy, gz) with the buffers bound whole (each range clamped to the
+  // device's maxStorageBufferRange) and `push` as the push constants (p.push_bytes bytes).
+  void dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const void* push,
+                uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
+  // Staged upload (recorded; src may change once it returns), device copy (recorded), fill of 32-bit words.
+  void upload(const Buffer& dst, size_t offset, const void* src, size_t bytes);
+  void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes);
+  void fill(const Buffer& dst, size_t offset, size_t bytes, uint32_t word);
+  // Blocking read: submits what is recorded, waits, and copies the bytes out.
+  void download(const Buffer& src, size_t offset, void* dst, size_t bytes);
+  // Submits what is recorded and waits for it.
+  void finish();
+  // Submissions so far (tests: a decode step's waits), and dispatches recorded.
+  uint64_t submits() const { return submits_; }
+  uint64_t dispatches() const { return dispatches_; }
+
+  // With profiling: per pipeline name, the dispatches and device time since the last reset (finishes
+  // first). Without: empty.
+  std::vector<KernelTime> kernel_times();
+  void reset_kernel_times();
+
+ private:
+  void begin();  // starts recording when not yet
+  void barrier();
+  void submit_and_wait();
+  uint32_t memory_type(uint32_t bits, bool host_visible) const;
+
+  Capabilities caps_;
+  VkPhysicalDevice phys_ = nullptr;
+  VkDevice dev_ = nullptr;
+  VkQueue queue_ = nullptr;
+  uint32_t family_ = 0;
+  VkCommandPool cmd_pool_ = nullptr;
+  VkCommandBuffer cmd_ = nullptr;
+  VkFence fence_ = nullptr;
+  VkDescriptorPool desc_pool_ = nullptr;
+  uint32_t desc_sets_left_ = 0;
+  bool recording_ = false;
+  Buffer ring_, readback_;  // host-visible: staged uploads; downloads
+  size_t ring_used_ = 0;
+  uint64_t submits_ = 0, dispatches_ = 0;
+  bool profiling_ = false;
+  VkQueryPool queries_ = nullptr;
+  uint32_t queries_used_ = 0;
+  std::vector<size_t> timed_;  // per query pair since the last submit: its index in times_
+  std::vector<KernelTime> times_;
+  std::vector<uint64_t> ts_;  // [2 * kQueryPairs] timestamps read back
+  VkPhysicalDeviceMemoryProperties mem_{};
+};
+
+}  // namespace tilellm::vulkan

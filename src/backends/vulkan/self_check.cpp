@@ -1,0 +1,207 @@
+// The self-check: before the backend is used, every pipeline runs a small random case and its result is
+// compared with the host backend's (the float path). A pipeline that disagrees is marked `on_cpu`: its op
+// then runs on the host backend for the rest of the backend's life, and a warning names it. Drivers that
+// miscompile a shader (a known hazard on mobile GPUs) thus cost speed, not correctness.
+//
+// Tolerance: 1e-3 of the largest reference magnitude of the case (correct shaders agree to ~1e-6 of it; a
+// broken one is off by a sizeable fraction, and a NaN always fails).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "backends/check_cases.h"
+#include "backends/vulkan/vulkan_backend.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "format/asym_quant.h"
+#include "format/quants.h"
+
+namespace tilellm {
+namespace {
+
+constexpr double kTolerance = 1e-3;
+
+}  // namespace
+
+void VulkanBackend::verdict(vulkan::Pipeline& p, double err) {
+  if (err <= kTolerance) return;
+  p.on_cpu = true;
+  const bool matvec = p.name.rfind("matvec_", 0) == 0;
+  std::fprintf(
+      stderr,
+      "warning: Vulkan pipeline %s failed its self-check on %s (profile %s): error %.3g of the largest "
+      "value; %s from now on\n",
+      p.name.c_str(), caps().name.c_str(), caps().profile.c_str(), err,
+      matvec                    ? "one-token products use the matmul pipeline"
+      : p.name == "add_rmsnorm" ? "the separate add and rmsnorm run instead"
+                                : "its op runs on the CPU");
+}
+
+void VulkanBackend::run_self_check() {
+  std::mt19937 rng(0x5e1fc4ecu);
+  // Every native device format through a GGUF type that keeps it, then the converted formats.
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
+                     GgmlType::Q4_K, GgmlType::Q5_K}) {
+    const int64_t bs = type_traits(t).block_size;
+    // Rows over two row groups with a partial one; float rows end in a partial block; 5 tokens: a partial
+    // token tile.
+    const int64_t n_in = bs == 1 ? 63 : bs == 256 ? 256 : 96, n_out = 7, n_tok = 5;
+    std::vector<uint8_t> bytes = random_rows(t, n_in, n_out, rng);
+    Weight w;
+    w.name = fmt::format("self-check {}", type_name(t));
+    w.type = t;
+    w.data = bytes.data();
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = row_size(t, n_in);
+    weights_.emplace(w.data, make_device_weight(w, WeightsMode::Native));
+    const DeviceFormat f = weights_.at(w.data).fmt;
+    const int32_t ids[3] = {3, 0, 6};
+    std::vector<float> ref(size_t(3 * n_in)), got(ref.size());
+    cpu_->embed(w, ids, 3, 0.5f, ref.data());
+    embed(w, ids, 3, 0.5f, got.data());
+    verdict(p_embed_[int(f)], relative_error(ref, got));
+    const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+    for (int64_t nt : {n_tok, int64_t(1)}) {
+      ref.assign(size_t(nt * n_out), 0.0f);
+      got.assign(ref.size(), 0.0f);
+      cpu_->matmul(w, x.data(), nt, ref.data());
+      matmul(w, x.data(), nt, got.data());
+      verdict(nt == 1 ? p_matvec_[int(f)] : p_matmul_[int(f)], relative_error(ref, got));
+    }
+    weights_.erase(w.data);
+  }
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+    const int64_t n_in = 96, n_out = 5, n_tok = 5;
+    const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
+    std::vector<float> src = random_floats(size_t(n_in * n_out), rng), exact(src.size());
+    for (int64_t r = 0; r < n_out; ++r)
+      dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);
+    Weight w;
+    w.name = fmt::format("self-check {}", weights_mode_name(mode));
+    w.type = GgmlType::F32;
+    w.data = reinterpret_cast<const uint8_t*>(src.data());
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = size_t(n_in) * sizeof(float);
+    Weight we = w;
+    we.data = reinterpret_cast<const uint8_t*>(exact.data());
+    weights_.emplace(w.data, make_device_weight(w, mode));
+    const DeviceFormat f = weights_.at(w.data).fmt;
+    const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+    for (int64_t nt : {n_tok, int64_t(1)}) {
+      std::vector<float> ref(size_t(nt * n_out)), got(ref.size());
+      // The host backend holds the float rows as F32: it multiplies by the conversion's exact values.
+      cpu_->matmul(we, x.data(), nt, ref.data());
+      matmul(w, x.data(), nt, got.data());
+      verdict(nt == 1 ? p_matvec_[int(f)] : p_matmul_[int(f)], relative_error(ref, got));
+    }
+    weights_.erase(w.data);
+  }
+  {
+    const int64_t rows = 3, n = 300;  // more elements than invocations
+    const std::vector<float> x = random_floats(size_t(rows * n), rng), w = random_floats(size_t(n), rng);
+    std::vector<float> ref(x.size()), got(x.size());
+    cpu_->rmsnorm(x.data(), w.data(), ref.data(), rows, n, 1e-5f);
+    rmsnorm(x.data(), w.data(), got.data(), rows, n, 1e-5f);
+    verdict(p_rmsnorm_, relative_error(ref, got));
+    const std::vector<float> r = random_floats(size_t(rows * n), rng);
+    std::vector<float> acc_ref = x, acc_got = x;
+    cpu_->add(acc_ref.data(), r.data(), rows * n);
+    cpu_->rmsnorm(acc_ref.data(), w.data(), ref.data(), rows, n, 1e-5f);
+    add_rmsnorm(acc_got.data(), r.data(), w.data(), got.data(), rows, n, 1e-5f);
+    verdict(p_add_rmsnorm_, std::max(relative_error(acc_ref, acc_got), relative_error(ref, got)));
+  }
+  {
+    const int64_t n_tok = 3, heads = 2, hd = 16;
+    const RopeTable table(8, hd, 10000.0f, 1.0f);
+    const int32_t pos[3] = {7, 0, 3};
+    double err = 0.0;
+    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+      std::vector<float> ref = random_floats(size_t(n_tok * heads * hd), rng), got = ref;
+      cpu_->rope(ref.data(), n_tok, heads, hd, hd, pos, table, mode);
+      rope(got.data(), n_tok, heads, hd, hd, pos, table, mode);
+      err = std::max(err, relative_error(ref, got));
+    }
+    verdict(p_rope_, err);
+  }
+  {
+    const int64_t n = 100;
+    std::vector<float> g = random_floats(size_t(n), rng), u = random_floats(size_t(n), rng);
+    for (float& v : g) v *= 6.0f;  // both tails of the activations
+    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+      std::vector<float> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+      cpu_->glu(g.data(), u.data(), ref.data(), n, act);
+      glu(g.data(), u.data(), got.data(), n, act);
+      verdict(act == FfnAct::SiLU ? p_glu_silu_ : p_glu_gelu_, relative_error(ref, got));
+    }
+    std::vector<float> ref = g, got = g;
+    cpu_->add(ref.data(), u.data(), n);
+    add(got.data(), u.data(), n);
+    verdict(p_add_, relative_error(ref, got));
+  }
+  // The KV ops on a cache of their own: 1 layer, 150 positions (over two attention chunks), 2 KV heads of 16.
+  {
+    const int64_t n_ctx = 150, hd = 16, kv_dim = 2 * hd;
+    const GgmlType type = opts_.kv_type;
+    const size_t elem = type == GgmlType::F16 ? 2 : 4, plane = size_t(n_ctx * kv_dim) * elem;
+    KvCache ref(1, n_ctx, 2, hd, type);
+    vulkan::Buffer cache = rt_.alloc(2 * plane);
+    for (int64_t p0 = 0; p0 < n_ctx; p0 += 3) {
+      const int64_t nt = std::min<int64_t>(3, n_ctx - p0);
+      const std::vector<float> k = random_floats(size_t(nt * kv_dim), rng),
+                               v = random_floats(size_t(nt * kv_dim), rng);
+      const int32_t pos[3] = {int32_t(p0), int32_t(p0 + 1), int32_t(p0 + 2)};
+      cpu_->kv_store(ref, 0, k.data(), v.data(), pos, nt);
+      rt_.upload(in_a_, 0, k.data(), k.size() * sizeof(float));
+      rt_.upload(in_b_, 0, v.data(), v.size() * sizeof(float));
+      record_kv_store(cache, 0, n_ctx, kv_dim, nt, in_a_, in_b_, dev_positions(pos, nt));
+    }
+    std::vector<uint8_t> dev(2 * plane);
+    rt_.download(cache, 0, dev.data(), dev.size());
+    auto value = [elem](const uint8_t* p) {
+      if (elem == 2) {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        return fp16_to_fp32(h);
+      }
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    };
+    std::vector<float> want, have;
+    for (int kind = 0; kind < 2; ++kind) {
+      for (int64_t i = 0; i < n_ctx * kv_dim; ++i) {
+        want.push_back(value(ref.plane(0, kind) + size_t(i) * elem));
+        have.push_back(value(dev.data() + size_t(kind) * plane + size_t(i) * elem));
+      }
+    }
+    verdict(p_kv_store_, relative_error(want, have));
+
+    // Attention reads the reference cache's exact contents, so a kv_store fault does not show up here.
+    for (int kind = 0; kind < 2; ++kind) rt_.upload(cache, size_t(kind) * plane, ref.plane(0, kind), plane);
+    AttnParams p;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = hd;
+    p.scale = 0.25f;
+    double err = 0.0;
+    for (int64_t window : {int64_t(0), int64_t(70)}) {
+      p.window = window;
+      const int32_t pos[3] = {20, 149, 0};
+      const std::vector<float> q = random_floats(size_t(3 * p.n_head * hd), rng);
+      std::vector<float> want_o(q.size()), have_o(q.size());
+      cpu_->attention(q.data(), ref, 0, pos, 3, p, want_o.data());
+      rt_.upload(in_a_, 0, q.data(), q.size() * sizeof(float));
+      record_attention(cache, 0, n_ctx, kv_dim, 3, p, in_a_, dev_positions(pos, 3), out_);
+      rt_.download(out_, 0, have_o.data(), have_o.size() * sizeof(float));
+      err = std::max(err, relative_error(want_o, have_o));
+    }
+    verdict(p_attention_, err);
+  }
+  rt_.finish();
+}
+
+}  // namespace tilellm

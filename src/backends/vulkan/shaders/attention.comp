@@ -1,0 +1,75 @@
+#version 450
+// Causal attention of one query head of one token over the cached keys and values of its layer, with
+// block-wise online softmax (the CPU's formula, attention.cpp): keys are visited in chunks of L (the local
+// size); each chunk's scores update a running max m, denominator l and weighted sum acc:
+//   m' = max(m, max_j s_j);  acc = acc e^(m - m') + sum_j e^(s_j - m') v_j;  l = l e^(m - m') + sum_j e^(s_j - m')
+// and out = acc / l. Invocation i scores key i of the chunk and owns output dims i, i + L, ... (at most
+// TL_MAX_DIMS of them: head_dim <= TL_MAX_DIMS * L, checked by the host).
+// q, out: [n_tok][n_head][head_dim]; cache: [layer][K|V][pos][kv_dim] as words (TL_KV_F16: halves);
+// pos: [n_tok]. Query head h reads KV head h / (n_head / n_head_kv); a query at position p sees keys
+// max(0, p - window + 1) .. p (window 0: all). Groups (n_head, n_tok).
+#include "common.glsl"
+
+layout(std430, binding = 0) readonly buffer Q { float q[]; };
+layout(std430, binding = 1) readonly buffer C { uint cache[]; };
+layout(std430, binding = 2) readonly buffer Pos { int pos[]; };
+layout(std430, binding = 3) writeonly buffer O { float outv[]; };
+layout(push_constant) uniform P {
+  uint layer_off, n_ctx, kv_dim, n_head, n_head_kv, head_dim, window;
+  float scale;
+} pc;
+layout(constant_id = 1) const uint TL_KV_F16 = 1;
+
+const uint TL_MAX_DIMS = 8;
+shared float q_sh[TL_MAX_DIMS * gl_WorkGroupSize.x];
+shared float p_sh[gl_WorkGroupSize.x];
+
+float cached(uint e) {
+  if (TL_KV_F16 == 1u) return unpackHalf2x16(cache[e >> 1] >> ((e & 1u) * 16u)).x;
+  return uintBitsToFloat(cache[e]);
+}
+
+void main() {
+  const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
+  const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+  const uint hd = pc.head_dim, kvh = h / (pc.n_head / pc.n_head_kv);
+  const uint qbase = (t * pc.n_head + h) * hd;
+  for (uint d = lid; d < hd; d += ls) q_sh[d] = q[qbase + d];
+  barrier();
+  const int last = pos[t];
+  const int first = pc.window > 0u ? max(0, last - int(pc.window) + 1) : 0;
+  const uint kbase = pc.layer_off + kvh * hd, vbase = kbase + pc.n_ctx * pc.kv_dim;
+  float acc[TL_MAX_DIMS];
+  [[unroll]] for (uint k = 0; k < TL_MAX_DIMS; ++k) acc[k] = 0.0;
+  float m = -1.0 / 0.0, l = 0.0;
+  for (int c0 = first; c0 <= last; c0 += int(ls)) {
+    const int j = c0 + int(lid);
+    float s = -1.0 / 0.0;
+    if (j <= last) {
+      const uint kr = kbase + uint(j) * pc.kv_dim;
+      float d = 0.0;
+      for (uint i = 0; i < hd; ++i) d += q_sh[i] * cached(kr + i);
+      s = d * pc.scale;
+    }
+    const float m_new = max(m, tl_group_max(s));
+    const float p = j <= last ? exp(s - m_new) : 0.0;
+    p_sh[lid] = p;
+    const float alpha = exp(m - m_new);  // 0 on the first chunk (m = -inf)
+    l = l * alpha + tl_group_sum(p);  // the sum's barriers also publish p_sh
+    const int n_keys = min(int(ls), last - c0 + 1);
+    [[unroll]] for (uint k = 0; k < TL_MAX_DIMS; ++k) {
+      const uint d = lid + k * ls;
+      if (d < hd) {
+        float a = acc[k] * alpha;
+        for (int jj = 0; jj < n_keys; ++jj) a += p_sh[jj] * cached(vbase + uint(c0 + jj) * pc.kv_dim + d);
+        acc[k] = a;
+      }
+    }
+    m = m_new;
+    barrier();  // p_sh is rewritten by the next chunk
+  }
+  [[unroll]] for (uint k = 0; k < TL_MAX_DIMS; ++k) {
+    const uint d = lid + k * ls;
+    if (d < hd) outv[qbase + d] = acc[k] / l;
+  }
+}

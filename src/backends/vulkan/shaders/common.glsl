@@ -1,0 +1,95 @@
+// Helpers every TileLLM compute shader includes first (after its "#version 450"): the local size (specialization
+// constant 0, chosen by the host from the device's capabilities) and the work-group reductions.
+//
+// Reductions: every invocation of the group calls them (they contain barriers) and every one gets the
+// result. tl_red is shared float[gl_WorkGroupSize.x * TL_RED_WIDTH] (TL_RED_WIDTH sums at once, defined
+// by the shader before this file; 1 by default).
+//  - Shared-memory path (TL_SUBGROUPS 0, always built): a tree over tl_red; the local size is a power of
+//    two (the host picks it so).
+//  - Subgroup path (TL_SUBGROUPS 1, only used where compute shaders have subgroup arithmetic): each
+//    subgroup reduces in registers, one invocation per subgroup writes its partial, and the partials are
+//    summed in subgroup order. It holds for any subgroup size from 1 up to the group size (4 ... 128).
+// Only 32-bit storage is used (weights are read as 32-bit words and unpacked in the shader), so every
+// shader runs on a device without 16- or 8-bit storage.
+
+#extension GL_EXT_control_flow_attributes : enable
+#if TL_SUBGROUPS
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+
+layout(local_size_x_id = 0) in;
+
+#ifndef TL_RED_WIDTH
+#define TL_RED_WIDTH 1
+#endif
+shared float tl_red[gl_WorkGroupSize.x * TL_RED_WIDTH];
+
+// Sums v[k] (k < TL_RED_WIDTH) over the group into v.
+void tl_group_sums(inout float v[TL_RED_WIDTH]) {
+  const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
+#if TL_SUBGROUPS
+  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) {
+    const float s = subgroupAdd(v[k]);
+    if (subgroupElect()) tl_red[k * ls + gl_SubgroupID] = s;
+  }
+  barrier();
+  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) {
+    float t = 0.0;
+    for (uint i = 0; i < gl_NumSubgroups; ++i) t += tl_red[k * ls + i];
+    v[k] = t;
+  }
+  barrier();
+#else
+  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) tl_red[k * ls + lid] = v[k];
+  barrier();
+  for (uint s = ls / 2; s > 0; s >>= 1) {
+    if (lid < s) {
+      [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) tl_red[k * ls + lid] += tl_red[k * ls + lid + s];
+    }
+    barrier();
+  }
+  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) v[k] = tl_red[k * ls];
+  barrier();
+#endif
+}
+
+float tl_group_sum(float x) {
+  float v[TL_RED_WIDTH];
+  v[0] = x;
+  [[unroll]] for (uint k = 1; k < TL_RED_WIDTH; ++k) v[k] = 0.0;
+  tl_group_sums(v);
+  return v[0];
+}
+
+// The maximum over the group (attention's running max): the same two paths.
+float tl_group_max(float x) {
+  const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
+#if TL_SUBGROUPS
+  const float s = subgroupMax(x);
+  if (subgroupElect()) tl_red[gl_SubgroupID] = s;
+  barrier();
+  float t = tl_red[0];
+  for (uint i = 1; i < gl_NumSubgroups; ++i) t = max(t, tl_red[i]);
+  barrier();
+  return t;
+#else
+  tl_red[lid] = x;
+  barrier();
+  for (uint s = ls / 2; s > 0; s >>= 1) {
+    if (lid < s) tl_red[lid] = max(tl_red[lid], tl_red[lid + s]);
+    barrier();
+  }
+  const float t = tl_red[0];
+  barrier();
+  return t;
+#endif
+}
+
+// The gated feed-forward's activations times up, as the CPU computes them (glu.cpp): SiLU g / (1 + e^-g);
+// GELU (tanh form) 0.5 g (1 + tanh z) written as g / (1 + e^(-2z)), no cancellation for very negative z.
+float tl_silu_mul(float g, float u) { return g / (1.0 + exp(-g)) * u; }
+float tl_gelu_mul(float g, float u) {
+  const float z = 0.7978845608028654 * (g + 0.044715 * g * g * g);
+  return g / (1.0 + exp(-2.0 * z)) * u;
+}

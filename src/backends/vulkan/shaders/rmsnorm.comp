@@ -1,0 +1,32 @@
+#version 450
+// RMSNorm, alone or after the residual add (TL_ADD, specialization constant 1):
+//   TL_ADD 0: y[r] = a[r] / sqrt(mean(a[r]^2) + eps) * w
+//   TL_ADD 1: a[r] += x[r], then y[r] as above from the sum (Backend::add_rmsnorm; y must not alias a, x)
+// a, x, y: [n_rows][n]; w: [n]. One work-group per row: invocation i takes elements i, i + L, ..., the
+// group sums the squares (common.glsl), then each invocation scales the same elements, so y may alias a
+// when TL_ADD is 0 (every invocation reads its elements before writing them).
+#include "common.glsl"
+
+layout(std430, binding = 0) buffer A { float a[]; };
+layout(std430, binding = 1) readonly buffer X { float x[]; };
+layout(std430, binding = 2) readonly buffer Wn { float wn[]; };
+layout(std430, binding = 3) buffer Y { float y[]; };
+layout(push_constant) uniform P { uint n; float eps; } pc;
+layout(constant_id = 1) const uint TL_ADD = 0;
+
+void main() {
+  const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
+  const uint base = gl_WorkGroupID.x * pc.n;
+  float s = 0.0;
+  for (uint i = lid; i < pc.n; i += ls) {
+    float v = a[base + i];
+    if (TL_ADD == 1u) {
+      v += x[base + i];
+      a[base + i] = v;
+    }
+    s += v * v;
+  }
+  s = tl_group_sum(s);
+  const float scale = 1.0 / sqrt(s / float(pc.n) + pc.eps);
+  for (uint i = lid; i < pc.n; i += ls) y[base + i] = a[base + i] * scale * wn[i];
+}

@@ -1,0 +1,499 @@
+// VulkanBackend construction: pipelines built once, weights uploaded once, scratch and the device FB-KV
+// allocated once; the mirrored activations' bookkeeping and the shared checks every op file uses.
+#include "backends/vulkan/vulkan_backend.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <unordered_set>
+
+#include "backends/registry.h"
+#include "base/error.h"
+
+namespace tilellm {
+namespace {
+
+size_t floats(int64_t n) {
+  return size_t(std::max<int64_t>(n, 1)) * sizeof(float);
+}
+
+// Grows [lo, hi) to cover [a, b).
+void widen(size_t& lo, size_t& hi, size_t a, size_t b) {
+  if (lo == hi) {
+    lo = a;
+    hi = b;
+  } else {
+    lo = std::min(lo, a);
+    hi = std::max(hi, b);
+  }
+}
+
+// The largest power of two <= limit (at least 1).
+uint32_t pow2_at_most(uint64_t limit) {
+  uint32_t v = 1;
+  while (uint64_t(v) * 2 <= limit && v < (1u << 30)) v *= 2;
+  return v;
+}
+
+// Push-constant sizes of the shaders (their `pc` blocks).
+constexpr uint32_t kMatmulPush = 24, kEmbedPush = 20, kNormPush = 8, kRopePush = 16, kKvPush = 12,
+                   kAttnPush = 32, kElemPush = 4;
+
+}  // namespace
+
+VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
+    : opts_(o), rt_(o.device, o.profile, o.profiling) {
+  if (o.max_tokens <= 0 || o.max_in_elems <= 0 || o.max_out_elems <= 0 || o.max_width <= 0) {
+    fail("internal: Vulkan backend sized for {} tokens, {}/{} elements, width {}", o.max_tokens,
+         o.max_in_elems, o.max_out_elems, o.max_width);
+  }
+  constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
+  if (o.max_in_elems > kMaxIndex || o.max_out_elems > kMaxIndex || o.kv_dim > kMaxIndex)
+    fail("Vulkan backend: activations of {} elements exceed the shaders' 32-bit indexing", o.max_out_elems);
+  const bool kv_f16 = o.kv_type == GgmlType::F16;
+  if (!kv_f16 && o.kv_type != GgmlType::F32)
+    fail("Vulkan backend: KV cache type {} is not f16 or f32", type_name(o.kv_type));
+  if (o.kv_layers > 0 && kv_f16 && o.kv_dim % 2 != 0)
+    fail("Vulkan backend: an f16 KV cache needs an even row width (kv_dim {}); use --kv-type f32", o.kv_dim);
+
+  // Variants from the capabilities: subgroup reductions where the device has them; local sizes within the
+  // invocation limit and the shared memory each reduction needs (floats per invocation: matmul 16,
+  // attention 10, rmsnorm 1). Every Vulkan device allows 128 invocations and 16 KiB of shared memory.
+  const vulkan::Capabilities& c = caps();
+  subgroups_ = o.subgroups && c.subgroup_arithmetic;
+  const uint64_t inv = c.max_invocations, shared = c.shared_memory_bytes;
+  red_local_ = pow2_at_most(std::min<uint64_t>({256, inv, shared / 4}));
+  mm_local_ = pow2_at_most(std::min<uint64_t>({64, inv, shared / (16 * 4)}));
+  attn_local_ = pow2_at_most(std::min<uint64_t>({64, inv, shared / (10 * 4)}));
+  elem_local_ = pow2_at_most(std::min<uint64_t>(64, inv));
+  const bool sg = subgroups_;
+  for (int f = 0; f < kDeviceFormats; ++f) {
+    const uint32_t fu = uint32_t(f);
+    p_matmul_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mm_local_, {fu, 4});
+    p_matmul_[f].name = fmt::format("matmul_{}", device_format_name(DeviceFormat(f)));
+    p_matvec_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mm_local_, {fu, 1});
+    p_matvec_[f].name = fmt::format("matvec_{}", device_format_name(DeviceFormat(f)));
+    p_embed_[f] = rt_.pipeline("embedding", false, 2, kEmbedPush, elem_local_, {fu});
+    p_embed_[f].name = fmt::format("embed_{}", device_format_name(DeviceFormat(f)));
+  }
+  p_rmsnorm_ = rt_.pipeline("rmsnorm", sg, 4, kNormPush, red_local_, {0});
+  p_rmsnorm_.name = "rmsnorm";
+  p_add_rmsnorm_ = rt_.pipeline("rmsnorm", sg, 4, kNormPush, red_local_, {1});
+  p_add_rmsnorm_.name = "add_rmsnorm";
+  p_rope_ = rt_.pipeline("rope", false, 2, kRopePush, elem_local_);
+  p_rope_.name = "rope";
+  p_kv_store_ = rt_.pipeline("kv_store", false, 4, kKvPush, elem_local_, {kv_f16 ? 1u : 0u});
+  p_kv_store_.name = "kv_store";
+  p_attention_ = rt_.pipeline("attention", sg, 4, kAttnPush, attn_local_, {kv_f16 ? 1u : 0u});
+  p_attention_.name = "attention";
+  p_glu_silu_ = rt_.pipeline("glu", false, 3, kElemPush, elem_local_, {0});
+  p_glu_silu_.name = "glu_silu";
+  p_glu_gelu_ = rt_.pipeline("glu", false, 3, kElemPush, elem_local_, {1});
+  p_glu_gelu_.name = "glu_gelu";
+  p_add_ = rt_.pipeline("add", false, 2, kElemPush, elem_local_);
+  p_add_.name = "add";
+  if (!o.test_pipeline.empty()) {
+    vulkan::Pipeline* slot = nullptr;
+    for (vulkan::Pipeline* p : all_pipelines()) {
+      if (p->name == o.test_pipeline) slot = p;
+    }
+    if (!slot) fail("Vulkan backend: the test hook names no pipeline '{}'", o.test_pipeline);
+    vulkan::Pipeline repl =
+        rt_.pipeline_from(slot->name, o.test_spirv, slot->n_buffers, slot->push_bytes, slot->local_size);
+    rt_.destroy(*slot);
+    *slot = std::move(repl);
+  }
+
+  // The self-check needs a little room whatever the session's sizes.
+  opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, 4);
+  opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, 4096);
+  opts_.max_out_elems = std::max<int64_t>(opts_.max_out_elems, 4096);
+  opts_.max_width = std::max<int64_t>(opts_.max_width, 512);
+  in_a_ = rt_.alloc(floats(opts_.max_in_elems));
+  in_b_ = rt_.alloc(floats(opts_.max_in_elems));
+  out_ = rt_.alloc(floats(opts_.max_out_elems));
+  vec_ = rt_.alloc(floats(opts_.max_width));
+  pos_dev_ = rt_.alloc(size_t(opts_.max_tokens) * 4);
+  pos_held_.assign(size_t(opts_.max_tokens), 0);
+  rope_dev_ = rt_.alloc(floats(opts_.max_tokens * opts_.max_width));
+  rope_held_.assign(size_t(opts_.max_tokens * opts_.max_width), 0.0f);
+  for (const VulkanBackendOptions::HostArray& a : o.resident) {
+    if (!a.data || a.bytes == 0) fail("internal: Vulkan backend asked to mirror an empty host array");
+    for (const Mirror& m : mirrors_) {
+      if (static_cast<uint8_t*>(a.data) < m.host + m.bytes &&
+          m.host < static_cast<uint8_t*>(a.data) + a.bytes)
+        fail("internal: Vulkan backend asked to mirror overlapping host arrays");
+    }
+    Mirror m;
+    m.host = static_cast<uint8_t*>(a.data);
+    m.bytes = a.bytes;
+    m.dev = rt_.alloc(a.bytes);
+    m.host_hi = a.bytes;  // the device buffer starts undefined: the host copy is the current one
+    mirrors_.push_back(std::move(m));
+  }
+
+  if (o.kv_layers > 0) {
+    if (o.kv_ctx <= 0 || o.kv_dim <= 0) fail("internal: Vulkan KV cache of {} x {}", o.kv_ctx, o.kv_dim);
+    const uint64_t layer_bytes = 2 * uint64_t(o.kv_ctx) * uint64_t(o.kv_dim) * (kv_f16 ? 2 : 4);
+    uint64_t max_buf = std::min(c.max_alloc_bytes, c.max_storage_range);
+    if (o.kv_max_buffer_bytes > 0) max_buf = std::min(max_buf, o.kv_max_buffer_bytes);
+    if (layer_bytes > max_buf) {
+      fail(
+          "Vulkan backend: one layer's KV cache ({} bytes for a context of {}) exceeds the largest KV buffer "
+          "of "
+          "{} bytes (the device's allocation and storage-range limits, profile {}); use a smaller context "
+          "(-c)",
+          layer_bytes, o.kv_ctx, max_buf, c.profile);
+    }
+    layers_per_buf_ = std::min<int64_t>(o.kv_layers, int64_t(max_buf / layer_bytes));
+    for (int64_t l = 0; l < o.kv_layers; l += layers_per_buf_) {
+      const int64_t nl = std::min(layers_per_buf_, o.kv_layers - l);
+      kv_bufs_.push_back(rt_.alloc(size_t(nl) * layer_bytes));
+    }
+  }
+
+  cpu_pool_ = std::make_unique<ThreadPool>(1);
+  BackendParams hp;
+  hp.pool = cpu_pool_.get();
+  hp.activations = ActivationMode::F32;
+  hp.weights = o.weights;
+  hp.max_in_elems = o.max_in_elems;
+  cpu_ = host_backend().make(hp);
+  if (o.self_check) run_self_check();
+}
+
+VulkanBackend::~VulkanBackend() {
+  rt_.finish();
+  for (vulkan::Pipeline* p : all_pipelines()) rt_.destroy(*p);
+}
+
+std::vector<vulkan::Pipeline*> VulkanBackend::all_pipelines() {
+  std::vector<vulkan::Pipeline*> v;
+  for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_embed_[f]);
+  for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_[f]);
+  for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_[f]);
+  for (vulkan::Pipeline* p : {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_attention_,
+                              &p_glu_silu_, &p_glu_gelu_, &p_add_})
+    v.push_back(p);
+  return v;
+}
+
+std::vector<std::string> VulkanBackend::cpu_fallbacks() const {
+  std::vector<std::string> v;
+  for (vulkan::Pipeline* p : const_cast<VulkanBackend*>(this)->all_pipelines()) {
+    if (p->on_cpu) v.push_back(p->name);
+  }
+  return v;
+}
+
+VulkanBackend::DeviceWeight VulkanBackend::make_device_weight(const Weight& w, WeightsMode mode) {
+  if (!w.data) fail("Vulkan backend: weight {} has no data", w.name);
+  if (w.n_in <= 0 || w.n_out <= 0)
+    fail("Vulkan backend: weight {} has shape {} x {}", w.name, w.n_out, w.n_in);
+  DeviceWeight dw;
+  dw.host_type = w.type;
+  dw.n_in = w.n_in;
+  dw.n_out = w.n_out;
+  dw.fmt = device_format_for(w, mode);
+  DeviceRowWriter rows(w, dw.fmt);
+  dw.row_bytes = rows.row_bytes();
+  const uint64_t limit = std::min(caps().max_alloc_bytes, caps().max_storage_range);
+  // The shaders address bytes within a buffer with 32-bit offsets.
+  uint64_t max_buf = std::min<uint64_t>(limit, std::numeric_limits<uint32_t>::max());
+  if (opts_.max_buffer_bytes > 0) max_buf = std::min(max_buf, opts_.max_buffer_bytes);
+  if (dw.row_bytes > max_buf) {
+    fail(
+        "Vulkan backend: one row of weight {} ({} bytes as {}) exceeds the device's largest buffer of {} "
+        "bytes "
+        "(max allocation {}, max storage buffer range {}, profile {})",
+        w.name, dw.row_bytes, device_format_name(dw.fmt), max_buf, caps().max_alloc_bytes,
+        caps().max_storage_range, caps().profile);
+  }
+  dw.rows_per_buf = std::min<int64_t>(w.n_out, int64_t(max_buf / dw.row_bytes));
+  const int64_t slab = std::max<int64_t>(1, int64_t(4 << 20) / int64_t(dw.row_bytes));  // ~4 MiB
+  std::vector<uint8_t> buf(size_t(std::min(slab, w.n_out)) * dw.row_bytes);
+  for (int64_t b0 = 0; b0 < w.n_out; b0 += dw.rows_per_buf) {
+    const int64_t nb = std::min(dw.rows_per_buf, w.n_out - b0);
+    dw.bufs.push_back(rt_.alloc(size_t(nb) * dw.row_bytes));
+    for (int64_t r0 = 0; r0 < nb; r0 += slab) {
+      const int64_t nr = std::min(slab, nb - r0);
+      rows.write(b0 + r0, nr, buf.data());
+      rt_.upload(dw.bufs.back(), size_t(r0) * dw.row_bytes, buf.data(), size_t(nr) * dw.row_bytes);
+    }
+  }
+  rt_.finish();
+  return dw;
+}
+
+void VulkanBackend::upload_weight(const Weight& w) {
+  if (auto it = weights_.find(w.data); it != weights_.end()) {
+    const DeviceWeight& dw = it->second;
+    if (dw.host_type != w.type || dw.n_in != w.n_in || dw.n_out != w.n_out) {
+      fail("Vulkan backend: weight {} ({} {} x {}) reuses the memory of an uploaded {} {} x {} weight",
+           w.name, type_name(w.type), w.n_out, w.n_in, type_name(dw.host_type), dw.n_out, dw.n_in);
+    }
+    return;
+  }
+  if (opts_.weights != WeightsMode::Native && p_matmul_[int(converted_device_format(opts_.weights))].on_cpu &&
+      !cpu_prepared_) {
+    fail(
+        "Vulkan backend: pipeline {} failed its self-check; load the model with load_weights so that its "
+        "host "
+        "fallback holds the converted weights",
+        p_matmul_[int(converted_device_format(opts_.weights))].name);
+  }
+  weights_.emplace(w.data, make_device_weight(w, opts_.weights));
+}
+
+void VulkanBackend::load_weights(const WeightSet& ws) {
+  if (const Weight* table = ws.embedding) {
+    if (opts_.weights == WeightsMode::Native) {
+      upload_weight(*table);
+    } else if (!tables_.count(table->data)) {
+      tables_.emplace(table->data, make_device_weight(*table, WeightsMode::Native));
+    }
+  }
+  if (opts_.weights != WeightsMode::Native && !cpu_prepared_) {
+    const DeviceFormat f = converted_device_format(opts_.weights);
+    if (p_matmul_[int(f)].on_cpu || p_matvec_[int(f)].on_cpu) {
+      cpu_->load_weights(ws);
+      cpu_prepared_ = true;
+    }
+  }
+  for (const Weight* w : ws.matrices) upload_weight(*w);
+  for (const WeightSet::Vector& v : ws.vectors) {
+    if (v.n <= 0 || norms_.count(v.data)) continue;
+    vulkan::Buffer b = rt_.alloc(size_t(v.n) * sizeof(float));
+    rt_.upload(b, 0, v.data, size_t(v.n) * sizeof(float));
+    norms_.emplace(v.data, std::move(b));
+  }
+  rt_.finish();
+}
+
+const VulkanBackend::DeviceWeight& VulkanBackend::find_weight(const Weight& w, const char* op) const {
+  auto it = weights_.find(w.data);
+  if (std::string_view(op) == "embed") {
+    if (auto t = tables_.find(w.data); t != tables_.end()) it = t;
+  }
+  if (it == weights_.end()) fail("Vulkan backend: {}: weight {} was not uploaded to the device", op, w.name);
+  const DeviceWeight& dw = it->second;
+  if (dw.n_in != w.n_in || dw.n_out != w.n_out) {
+    fail("Vulkan backend: {}: weight {} is {} x {} but was uploaded as {} x {}", op, w.name, w.n_out, w.n_in,
+         dw.n_out, dw.n_in);
+  }
+  return dw;
+}
+
+std::string VulkanBackend::memory_summary() const {
+  size_t weights = 0, kv = 0, other = 0;
+  std::unordered_set<VkBuffer> seen;
+  for (const auto* m : {&weights_, &tables_}) {
+    for (const auto& e : *m) {
+      for (const vulkan::Buffer& b : e.second.bufs) {
+        if (seen.insert(b.get()).second) weights += b.bytes();
+      }
+    }
+  }
+  for (const vulkan::Buffer& b : kv_bufs_) kv += b.bytes();
+  for (const Mirror& m : mirrors_) other += m.dev.bytes();
+  for (const auto& e : norms_) other += e.second.bytes();
+  for (const vulkan::Buffer* b : {&in_a_, &in_b_, &out_, &vec_, &pos_dev_, &rope_dev_}) other += b->bytes();
+  constexpr double kMiB = 1024.0 * 1024.0;
+  return fmt::format(
+      "Vulkan device memory: weights {:.1f} MiB, KV cache {:.1f} MiB, activations and scratch {:.1f} MiB",
+      double(weights) / kMiB, double(kv) / kMiB, double(other) / kMiB);
+}
+
+// --- mirrored activations (the scheme of opencl_backend.h) ---
+
+VulkanBackend::Mirror* VulkanBackend::find_mirror(const void* p, size_t bytes, const char* op) {
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  for (Mirror& m : mirrors_) {
+    if (b < m.host || b >= m.host + m.bytes) continue;
+    if (bytes > size_t(m.host + m.bytes - b)) {
+      fail("Vulkan backend: {}: {} bytes at offset {} run past the end of an activation array of {} bytes",
+           op, bytes, size_t(b - m.host), m.bytes);
+    }
+    return &m;
+  }
+  return nullptr;
+}
+
+void VulkanBackend::upload_dirty(Mirror& m) {
+  if (m.host_lo == m.host_hi) return;
+  rt_.upload(m.dev, m.host_lo, m.host + m.host_lo, m.host_hi - m.host_lo);
+  m.host_lo = m.host_hi = 0;
+}
+
+void VulkanBackend::to_host(const void* p, size_t bytes) {
+  Mirror* m = find_mirror(p, bytes, "to_host");
+  if (!m || m->dev_lo == m->dev_hi) return;
+  rt_.download(m->dev, m->dev_lo, m->host + m->dev_lo, m->dev_hi - m->dev_lo);
+  ++downloads_;
+  m->dev_lo = m->dev_hi = 0;
+}
+
+void VulkanBackend::host_wrote(void* p, size_t bytes) {
+  Mirror* m = find_mirror(p, bytes, "host_wrote");
+  if (!m) return;
+  to_host(p, bytes);
+  const size_t off = size_t(static_cast<uint8_t*>(p) - m->host);
+  widen(m->host_lo, m->host_hi, off, off + bytes);
+}
+
+const vulkan::Buffer& VulkanBackend::dev_in(const float* p, int64_t n, const vulkan::Buffer& staging,
+                                            const char* op) {
+  const size_t bytes = size_t(n) * sizeof(float);
+  if (bytes > staging.bytes())
+    fail("Vulkan backend: {} input of {} floats exceeds the scratch sized at start", op, n);
+  if (Mirror* m = find_mirror(p, bytes, op)) {
+    upload_dirty(*m);
+    const size_t off = size_t(reinterpret_cast<const uint8_t*>(p) - m->host);
+    if (off == 0) return m->dev;
+    rt_.copy(m->dev, off, staging, 0, bytes);
+    return staging;
+  }
+  rt_.upload(staging, 0, p, bytes);
+  return staging;
+}
+
+const vulkan::Buffer& VulkanBackend::dev_out(float* p, int64_t n, const vulkan::Buffer& staging,
+                                             const char* op) {
+  const size_t bytes = size_t(n) * sizeof(float);
+  if (Mirror* m = find_mirror(p, bytes, op)) {
+    upload_dirty(*m);  // the device becomes the only newer side
+    if (reinterpret_cast<uint8_t*>(p) == m->host) return m->dev;
+  }
+  if (bytes > staging.bytes())
+    fail("Vulkan backend: {} output of {} floats exceeds the scratch sized at start", op, n);
+  return staging;
+}
+
+void VulkanBackend::dev_done(float* p, int64_t n, const vulkan::Buffer& written) {
+  const size_t bytes = size_t(n) * sizeof(float);
+  Mirror* m = find_mirror(p, bytes, "dev_done");
+  if (!m) {
+    rt_.download(written, 0, p, bytes);
+    ++downloads_;
+    return;
+  }
+  const size_t off = size_t(reinterpret_cast<uint8_t*>(p) - m->host);
+  if (&written != &m->dev) rt_.copy(written, 0, m->dev, off, bytes);
+  widen(m->dev_lo, m->dev_hi, off, off + bytes);
+}
+
+const vulkan::Buffer& VulkanBackend::norm_weight(const float* w, int64_t n) {
+  if (auto it = norms_.find(w); it != norms_.end() && it->second.bytes() >= size_t(n) * sizeof(float))
+    return it->second;
+  if (n > opts_.max_width)
+    fail("Vulkan backend: a norm of width {} exceeds the {} it was sized for", n, opts_.max_width);
+  rt_.upload(vec_, 0, w, size_t(n) * sizeof(float));
+  return vec_;
+}
+
+const vulkan::Buffer& VulkanBackend::dev_ints(const int32_t* v, int64_t n, std::vector<int32_t>& held,
+                                              int64_t& held_n, const vulkan::Buffer& buf) {
+  const size_t bytes = size_t(n) * sizeof(int32_t);
+  if (held_n == n && std::memcmp(held.data(), v, bytes) == 0) return buf;
+  std::memcpy(held.data(), v, bytes);
+  held_n = n;
+  rt_.upload(buf, 0, v, bytes);
+  return buf;
+}
+
+const vulkan::Buffer& VulkanBackend::dev_positions(const int32_t* pos, int64_t n_tok) {
+  return dev_ints(pos, n_tok, pos_held_, pos_n_, pos_dev_);
+}
+
+void VulkanBackend::begin_forward(const ForwardStep& step) {
+  check_tokens(step.n_tok, "begin_forward");
+  dev_positions(step.pos, step.n_tok);
+}
+
+const vulkan::Buffer& VulkanBackend::dev_rope_rows(const RopeTable& table, const int32_t* pos,
+                                                   int64_t n_tok) {
+  // Compared by content: the rows of another table at the same positions differ.
+  const size_t row = size_t(table.n_half) * 2;
+  bool same = rope_n_ == n_tok && rope_half_ == table.n_half;
+  for (int64_t t = 0; same && t < n_tok; ++t)
+    same = std::memcmp(rope_held_.data() + size_t(t) * row, table.at(pos[t]), row * sizeof(float)) == 0;
+  if (!same) {
+    for (int64_t t = 0; t < n_tok; ++t)
+      std::memcpy(rope_held_.data() + size_t(t) * row, table.at(pos[t]), row * sizeof(float));
+    rt_.upload(rope_dev_, 0, rope_held_.data(), size_t(n_tok) * row * sizeof(float));
+    rope_n_ = n_tok;
+    rope_half_ = table.n_half;
+  }
+  return rope_dev_;
+}
+
+void VulkanBackend::elementwise_groups(int64_t n, uint32_t local, uint32_t& gx, uint32_t& gy) const {
+  const uint64_t groups = (uint64_t(n) + local - 1) / local;
+  gx = uint32_t(std::min<uint64_t>(groups, caps().max_group_count[0]));
+  gy = uint32_t((groups + gx - 1) / std::max<uint32_t>(gx, 1));
+  if (gx == 0) gy = 0;
+}
+
+void VulkanBackend::check_tokens(int64_t n_tok, const char* op) const {
+  if (n_tok > opts_.max_tokens)
+    fail("Vulkan backend: {} of {} tokens exceeds the {} it was sized for", op, n_tok, opts_.max_tokens);
+}
+
+void VulkanBackend::check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
+                             const char* op) const {
+  if (kv_bufs_.empty()) fail("Vulkan backend: {}: the backend was made without a KV cache", op);
+  if (kv.n_layer() != opts_.kv_layers || kv.n_ctx() != opts_.kv_ctx || kv.kv_dim() != opts_.kv_dim ||
+      kv.type() != opts_.kv_type) {
+    fail(
+        "Vulkan backend: {}: cache of {} layers x {} x {} ({}) does not match the device cache of {} x {} x "
+        "{} ({})",
+        op, kv.n_layer(), kv.n_ctx(), kv.kv_dim(), type_name(kv.type()), opts_.kv_layers, opts_.kv_ctx,
+        opts_.kv_dim, type_name(opts_.kv_type));
+  }
+  if (layer < 0 || layer >= kv.n_layer())
+    fail("{}: layer {} outside the cache's {}", op, layer, kv.n_layer());
+  check_tokens(n_tok, op);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (pos[t] < 0 || pos[t] >= kv.n_ctx())
+      fail("position {} is outside the KV cache of {}", pos[t], kv.n_ctx());
+  }
+}
+
+const vulkan::Buffer& VulkanBackend::kv_buffer(int64_t layer, uint32_t& layer_off) const {
+  const int64_t b = layer / layers_per_buf_;
+  layer_off =
+      uint32_t(uint64_t(layer % layers_per_buf_) * 2 * uint64_t(opts_.kv_ctx) * uint64_t(opts_.kv_dim));
+  return kv_bufs_[size_t(b)];
+}
+
+// Positions [p0, p1) of every layer's K and V planes between the device cache and a host cache of the same
+// geometry (whose planes may be padded: copied plane by plane). Returns with the device work finished.
+void VulkanBackend::copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_device) {
+  const int32_t pos0 = 0;
+  check_kv(kv, 0, &pos0, 0, to_device ? "kv_to_device" : "kv_to_host");
+  if (p0 < 0 || p1 > opts_.kv_ctx || p0 > p1)
+    fail("Vulkan backend: KV positions [{}, {}) outside the cache of {}", p0, p1, opts_.kv_ctx);
+  if (p0 < p1) {
+    const size_t row = kv.row_bytes(), elem = opts_.kv_type == GgmlType::F16 ? 2 : 4;
+    const size_t plane = size_t(opts_.kv_ctx) * size_t(opts_.kv_dim) * elem;
+    const size_t bytes = size_t(p1 - p0) * size_t(opts_.kv_dim) * elem;
+    for (int64_t l = 0; l < opts_.kv_layers; ++l) {
+      uint32_t off = 0;
+      const vulkan::Buffer& buf = kv_buffer(l, off);
+      for (int kind = 0; kind < 2; ++kind) {
+        const size_t dev =
+            size_t(off) * elem + size_t(kind) * plane + size_t(p0) * size_t(opts_.kv_dim) * elem;
+        uint8_t* host = kv.plane(l, kind) + size_t(p0) * row;
+        if (to_device) {
+          rt_.upload(buf, dev, host, bytes);
+        } else {
+          rt_.download(buf, dev, host, bytes);
+        }
+      }
+    }
+  }
+  rt_.finish();
+}
+
+}  // namespace tilellm

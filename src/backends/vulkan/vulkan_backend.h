@@ -1,0 +1,203 @@
+// The Vulkan backend: every op of backends/backend.h on a Vulkan 1.1 device, one host file and one compute
+// shader per op (embedding, rmsnorm, matmul, rope, kv_store, attention, glu, add), each the CPU backend's
+// float path computed on the device (exact dequantized weights, float32 arithmetic).
+//
+// Memory (all allocated in the constructor and load_weights; nothing is allocated while ops run):
+//  - Weights: one device buffer each, keyed by the host Weight's data pointer, in the device formats every
+//    GPU backend shares (backends/device_rows.h): Q4_0, Q4_1, Q8_0 as split rows, F16 and F32 as in the
+//    file, Q4_K as KQ4, Q5_K, Q6_K, Q5_0 and Q5_1 as KQ8 (exact), every other type dequantized to F32;
+//    with --weights int4b64 / int8b0 / f16 / f32 every matrix converted (the embedding table keeps its GGUF
+//    type for the lookup, as on the CPU). A matrix larger than the device's largest allocation or storage
+//    buffer range is split by rows over several buffers (a matmul then runs one dispatch per buffer).
+//  - FB-KV on the device: [layer][K|V][pos < n_ctx][kv_dim] in the cache type (f16 or f32), whole layers
+//    in as few buffers as the allocation and storage-range limits allow.
+//  - Activations are device-resident, as on OpenCL (opencl_backend.h describes the scheme): the session's
+//    activation scratch is mirrored by device buffers of the same size; per array the backend tracks the
+//    byte range where one copy is newer, and copies only what the other side needs, so a forward pass reads
+//    back only the logits (and what a CPU-fallback op needs). Operands at an offset into a mirror, and
+//    pointers outside every mirror, go through fixed scratch buffers.
+//  - Recording: every op records its dispatches into the runtime's command buffer (runtime.h); nothing is
+//    submitted until the host reads something back.
+//  - Self-check: at construction every pipeline runs a small random case against the host backend (float
+//    path); a pipeline that fails is replaced by the host backend for its op, with a warning naming it.
+//  - Shader variants come from the capability struct only: the subgroup reductions where compute shaders
+//    have subgroup arithmetic, the local sizes from the invocation and shared-memory limits.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/device_rows.h"
+#include "backends/modes.h"
+#include "backends/vulkan/runtime.h"
+#include "base/thread_pool.h"
+
+namespace tilellm {
+
+struct VulkanBackendOptions {
+  int device = 0;                // index into vulkan::list_devices()
+  std::string profile = "none";  // vulkan::profiles() name
+  int64_t max_tokens = 64;       // most tokens in one op call
+  int64_t max_in_elems = 0;      // largest op input in floats
+  int64_t max_out_elems = 0;     // largest op output in floats (also covers the logits)
+  int64_t max_width = 0;         // longest norm weight vector / RoPE table row, in floats
+  WeightsMode weights = WeightsMode::Native;
+  int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
+  GgmlType kv_type = GgmlType::F16;
+  uint64_t kv_max_buffer_bytes = 0;  // most bytes in one KV buffer; 0: the device's limits
+  // Most bytes in one weight buffer; 0: the device's limits (tests of the split by rows lower it).
+  uint64_t max_buffer_bytes = 0;
+  bool self_check = true;
+  bool profiling = false;
+  // Use the subgroup reductions where the device has them (tests turn it off to run the shared-memory
+  // path on a device that has both).
+  bool subgroups = true;
+  struct HostArray {
+    void* data;
+    size_t bytes;
+  };
+  std::vector<HostArray> resident;
+  // Test hook: replaces the pipeline named `test_pipeline` by one built from `test_spirv` (same bindings
+  // and push constants) before the self-check, so a test can show a broken shader caught.
+  std::string test_pipeline;
+  std::vector<uint32_t> test_spirv;
+};
+
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(const VulkanBackendOptions& o);
+  ~VulkanBackend() override;
+  VulkanBackend(const VulkanBackend&) = delete;
+  VulkanBackend& operator=(const VulkanBackend&) = delete;
+  std::string_view name() const override { return "vulkan"; }
+  const vulkan::Capabilities& caps() const { return rt_.caps(); }
+  vulkan::Runtime& runtime() { return rt_; }
+
+  void load_weights(const WeightSet& ws) override;
+  void upload_weight(const Weight& w);
+  void begin_forward(const ForwardStep& step) override;
+
+  // Names of the pipelines that failed the self-check (their ops run on the host backend).
+  std::vector<std::string> cpu_fallbacks() const;
+  bool uses_subgroups() const { return subgroups_; }
+  size_t kv_buffers() const { return kv_bufs_.size(); }
+  // Buffers an uploaded matrix is split over (1 unless it exceeds one buffer's limits).
+  size_t weight_buffers(const Weight& w) const { return find_weight(w, "weight_buffers").bufs.size(); }
+  uint64_t downloads() const { return downloads_; }
+  void to_host(const void* p, size_t bytes);
+  void host_wrote(void* p, size_t bytes);
+  void read_kv(KvCache& kv) { copy_kv(kv, 0, opts_.kv_ctx, false); }
+  void kv_to_device(const KvCache& kv, int64_t p0, int64_t p1) override { copy_kv(kv, p0, p1, true); }
+  void kv_to_host(KvCache& kv, int64_t p0, int64_t p1) override { copy_kv(kv, p0, p1, false); }
+  bool needs_host_kv() const override { return kv_on_cpu(); }
+  std::string memory_summary() const override;
+
+  void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) override;
+  void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
+  void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override;
+  void rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim, const int32_t* pos,
+            const RopeTable& table, RopeMode mode) override;
+  void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
+                int64_t n_tok) override;
+  void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
+                 const AttnParams& p, float* out) override;
+  void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
+  void add(float* acc, const float* x, int64_t n) override;
+  void add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
+                   float eps) override;
+  std::vector<KernelTime> kernel_times() const override { return rt_.kernel_times(); }
+  void reset_kernel_times() override { rt_.reset_kernel_times(); }
+
+ private:
+  // A matrix in buffers of whole rows: bufs[b] holds rows [b * rows_per_buf, ...) as [rows][row_bytes] in
+  // fmt (device_rows.h); more than one only when the matrix exceeds the device's largest allocation or
+  // storage-buffer range (lavapipe's range is 128 MiB: Gemma 3's embedding table is larger).
+  struct DeviceWeight {
+    std::vector<vulkan::Buffer> bufs;
+    int64_t rows_per_buf = 0;
+    DeviceFormat fmt;
+    GgmlType host_type;
+    size_t row_bytes;
+    int64_t n_in, n_out;
+  };
+  DeviceWeight make_device_weight(const Weight& w, WeightsMode mode);
+  const DeviceWeight& find_weight(const Weight& w, const char* op) const;
+
+  // Pipelines. The matmul ones per device format: prefill (4 tokens a group) and decode (1).
+  vulkan::Pipeline p_embed_[kDeviceFormats], p_matmul_[kDeviceFormats], p_matvec_[kDeviceFormats];
+  vulkan::Pipeline p_rmsnorm_, p_add_rmsnorm_, p_rope_, p_kv_store_, p_attention_, p_glu_silu_, p_glu_gelu_,
+      p_add_;
+  std::vector<vulkan::Pipeline*> all_pipelines();
+  bool kv_on_cpu() const { return p_kv_store_.on_cpu || p_attention_.on_cpu; }
+  void run_self_check();
+  void verdict(vulkan::Pipeline& p, double err);
+
+  // Recording helpers (the shaders' bindings and push constants).
+  void record_matmul(const DeviceWeight& dw, int64_t n_tok, const vulkan::Buffer& x, const vulkan::Buffer& y);
+  // The KV ops on an explicit cache buffer of n_ctx x kv_dim planes (the session's, or the self-check's).
+  void record_kv_store(const vulkan::Buffer& cache, uint32_t layer_off, int64_t n_ctx, int64_t kv_dim,
+                       int64_t n_tok, const vulkan::Buffer& k, const vulkan::Buffer& v,
+                       const vulkan::Buffer& pos);
+  void record_attention(const vulkan::Buffer& cache, uint32_t layer_off, int64_t n_ctx, int64_t kv_dim,
+                        int64_t n_tok, const AttnParams& p, const vulkan::Buffer& q,
+                        const vulkan::Buffer& pos, const vulkan::Buffer& out);
+  // Groups covering n items of `local` invocations in (x, y) (x at most the device's limit).
+  void elementwise_groups(int64_t n, uint32_t local, uint32_t& gx, uint32_t& gy) const;
+
+  // Mirrored host arrays (the OpenCL backend's scheme, without its upload epochs: uploads are staged at
+  // record time).
+  struct Mirror {
+    uint8_t* host = nullptr;
+    size_t bytes = 0;
+    vulkan::Buffer dev;
+    size_t host_lo = 0, host_hi = 0;  // the host copy is newer here
+    size_t dev_lo = 0, dev_hi = 0;    // the device copy is newer here
+  };
+  Mirror* find_mirror(const void* p, size_t bytes, const char* op);
+  void upload_dirty(Mirror& m);
+  const vulkan::Buffer& dev_in(const float* p, int64_t n, const vulkan::Buffer& staging, const char* op);
+  const vulkan::Buffer& dev_out(float* p, int64_t n, const vulkan::Buffer& staging, const char* op);
+  void dev_done(float* p, int64_t n, const vulkan::Buffer& written);
+  void host_in(const float* p, int64_t n) { to_host(p, size_t(n) * sizeof(float)); }
+  void host_out(float* p, int64_t n) { host_wrote(p, size_t(n) * sizeof(float)); }
+  const vulkan::Buffer& norm_weight(const float* w, int64_t n);
+  const vulkan::Buffer& dev_ints(const int32_t* v, int64_t n, std::vector<int32_t>& held, int64_t& held_n,
+                                 const vulkan::Buffer& buf);
+  const vulkan::Buffer& dev_positions(const int32_t* pos, int64_t n_tok);
+  const vulkan::Buffer& dev_rope_rows(const RopeTable& table, const int32_t* pos, int64_t n_tok);
+  void check_tokens(int64_t n_tok, const char* op) const;
+  void check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok, const char* op) const;
+  const vulkan::Buffer& kv_buffer(int64_t layer, uint32_t& layer_off) const;
+  void copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_device);
+
+  VulkanBackendOptions opts_;
+  mutable vulkan::Runtime rt_;
+  bool subgroups_ = false;
+  uint32_t red_local_ = 64, mm_local_ = 64, attn_local_ = 64, elem_local_ = 64;
+
+  std::unordered_map<const uint8_t*, DeviceWeight> weights_, tables_;
+  std::unique_ptr<ThreadPool> cpu_pool_;
+  std::unique_ptr<Backend> cpu_;  // the host backend, float path: the self-check's reference and fallback
+  bool cpu_prepared_ = false;
+
+  vulkan::Buffer in_a_, in_b_, out_,
+      vec_;                        // scratch: [max_in_elems], [max_in_elems], [max_out_elems], [max_width]
+  vulkan::Buffer pos_dev_;         // [max_tokens] int32: the pass's positions
+  std::vector<int32_t> pos_held_;  // what pos_dev_ holds (pos_n_ entries)
+  int64_t pos_n_ = -1;
+  vulkan::Buffer rope_dev_;       // [max_tokens][max_width] floats: the RoPE rows of the held positions
+  std::vector<float> rope_held_;  // their host copy
+  int64_t rope_n_ = -1, rope_half_ = 0;
+  std::vector<Mirror> mirrors_;
+  std::unordered_map<const float*, vulkan::Buffer> norms_;
+  uint64_t downloads_ = 0;
+
+  std::vector<vulkan::Buffer> kv_bufs_;  // kv_bufs_[b]: layers [b * layers_per_buf_, ...)
+  int64_t layers_per_buf_ = 0;
+};
+
+}  // namespace tilellm

@@ -1,0 +1,80 @@
+// The whole model on Vulkan against the CPU backend's float path (../gpu_common/compare_greedy.h): SmolLM2
+// under the device as it is and under constrained profiles, Gemma 3 (sliding-window layers, GELU, an
+// embedding table larger than lavapipe's 128 MiB storage range, so split over buffers), and the self-check
+// catching a deliberately broken shader, whose op then runs on the CPU with the output unchanged.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "../common/paths.h"
+#include "../gpu_common/compare_greedy.h"
+#include "backends/vulkan/vulkan_backend.h"
+#include "vulkan_test.h"
+
+namespace tilellm {
+namespace {
+
+const uint32_t kBrokenAdd[] = {
+#include "broken_add.inc"
+};
+
+void compare(const char* profile, GgmlType kv_type, double bound, const char* model = test::kSmolLM2,
+             const char* golden = "smollm2.json", int prompts = test::kGreedyPrompts,
+             WeightsMode weights = WeightsMode::Native) {
+  if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  test::GreedyCase g;
+  g.backend = "vulkan";
+  g.device = test::vulkan_test_device();
+  g.profile = profile;
+  g.kv_type = kv_type;
+  g.rel_bound = bound;
+  g.model_file = model;
+  g.golden = golden;
+  g.n_prompts = prompts;
+  g.weights = weights;
+  test::compare_greedy(g);
+}
+
+// f16 cache: rows that differ in their last float bits may round to neighbouring halves (~5e-4 relative,
+// and packHalf2x16's rounding is the driver's), so the logits may differ by about that much; bound 1e-3.
+TEST(VulkanModel, smollm2_greedy_equals_cpu_float_path) {
+  compare("none", GgmlType::F16, 1e-3);
+}
+
+// f32 cache: only float summation order separates the two; bound 1e-4.
+TEST(VulkanModel, smollm2_greedy_equals_cpu_float_path_f32_cache_powervr_cxt) {
+  compare("powervr-cxt", GgmlType::F32, 1e-4);
+}
+
+TEST(VulkanModel, smollm2_greedy_equals_cpu_float_path_no_16bit_int8b0) {
+  compare("no-16bit", GgmlType::F32, 1e-4, test::kSmolLM2, "smollm2.json", 1, WeightsMode::Int8B0);
+}
+
+TEST(VulkanModel, gemma3_greedy_equals_cpu_float_path_f32_cache) {
+  compare("none", GgmlType::F32, 1e-4, test::kGemma3, "gemma3.json", 1);
+}
+
+// The add shader replaced by one that writes acc = x (tests/vulkan/broken_add.comp): the self-check names
+// it, its op falls back to the CPU, and the model's output is still the float path's.
+TEST(VulkanModel, self_check_catches_a_broken_shader) {
+  if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  VulkanBackendOptions o;
+  o.device = test::vulkan_test_device();
+  o.max_in_elems = o.max_out_elems = 4096;
+  o.max_width = 64;
+  o.test_pipeline = "add";
+  o.test_spirv.assign(std::begin(kBrokenAdd), std::end(kBrokenAdd));
+  testing::internal::CaptureStderr();
+  VulkanBackend be(o);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("Vulkan pipeline add failed its self-check"), std::string::npos) << err;
+  EXPECT_EQ(be.cpu_fallbacks(), std::vector<std::string>{"add"});
+  std::vector<float> acc = {1.0f, 2.0f, 3.0f};
+  const std::vector<float> x = {0.5f, -1.0f, 4.0f};
+  be.add(acc.data(), x.data(), 3);
+  EXPECT_EQ(acc, (std::vector<float>{1.5f, 1.0f, 7.0f}));
+}
+
+}  // namespace
+}  // namespace tilellm

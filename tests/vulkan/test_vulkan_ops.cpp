@@ -1,0 +1,326 @@
+// Every op of the Vulkan backend against the CPU backend (the reference, float path) on random data of odd
+// sizes, under each device profile (vulkan_test.h): weights of every GGUF type the device formats take, and
+// the converted formats; norms, RoPE, GLU, add, the KV cache ops, and a matrix split over several buffers.
+//
+// Tolerances. Products: each output may differ from the reference by the rounding of a differently ordered
+// float32 sum, |err| <= n_in * u * sum_j |w_j x_j| (u = 2^-24), bounded here by 4 n u sum|w x| + 1e-30.
+// Elementwise ops: add is the CPU's operation (bit-exact); RoPE's rotation a few ulps; the activations
+// within the precision Vulkan grants exp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../gpu_common/random_weights.h"
+#include "backends/kv_cache.h"
+#include "backends/registry.h"
+#include "backends/vulkan/vulkan_backend.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "base/thread_pool.h"
+#include "format/asym_quant.h"
+#include "format/quants.h"
+#include "vulkan_test.h"
+
+namespace tilellm {
+namespace {
+
+using test::make_weight;
+using test::OwnedWeight;
+using test::rand_floats;
+
+constexpr double kU = 0x1p-24;
+
+class VulkanOps : public ::testing::TestWithParam<std::string> {
+ protected:
+  static constexpr int64_t kLayers = 2, kCtx = 150;
+
+  void SetUp() override {
+    if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+    pool_ = std::make_unique<ThreadPool>(2);
+    BackendParams hp;
+    hp.pool = pool_.get();
+    hp.activations = ActivationMode::F32;
+    hp.max_in_elems = 1 << 16;
+    cpu_ = host_backend().make(hp);
+  }
+
+  VulkanBackendOptions options() const {
+    VulkanBackendOptions o;
+    o.device = test::vulkan_test_device();
+    const std::string& p = GetParam();
+    o.profile = p == "none-shared" ? "none" : p;
+    o.subgroups = p != "none-shared";
+    o.max_tokens = 8;
+    o.max_in_elems = 1 << 16;
+    o.max_out_elems = 1 << 16;
+    o.max_width = 1024;
+    o.self_check = false;  // these tests check the shaders themselves; a CPU fallback would hide a fault
+    return o;
+  }
+
+  std::unique_ptr<VulkanBackend> make(int64_t kv_dim = 0, GgmlType kv_type = GgmlType::F16) const {
+    VulkanBackendOptions o = options();
+    if (kv_dim > 0) {
+      o.kv_layers = kLayers;
+      o.kv_ctx = kCtx;
+      o.kv_dim = kv_dim;
+      o.kv_type = kv_type;
+    }
+    return std::make_unique<VulkanBackend>(o);
+  }
+
+  // y = W x on both backends, each output within the reordered-sum bound of the reference (exact: `wf` the
+  // weights' exact float values, or w's own dequantization when empty).
+  void check_matmul(VulkanBackend& vk, const Weight& w, const Weight& ref_w, int64_t n_tok, uint32_t seed) {
+    const std::vector<float> x = rand_floats(size_t(n_tok * w.n_in), seed);
+    std::vector<float> ref(size_t(n_tok * w.n_out)), got(ref.size(), NAN);
+    cpu_->matmul(ref_w, x.data(), n_tok, ref.data());
+    vk.matmul(w, x.data(), n_tok, got.data());
+    std::vector<float> row(size_t(w.n_in));
+    for (int64_t r = 0; r < w.n_out; ++r) {
+      dequantize_row(ref_w.type, ref_w.row(r), row.data(), w.n_in);
+      for (int64_t t = 0; t < n_tok; ++t) {
+        double mag = 0.0;
+        for (int64_t j = 0; j < w.n_in; ++j)
+          mag += std::abs(double(row[size_t(j)]) * x[size_t(t * w.n_in + j)]);
+        const size_t i = size_t(t * w.n_out + r);
+        ASSERT_NEAR(got[i], ref[i], 4.0 * double(w.n_in) * kU * mag + 1e-30)
+            << w.name << " row " << r << " token " << t << " of " << n_tok << " (" << GetParam() << ")";
+      }
+    }
+  }
+
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Backend> cpu_;
+};
+
+// Every GGUF type the device formats take (and BF16, dequantized to F32), decode (1 token) and prompt sizes
+// that leave partial token tiles; 37 rows leave a partial row group.
+TEST_P(VulkanOps, matmul_and_embedding_of_every_weight_type) {
+  auto vk = make();
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
+                            GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q5_1,
+                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+  uint32_t seed = 1;
+  std::vector<OwnedWeight> kept;  // alive while the backend is: it knows them by address
+  for (GgmlType t : types) {
+    const int64_t bs = type_traits(t).block_size;
+    const int64_t n_in = bs == 1 ? 77 : bs == 256 ? 512 : 160, n_out = 37;
+    kept.push_back(make_weight(t, n_in, n_out, seed++));
+    const OwnedWeight& ow = kept.back();
+    vk->upload_weight(ow.w);
+    for (int64_t n_tok : {1, 3, 8}) check_matmul(*vk, ow.w, ow.w, n_tok, seed++);
+    const int32_t ids[4] = {36, 0, 17, 36};
+    std::vector<float> ref(size_t(4 * n_in)), got(ref.size(), NAN);
+    cpu_->embed(ow.w, ids, 4, 0.75f, ref.data());
+    vk->embed(ow.w, ids, 4, 0.75f, got.data());
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(got[i], ref[i], 1e-6 * std::abs(ref[i])) << type_name(t) << " element " << i;
+  }
+}
+
+// --weights int4b64 / int8b0 / f16 / f32: rows converted at upload, against the CPU's float path on the
+// conversion's exact values (160 inputs leave INT4B64 a group of one block).
+TEST_P(VulkanOps, matmul_of_converted_weights) {
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0, WeightsMode::F16, WeightsMode::F32}) {
+    VulkanBackendOptions o = options();
+    o.weights = mode;
+    VulkanBackend vk(o);
+    const int64_t n_in = 160, n_out = 21;
+    std::vector<float> src = rand_floats(size_t(n_in * n_out), 77), exact(src.size());
+    for (int64_t r = 0; r < n_out; ++r) {
+      const float* s = src.data() + r * n_in;
+      float* e = exact.data() + r * n_in;
+      if (mode == WeightsMode::Int4B64 || mode == WeightsMode::Int8B0) {
+        dequantize_row_asym(mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0, s, n_in,
+                            e);
+      } else {
+        for (int64_t j = 0; j < n_in; ++j)
+          e[j] = mode == WeightsMode::F16 ? fp16_to_fp32(fp32_to_fp16(s[j])) : s[j];
+      }
+    }
+    Weight w;
+    w.name = std::string("converted ") + weights_mode_name(mode);
+    w.type = GgmlType::F32;
+    w.data = reinterpret_cast<const uint8_t*>(src.data());
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = size_t(n_in) * 4;
+    Weight we = w;
+    we.data = reinterpret_cast<const uint8_t*>(exact.data());
+    vk.upload_weight(w);
+    for (int64_t n_tok : {1, 5}) check_matmul(vk, w, we, n_tok, 5 + uint32_t(n_tok));
+  }
+}
+
+// A matrix larger than one buffer may be (here: a 64 KiB clamp) is split by rows; the lookup and the
+// product cross the buffers.
+TEST_P(VulkanOps, matrix_split_over_buffers) {
+  VulkanBackendOptions o = options();
+  o.max_buffer_bytes = 1 << 16;
+  VulkanBackend vk(o);
+  OwnedWeight ow = make_weight(GgmlType::Q8_0, 256, 1001, 9);  // 272 bytes a row: 240 rows a buffer
+  vk.upload_weight(ow.w);
+  EXPECT_EQ(vk.weight_buffers(ow.w), 5u);
+  for (int64_t n_tok : {1, 6}) check_matmul(vk, ow.w, ow.w, n_tok, 10);
+  const int32_t ids[3] = {1000, 239, 240};
+  std::vector<float> ref(3 * 256), got(ref.size(), NAN);
+  cpu_->embed(ow.w, ids, 3, 1.0f, ref.data());
+  vk.embed(ow.w, ids, 3, 1.0f, got.data());
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(got[i], ref[i]) << "element " << i;
+}
+
+TEST_P(VulkanOps, rmsnorm_add_rmsnorm_add_and_glu) {
+  auto vk = make();
+  for (int64_t n : {1, 7, 576, 1001}) {
+    const int64_t rows = 3;
+    const std::vector<float> x = rand_floats(size_t(rows * n), 20 + uint32_t(n)),
+                             w = rand_floats(size_t(n), 3);
+    const std::vector<float> r = rand_floats(size_t(rows * n), 4);
+    std::vector<float> ref(x.size()), got(x.size(), NAN);
+    cpu_->rmsnorm(x.data(), w.data(), ref.data(), rows, n, 1e-6f);
+    vk->rmsnorm(x.data(), w.data(), got.data(), rows, n, 1e-6f);
+    // A reordered sum of squares (relative n u) through the square root: 2 n u of each output, plus the
+    // final products' rounding.
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(got[i], ref[i], (2.0 * n + 4) * kU * std::abs(ref[i]) + 1e-30);
+    std::vector<float> acc_ref = x, acc_got = x, y_ref(x.size()), y_got(x.size(), NAN);
+    cpu_->add(acc_ref.data(), r.data(), rows * n);
+    cpu_->rmsnorm(acc_ref.data(), w.data(), y_ref.data(), rows, n, 1e-6f);
+    vk->add_rmsnorm(acc_got.data(), r.data(), w.data(), y_got.data(), rows, n, 1e-6f);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_EQ(acc_got[i], acc_ref[i]);
+      ASSERT_NEAR(y_got[i], y_ref[i], (2.0 * n + 4) * kU * std::abs(y_ref[i]) + 1e-30);
+    }
+    std::vector<float> a_ref = x, a_got = x;
+    cpu_->add(a_ref.data(), r.data(), rows * n);
+    vk->add(a_got.data(), r.data(), rows * n);
+    ASSERT_EQ(a_got, a_ref);
+    std::vector<float> g = x;
+    for (float& v : g) v *= 8.0f;
+    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+      std::vector<float> gr(g.size()), gg(g.size(), NAN);
+      cpu_->glu(g.data(), r.data(), gr.data(), rows * n, act);
+      vk->glu(g.data(), r.data(), gg.data(), rows * n, act);
+      // Vulkan allows exp an error of 3 + 2|a| ulps for exp(a) (the spec's precision table); the rest is a
+      // few roundings. a = -g for SiLU, -2z for GELU.
+      for (size_t i = 0; i < gr.size(); ++i) {
+        const double gv = g[i], z = 0.7978845608028654 * (gv + 0.044715 * gv * gv * gv);
+        const double a = act == FfnAct::SiLU ? std::abs(gv) : std::abs(2.0 * z);
+        ASSERT_NEAR(gg[i], gr[i], (8.0 + 2.0 * a) * 0x1p-23 * std::abs(gr[i]) + 1e-30) << "element " << i;
+      }
+    }
+  }
+}
+
+TEST_P(VulkanOps, rope_both_modes_partial_rotation) {
+  auto vk = make();
+  const int64_t n_tok = 5, heads = 3, hd = 64, rope_dim = 32;
+  const RopeTable table(100, rope_dim, 10000.0f, 1.0f);
+  const int32_t pos[5] = {99, 0, 3, 3, 57};
+  for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+    std::vector<float> ref = rand_floats(size_t(n_tok * heads * hd), 8), got = ref;
+    cpu_->rope(ref.data(), n_tok, heads, hd, rope_dim, pos, table, mode);
+    vk->rope(got.data(), n_tok, heads, hd, rope_dim, pos, table, mode);
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(got[i], ref[i], 4 * kU * (std::abs(ref[i]) + 1.0)) << i;
+  }
+}
+
+// kv_store then attention on the device cache, against the CPU's on a host cache: grouped queries, a
+// sliding window, positions over two attention chunks; both cache types.
+TEST_P(VulkanOps, kv_store_and_attention) {
+  for (GgmlType kv_type : {GgmlType::F16, GgmlType::F32}) {
+    const int64_t n_head = 6, n_head_kv = 2, hd = 40, kv_dim = n_head_kv * hd;
+    auto vk = make(kv_dim, kv_type);
+    KvCache ref(kLayers, kCtx, n_head_kv, hd, kv_type), dev_shape(kLayers, kCtx, n_head_kv, hd, kv_type);
+    uint32_t seed = 100;
+    for (int64_t p0 = 0; p0 < kCtx; p0 += 7) {
+      const int64_t nt = std::min<int64_t>(7, kCtx - p0);
+      std::vector<int32_t> pos(static_cast<size_t>(nt));
+      for (int64_t t = 0; t < nt; ++t) pos[size_t(t)] = int32_t(p0 + t);
+      for (int64_t layer = 0; layer < kLayers; ++layer) {
+        const std::vector<float> k = rand_floats(size_t(nt * kv_dim), seed++),
+                                 v = rand_floats(size_t(nt * kv_dim), seed++);
+        cpu_->kv_store(ref, layer, k.data(), v.data(), pos.data(), nt);
+        vk->kv_store(dev_shape, layer, k.data(), v.data(), pos.data(), nt);
+      }
+    }
+    KvCache back(kLayers, kCtx, n_head_kv, hd, kv_type);
+    vk->read_kv(back);
+    for (int64_t l = 0; l < kLayers; ++l) {
+      for (int kind = 0; kind < 2; ++kind) {
+        const size_t elem = kv_type == GgmlType::F16 ? 2 : 4;
+        for (int64_t i = 0; i < kCtx * kv_dim; ++i) {
+          float a, b;
+          if (elem == 2) {
+            uint16_t ha, hb;
+            std::memcpy(&ha, ref.plane(l, kind) + 2 * i, 2);
+            std::memcpy(&hb, back.plane(l, kind) + 2 * i, 2);
+            a = fp16_to_fp32(ha);
+            b = fp16_to_fp32(hb);
+            // packHalf2x16's rounding is the driver's: at most one half-ulp step from round-to-nearest-even.
+            ASSERT_NEAR(b, a, std::abs(a) * 0x1p-10 + 0x1p-24)
+                << "layer " << l << " plane " << kind << " at " << i;
+          } else {
+            std::memcpy(&a, ref.plane(l, kind) + 4 * i, 4);
+            std::memcpy(&b, back.plane(l, kind) + 4 * i, 4);
+            ASSERT_EQ(b, a);
+          }
+        }
+      }
+    }
+    // Attention reads what the device stored; the reference reads the device's rows too, so the check
+    // is of attention alone.
+    vk->kv_to_host(ref, 0, kCtx);
+    for (int64_t window : {int64_t(0), int64_t(61)}) {
+      AttnParams p;
+      p.n_head = n_head;
+      p.n_head_kv = n_head_kv;
+      p.head_dim = hd;
+      p.scale = 1.0f / std::sqrt(float(hd));
+      p.window = window;
+      const int32_t pos[5] = {0, 149, 64, 65, 100};
+      const std::vector<float> q = rand_floats(size_t(5 * n_head * hd), 7);
+      std::vector<float> want(q.size()), have(q.size(), NAN);
+      cpu_->attention(q.data(), ref, 1, pos, 5, p, want.data());
+      vk->attention(q.data(), dev_shape, 1, pos, 5, p, have.data());
+      // Softmax-weighted sums of values within [-1, 1]: a reordered sum over up to 150 keys and exp's few
+      // ulps, absolute 1e-5.
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(have[i], want[i], 1e-5) << "window " << window << " element " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiles, VulkanOps, ::testing::ValuesIn(test::vulkan_test_profiles()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string s = i.param;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+TEST(VulkanDevice, profiles_clamp_the_capabilities) {
+  if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  vulkan::Capabilities c = vulkan::query_capabilities(vulkan::list_devices()[0]);
+  vulkan::apply_profile(c, vulkan::find_profile("powervr-cxt"));
+  EXPECT_EQ(c.subgroup_size, 128u);
+  EXPECT_LE(c.shared_memory_bytes, 32768u);
+  EXPECT_FALSE(c.float16);
+  EXPECT_FALSE(c.integer_dot);
+  EXPECT_FALSE(c.coopmat_khr);
+  vulkan::Capabilities n = vulkan::query_capabilities(vulkan::list_devices()[0]);
+  vulkan::apply_profile(n, vulkan::find_profile("no-16bit"));
+  EXPECT_FALSE(n.storage16);
+  EXPECT_FALSE(n.float16);
+  EXPECT_THROW(vulkan::find_profile("mali-t880"), Error);
+}
+
+}  // namespace
+}  // namespace tilellm
