@@ -43,7 +43,9 @@ class Backend {
   // the ops read the weights where they lie.
   virtual void load_weights(const WeightSet& ws) { (void)ws; }
 
-  // Mark the start and end of one forward pass (see ForwardStep). Default: nothing to do.
+  // Mark the start and end of one forward pass (see ForwardStep). end_forward follows the pass's last op; the
+  // caller reads what the ops wrote to host memory (the logits) only after it, so a backend may deliver
+  // them there. Default: nothing to do.
   virtual void begin_forward(const ForwardStep& step) { (void)step; }
   virtual void end_forward() {}
 

@@ -121,13 +121,14 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
   const float* last = x + (n - n_logits) * E;
   be.rmsnorm(last, W.output_norm.data(), xn, n_logits, E, c.rms_eps);
   be.matmul(W.output, xn, n_logits, logits);
+  // The pass's last op: a backend that replays a recorded step fills the logits here.
+  be.end_forward();
   if (c.final_logit_softcap > 0.0f) {
     // Gemma-style soft cap; rare and cheap next to the output projection, so it
     // stays a plain loop here.
     const float cap = c.final_logit_softcap;
     for (int64_t i = 0; i < n_logits * c.n_vocab; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
   }
-  be.end_forward();
 }
 
 }  // namespace tilellm

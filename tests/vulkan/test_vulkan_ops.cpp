@@ -14,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../gpu_common/random_weights.h"
@@ -56,7 +57,7 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
     const std::string& p = GetParam();
     o.profile = p == "none-shared" ? "none" : p;
     o.subgroups = p != "none-shared";
-    o.max_tokens = 8;
+    o.max_tokens = 24;
     o.max_in_elems = 1 << 16;
     o.max_out_elems = 1 << 16;
     o.max_width = 1024;
@@ -101,7 +102,7 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
 };
 
 // Every GGUF type the device formats take (and BF16, dequantized to F32), decode (1 token) and prompt sizes
-// that leave partial token tiles; 37 rows leave a partial row group.
+// that leave partial token tiles (3, 21); 37 rows leave partial row groups.
 TEST_P(VulkanOps, matmul_and_embedding_of_every_weight_type) {
   auto vk = make();
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
@@ -115,7 +116,7 @@ TEST_P(VulkanOps, matmul_and_embedding_of_every_weight_type) {
     kept.push_back(make_weight(t, n_in, n_out, seed++));
     const OwnedWeight& ow = kept.back();
     vk->upload_weight(ow.w);
-    for (int64_t n_tok : {1, 3, 8}) check_matmul(*vk, ow.w, ow.w, n_tok, seed++);
+    for (int64_t n_tok : {1, 3, 8, 21}) check_matmul(*vk, ow.w, ow.w, n_tok, seed++);
     const int32_t ids[4] = {36, 0, 17, 36};
     std::vector<float> ref(size_t(4 * n_in)), got(ref.size(), NAN);
     cpu_->embed(ow.w, ids, 4, 0.75f, ref.data());
@@ -155,7 +156,7 @@ TEST_P(VulkanOps, matmul_of_converted_weights) {
     Weight we = w;
     we.data = reinterpret_cast<const uint8_t*>(exact.data());
     vk.upload_weight(w);
-    for (int64_t n_tok : {1, 5}) check_matmul(vk, w, we, n_tok, 5 + uint32_t(n_tok));
+    for (int64_t n_tok : {1, 5, 17}) check_matmul(vk, w, we, n_tok, 5 + uint32_t(n_tok));
   }
 }
 
@@ -168,7 +169,7 @@ TEST_P(VulkanOps, matrix_split_over_buffers) {
   OwnedWeight ow = make_weight(GgmlType::Q8_0, 256, 1001, 9);  // 272 bytes a row: 240 rows a buffer
   vk.upload_weight(ow.w);
   EXPECT_EQ(vk.weight_buffers(ow.w), 5u);
-  for (int64_t n_tok : {1, 6}) check_matmul(vk, ow.w, ow.w, n_tok, 10);
+  for (int64_t n_tok : {1, 6, 19}) check_matmul(vk, ow.w, ow.w, n_tok, 10);
   const int32_t ids[3] = {1000, 239, 240};
   std::vector<float> ref(3 * 256), got(ref.size(), NAN);
   cpu_->embed(ow.w, ids, 3, 1.0f, ref.data());
@@ -234,10 +235,13 @@ TEST_P(VulkanOps, rope_both_modes_partial_rotation) {
 }
 
 // kv_store then attention on the device cache, against the CPU's on a host cache: grouped queries, a
-// sliding window, positions over two attention chunks; both cache types.
+// sliding window, positions over two attention chunks; both cache types, both K-row readers.
 TEST_P(VulkanOps, kv_store_and_attention) {
-  for (GgmlType kv_type : {GgmlType::F16, GgmlType::F32}) {
-    const int64_t n_head = 6, n_head_kv = 2, hd = 40, kv_dim = n_head_kv * hd;
+  // Heads of 40 (rows read 16 bytes at a time) and 22 (element by element: not a multiple of 16 bytes).
+  for (const auto& [kv_type, hd] :
+       {std::pair{GgmlType::F16, int64_t(40)}, std::pair{GgmlType::F32, int64_t(40)},
+        std::pair{GgmlType::F16, int64_t(22)}}) {
+    const int64_t n_head = 6, n_head_kv = 2, kv_dim = n_head_kv * hd;
     auto vk = make(kv_dim, kv_type);
     KvCache ref(kLayers, kCtx, n_head_kv, hd, kv_type), dev_shape(kLayers, kCtx, n_head_kv, hd, kv_type);
     uint32_t seed = 100;

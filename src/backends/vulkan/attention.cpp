@@ -9,9 +9,13 @@ void VulkanBackend::record_attention(const vulkan::Buffer& cache, uint32_t layer
                                      int64_t kv_dim, int64_t n_tok, const AttnParams& p,
                                      const vulkan::Buffer& q, const vulkan::Buffer& pos,
                                      const vulkan::Buffer& out) {
+  // K rows 16 bytes at a time when every row of every head starts at a multiple of 16 bytes.
+  const int64_t per16 = opts_.kv_type == GgmlType::F16 ? 8 : 4;
+  const uint32_t vec = kv_dim % per16 == 0 && p.head_dim % per16 == 0 ? 1 : 0;
   struct {
     uint32_t layer_off, n_ctx, kv_dim, n_head, n_head_kv, head_dim, window;
     float scale;
+    uint32_t vec;
   } pc{layer_off,
        uint32_t(n_ctx),
        uint32_t(kv_dim),
@@ -19,12 +23,14 @@ void VulkanBackend::record_attention(const vulkan::Buffer& cache, uint32_t layer
        uint32_t(p.n_head_kv),
        uint32_t(p.head_dim),
        uint32_t(p.window),
-       p.scale};
+       p.scale,
+       vec};
   rt_.dispatch(p_attention_, {&q, &cache, &pos, &out}, &pc, uint32_t(p.n_head), uint32_t(n_tok));
 }
 
 void VulkanBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
                               int64_t n_tok, const AttnParams& p, float* out) {
+  if (replaying(out)) return;
   check_kv(kv, layer, pos, n_tok, "attention");
   if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_head_kv * p.head_dim != kv.kv_dim()) {
     fail("attention: {} heads over {} KV heads of size {} do not fit a cache row of {}", p.n_head,

@@ -4,6 +4,7 @@
 namespace tilellm {
 
 void VulkanBackend::glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) {
+  if (replaying(out)) return;
   vulkan::Pipeline& p = act == FfnAct::SiLU ? p_glu_silu_ : p_glu_gelu_;
   if (p.on_cpu) {
     host_in(gate, n);

@@ -17,6 +17,7 @@ void VulkanBackend::record_kv_store(const vulkan::Buffer& cache, uint32_t layer_
 
 void VulkanBackend::kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
                              int64_t n_tok) {
+  if (replaying()) return;
   check_kv(kv, layer, pos, n_tok, "kv_store");
   const int64_t n = n_tok * opts_.kv_dim;
   if (kv_on_cpu()) {

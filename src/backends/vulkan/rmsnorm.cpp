@@ -5,6 +5,7 @@
 namespace tilellm {
 
 void VulkanBackend::rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) {
+  if (replaying(y)) return;
   const int64_t total = n_rows * n;
   if (p_rmsnorm_.on_cpu) {
     host_in(x, total);
@@ -26,6 +27,7 @@ void VulkanBackend::rmsnorm(const float* x, const float* w, float* y, int64_t n_
 void VulkanBackend::add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows,
                                 int64_t n, float eps) {
   if (p_add_rmsnorm_.on_cpu) return Backend::add_rmsnorm(acc, x, w, y, n_rows, n, eps);
+  if (replaying(acc, y)) return;
   const int64_t total = n_rows * n;
   const vulkan::Buffer& dx = dev_in(x, total, in_b_, "add_rmsnorm");
   // acc is read and written: its own mirror, or in_a_ (filled, then copied back by dev_done).

@@ -92,6 +92,7 @@ Runtime::Runtime(int device, std::string_view profile, bool profiling) : profili
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
   check(vk.vkAllocateCommandBuffers(dev_, &ai, &cmd_), "vkAllocateCommandBuffers");
+  check(vk.vkAllocateCommandBuffers(dev_, &ai, &capture_.cmd), "vkAllocateCommandBuffers");
   VkFenceCreateInfo fi{};
   fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   check(vk.vkCreateFence(dev_, &fi, nullptr, &fence_), "vkCreateFence");
@@ -104,6 +105,8 @@ Runtime::Runtime(int device, std::string_view profile, bool profiling) : profili
   dpi.pPoolSizes = &ps;
   check(vk.vkCreateDescriptorPool(dev_, &dpi, nullptr, &desc_pool_), "vkCreateDescriptorPool");
   desc_sets_left_ = kDescriptorSets;
+  check(vk.vkCreateDescriptorPool(dev_, &dpi, nullptr, &capture_.pool), "vkCreateDescriptorPool");
+  capture_.sets_left = kDescriptorSets;
 
   if (profiling_) {
     VkQueryPoolCreateInfo qpi{};
@@ -116,6 +119,9 @@ Runtime::Runtime(int device, std::string_view profile, bool profiling) : profili
   }
   ring_ = alloc(kRingBytes, true);
   readback_ = alloc(kReadbackBytes, true);
+  step_in_ = alloc(kStepInputBytes, true);
+  capture_readback_ = alloc(kReadbackBytes, true);
+  capture_.deferred.reserve(16);
 }
 
 Runtime::~Runtime() {
@@ -123,6 +129,9 @@ Runtime::~Runtime() {
   vk.vkDeviceWaitIdle(dev_);
   ring_ = Buffer();
   readback_ = Buffer();
+  step_in_ = Buffer();
+  capture_readback_ = Buffer();
+  vk.vkDestroyDescriptorPool(dev_, capture_.pool, nullptr);
   if (queries_) vk.vkDestroyQueryPool(dev_, queries_, nullptr);
   vk.vkDestroyDescriptorPool(dev_, desc_pool_, nullptr);
   vk.vkDestroyFence(dev_, fence_, nullptr);
@@ -159,6 +168,7 @@ Buffer Runtime::alloc(size_t bytes, bool host_visible) {
   Buffer b;
   b.dev_ = dev_;
   b.bytes_ = bytes;
+  ++allocations_;
   VkBufferCreateInfo bi{};
   bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
   bi.size = bytes;
@@ -262,9 +272,15 @@ void Runtime::destroy(Pipeline& p) {
 }
 
 void Runtime::begin() {
-  if (recording_) return;
   VkCommandBufferBeginInfo bi{};
   bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  if (capture_.active) {
+    if (capture_.recording) return;
+    check(vk.vkBeginCommandBuffer(capture_.cmd, &bi), "vkBeginCommandBuffer");
+    capture_.recording = true;
+    return;
+  }
+  if (recording_) return;
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check(vk.vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
   if (profiling_) vk.vkCmdResetQueryPool(cmd_, queries_, 0, 2 * kQueryPairs);
@@ -278,7 +294,7 @@ void Runtime::barrier() {
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                      VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
   const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  vk.vkCmdPipelineBarrier(cmd_, st, st | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  vk.vkCmdPipelineBarrier(cur(), st, st | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
 void Runtime::dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const void* push,
@@ -290,16 +306,18 @@ void Runtime::dispatch(const Pipeline& p, std::initializer_list<const Buffer*> b
     fail("Vulkan: {} needs {} x {} x {} work-groups, over the device's {} x {} x {}", p.name, gx, gy, gz,
          caps_.max_group_count[0], caps_.max_group_count[1], caps_.max_group_count[2]);
   }
-  if (desc_sets_left_ == 0 || (profiling_ && timed_.size() == kQueryPairs)) submit_and_wait();
+  if (capture_.active && capture_.sets_left == 0) spoil_capture();
+  if (!capture_.active && (desc_sets_left_ == 0 || (profiling_ && timed_.size() == kQueryPairs)))
+    submit_and_wait();
   begin();
   VkDescriptorSetAllocateInfo ai{};
   ai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
-  ai.descriptorPool = desc_pool_;
+  ai.descriptorPool = capture_.active ? capture_.pool : desc_pool_;
   ai.descriptorSetCount = 1;
   ai.pSetLayouts = &p.set_layout;
   VkDescriptorSet set = nullptr;
   check(vk.vkAllocateDescriptorSets(dev_, &ai, &set), "vkAllocateDescriptorSets");
-  --desc_sets_left_;
+  --(capture_.active ? capture_.sets_left : desc_sets_left_);
   VkDescriptorBufferInfo infos[kBuffersPerSet];
   VkWriteDescriptorSet writes[kBuffersPerSet];
   uint32_t i = 0;
@@ -315,11 +333,14 @@ void Runtime::dispatch(const Pipeline& p, std::initializer_list<const Buffer*> b
     ++i;
   }
   vk.vkUpdateDescriptorSets(dev_, i, writes, 0, nullptr);
-  vk.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-  vk.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
-  if (p.push_bytes) vk.vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
+  const VkCommandBuffer cb = cur();
+  vk.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  vk.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  if (p.push_bytes) vk.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
   size_t t = 0;
-  if (profiling_) {
+  // Profiling times the ordinary recording only (a capture is not made while profiling: the backend's
+  // choice).
+  if (profiling_ && !capture_.active) {
     auto it =
         std::find_if(times_.begin(), times_.end(), [&p](const KernelTime& k) { return k.name == p.name; });
     if (it == times_.end()) {
@@ -327,10 +348,13 @@ void Runtime::dispatch(const Pipeline& p, std::initializer_list<const Buffer*> b
       it = times_.end() - 1;
     }
     t = size_t(it - times_.begin());
-    vk.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 2 * uint32_t(timed_.size()));
+    // Written once the commands before it (the last dispatch, behind the barrier) have finished their
+    // compute stage: a top-of-pipe stamp would be written before the barrier waits, and charge the previous
+    // dispatch's tail to this one.
+    vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_, 2 * uint32_t(timed_.size()));
   }
-  vk.vkCmdDispatch(cmd_, gx, gy, gz);
-  if (profiling_) {
+  vk.vkCmdDispatch(cb, gx, gy, gz);
+  if (profiling_ && !capture_.active) {
     vk.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
                            2 * uint32_t(timed_.size()) + 1);
     timed_.push_back(t);
@@ -347,11 +371,14 @@ void Runtime::upload(const Buffer& dst, size_t offset, const void* src, size_t b
     // Copies start at 16-byte offsets of the ring (the copy alignment every device accepts).
     ring_used_ = (ring_used_ + 15) / 16 * 16;
     if (ring_used_ >= ring_.bytes()) submit_and_wait();
+    // A staged upload inside a capture is this step's data: the capture still runs it, but cannot be
+    // replayed (the ring holds other bytes by then).
+    capture_.replayable = false;
     const size_t n = std::min(bytes, ring_.bytes() - ring_used_);
     std::memcpy(static_cast<uint8_t*>(ring_.mapped()) + ring_used_, s, n);
     begin();
     VkBufferCopy c{ring_used_, offset, n};
-    vk.vkCmdCopyBuffer(cmd_, ring_.get(), dst.get(), 1, &c);
+    vk.vkCmdCopyBuffer(cur(), ring_.get(), dst.get(), 1, &c);
     barrier();
     ring_used_ += n;
     s += n;
@@ -366,18 +393,30 @@ void Runtime::copy(const Buffer& src, size_t src_offset, const Buffer& dst, size
     fail("internal: Vulkan copy of {} bytes outside its buffers", bytes);
   begin();
   VkBufferCopy c{src_offset, dst_offset, bytes};
-  vk.vkCmdCopyBuffer(cmd_, src.get(), dst.get(), 1, &c);
+  vk.vkCmdCopyBuffer(cur(), src.get(), dst.get(), 1, &c);
   barrier();
 }
 
 void Runtime::fill(const Buffer& dst, size_t offset, size_t bytes, uint32_t word) {
   if (bytes == 0) return;
   begin();
-  vk.vkCmdFillBuffer(cmd_, dst.get(), offset, bytes, word);
+  vk.vkCmdFillBuffer(cur(), dst.get(), offset, bytes, word);
   barrier();
 }
 
+void Runtime::download_deferred(const Buffer& src, size_t offset, void* dst, size_t bytes) {
+  if (!capture_.active || capture_.readback_used + bytes > capture_readback_.bytes())
+    return download(src, offset, dst, bytes);
+  begin();
+  VkBufferCopy c{offset, capture_.readback_used, bytes};
+  vk.vkCmdCopyBuffer(cur(), src.get(), capture_readback_.get(), 1, &c);
+  barrier();
+  capture_.deferred.push_back({capture_.readback_used, bytes, dst});
+  capture_.readback_used = (capture_.readback_used + bytes + 15) / 16 * 16;
+}
+
 void Runtime::download(const Buffer& src, size_t offset, void* dst, size_t bytes) {
+  if (capture_.active) spoil_capture();
   uint8_t* d = static_cast<uint8_t*>(dst);
   while (bytes > 0) {
     const size_t n = std::min(bytes, readback_.bytes());
@@ -394,10 +433,12 @@ void Runtime::download(const Buffer& src, size_t offset, void* dst, size_t bytes
 }
 
 void Runtime::finish() {
+  if (capture_.active) return spoil_capture();
   if (recording_) submit_and_wait();
 }
 
 void Runtime::submit_and_wait() {
+  if (capture_.active) return spoil_capture();
   if (!recording_) begin();
   check(vk.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
   recording_ = false;
@@ -426,6 +467,96 @@ void Runtime::submit_and_wait() {
     }
     timed_.clear();
   }
+}
+
+namespace {
+
+void submit_one(VkQueue q, VkDevice dev, VkFence fence, VkCommandBuffer cmd) {
+  VkSubmitInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd;
+  check(vk.vkQueueSubmit(q, 1, &si, fence), "vkQueueSubmit");
+  check(vk.vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  check(vk.vkResetFences(dev, 1, &fence), "vkResetFences");
+}
+
+}  // namespace
+
+void Runtime::begin_capture() {
+  finish();  // what was recorded before runs before the capture
+  drop_capture();
+  capture_.active = true;
+  capture_.replayable = true;
+  capture_.recording = false;
+  capture_.readback_used = 0;
+  capture_.deferred.clear();
+}
+
+// Submits the capture's recording as ordinary work and delivers its deferred downloads; the capture ends
+// without being kept and recording continues in the ordinary command buffer.
+void Runtime::spoil_capture() {
+  capture_.replayable = false;
+  end_capture();
+}
+
+bool Runtime::end_capture() {
+  if (!capture_.active) return false;
+  capture_.active = false;
+  if (capture_.recording) {
+    check(vk.vkEndCommandBuffer(capture_.cmd), "vkEndCommandBuffer");
+    capture_.recording = false;
+    submit_one(queue_, dev_, fence_, capture_.cmd);
+    ++submits_;
+    ring_used_ = 0;  // the capture's staged uploads have been read
+  }
+  for (const Deferred& d : capture_.deferred)
+    std::memcpy(d.dst, static_cast<const uint8_t*>(capture_readback_.mapped()) + d.readback_offset, d.bytes);
+  capture_.kept = capture_.replayable;
+  if (!capture_.kept) drop_capture();
+  return capture_.kept;
+}
+
+void Runtime::drop_capture() {
+  if (capture_.active) fail("internal: Vulkan capture dropped while recording");
+  capture_.kept = false;
+  capture_.deferred.clear();
+  check(vk.vkResetCommandBuffer(capture_.cmd, 0), "vkResetCommandBuffer");
+  check(vk.vkResetDescriptorPool(dev_, capture_.pool, 0), "vkResetDescriptorPool");
+  capture_.sets_left = kDescriptorSets;
+}
+
+void Runtime::replay() {
+  if (!capture_.kept) fail("internal: Vulkan replay without a kept capture");
+  finish();
+  submit_one(queue_, dev_, fence_, capture_.cmd);
+  ++submits_;
+  for (const Deferred& d : capture_.deferred)
+    std::memcpy(d.dst, static_cast<const uint8_t*>(capture_readback_.mapped()) + d.readback_offset, d.bytes);
+}
+
+void Runtime::set_deferred_destination(size_t k, void* dst) {
+  if (k >= capture_.deferred.size())
+    fail("internal: Vulkan capture has {} deferred downloads, not {}", capture_.deferred.size(), k + 1);
+  capture_.deferred[k].dst = dst;
+}
+
+void Runtime::step_input(size_t slot_offset, const void* src, size_t bytes, const Buffer& dst,
+                         size_t offset) {
+  if (!capture_.active) return upload(dst, offset, src, bytes);
+  if (slot_offset + bytes > step_in_.bytes())
+    fail("internal: Vulkan step input of {} bytes at {}", bytes, slot_offset);
+  std::memcpy(static_cast<uint8_t*>(step_in_.mapped()) + slot_offset, src, bytes);
+  begin();
+  VkBufferCopy c{slot_offset, offset, bytes};
+  vk.vkCmdCopyBuffer(cur(), step_in_.get(), dst.get(), 1, &c);
+  barrier();
+}
+
+void Runtime::set_step_input(size_t slot_offset, const void* src, size_t bytes) {
+  if (slot_offset + bytes > step_in_.bytes())
+    fail("internal: Vulkan step input of {} bytes at {}", bytes, slot_offset);
+  std::memcpy(static_cast<uint8_t*>(step_in_.mapped()) + slot_offset, src, bytes);
 }
 
 std::vector<KernelTime> Runtime::kernel_times() {

@@ -90,10 +90,41 @@ class Runtime {
   void fill(const Buffer& dst, size_t offset, size_t bytes, uint32_t word);
   // Blocking read: submits what is recorded, waits, and copies the bytes out.
   void download(const Buffer& src, size_t offset, void* dst, size_t bytes);
+  // The same, except inside a capture: there the bytes arrive when the capture ends (or is replayed).
+  void download_deferred(const Buffer& src, size_t offset, void* dst, size_t bytes);
+  bool profiling() const { return profiling_; }
   // Submits what is recorded and waits for it.
   void finish();
+
+  // Capture: the recording between begin_capture() and end_capture() goes into a command buffer and a
+  // descriptor pool of its own, so that it can be submitted again (replay()) without recording anew. The
+  // captured work is submitted once by end_capture() (it is that step's work) and kept when it is
+  // replayable: nothing inside it read the host's memory at record time (no staged upload) nor forced a
+  // submission (a blocking download, a full pool). Downloads inside a capture are deferred: their copy is
+  // recorded and the bytes land in host memory when end_capture() or replay() returns. Inputs that change
+  // between replays go through step_input(): bytes written into a persistent host-visible buffer, copied
+  // to the device by a recorded copy that each replay repeats (rewrite them with set_step_input()).
+  void begin_capture();
+  bool capturing() const { return capture_.active; }
+  // Ends the capture, submits it and waits; true when it was kept for replay.
+  bool end_capture();
+  bool has_capture() const { return capture_.kept; }
+  void drop_capture();
+  // Submits the kept capture again and waits; the deferred downloads land at the pointers set last.
+  void replay();
+  // Deferred downloads of the capture, in order: where replay() copies download k (set by the op that
+  // made it, each step).
+  size_t deferred_downloads() const { return capture_.deferred.size(); }
+  void set_deferred_destination(size_t k, void* dst);
+  // The step-input buffer ([kStepInputBytes] host-visible): `bytes` at `slot_offset` from src, and a
+  // recorded copy of them into dst at offset.
+  void step_input(size_t slot_offset, const void* src, size_t bytes, const Buffer& dst, size_t offset);
+  void set_step_input(size_t slot_offset, const void* src, size_t bytes);
+  static constexpr size_t kStepInputBytes = 4096;
   // Submissions so far (tests: a decode step's waits), and dispatches recorded.
   uint64_t submits() const { return submits_; }
+  // Buffers allocated so far (tests: nothing is allocated while a decode step runs).
+  uint64_t allocations() const { return allocations_; }
   uint64_t dispatches() const { return dispatches_; }
 
   // With profiling: per pipeline name, the dispatches and device time since the last reset (finishes
@@ -103,6 +134,10 @@ class Runtime {
 
  private:
   void begin();  // starts recording when not yet
+  VkCommandBuffer cur() const { return capture_.active ? capture_.cmd : cmd_; }
+  // A capture that has to submit in its middle (a blocking download, a full ring or pool) becomes ordinary
+  // recorded work: submitted now, not kept.
+  void spoil_capture();
   void barrier();
   void submit_and_wait();
   uint32_t memory_type(uint32_t bits, bool host_visible) const;
@@ -120,7 +155,7 @@ class Runtime {
   bool recording_ = false;
   Buffer ring_, readback_;  // host-visible: staged uploads; downloads
   size_t ring_used_ = 0;
-  uint64_t submits_ = 0, dispatches_ = 0;
+  uint64_t submits_ = 0, dispatches_ = 0, allocations_ = 0;
   bool profiling_ = false;
   VkQueryPool queries_ = nullptr;
   uint32_t queries_used_ = 0;
@@ -128,6 +163,19 @@ class Runtime {
   std::vector<KernelTime> times_;
   std::vector<uint64_t> ts_;  // [2 * kQueryPairs] timestamps read back
   VkPhysicalDeviceMemoryProperties mem_{};
+  struct Deferred {
+    size_t readback_offset, bytes;
+    void* dst;
+  };
+  struct Capture {
+    VkCommandBuffer cmd = nullptr;
+    VkDescriptorPool pool = nullptr;
+    bool active = false, kept = false, replayable = false, recording = false;
+    uint32_t sets_left = 0;
+    size_t readback_used = 0;
+    std::vector<Deferred> deferred;
+  } capture_;
+  Buffer step_in_, capture_readback_;  // host-visible: step inputs; deferred downloads
 };
 
 }  // namespace tilellm::vulkan

@@ -47,7 +47,7 @@ void VulkanBackend::run_self_check() {
     const int64_t bs = type_traits(t).block_size;
     // Rows over two row groups with a partial one; float rows end in a partial block; 5 tokens: a partial
     // token tile.
-    const int64_t n_in = bs == 1 ? 63 : bs == 256 ? 256 : 96, n_out = 7, n_tok = 5;
+    const int64_t n_in = bs == 1 ? 63 : bs == 256 ? 256 : 96, n_out = 11, n_tok = 5;
     std::vector<uint8_t> bytes = random_rows(t, n_in, n_out, rng);
     Weight w;
     w.name = fmt::format("self-check {}", type_name(t));
@@ -64,6 +64,7 @@ void VulkanBackend::run_self_check() {
     embed(w, ids, 3, 0.5f, got.data());
     verdict(p_embed_[int(f)], relative_error(ref, got));
     const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+    // 5 tokens and 11 rows: partial tiles of the 4 x 4 and the 8-row decode groups.
     for (int64_t nt : {n_tok, int64_t(1)}) {
       ref.assign(size_t(nt * n_out), 0.0f);
       got.assign(ref.size(), 0.0f);

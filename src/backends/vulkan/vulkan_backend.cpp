@@ -38,7 +38,7 @@ uint32_t pow2_at_most(uint64_t limit) {
 
 // Push-constant sizes of the shaders (their `pc` blocks).
 constexpr uint32_t kMatmulPush = 24, kEmbedPush = 20, kNormPush = 8, kRopePush = 16, kKvPush = 12,
-                   kAttnPush = 32, kElemPush = 4;
+                   kAttnPush = 36, kElemPush = 4;
 
 }  // namespace
 
@@ -63,25 +63,26 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   const vulkan::Capabilities& c = caps();
   subgroups_ = o.subgroups && c.subgroup_arithmetic;
   const uint64_t inv = c.max_invocations, shared = c.shared_memory_bytes;
-  red_local_ = pow2_at_most(std::min<uint64_t>({256, inv, shared / 4}));
+  red_local_ = pow2_at_most(std::min<uint64_t>({512, inv, shared / 4}));
   mm_local_ = pow2_at_most(std::min<uint64_t>({64, inv, shared / (16 * 4)}));
+  mv_local_ = pow2_at_most(std::min<uint64_t>({128, inv, shared / (16 * 4)}));
   attn_local_ = pow2_at_most(std::min<uint64_t>({64, inv, shared / (10 * 4)}));
   elem_local_ = pow2_at_most(std::min<uint64_t>(64, inv));
   const bool sg = subgroups_;
   for (int f = 0; f < kDeviceFormats; ++f) {
     const uint32_t fu = uint32_t(f);
-    p_matmul_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mm_local_, {fu, 4});
+    p_matmul_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mm_local_, {fu, 4, kPrefillRows});
     p_matmul_[f].name = fmt::format("matmul_{}", device_format_name(DeviceFormat(f)));
-    p_matvec_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mm_local_, {fu, 1});
+    p_matvec_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mv_local_, {fu, 1, kDecodeRows});
     p_matvec_[f].name = fmt::format("matvec_{}", device_format_name(DeviceFormat(f)));
-    p_embed_[f] = rt_.pipeline("embedding", false, 2, kEmbedPush, elem_local_, {fu});
+    p_embed_[f] = rt_.pipeline("embedding", false, 3, kEmbedPush, elem_local_, {fu});
     p_embed_[f].name = fmt::format("embed_{}", device_format_name(DeviceFormat(f)));
   }
   p_rmsnorm_ = rt_.pipeline("rmsnorm", sg, 4, kNormPush, red_local_, {0});
   p_rmsnorm_.name = "rmsnorm";
   p_add_rmsnorm_ = rt_.pipeline("rmsnorm", sg, 4, kNormPush, red_local_, {1});
   p_add_rmsnorm_.name = "add_rmsnorm";
-  p_rope_ = rt_.pipeline("rope", false, 2, kRopePush, elem_local_);
+  p_rope_ = rt_.pipeline("rope", false, 3, kRopePush, elem_local_);
   p_rope_.name = "rope";
   p_kv_store_ = rt_.pipeline("kv_store", false, 4, kKvPush, elem_local_, {kv_f16 ? 1u : 0u});
   p_kv_store_.name = "kv_store";
@@ -106,7 +107,7 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   }
 
   // The self-check needs a little room whatever the session's sizes.
-  opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, 4);
+  opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, 8);  // its cases take up to 5 tokens
   opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, 4096);
   opts_.max_out_elems = std::max<int64_t>(opts_.max_out_elems, 4096);
   opts_.max_width = std::max<int64_t>(opts_.max_width, 512);
@@ -116,8 +117,8 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   vec_ = rt_.alloc(floats(opts_.max_width));
   pos_dev_ = rt_.alloc(size_t(opts_.max_tokens) * 4);
   pos_held_.assign(size_t(opts_.max_tokens), 0);
-  rope_dev_ = rt_.alloc(floats(opts_.max_tokens * opts_.max_width));
-  rope_held_.assign(size_t(opts_.max_tokens * opts_.max_width), 0.0f);
+  ids_dev_ = rt_.alloc(size_t(opts_.max_tokens) * 4);
+  ids_held_.assign(size_t(opts_.max_tokens), 0);
   for (const VulkanBackendOptions::HostArray& a : o.resident) {
     if (!a.data || a.bytes == 0) fail("internal: Vulkan backend asked to mirror an empty host array");
     for (const Mirror& m : mirrors_) {
@@ -298,7 +299,8 @@ std::string VulkanBackend::memory_summary() const {
   for (const vulkan::Buffer& b : kv_bufs_) kv += b.bytes();
   for (const Mirror& m : mirrors_) other += m.dev.bytes();
   for (const auto& e : norms_) other += e.second.bytes();
-  for (const vulkan::Buffer* b : {&in_a_, &in_b_, &out_, &vec_, &pos_dev_, &rope_dev_}) other += b->bytes();
+  for (const vulkan::Buffer* b : {&in_a_, &in_b_, &out_, &vec_, &pos_dev_, &ids_dev_}) other += b->bytes();
+  for (const RopeSlot& r : rope_) other += r.dev.bytes();
   constexpr double kMiB = 1024.0 * 1024.0;
   return fmt::format(
       "Vulkan device memory: weights {:.1f} MiB, KV cache {:.1f} MiB, activations and scratch {:.1f} MiB",
@@ -374,7 +376,8 @@ void VulkanBackend::dev_done(float* p, int64_t n, const vulkan::Buffer& written)
   const size_t bytes = size_t(n) * sizeof(float);
   Mirror* m = find_mirror(p, bytes, "dev_done");
   if (!m) {
-    rt_.download(written, 0, p, bytes);
+    // Inside a captured step the bytes arrive at end_forward (runtime.h).
+    rt_.download_deferred(written, 0, p, bytes);
     ++downloads_;
     return;
   }
@@ -406,26 +409,130 @@ const vulkan::Buffer& VulkanBackend::dev_positions(const int32_t* pos, int64_t n
   return dev_ints(pos, n_tok, pos_held_, pos_n_, pos_dev_);
 }
 
+const vulkan::Buffer& VulkanBackend::dev_ids(const int32_t* ids, int64_t n_tok) {
+  if (mode_ != StepMode::Capturing) return dev_ints(ids, n_tok, ids_held_, ids_n_, ids_dev_);
+  // A captured step takes its ids from the step inputs, which each replay rewrites.
+  std::memcpy(ids_held_.data(), ids, size_t(n_tok) * 4);
+  ids_n_ = n_tok;
+  rt_.step_input(kIdsSlot, ids, size_t(n_tok) * 4, ids_dev_, 0);
+  return ids_dev_;
+}
+
+const vulkan::Buffer& VulkanBackend::dev_rope_table(const RopeTable& table) {
+  // Known by its address, shape and data pointer, and its first and last values (a table freed and another
+  // made at the same address with the same shape is caught by its values).
+  const size_t nf = table.cos_sin.size();
+  auto same = [&](const RopeSlot& r) {
+    return r.table == &table && r.data == table.cos_sin.data() && r.n_pos == table.n_pos &&
+           r.n_half == table.n_half && nf > 0 && r.first == table.cos_sin.front() &&
+           r.last == table.cos_sin.back();
+  };
+  RopeSlot* hit = same(rope_[0]) ? &rope_[0] : same(rope_[1]) ? &rope_[1] : nullptr;
+  if (!hit) {
+    hit = rope_[0].last_use <= rope_[1].last_use ? &rope_[0] : &rope_[1];
+    if (nf == 0) fail("Vulkan backend: rope: the RoPE table is empty");
+    if (hit->dev.bytes() < nf * sizeof(float)) {
+      rt_.finish();  // the slot's old buffer may still be read by recorded work
+      hit->dev = rt_.alloc(nf * sizeof(float));
+    }
+    rt_.upload(hit->dev, 0, table.cos_sin.data(), nf * sizeof(float));
+    hit->table = &table;
+    hit->data = table.cos_sin.data();
+    hit->n_pos = table.n_pos;
+    hit->n_half = table.n_half;
+    hit->first = table.cos_sin.front();
+    hit->last = table.cos_sin.back();
+  }
+  hit->last_use = ++rope_uses_;
+  return hit->dev;
+}
+
+std::vector<size_t> VulkanBackend::mirror_state() const {
+  std::vector<size_t> s;
+  s.reserve(mirrors_.size() * 4);
+  for (const Mirror& m : mirrors_) s.insert(s.end(), {m.host_lo, m.host_hi, m.dev_lo, m.dev_hi});
+  return s;
+}
+
+bool VulkanBackend::mirror_state_is(const std::vector<size_t>& s) const {
+  if (s.size() != mirrors_.size() * 4) return false;
+  for (size_t i = 0; i < mirrors_.size(); ++i) {
+    const Mirror& m = mirrors_[i];
+    if (m.host_lo != s[4 * i] || m.host_hi != s[4 * i + 1] || m.dev_lo != s[4 * i + 2] ||
+        m.dev_hi != s[4 * i + 3])
+      return false;
+  }
+  return true;
+}
+
+void VulkanBackend::set_mirror_state(const std::vector<size_t>& s) {
+  for (size_t i = 0; i < mirrors_.size(); ++i) {
+    Mirror& m = mirrors_[i];
+    m.host_lo = s[4 * i];
+    m.host_hi = s[4 * i + 1];
+    m.dev_lo = s[4 * i + 2];
+    m.dev_hi = s[4 * i + 3];
+  }
+}
+
 void VulkanBackend::begin_forward(const ForwardStep& step) {
   check_tokens(step.n_tok, "begin_forward");
+  if (mode_ != StepMode::Normal) {
+    // The last pass ended in an error before end_forward: its capture is not kept.
+    if (rt_.capturing()) rt_.end_capture();
+    rt_.drop_capture();
+    mode_ = StepMode::Normal;
+  }
+  step_ops_ = 0;
+  deferred_k_ = 0;
+  if (step.decode && step.same_as_last && rt_.has_capture() && mirror_state_is(capture_begin_state_)) {
+    mode_ = StepMode::Replaying;
+    rt_.set_step_input(kPosSlot, step.pos, size_t(step.n_tok) * 4);
+    std::memcpy(pos_held_.data(), step.pos, size_t(step.n_tok) * 4);
+    pos_n_ = step.n_tok;
+    return;
+  }
+  if (step.decode && !rt_.profiling()) {
+    mode_ = StepMode::Capturing;
+    capture_begin_state_ = mirror_state();
+    rt_.begin_capture();
+    std::memcpy(pos_held_.data(), step.pos, size_t(step.n_tok) * 4);
+    pos_n_ = step.n_tok;
+    rt_.step_input(kPosSlot, step.pos, size_t(step.n_tok) * 4, pos_dev_, 0);
+    return;
+  }
+  rt_.drop_capture();
   dev_positions(step.pos, step.n_tok);
 }
 
-const vulkan::Buffer& VulkanBackend::dev_rope_rows(const RopeTable& table, const int32_t* pos,
-                                                   int64_t n_tok) {
-  // Compared by content: the rows of another table at the same positions differ.
-  const size_t row = size_t(table.n_half) * 2;
-  bool same = rope_n_ == n_tok && rope_half_ == table.n_half;
-  for (int64_t t = 0; same && t < n_tok; ++t)
-    same = std::memcmp(rope_held_.data() + size_t(t) * row, table.at(pos[t]), row * sizeof(float)) == 0;
-  if (!same) {
-    for (int64_t t = 0; t < n_tok; ++t)
-      std::memcpy(rope_held_.data() + size_t(t) * row, table.at(pos[t]), row * sizeof(float));
-    rt_.upload(rope_dev_, 0, rope_held_.data(), size_t(n_tok) * row * sizeof(float));
-    rope_n_ = n_tok;
-    rope_half_ = table.n_half;
+void VulkanBackend::end_forward() {
+  const StepMode m = mode_;
+  mode_ = StepMode::Normal;
+  if (m == StepMode::Capturing) {
+    if (rt_.end_capture()) {
+      captured_ops_ = step_ops_;
+      capture_end_state_ = mirror_state();
+      ++captured_;
+    }
+  } else if (m == StepMode::Replaying) {
+    if (step_ops_ != captured_ops_ || deferred_k_ != rt_.deferred_downloads()) {
+      rt_.drop_capture();
+      fail("internal: Vulkan replayed step made {} ops and {} host outputs, the captured one {} and {}",
+           step_ops_, deferred_k_, captured_ops_, rt_.deferred_downloads());
+    }
+    rt_.replay();
+    set_mirror_state(capture_end_state_);
+    ++replayed_;
   }
-  return rope_dev_;
+}
+
+bool VulkanBackend::replaying(float* out0, float* out1) {
+  ++step_ops_;
+  if (mode_ != StepMode::Replaying) return false;
+  for (float* p : {out0, out1}) {
+    if (p && !find_mirror(p, 1, "replay")) rt_.set_deferred_destination(deferred_k_++, p);
+  }
+  return true;
 }
 
 void VulkanBackend::elementwise_groups(int64_t n, uint32_t local, uint32_t& gx, uint32_t& gy) const {

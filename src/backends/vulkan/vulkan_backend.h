@@ -18,6 +18,14 @@
 //    pointers outside every mirror, go through fixed scratch buffers.
 //  - Recording: every op records its dispatches into the runtime's command buffer (runtime.h); nothing is
 //    submitted until the host reads something back.
+//  - Decode without per-token recording: a decode step (ForwardStep::decode) is captured into a command
+//    buffer of its own the first time; each following step that repeats it (same_as_last) replays that
+//    buffer. What changes between steps comes from device memory the replay refreshes: the token id and the
+//    position (the runtime's step inputs), and what the shaders derive from them (the RoPE rows are looked up
+//    in the whole table on the device, attention's key count is pos + 1, the KV rows are addressed by pos).
+//    The ops of a replayed step only write those inputs and count themselves; end_forward() submits the
+//    buffer and the logits land where the recorded step put them. A step that cannot be captured whole (a
+//    staged upload, a CPU-fallback op, profiling on) runs as ordinary recorded work.
 //  - Self-check: at construction every pipeline runs a small random case against the host backend (float
 //    path); a pipeline that fails is replaced by the host backend for its op, with a warning naming it.
 //  - Shader variants come from the capability struct only: the subgroup reductions where compute shaders
@@ -109,6 +117,10 @@ class VulkanBackend final : public Backend {
   void add(float* acc, const float* x, int64_t n) override;
   void add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
                    float eps) override;
+  void end_forward() override;
+  // Decode steps replayed from a capture, and captures made (tests: a decode loop records once).
+  uint64_t replayed_steps() const { return replayed_; }
+  uint64_t captured_steps() const { return captured_; }
   std::vector<KernelTime> kernel_times() const override { return rt_.kernel_times(); }
   void reset_kernel_times() override { rt_.reset_kernel_times(); }
 
@@ -168,7 +180,16 @@ class VulkanBackend final : public Backend {
   const vulkan::Buffer& dev_ints(const int32_t* v, int64_t n, std::vector<int32_t>& held, int64_t& held_n,
                                  const vulkan::Buffer& buf);
   const vulkan::Buffer& dev_positions(const int32_t* pos, int64_t n_tok);
-  const vulkan::Buffer& dev_rope_rows(const RopeTable& table, const int32_t* pos, int64_t n_tok);
+  // The whole RoPE table on the device ([n_pos][n_half][cos, sin]), uploaded on its first use; two slots
+  // (global and sliding-window layers alternate).
+  const vulkan::Buffer& dev_rope_table(const RopeTable& table);
+  const vulkan::Buffer& dev_ids(const int32_t* ids, int64_t n_tok);
+  // Replay bookkeeping: true when the op is skipped (a replayed step), after counting it and pointing the
+  // recorded downloads of its host outputs (outputs not in a mirror) at this call's pointers.
+  bool replaying(float* out0 = nullptr, float* out1 = nullptr);
+  std::vector<size_t> mirror_state() const;
+  bool mirror_state_is(const std::vector<size_t>& s) const;  // without allocating (a replayed step's check)
+  void set_mirror_state(const std::vector<size_t>& s);
   void check_tokens(int64_t n_tok, const char* op) const;
   void check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok, const char* op) const;
   const vulkan::Buffer& kv_buffer(int64_t layer, uint32_t& layer_off) const;
@@ -177,7 +198,9 @@ class VulkanBackend final : public Backend {
   VulkanBackendOptions opts_;
   mutable vulkan::Runtime rt_;
   bool subgroups_ = false;
-  uint32_t red_local_ = 64, mm_local_ = 64, attn_local_ = 64, elem_local_ = 64;
+  uint32_t red_local_ = 64, mm_local_ = 64, mv_local_ = 64, attn_local_ = 64, elem_local_ = 64;
+  // Rows a matmul work-group computes (shaders/matmul.comp's TL_ROWS): prompts (with 4 tokens), decode.
+  static constexpr uint32_t kPrefillRows = 4, kDecodeRows = 8;
 
   std::unordered_map<const uint8_t*, DeviceWeight> weights_, tables_;
   std::unique_ptr<ThreadPool> cpu_pool_;
@@ -189,9 +212,27 @@ class VulkanBackend final : public Backend {
   vulkan::Buffer pos_dev_;         // [max_tokens] int32: the pass's positions
   std::vector<int32_t> pos_held_;  // what pos_dev_ holds (pos_n_ entries)
   int64_t pos_n_ = -1;
-  vulkan::Buffer rope_dev_;       // [max_tokens][max_width] floats: the RoPE rows of the held positions
-  std::vector<float> rope_held_;  // their host copy
-  int64_t rope_n_ = -1, rope_half_ = 0;
+  vulkan::Buffer ids_dev_;         // [max_tokens] int32: the pass's token ids
+  std::vector<int32_t> ids_held_;  // what ids_dev_ holds (ids_n_ entries)
+  int64_t ids_n_ = -1;
+  struct RopeSlot {
+    const RopeTable* table = nullptr;
+    const float* data = nullptr;
+    int64_t n_pos = 0, n_half = 0;
+    float first = 0, last = 0;  // the table's first and last values, when uploaded
+    vulkan::Buffer dev;
+    uint64_t last_use = 0;
+  };
+  RopeSlot rope_[2];
+  uint64_t rope_uses_ = 0;
+  // Decode capture and replay (header comment). Step-input slots: positions, then token ids.
+  enum class StepMode { Normal, Capturing, Replaying };
+  StepMode mode_ = StepMode::Normal;
+  static constexpr size_t kPosSlot = 0, kIdsSlot = 2048;
+  uint64_t step_ops_ = 0, captured_ops_ = 0;  // ops of this step; of the captured one
+  size_t deferred_k_ = 0;
+  std::vector<size_t> capture_begin_state_, capture_end_state_;
+  uint64_t replayed_ = 0, captured_ = 0;
   std::vector<Mirror> mirrors_;
   std::unordered_map<const float*, vulkan::Buffer> norms_;
   uint64_t downloads_ = 0;

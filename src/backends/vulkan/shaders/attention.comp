@@ -12,11 +12,13 @@
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer C { uint cache[]; };
+layout(std430, binding = 1) readonly buffer C4 { uvec4 cache4[]; };
 layout(std430, binding = 2) readonly buffer Pos { int pos[]; };
 layout(std430, binding = 3) writeonly buffer O { float outv[]; };
 layout(push_constant) uniform P {
   uint layer_off, n_ctx, kv_dim, n_head, n_head_kv, head_dim, window;
   float scale;
+  uint vec;  // 1: K rows 16-byte aligned (dot_row)
 } pc;
 layout(constant_id = 1) const uint TL_KV_F16 = 1;
 
@@ -27,6 +29,31 @@ shared float p_sh[gl_WorkGroupSize.x];
 float cached(uint e) {
   if (TL_KV_F16 == 1u) return unpackHalf2x16(cache[e >> 1] >> ((e & 1u) * 16u)).x;
   return uintBitsToFloat(cache[e]);
+}
+
+// q . K row at element e (hd elements), from the q in shared memory. When every row of every head starts at
+// a multiple of 16 bytes (vec: the host's check), the row is read 16 bytes at a time (8 halves or 4 floats);
+// else element by element.
+float dot_row(uint e, uint hd, bool vec) {
+  float d = 0.0;
+  if (!vec) {
+    for (uint i = 0; i < hd; ++i) d += q_sh[i] * cached(e + i);
+    return d;
+  }
+  if (TL_KV_F16 == 1u) {
+    for (uint i = 0; i < hd; i += 8u) {
+      const uvec4 c = cache4[(e + i) >> 3];
+      const vec2 a = unpackHalf2x16(c.x), b = unpackHalf2x16(c.y), f = unpackHalf2x16(c.z), g = unpackHalf2x16(c.w);
+      d += q_sh[i] * a.x + q_sh[i + 1u] * a.y + q_sh[i + 2u] * b.x + q_sh[i + 3u] * b.y + q_sh[i + 4u] * f.x +
+           q_sh[i + 5u] * f.y + q_sh[i + 6u] * g.x + q_sh[i + 7u] * g.y;
+    }
+  } else {
+    for (uint i = 0; i < hd; i += 4u) {
+      const vec4 c = uintBitsToFloat(cache4[(e + i) >> 2]);
+      d += q_sh[i] * c.x + q_sh[i + 1u] * c.y + q_sh[i + 2u] * c.z + q_sh[i + 3u] * c.w;
+    }
+  }
+  return d;
 }
 
 void main() {
@@ -46,10 +73,7 @@ void main() {
     const int j = c0 + int(lid);
     float s = -1.0 / 0.0;
     if (j <= last) {
-      const uint kr = kbase + uint(j) * pc.kv_dim;
-      float d = 0.0;
-      for (uint i = 0; i < hd; ++i) d += q_sh[i] * cached(kr + i);
-      s = d * pc.scale;
+      s = dot_row(kbase + uint(j) * pc.kv_dim, hd, pc.vec != 0u) * pc.scale;
     }
     const float m_new = max(m, tl_group_max(s));
     const float p = j <= last ? exp(s - m_new) : 0.0;

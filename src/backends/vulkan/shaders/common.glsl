@@ -25,31 +25,32 @@ layout(local_size_x_id = 0) in;
 #endif
 shared float tl_red[gl_WorkGroupSize.x * TL_RED_WIDTH];
 
-// Sums v[k] (k < TL_RED_WIDTH) over the group into v.
-void tl_group_sums(inout float v[TL_RED_WIDTH]) {
+// Sums v[k] for k < count (<= TL_RED_WIDTH; a specialization constant expression, so the loops unroll)
+// over the group into v.
+void tl_group_sums(inout float v[TL_RED_WIDTH], uint count) {
   const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
 #if TL_SUBGROUPS
-  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) {
+  [[unroll]] for (uint k = 0; k < count; ++k) {
     const float s = subgroupAdd(v[k]);
     if (subgroupElect()) tl_red[k * ls + gl_SubgroupID] = s;
   }
   barrier();
-  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) {
+  [[unroll]] for (uint k = 0; k < count; ++k) {
     float t = 0.0;
     for (uint i = 0; i < gl_NumSubgroups; ++i) t += tl_red[k * ls + i];
     v[k] = t;
   }
   barrier();
 #else
-  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) tl_red[k * ls + lid] = v[k];
+  [[unroll]] for (uint k = 0; k < count; ++k) tl_red[k * ls + lid] = v[k];
   barrier();
   for (uint s = ls / 2; s > 0; s >>= 1) {
     if (lid < s) {
-      [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) tl_red[k * ls + lid] += tl_red[k * ls + lid + s];
+      [[unroll]] for (uint k = 0; k < count; ++k) tl_red[k * ls + lid] += tl_red[k * ls + lid + s];
     }
     barrier();
   }
-  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) v[k] = tl_red[k * ls];
+  [[unroll]] for (uint k = 0; k < count; ++k) v[k] = tl_red[k * ls];
   barrier();
 #endif
 }
@@ -57,8 +58,7 @@ void tl_group_sums(inout float v[TL_RED_WIDTH]) {
 float tl_group_sum(float x) {
   float v[TL_RED_WIDTH];
   v[0] = x;
-  [[unroll]] for (uint k = 1; k < TL_RED_WIDTH; ++k) v[k] = 0.0;
-  tl_group_sums(v);
+  tl_group_sums(v, 1u);
   return v[0];
 }
 

@@ -1,6 +1,8 @@
 // The device weight formats (backends/device_rows.h; the same bytes as the OpenCL backend's) read from a
 // buffer of 32-bit words `w`, which the including shader declares. TL_FMT (specialization constant 1)
 // selects the format, in DeviceFormat's order; the driver folds the branches when it builds the pipeline.
+// The including shader also declares `w4`, the same buffer as uvec4s: a block's codes are one or two aligned
+// 16-byte loads.
 // Every weight is first formed exactly as its format defines it, then used in float arithmetic (the CPU
 // backend's float path). Offsets are in bytes from the start of the buffer; rows of the block formats
 // start at multiples of 16 bytes.
@@ -51,12 +53,17 @@ float tl_at(uint row, uint i, uint n) {
   return tl_f32(p) * float(tl_nibble(row + 16u * b, j)) + tl_f32(p + 4u);
 }
 
-// Four consecutive codes from one 32-bit word of code bytes, as floats minus `off` (bytes lowest first),
-// their low or high nibbles, or the bytes as signed values.
-vec4 tl_bytes4(uint c) { return vec4(c & 255u, (c >> 8) & 255u, (c >> 16) & 255u, c >> 24); }
-vec4 tl_lo4(uint c) { return vec4(c & 15u, (c >> 8) & 15u, (c >> 16) & 15u, (c >> 24) & 15u); }
-vec4 tl_hi4(uint c) { return vec4((c >> 4) & 15u, (c >> 12) & 15u, (c >> 20) & 15u, c >> 28); }
-vec4 tl_sbytes4(uint c) { return tl_bytes4(c ^ 0x80808080u) - 128.0; }
+// Small integer codes as floats without an int -> float conversion, which NVIDIA GPUs issue at a quarter
+// of their FMA rate (a decode matvec is then bound by the conversions, not by memory; measured on the H200:
+// docs/PERF.md): for 0 <= n < 2^23 the float with bits 0x4B000000 | n is 2^23 + n, so subtracting 2^23 + off
+// gives n - off exactly. A shift, a mask, an or and a subtract per code, all full rate.
+vec4 tl_codes4(uvec4 n, float off) { return uintBitsToFloat(n | 0x4B000000u) - (8388608.0 + off); }
+// The four bytes of word c (lowest-addressed first), or the low or high nibbles of its bytes, as floats
+// minus off; the bytes as signed values (flipping the sign bit makes each q + 128).
+vec4 tl_bytes4(uint c, float off) { return tl_codes4((uvec4(c) >> uvec4(0, 8, 16, 24)) & 255u, off); }
+vec4 tl_lo4(uint c, float off) { return tl_codes4((uvec4(c) >> uvec4(0, 8, 16, 24)) & 15u, off); }
+vec4 tl_hi4(uint c, float off) { return tl_codes4((uvec4(c) >> uvec4(4, 12, 20, 28)) & 15u, off); }
+vec4 tl_sbytes4(uint c) { return tl_bytes4(c ^ 0x80808080u, 128.0); }
 
 // The 32 weights of block b (elements 32b .. 32b + 31) of a row at `row` of n elements, as 8 vec4s; the
 // float formats read past n as zeros (their rows need not be whole blocks).
@@ -90,9 +97,10 @@ void tl_block(uint row, uint b, uint n, out vec4 v[8]) {
       d1 = tl_f32(p + 8u);
       m1 = tl_f32(p + 12u);
     }
+    const uvec4 lo = w4[codes >> 4], hi = w4[(codes >> 4) + 1u];
     [[unroll]] for (uint c = 0; c < 8u; ++c) {
-      const uint word = tl_word(codes + 4u * c);
-      const vec4 q = TL_FMT == 6u ? tl_bytes4(word) : tl_sbytes4(word);
+      const uint word = c < 4u ? lo[c] : hi[c - 4u];
+      const vec4 q = TL_FMT == 6u ? tl_bytes4(word, 0.0) : tl_sbytes4(word);
       v[c] = c < 4u ? q * d0 + m0 : q * d1 + m1;
     }
     return;
@@ -111,15 +119,16 @@ void tl_block(uint row, uint b, uint n, out vec4 v[8]) {
     d = tl_f32(p);
     m = tl_f32(p + 4u);
   }
+  const uvec4 codes = w4[(row >> 4) + b];
   [[unroll]] for (uint c = 0; c < 4u; ++c) {
-    const uint word = tl_word(row + 16u * b + 4u * c);
+    const uint word = codes[c];
     if (TL_FMT == 2u) {
       // d (q - 8), formed as the format defines it.
-      v[c] = d * (tl_lo4(word) - 8.0);
-      v[c + 4u] = d * (tl_hi4(word) - 8.0);
+      v[c] = d * tl_lo4(word, 8.0);
+      v[c + 4u] = d * tl_hi4(word, 8.0);
     } else {
-      v[c] = d * tl_lo4(word) + m;
-      v[c + 4u] = d * tl_hi4(word) + m;
+      v[c] = d * tl_lo4(word, 0.0) + m;
+      v[c + 4u] = d * tl_hi4(word, 0.0) + m;
     }
   }
 }

@@ -8,15 +8,36 @@
 #include "common.glsl"
 
 layout(std430, binding = 0) buffer A { float a[]; };
+layout(std430, binding = 0) buffer A4 { vec4 a4[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(std430, binding = 2) readonly buffer Wn { float wn[]; };
+layout(std430, binding = 2) readonly buffer Wn4 { vec4 wn4[]; };
 layout(std430, binding = 3) buffer Y { float y[]; };
+layout(std430, binding = 3) buffer Y4 { vec4 y4[]; };
 layout(push_constant) uniform P { uint n; float eps; } pc;
 layout(constant_id = 1) const uint TL_ADD = 0;
 
 void main() {
   const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
   const uint base = gl_WorkGroupID.x * pc.n;
+  if (pc.n % 4u == 0u) {
+    // Rows of whole vec4s (every row then starts 16-byte aligned): 4 elements per load. Uniform branch.
+    const uint b4 = base / 4u, n4 = pc.n / 4u;
+    float s4 = 0.0;
+    for (uint i = lid; i < n4; i += ls) {
+      vec4 v = a4[b4 + i];
+      if (TL_ADD == 1u) {
+        v += x4[b4 + i];
+        a4[b4 + i] = v;
+      }
+      s4 += dot(v, v);
+    }
+    s4 = tl_group_sum(s4);
+    const float scale4 = 1.0 / sqrt(s4 / float(pc.n) + pc.eps);
+    for (uint i = lid; i < n4; i += ls) y4[b4 + i] = a4[b4 + i] * scale4 * wn4[i];
+    return;
+  }
   float s = 0.0;
   for (uint i = lid; i < pc.n; i += ls) {
     float v = a[base + i];
