@@ -45,4 +45,28 @@ void VulkanBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float
   dev_done(y, n_tok * w.n_out, dy);
 }
 
+void VulkanBackend::matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
+                                  int64_t n_tok) {
+  // A replayed step only counts its ops (matmul does); more than 4 products are not kept together.
+  bool together = mode_ != StepMode::Replaying && n <= 4;
+  for (int i = 0; i < n && together; ++i) {
+    const DeviceWeight& dw = find_weight(*ws[i], "matmul");
+    together = !p_matmul_[int(dw.fmt)].on_cpu && (n_tok > 1 || !p_matvec_[int(dw.fmt)].on_cpu) &&
+               ys[i] != x && is_mirror_start(ys[i], n_tok * ws[i]->n_out);
+  }
+  if (!together) return Backend::matmul_shared(ws, ys, n, x, n_tok);
+  check_tokens(n_tok, "matmul");
+  const vulkan::Buffer& dx = dev_in(x, n_tok * ws[0]->n_in, in_a_, "matmul");
+  // Each output is its own mirror (checked above): dev_out returns that mirror's buffer.
+  const vulkan::Buffer* dy[4] = {};
+  for (int i = 0; i < n; ++i) {
+    step_ops_ += 1;
+    dy[i] = &dev_out(ys[i], n_tok * ws[i]->n_out, out_, "matmul");
+  }
+  rt_.begin_independent();
+  for (int i = 0; i < n; ++i) record_matmul(find_weight(*ws[i], "matmul"), n_tok, dx, *dy[i]);
+  rt_.end_independent();
+  for (int i = 0; i < n; ++i) dev_done(ys[i], n_tok * ws[i]->n_out, *dy[i]);
+}
+
 }  // namespace tilellm

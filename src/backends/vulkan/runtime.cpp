@@ -359,8 +359,18 @@ void Runtime::dispatch(const Pipeline& p, std::initializer_list<const Buffer*> b
                            2 * uint32_t(timed_.size()) + 1);
     timed_.push_back(t);
   }
-  barrier();
+  if (independent_) {
+    pending_barrier_ = true;
+  } else {
+    barrier();
+  }
   ++dispatches_;
+}
+
+void Runtime::end_independent() {
+  independent_ = false;
+  if (pending_barrier_) barrier();
+  pending_barrier_ = false;
 }
 
 void Runtime::upload(const Buffer& dst, size_t offset, const void* src, size_t bytes) {

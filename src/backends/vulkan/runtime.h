@@ -84,6 +84,11 @@ class Runtime {
   // device's maxStorageBufferRange) and `push` as the push constants (p.push_bytes bytes).
   void dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const void* push,
                 uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
+  // Inside a span of independent dispatches (none reads what another of the span writes: the products of
+  // q, k and v from one input), the barriers between them are left out, so their work overlaps; the barrier
+  // after the span's last one orders it before what follows.
+  void begin_independent() { independent_ = true; }
+  void end_independent();
   // Staged upload (recorded; src may change once it returns), device copy (recorded), fill of 32-bit words.
   void upload(const Buffer& dst, size_t offset, const void* src, size_t bytes);
   void copy(const Buffer& src, size_t src_offset, const Buffer& dst, size_t dst_offset, size_t bytes);
@@ -153,6 +158,7 @@ class Runtime {
   VkDescriptorPool desc_pool_ = nullptr;
   uint32_t desc_sets_left_ = 0;
   bool recording_ = false;
+  bool independent_ = false, pending_barrier_ = false;
   Buffer ring_, readback_;  // host-visible: staged uploads; downloads
   size_t ring_used_ = 0;
   uint64_t submits_ = 0, dispatches_ = 0, allocations_ = 0;

@@ -107,6 +107,10 @@ class VulkanBackend final : public Backend {
   void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) override;
   void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
   void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override;
+  // The products with one input (q/k/v, gate/up) recorded without barriers between them when every output
+  // is a mirrored array of its own (nothing to copy after one of them); else one by one.
+  void matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
+                     int64_t n_tok) override;
   void rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim, const int32_t* pos,
             const RopeTable& table, RopeMode mode) override;
   void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
@@ -170,6 +174,11 @@ class VulkanBackend final : public Backend {
     size_t dev_lo = 0, dev_hi = 0;    // the device copy is newer here
   };
   Mirror* find_mirror(const void* p, size_t bytes, const char* op);
+  // Whether p is the first float of a mirrored array (its own device buffer then holds the op's operand).
+  bool is_mirror_start(const float* p, int64_t n) {
+    const Mirror* m = find_mirror(p, size_t(n) * sizeof(float), "matmul");
+    return m && reinterpret_cast<const uint8_t*>(p) == m->host;
+  }
   void upload_dirty(Mirror& m);
   const vulkan::Buffer& dev_in(const float* p, int64_t n, const vulkan::Buffer& staging, const char* op);
   const vulkan::Buffer& dev_out(float* p, int64_t n, const vulkan::Buffer& staging, const char* op);
