@@ -19,32 +19,6 @@
 namespace tilellm {
 namespace {
 
-// The device format a GGUF type keeps at upload in native mode (OpenclBackend::DevFormat, the index into
-// the kernel tables); -1: dequantized to F32.
-int kernel_index(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32:
-      return 0;
-    case GgmlType::F16:
-      return 1;
-    case GgmlType::Q4_0:
-      return 2;
-    case GgmlType::Q4_1:
-      return 3;
-    case GgmlType::Q8_0:
-      return 4;
-    case GgmlType::Q5_0:
-    case GgmlType::Q5_1:
-    case GgmlType::Q5_K:
-    case GgmlType::Q6_K:
-      return 7;  // Kq8
-    case GgmlType::Q4_K:
-      return 8;  // Kq4
-    default:
-      return -1;
-  }
-}
-
 constexpr const char* kMatmulKernels[9] = {"matmul_f32",    "matmul_f16",  "matmul_q4_0",
                                            "matmul_q4_1",   "matmul_q8_0", "matmul_int4b64",
                                            "matmul_int8b0", "matmul_kq8",  "matmul_kq4"};
@@ -332,10 +306,8 @@ void OpenclBackend::upload_weight_in(const Weight& w, bool as_image) {
 }
 
 size_t OpenclBackend::device_row_bytes(GgmlType t, int64_t n_in) {
-  const bool split = t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0;
-  if (split) return split_row_bytes(t, n_in);
-  if (t == GgmlType::Q4_K) return kq4_row_bytes(n_in);
-  return has_code_groups(t) ? kq8_row_bytes(n_in) : row_size(t, n_in);
+  const int f = native_device_format(t);
+  return f >= 0 ? tilellm::device_row_bytes(DeviceFormat(f), n_in) : row_size(t, n_in);
 }
 
 OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, WeightsMode mode,
@@ -349,75 +321,38 @@ OpenclBackend::DeviceWeight OpenclBackend::make_device_weight(const Weight& w, W
   dw.host_type = w.type;
   dw.n_in = w.n_in;
   dw.n_out = w.n_out;
-  if (kernel_index(w.type) >= 0) {
-    if (w.row_bytes != row_size(w.type, w.n_in)) {
-      fail("OpenCL backend: weight {} has rows of {} bytes, expected {} for {} x {}", w.name, w.row_bytes,
-           row_size(w.type, w.n_in), type_name(w.type), w.n_in);
-    }
-    dw.fmt = DevFormat(kernel_index(w.type));
-    const bool split = w.type == GgmlType::Q4_0 || w.type == GgmlType::Q4_1 || w.type == GgmlType::Q8_0;
-    const bool kq8 = dw.fmt == DevFormat::Kq8, kq4 = dw.fmt == DevFormat::Kq4;
-    dw.row_bytes = device_row_bytes(w.type, w.n_in);
-    std::vector<float> scale, offset;
-    std::vector<int8_t> codes;
-    // Row r in the device layout at dst (row_bytes): block rows split, K-quants as codes and groups.
-    auto device_row = [&](int64_t r, uint8_t* dst) {
-      if (split) {
-        split_row(w.type, w.row(r), w.n_in, dst);
-      } else if (kq8) {
-        kq8_row(w.type, w.row(r), w.n_in, dst, scale, offset);
-      } else if (kq4) {
-        kq4_row(w.row(r), w.n_in, dst, codes, scale, offset);
-      } else {
-        std::memcpy(dst, w.row(r), dw.row_bytes);
-      }
-    };
-    if (as_image && make_weight_image(dw, w.name, device_row)) return dw;
-    const size_t bytes = dw.row_bytes * size_t(w.n_out);
-    if (bytes > caps().max_alloc_bytes) {
-      fail(
-          "OpenCL backend: weight {} ({} bytes) exceeds the device's largest allocation of {} bytes (profile "
-          "{})",
-          w.name, bytes, caps().max_alloc_bytes, caps().profile);
-    }
-    if (!split && !kq8 && !kq4) {
-      dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY, w.data);
-    } else {
-      // Block formats go up split per row, K-quants rewritten (kernels/quants.cl), a slab of rows at a time.
-      dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY);
-      const int64_t slab = std::max<int64_t>(1, int64_t(16 << 20) / int64_t(dw.row_bytes));  // ~16 MiB
-      std::vector<uint8_t> rows(size_t(std::min(slab, w.n_out)) * dw.row_bytes);
-      for (int64_t r0 = 0; r0 < w.n_out; r0 += slab) {
-        const int64_t nr = std::min(slab, w.n_out - r0);
-        for (int64_t r = 0; r < nr; ++r) device_row(r0 + r, rows.data() + r * dw.row_bytes);
-        rt_.write(dw.buf, size_t(r0) * dw.row_bytes, rows.data(), size_t(nr) * dw.row_bytes);
-        rt_.finish();  // `rows` is reused by the next slab
-      }
-    }
-  } else {
-    // No kernel reads this format: dequantize exactly to F32, a slab of rows at a time.
-    if (as_image) note_buffer_weight(w.name, fmt::format("no image kernel reads {}", type_name(w.type)));
-    dw.fmt = DevFormat::F32;
-    dw.row_bytes = size_t(w.n_in) * sizeof(float);
-    const size_t bytes = dw.row_bytes * size_t(w.n_out);
-    if (bytes > caps().max_alloc_bytes) {
-      fail(
-          "OpenCL backend: weight {} dequantized from {} to F32 ({} bytes) exceeds the device's largest "
-          "allocation of {} bytes (profile {})",
-          w.name, type_name(w.type), bytes, caps().max_alloc_bytes, caps().profile);
-    }
-    dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY);
-    const int64_t slab = std::max<int64_t>(1, (int64_t(1) << 22) / w.n_in);  // ~16 MiB of floats
-    std::vector<float> rows(size_t(std::min(slab, w.n_out) * w.n_in));
-    for (int64_t r0 = 0; r0 < w.n_out; r0 += slab) {
-      const int64_t nr = std::min(slab, w.n_out - r0);
-      for (int64_t r = 0; r < nr; ++r)
-        dequantize_row(w.type, w.row(r0 + r), rows.data() + r * w.n_in, w.n_in);
-      rt_.write(dw.buf, size_t(r0) * dw.row_bytes, rows.data(), size_t(nr) * dw.row_bytes);
-      rt_.finish();  // `rows` is reused by the next slab
-    }
+  // The device rows every GPU backend shares (backends/device_rows.h): block rows split, K-quants as codes
+  // and groups, F16 / F32 as in the file; a type no kernel reads dequantized exactly to F32.
+  const bool native = native_device_format(w.type) >= 0;
+  dw.fmt = native ? DevFormat(native_device_format(w.type)) : DevFormat::F32;
+  if (!native && as_image)
+    note_buffer_weight(w.name, fmt::format("no image kernel reads {}", type_name(w.type)));
+  DeviceRowWriter rows(w, DeviceFormat(int(dw.fmt)));
+  dw.row_bytes = rows.row_bytes();
+  if (native && as_image &&
+      make_weight_image(dw, w.name, [&rows](int64_t r, uint8_t* dst) { rows.write(r, 1, dst); }))
+    return dw;
+  const size_t bytes = dw.row_bytes * size_t(w.n_out);
+  if (bytes > caps().max_alloc_bytes) {
+    fail(
+        "OpenCL backend: weight {} ({} bytes as {}) exceeds the device's largest allocation of {} bytes "
+        "(profile {})",
+        w.name, bytes, device_format_name(DeviceFormat(int(dw.fmt))), caps().max_alloc_bytes, caps().profile);
   }
+  upload_rows(dw, rows);
   return dw;
+}
+
+void OpenclBackend::upload_rows(DeviceWeight& dw, DeviceRowWriter& rows) {
+  dw.buf = rt_.alloc(dw.row_bytes * size_t(dw.n_out), CL_MEM_READ_ONLY);
+  const int64_t slab = std::max<int64_t>(1, int64_t(16 << 20) / int64_t(dw.row_bytes));  // ~16 MiB
+  std::vector<uint8_t> buf(size_t(std::min(slab, dw.n_out)) * dw.row_bytes);
+  for (int64_t r0 = 0; r0 < dw.n_out; r0 += slab) {
+    const int64_t nr = std::min(slab, dw.n_out - r0);
+    rows.write(r0, nr, buf.data());
+    rt_.write(dw.buf, size_t(r0) * dw.row_bytes, buf.data(), size_t(nr) * dw.row_bytes);
+    rt_.finish();  // `buf` is reused by the next slab
+  }
 }
 
 OpenclBackend::DeviceWeight OpenclBackend::convert_device_weight(const Weight& w, WeightsMode mode) {
@@ -426,18 +361,14 @@ OpenclBackend::DeviceWeight OpenclBackend::convert_device_weight(const Weight& w
   dw.n_in = w.n_in;
   dw.n_out = w.n_out;
   dw.fmt = converted_format(mode);
-  const bool floats = mode == WeightsMode::F16 || mode == WeightsMode::F32;
-  const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
-  if (floats) {
-    dw.row_bytes = size_t(w.n_in) * (mode == WeightsMode::F16 ? 2 : 4);
-  } else {
-    // Both formats are read in blocks of 32 (as the CPU tiles need too).
-    if (w.n_in % 32 != 0) {
-      fail("OpenCL backend: weight {}: {} inputs is not a multiple of 32, which --weights {} needs", w.name,
-           w.n_in, weights_mode_name(mode));
-    }
-    dw.row_bytes = converted_row_bytes(kind, w.n_in);
+  // Both integer formats are read in blocks of 32 (as the CPU tiles need too).
+  const bool blocks = mode == WeightsMode::Int4B64 || mode == WeightsMode::Int8B0;
+  if (blocks && w.n_in % 32 != 0) {
+    fail("OpenCL backend: weight {}: {} inputs is not a multiple of 32, which --weights {} needs", w.name,
+         w.n_in, weights_mode_name(mode));
   }
+  DeviceRowWriter rows(w, DeviceFormat(int(dw.fmt)));
+  dw.row_bytes = rows.row_bytes();
   const size_t bytes = dw.row_bytes * size_t(w.n_out);
   if (bytes > caps().max_alloc_bytes) {
     fail(
@@ -445,30 +376,7 @@ OpenclBackend::DeviceWeight OpenclBackend::convert_device_weight(const Weight& w
         "bytes (profile {})",
         w.name, weights_mode_name(mode), bytes, caps().max_alloc_bytes, caps().profile);
   }
-  dw.buf = rt_.alloc(bytes, CL_MEM_READ_ONLY);
-  const int64_t slab = std::max<int64_t>(1, int64_t(16 << 20) / int64_t(dw.row_bytes));  // ~16 MiB
-  std::vector<uint8_t> rows(size_t(std::min(slab, w.n_out)) * dw.row_bytes), codes;
-  std::vector<float> v(size_t(w.n_in));
-  std::vector<uint16_t> sc, off;
-  for (int64_t r0 = 0; r0 < w.n_out; r0 += slab) {
-    const int64_t nr = std::min(slab, w.n_out - r0);
-    for (int64_t r = 0; r < nr; ++r) {
-      dequantize_row(w.type, w.row(r0 + r), v.data(), w.n_in);
-      uint8_t* dst = rows.data() + size_t(r) * dw.row_bytes;
-      if (mode == WeightsMode::F16) {
-        for (int64_t k = 0; k < w.n_in; ++k) {
-          const uint16_t h = fp32_to_fp16(v[size_t(k)]);
-          std::memcpy(dst + 2 * k, &h, 2);
-        }
-      } else if (mode == WeightsMode::F32) {
-        std::memcpy(dst, v.data(), size_t(w.n_in) * sizeof(float));
-      } else {
-        converted_row(kind, v.data(), w.n_in, dst, codes, sc, off);
-      }
-    }
-    rt_.write(dw.buf, size_t(r0) * dw.row_bytes, rows.data(), size_t(nr) * dw.row_bytes);
-    rt_.finish();  // `rows` is reused by the next slab
-  }
+  upload_rows(dw, rows);
   return dw;
 }
 

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/device_rows.h"
 #include "backends/modes.h"
 #include "backends/opencl/device.h"
 #include "backends/opencl/program_cache.h"
@@ -246,6 +247,8 @@ class OpenclBackend final : public Backend {
   // Converted upload (int4b64, int8b0, f16) of a matrix, from its exact float values, a slab of rows at a
   // time.
   DeviceWeight convert_device_weight(const Weight& w, WeightsMode mode);
+  // dw's buffer made and filled from `rows` (dw's format and shape), a slab of rows at a time.
+  void upload_rows(DeviceWeight& dw, DeviceRowWriter& rows);
   void upload_weight_in(const Weight& w, bool as_image);
   // The image path (matmul_image.cpp): its kernels (built only for --gpu-memory image on a device with
   // images), an image for dw from its device rows (device_row(r, dst) writes row r's row_bytes at dst), or
