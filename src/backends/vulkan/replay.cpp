@@ -1,0 +1,99 @@
+// Decode capture and replay of the Vulkan backend (vulkan_backend.h, "Decode without per-token recording"):
+// which pass is captured, replayed or recorded as usual, the mirrors' state a replay assumes and leaves, and
+// the ops' early return in a replayed step.
+#include <cstring>
+
+#include "backends/vulkan/vulkan_backend.h"
+#include "base/error.h"
+
+namespace tilellm {
+
+std::vector<size_t> VulkanBackend::mirror_state() const {
+  std::vector<size_t> s;
+  s.reserve(mirrors_.size() * 4);
+  for (const Mirror& m : mirrors_) s.insert(s.end(), {m.host_lo, m.host_hi, m.dev_lo, m.dev_hi});
+  return s;
+}
+
+bool VulkanBackend::mirror_state_is(const std::vector<size_t>& s) const {
+  if (s.size() != mirrors_.size() * 4) return false;
+  for (size_t i = 0; i < mirrors_.size(); ++i) {
+    const Mirror& m = mirrors_[i];
+    if (m.host_lo != s[4 * i] || m.host_hi != s[4 * i + 1] || m.dev_lo != s[4 * i + 2] ||
+        m.dev_hi != s[4 * i + 3])
+      return false;
+  }
+  return true;
+}
+
+void VulkanBackend::set_mirror_state(const std::vector<size_t>& s) {
+  for (size_t i = 0; i < mirrors_.size(); ++i) {
+    Mirror& m = mirrors_[i];
+    m.host_lo = s[4 * i];
+    m.host_hi = s[4 * i + 1];
+    m.dev_lo = s[4 * i + 2];
+    m.dev_hi = s[4 * i + 3];
+  }
+}
+
+void VulkanBackend::begin_forward(const ForwardStep& step) {
+  check_tokens(step.n_tok, "begin_forward");
+  if (mode_ != StepMode::Normal) {
+    // The last pass ended in an error before end_forward: its capture is not kept.
+    if (rt_.capturing()) rt_.end_capture();
+    rt_.drop_capture();
+    mode_ = StepMode::Normal;
+  }
+  step_ops_ = 0;
+  deferred_k_ = 0;
+  if (step.decode && step.same_as_last && rt_.has_capture() && mirror_state_is(capture_begin_state_)) {
+    mode_ = StepMode::Replaying;
+    rt_.set_step_input(kPosSlot, step.pos, size_t(step.n_tok) * 4);
+    std::memcpy(pos_held_.data(), step.pos, size_t(step.n_tok) * 4);
+    pos_n_ = step.n_tok;
+    return;
+  }
+  if (step.decode && !rt_.profiling()) {
+    mode_ = StepMode::Capturing;
+    capture_begin_state_ = mirror_state();
+    rt_.begin_capture();
+    std::memcpy(pos_held_.data(), step.pos, size_t(step.n_tok) * 4);
+    pos_n_ = step.n_tok;
+    rt_.step_input(kPosSlot, step.pos, size_t(step.n_tok) * 4, pos_dev_, 0);
+    return;
+  }
+  rt_.drop_capture();
+  dev_positions(step.pos, step.n_tok);
+}
+
+void VulkanBackend::end_forward() {
+  const StepMode m = mode_;
+  mode_ = StepMode::Normal;
+  if (m == StepMode::Capturing) {
+    if (rt_.end_capture()) {
+      captured_ops_ = step_ops_;
+      capture_end_state_ = mirror_state();
+      ++captured_;
+    }
+  } else if (m == StepMode::Replaying) {
+    if (step_ops_ != captured_ops_ || deferred_k_ != rt_.deferred_downloads()) {
+      rt_.drop_capture();
+      fail("internal: Vulkan replayed step made {} ops and {} host outputs, the captured one {} and {}",
+           step_ops_, deferred_k_, captured_ops_, rt_.deferred_downloads());
+    }
+    rt_.replay();
+    set_mirror_state(capture_end_state_);
+    ++replayed_;
+  }
+}
+
+bool VulkanBackend::replaying(float* out0, float* out1) {
+  ++step_ops_;
+  if (mode_ != StepMode::Replaying) return false;
+  for (float* p : {out0, out1}) {
+    if (p && !find_mirror(p, 1, "replay")) rt_.set_deferred_destination(deferred_k_++, p);
+  }
+  return true;
+}
+
+}  // namespace tilellm

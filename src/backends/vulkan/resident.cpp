@@ -1,0 +1,165 @@
+// Device-resident activations of the Vulkan backend: the bookkeeping of the mirrored host arrays (which copy
+// is newer where: the scheme of opencl_backend.h, with uploads staged at record time), the placement of an
+// op's operands (a mirror, or fixed scratch), and the small inputs an op reads from device memory (norm
+// weights, token ids, positions, the RoPE table).
+#include <algorithm>
+#include <cstring>
+
+#include "backends/vulkan/vulkan_backend.h"
+#include "base/error.h"
+
+namespace tilellm {
+namespace {
+
+// Grows [lo, hi) to cover [a, b).
+void widen(size_t& lo, size_t& hi, size_t a, size_t b) {
+  if (lo == hi) {
+    lo = a;
+    hi = b;
+  } else {
+    lo = std::min(lo, a);
+    hi = std::max(hi, b);
+  }
+}
+
+}  // namespace
+
+VulkanBackend::Mirror* VulkanBackend::find_mirror(const void* p, size_t bytes, const char* op) {
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  for (Mirror& m : mirrors_) {
+    if (b < m.host || b >= m.host + m.bytes) continue;
+    if (bytes > size_t(m.host + m.bytes - b)) {
+      fail("Vulkan backend: {}: {} bytes at offset {} run past the end of an activation array of {} bytes",
+           op, bytes, size_t(b - m.host), m.bytes);
+    }
+    return &m;
+  }
+  return nullptr;
+}
+
+void VulkanBackend::upload_dirty(Mirror& m) {
+  if (m.host_lo == m.host_hi) return;
+  rt_.upload(m.dev, m.host_lo, m.host + m.host_lo, m.host_hi - m.host_lo);
+  m.host_lo = m.host_hi = 0;
+}
+
+void VulkanBackend::to_host(const void* p, size_t bytes) {
+  Mirror* m = find_mirror(p, bytes, "to_host");
+  if (!m || m->dev_lo == m->dev_hi) return;
+  rt_.download(m->dev, m->dev_lo, m->host + m->dev_lo, m->dev_hi - m->dev_lo);
+  ++downloads_;
+  m->dev_lo = m->dev_hi = 0;
+}
+
+void VulkanBackend::host_wrote(void* p, size_t bytes) {
+  Mirror* m = find_mirror(p, bytes, "host_wrote");
+  if (!m) return;
+  to_host(p, bytes);
+  const size_t off = size_t(static_cast<uint8_t*>(p) - m->host);
+  widen(m->host_lo, m->host_hi, off, off + bytes);
+}
+
+const vulkan::Buffer& VulkanBackend::dev_in(const float* p, int64_t n, const vulkan::Buffer& staging,
+                                            const char* op) {
+  const size_t bytes = size_t(n) * sizeof(float);
+  if (bytes > staging.bytes())
+    fail("Vulkan backend: {} input of {} floats exceeds the scratch sized at start", op, n);
+  if (Mirror* m = find_mirror(p, bytes, op)) {
+    upload_dirty(*m);
+    const size_t off = size_t(reinterpret_cast<const uint8_t*>(p) - m->host);
+    if (off == 0) return m->dev;
+    rt_.copy(m->dev, off, staging, 0, bytes);
+    return staging;
+  }
+  rt_.upload(staging, 0, p, bytes);
+  return staging;
+}
+
+const vulkan::Buffer& VulkanBackend::dev_out(float* p, int64_t n, const vulkan::Buffer& staging,
+                                             const char* op) {
+  const size_t bytes = size_t(n) * sizeof(float);
+  if (Mirror* m = find_mirror(p, bytes, op)) {
+    upload_dirty(*m);  // the device becomes the only newer side
+    if (reinterpret_cast<uint8_t*>(p) == m->host) return m->dev;
+  }
+  if (bytes > staging.bytes())
+    fail("Vulkan backend: {} output of {} floats exceeds the scratch sized at start", op, n);
+  return staging;
+}
+
+void VulkanBackend::dev_done(float* p, int64_t n, const vulkan::Buffer& written) {
+  const size_t bytes = size_t(n) * sizeof(float);
+  Mirror* m = find_mirror(p, bytes, "dev_done");
+  if (!m) {
+    // Inside a captured step the bytes arrive at end_forward (runtime.h).
+    rt_.download_deferred(written, 0, p, bytes);
+    ++downloads_;
+    return;
+  }
+  const size_t off = size_t(reinterpret_cast<uint8_t*>(p) - m->host);
+  if (&written != &m->dev) rt_.copy(written, 0, m->dev, off, bytes);
+  widen(m->dev_lo, m->dev_hi, off, off + bytes);
+}
+
+const vulkan::Buffer& VulkanBackend::norm_weight(const float* w, int64_t n) {
+  if (auto it = norms_.find(w); it != norms_.end() && it->second.bytes() >= size_t(n) * sizeof(float))
+    return it->second;
+  if (n > opts_.max_width)
+    fail("Vulkan backend: a norm of width {} exceeds the {} it was sized for", n, opts_.max_width);
+  rt_.upload(vec_, 0, w, size_t(n) * sizeof(float));
+  return vec_;
+}
+
+const vulkan::Buffer& VulkanBackend::dev_ints(const int32_t* v, int64_t n, std::vector<int32_t>& held,
+                                              int64_t& held_n, const vulkan::Buffer& buf) {
+  const size_t bytes = size_t(n) * sizeof(int32_t);
+  if (held_n == n && std::memcmp(held.data(), v, bytes) == 0) return buf;
+  std::memcpy(held.data(), v, bytes);
+  held_n = n;
+  rt_.upload(buf, 0, v, bytes);
+  return buf;
+}
+
+const vulkan::Buffer& VulkanBackend::dev_positions(const int32_t* pos, int64_t n_tok) {
+  return dev_ints(pos, n_tok, pos_held_, pos_n_, pos_dev_);
+}
+
+const vulkan::Buffer& VulkanBackend::dev_ids(const int32_t* ids, int64_t n_tok) {
+  if (mode_ != StepMode::Capturing) return dev_ints(ids, n_tok, ids_held_, ids_n_, ids_dev_);
+  // A captured step takes its ids from the step inputs, which each replay rewrites.
+  std::memcpy(ids_held_.data(), ids, size_t(n_tok) * 4);
+  ids_n_ = n_tok;
+  rt_.step_input(kIdsSlot, ids, size_t(n_tok) * 4, ids_dev_, 0);
+  return ids_dev_;
+}
+
+const vulkan::Buffer& VulkanBackend::dev_rope_table(const RopeTable& table) {
+  // Known by its address, shape and data pointer, and its first and last values (a table freed and another
+  // made at the same address with the same shape is caught by its values).
+  const size_t nf = table.cos_sin.size();
+  auto same = [&](const RopeSlot& r) {
+    return r.table == &table && r.data == table.cos_sin.data() && r.n_pos == table.n_pos &&
+           r.n_half == table.n_half && nf > 0 && r.first == table.cos_sin.front() &&
+           r.last == table.cos_sin.back();
+  };
+  RopeSlot* hit = same(rope_[0]) ? &rope_[0] : same(rope_[1]) ? &rope_[1] : nullptr;
+  if (!hit) {
+    hit = rope_[0].last_use <= rope_[1].last_use ? &rope_[0] : &rope_[1];
+    if (nf == 0) fail("Vulkan backend: rope: the RoPE table is empty");
+    if (hit->dev.bytes() < nf * sizeof(float)) {
+      rt_.finish();  // the slot's old buffer may still be read by recorded work
+      hit->dev = rt_.alloc(nf * sizeof(float));
+    }
+    rt_.upload(hit->dev, 0, table.cos_sin.data(), nf * sizeof(float));
+    hit->table = &table;
+    hit->data = table.cos_sin.data();
+    hit->n_pos = table.n_pos;
+    hit->n_half = table.n_half;
+    hit->first = table.cos_sin.front();
+    hit->last = table.cos_sin.back();
+  }
+  hit->last_use = ++rope_uses_;
+  return hit->dev;
+}
+
+}  // namespace tilellm
