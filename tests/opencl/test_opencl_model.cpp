@@ -21,6 +21,7 @@
 
 #include "../common/paths.h"
 #include "../gpu_common/compare_greedy.h"
+#include "../gpu_common/hybrid_prefill.h"
 #include "backends/opencl/device.h"
 #include "forward_rig.h"
 #include "model/model.h"
@@ -33,6 +34,7 @@ namespace {
 constexpr int kPrompts = test::kGreedyPrompts;
 using test::argmax;
 using test::float_options;
+using test::relative_difference;
 
 // The options on the test's OpenCL device.
 void to_device(SessionOptions& so) {
@@ -82,62 +84,13 @@ TEST(OpenclModel, smollm2_greedy_int8b0_equals_cpu_float_path_f32_cache) {
   compare_greedy("none", GgmlType::F32, 1e-4, test::kSmolLM2, "smollm2.json", kPrompts, WeightsMode::Int8B0);
 }
 
-// Largest |a - b| over the largest |a|.
-double relative_difference(const float* a, const float* b, int64_t n) {
-  double diff = 0.0, mag = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::abs(double(a[i]) - b[i]));
-    mag = std::max(mag, std::abs(double(a[i])));
-  }
-  return diff / mag;
-}
-
 // Activations stay on the device: a forward pass reads back only the logits (one download, prefill or
 // decode), one without logits reads back nothing, and the host copy of an activation array is fetched only
 // when asked for (once). The logits are the CPU float path's (f32 cache: float rounding only, bound 1e-4 as
 // above).
-// Hybrid prefill (--prefill cpu): prompt batches of more than one token run on the CPU backend over the host
-// cache and their KV rows go up; decode runs on the device. Against the all-device session, with the float
-// path on both (--activations f32, f32 cache: only float rounding separates them, bound 1e-4 as above): a
-// 13-token prompt in batches of 8 and 5, three decode steps, then a second 5-token prompt — whose CPU batch
-// needs the three rows the device decoded brought down first — and two more steps. In a converted --weights
-// mode the CPU side converts the same way (its float path then holds the same exact weights as F32 rows).
 void expect_hybrid_prefill_equals_the_device_path(WeightsMode weights) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
-  const std::string path = test::model_path(test::kSmolLM2);
-  ASSERT_MODEL(path);
-  auto model = Model::load(path);
-  SessionOptions so = float_options(GgmlType::F32);
-  so.n_batch = 8;
-  so.weights = weights;
-  to_device(so);
-  Session device(*model, so);
-  so.prefill = PrefillMode::Cpu;
-  Session hybrid(*model, so);
-  const int64_t V = model->config().n_vocab;
-  auto compare = [&](const char* what) {
-    EXPECT_LE(relative_difference(device.logits(), hybrid.logits(), V), 1e-4) << what;
-    return argmax(device.logits(), V);
-  };
-  const std::vector<int32_t> prompt = {1, 504, 3492, 282, 253, 1345, 30, 2600, 16, 57, 8, 4411, 42};
-  device.eval(prompt.data(), 13);
-  hybrid.eval(prompt.data(), 13);
-  int32_t tok = compare("prompt");
-  for (int step = 0; step < 3; ++step) {
-    device.eval(&tok, 1);
-    hybrid.eval(&tok, 1);
-    tok = compare("decode");
-  }
-  const std::vector<int32_t> more = {tok, 2600, 16, 57, 8};
-  device.eval(more.data(), 5);
-  hybrid.eval(more.data(), 5);
-  tok = compare("second prompt");
-  for (int step = 0; step < 2; ++step) {
-    device.eval(&tok, 1);
-    hybrid.eval(&tok, 1);
-    tok = compare("decode after the second prompt");
-  }
-  EXPECT_EQ(device.n_past(), hybrid.n_past());
+  test::expect_hybrid_prefill_equals_the_device_path("opencl", test::opencl_test_device(), weights);
 }
 
 TEST(OpenclModel, hybrid_prefill_equals_the_device_path) {
