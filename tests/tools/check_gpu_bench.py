@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`tilellm gemm-speed` and `tilellm gemv-bw` on backend 3 (OpenCL), run as a user runs them, on a small shape:
+"""`tilellm gemm-speed` and `tilellm gemv-bw` on a GPU backend (3 OpenCL, the default; 7 Vulkan), run as a user
+runs them, on a small shape:
 
   - every mode of speed/GemmSpeedAll prints one MNN GPU line per M, byte for byte MNN's printf format
     (rebuilt here from the numbers it shows), after its reference check (a CHECK FAILED line would fail);
@@ -7,12 +8,13 @@
   - the image memory mode (bitmask bit 128, --gpu-memory image) prints that it is not available and reports
     no numbers; a bad bitmask and a missing device are errors naming the cause;
   - --format md carries the GPU columns;
-  - gemv-bw --backend opencl prints its peaks and one row per format, with the same bytes read and copied.
-  - the OpenCL backend runs with the ICD loader it found at run time (the binary does not link libOpenCL).
+  - gemv-bw --backend NAME prints its peaks and one row per format, with the same bytes read and copied.
+  - the backend runs with the runtime library it found at run time (the binary links neither libOpenCL nor
+    libvulkan).
 
-    check_gpu_bench.py TILELLM_BINARY
+    check_gpu_bench.py TILELLM_BINARY [BACKEND_NUMBER]
 
-Exits 77 (CTest's skip code) when no OpenCL device is present or the build has no OpenCL backend.
+Exits 77 (CTest's skip code) when the backend has no device here or is not in this build.
 """
 
 from __future__ import annotations
@@ -43,26 +45,33 @@ def consistent(gflops: float, m: int, k: int, n: int, ms: float) -> bool:
     return lo - 0.006 <= gflops <= hi + 0.006
 
 
+NAMES = {"3": "opencl", "7": "vulkan"}
+TITLES = {"3": "OpenCL", "7": "Vulkan"}
+
+
 def main() -> int:
     binary = sys.argv[1]
+    num = sys.argv[2] if len(sys.argv) > 2 else "3"
+    name = NAMES[num]
     devices = run(binary, "devices")
-    if devices.returncode != 0 or "backend opencl (MNN type 3): unavailable" in devices.stdout or \
-            "backend opencl" not in devices.stdout:
-        print("no OpenCL device (or no OpenCL backend in this build): skipped")
+    if devices.returncode != 0 or f"backend {name} (MNN type {num}): unavailable" in devices.stdout or \
+            f"backend {name}" not in devices.stdout:
+        print(f"no {name} device (or no {name} backend in this build): skipped")
         return 77
     fails = []
     small = ["--shape", "128,40", "--m", "1,5", "--warmup", "1", "--runs", "2"]
 
     for precision in ("0", "2"):
-        r = run(binary, "gemm-speed", "speed/GemmSpeedAll", "3", precision, "68", *small)
+        r = run(binary, "gemm-speed", "speed/GemmSpeedAll", num, precision, "68", *small)
         if r.returncode != 0:
             fails.append(f"GemmSpeedAll precision {precision} failed ({r.returncode}): {r.stdout}{r.stderr}")
             continue
         lines = r.stdout.splitlines()
         head = ["", "===== All GEMM Speed Benchmark =====",
-                f"Backend: OpenCL (type=3), precision={precision}, numthread=68", "  OpenCL memory mode: BUFFER"]
-        if lines[:4] != head:
-            fails.append(f"MNN's header lines: {lines[:4]}, expected {head}")
+                f"Backend: {TITLES[num]} (type={num}), precision={precision}, numthread=68"] + \
+            (["  OpenCL memory mode: BUFFER"] if num == "3" else [])  # MNN prints it for OpenCL only
+        if lines[:len(head)] != head:
+            fails.append(f"MNN's header lines: {lines[:len(head)]}, expected {head}")
         if "--- K=128 N=40 ---" not in lines:
             fails.append("no shape label")
         if not any(l.startswith("# device 0: ") and "memory: BUFFER" in l and "driver:" in l for l in lines):
@@ -88,35 +97,35 @@ def main() -> int:
         if seen != want:
             fails.append(f"precision {precision}: rows {seen}, expected {want}")
 
-    r = run(binary, "gemm-speed", "speed/GemmSpeedInt4A8", "3", "0", "68", *small)
+    r = run(binary, "gemm-speed", "speed/GemmSpeedInt4A8", num, "0", "68", *small)
     if r.returncode != 0 or "int4a8-gemm skipped" not in r.stdout or "int4b0 has no device format" not in r.stdout or \
             any(GPU_LINE.match(l) for l in r.stdout.splitlines()):
         fails.append(f"int4a8 on the device is not a clean skip: {r.stdout}{r.stderr}")
 
-    for args in (["3", "0", "132"], ["3", "0", "--gpu-memory", "image"]):
+    for args in ([num, "0", "132"], [num, "0", "--gpu-memory", "image"]):
         r = run(binary, "gemm-speed", "speed/GemmSpeedFloat", *args, *small)
         if r.returncode != 0 or "memory mode IMAGE: skipped" not in r.stdout or \
                 any(GPU_LINE.match(l) for l in r.stdout.splitlines()):
             fails.append(f"image mode {args} is not a clean skip: {r.stdout}{r.stderr}")
 
-    r = run(binary, "gemm-speed", "speed/GemmSpeedFloat", "3", "0", "192", *small)
+    r = run(binary, "gemm-speed", "speed/GemmSpeedFloat", num, "0", "192", *small)
     if r.returncode == 0 or "sets both BUFFER (64) and IMAGE (128)" not in r.stderr:
         fails.append(f"bitmask 192 is not an error naming the bits: {r.stdout}{r.stderr}")
-    r = run(binary, "gemm-speed", "speed/GemmSpeedFloat", "3", "0", "68", "--device", "99", *small)
-    if r.returncode == 0 or "opencl device 99 does not exist" not in r.stderr:
+    r = run(binary, "gemm-speed", "speed/GemmSpeedFloat", num, "0", "68", "--device", "99", *small)
+    if r.returncode == 0 or f"{name} device 99 does not exist" not in r.stderr:
         fails.append(f"--device 99 is not an error naming the device: {r.stdout}{r.stderr}")
 
-    r = run(binary, "gemm-speed", "speed/GemmSpeedInt8", "--backend", "opencl", "--gpu-memory", "buffer",
+    r = run(binary, "gemm-speed", "speed/GemmSpeedInt8", "--backend", name, "--gpu-memory", "buffer",
             "--device-profile", "powervr-rogue", "--format", "md", *small)
     if r.returncode != 0 or "| gpu ms | gpu median ms | GFLOPS (gpu) |" not in r.stdout or \
             r.stdout.count("| int8b0-gemm | ") != 2 or "profile: powervr-rogue" not in r.stdout:
         fails.append(f"md table: {r.stdout}{r.stderr}")
 
-    r = run(binary, "gemv-bw", "--backend", "opencl", "--shape", "256,40", "--peak-mib", "32")
+    r = run(binary, "gemv-bw", "--backend", name, "--shape", "256,40", "--peak-mib", "32")
     rows = [l for l in r.stdout.splitlines() if l.startswith("| ") and not l.startswith("| type")]
     if r.returncode != 0 or "# peak (same run, device timestamps, median of the 10 rounds" not in r.stdout or \
             [l.split()[1] for l in rows] != ["int8b0", "int4b64", "q8_0", "f16"]:
-        fails.append(f"gemv-bw --backend opencl: {r.stdout}{r.stderr}")
+        fails.append(f"gemv-bw --backend {name}: {r.stdout}{r.stderr}")
     for l in rows:
         cells = [c.strip() for c in l.strip("|").split("|")]
         # MNN's nine columns, then %copy and the same bytes read and copied alone
@@ -127,7 +136,7 @@ def main() -> int:
     for f in fails:
         print("FAIL:", f)
     if not fails:
-        print("gemm-speed / gemv-bw on OpenCL: ok")
+        print(f"gemm-speed / gemv-bw on {TITLES[num]}: ok")
     return 1 if fails else 0
 
 

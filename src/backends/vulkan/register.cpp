@@ -1,9 +1,10 @@
 // The Vulkan backend's registry entry (backends/registry.h): MNN type 7, available when the Vulkan loader
 // loads (loader.h), an instance can be made and it lists a Vulkan 1.1 device; its own option --vk-subgroups;
-// the factory and the start-time measurement of `bench`.
+// the factory, the start-time measurement of `bench` and the memory probes of `gemv-bw`.
 #include <chrono>
 
 #include "backends/registry.h"
+#include "backends/vulkan/bandwidth.h"
 #include "backends/vulkan/device.h"
 #include "backends/vulkan/loader.h"
 #include "backends/vulkan/vulkan_backend.h"
@@ -106,6 +107,7 @@ BackendEntry vulkan_entry() {
   e.options.push_back(std::move(sg));
   e.make = make;
   e.measure_start = measure_start;
+  e.make_probe = [](const BackendParams& p) { return vulkan::make_memory_probe(p.device, p.device_profile); };
   return e;
 }
 
