@@ -18,6 +18,21 @@ void KvCache::allocate() {
   if (!has_storage()) buf_ = AlignedBuffer(plane_bytes_ * size_t(2 * n_layer_));
 }
 
+void check_device_kv(const KvCache& kv, int64_t layers, int64_t ctx, int64_t dim, GgmlType type,
+                     int64_t layer, const int32_t* pos, int64_t n_tok, const char* who, const char* op) {
+  if (kv.n_layer() != layers || kv.n_ctx() != ctx || kv.kv_dim() != dim || kv.type() != type) {
+    fail("{}: {}: cache of {} layers x {} x {} ({}) does not match the device cache of {} x {} x {} ({})",
+         who, op, kv.n_layer(), kv.n_ctx(), kv.kv_dim(), type_name(kv.type()), layers, ctx, dim,
+         type_name(type));
+  }
+  if (layer < 0 || layer >= kv.n_layer())
+    fail("{}: layer {} outside the cache's {}", op, layer, kv.n_layer());
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (pos[t] < 0 || pos[t] >= kv.n_ctx())
+      fail("position {} is outside the KV cache of {}", pos[t], kv.n_ctx());
+  }
+}
+
 void KvCache::no_storage() {
   fail("internal: the host KV cache was made without storage (the session keeps it on the device)");
 }

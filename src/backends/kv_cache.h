@@ -47,4 +47,10 @@ class KvCache {
   [[noreturn]] static void no_storage();
 };
 
+// The shared argument checks of a device backend's KV ops (its cache held in its own memory): `kv` must have
+// the device cache's geometry (layers, positions, row width, type), `layer` be one of them and every position
+// of pos[0 .. n_tok) inside it. Throws tilellm::Error naming `who` ("OpenCL backend") and the op.
+void check_device_kv(const KvCache& kv, int64_t layers, int64_t ctx, int64_t dim, GgmlType type,
+                     int64_t layer, const int32_t* pos, int64_t n_tok, const char* who, const char* op);
+
 }  // namespace tilellm

@@ -177,6 +177,23 @@ TEST_P(VulkanOps, matrix_split_over_buffers) {
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(got[i], ref[i]) << "element " << i;
 }
 
+// A row larger than one buffer may be cannot be split: refused, naming the weight and the limits.
+TEST_P(VulkanOps, a_row_past_the_buffer_limit_is_refused_by_name) {
+  VulkanBackendOptions o = options();
+  o.max_buffer_bytes = 1 << 10;
+  VulkanBackend vk(o);
+  OwnedWeight ow = make_weight(GgmlType::F32, 300, 4, 12, "blk.0.too_wide");  // 1200-byte rows
+  try {
+    vk.upload_weight(ow.w);
+    FAIL() << "a 1200-byte row went into 1 KiB buffers";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("blk.0.too_wide"), std::string::npos) << m;
+    EXPECT_NE(m.find("max storage buffer range"), std::string::npos) << m;
+    EXPECT_NE(m.find("1200 bytes"), std::string::npos) << m;
+  }
+}
+
 TEST_P(VulkanOps, rmsnorm_add_rmsnorm_add_and_glu) {
   auto vk = make();
   for (int64_t n : {1, 7, 576, 1001}) {

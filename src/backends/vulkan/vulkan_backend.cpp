@@ -312,21 +312,9 @@ void VulkanBackend::check_tokens(int64_t n_tok, const char* op) const {
 void VulkanBackend::check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
                              const char* op) const {
   if (kv_bufs_.empty()) fail("Vulkan backend: {}: the backend was made without a KV cache", op);
-  if (kv.n_layer() != opts_.kv_layers || kv.n_ctx() != opts_.kv_ctx || kv.kv_dim() != opts_.kv_dim ||
-      kv.type() != opts_.kv_type) {
-    fail(
-        "Vulkan backend: {}: cache of {} layers x {} x {} ({}) does not match the device cache of {} x {} x "
-        "{} ({})",
-        op, kv.n_layer(), kv.n_ctx(), kv.kv_dim(), type_name(kv.type()), opts_.kv_layers, opts_.kv_ctx,
-        opts_.kv_dim, type_name(opts_.kv_type));
-  }
-  if (layer < 0 || layer >= kv.n_layer())
-    fail("{}: layer {} outside the cache's {}", op, layer, kv.n_layer());
   check_tokens(n_tok, op);
-  for (int64_t t = 0; t < n_tok; ++t) {
-    if (pos[t] < 0 || pos[t] >= kv.n_ctx())
-      fail("position {} is outside the KV cache of {}", pos[t], kv.n_ctx());
-  }
+  check_device_kv(kv, opts_.kv_layers, opts_.kv_ctx, opts_.kv_dim, opts_.kv_type, layer, pos, n_tok,
+                  "Vulkan backend", op);
 }
 
 const vulkan::Buffer& VulkanBackend::kv_buffer(int64_t layer, uint32_t& layer_off) const {
