@@ -46,6 +46,12 @@ void VulkanBackend::begin_forward(const ForwardStep& step) {
   }
   step_ops_ = 0;
   deferred_k_ = 0;
+  // A replayed step's ops check nothing (they do not run on the host): the positions are checked here, the
+  // token ids by embed, before any of them reaches the device.
+  for (int64_t t = 0; t < step.n_tok; ++t) {
+    if (step.pos[t] < 0 || (opts_.kv_ctx > 0 && step.pos[t] >= opts_.kv_ctx))
+      fail("position {} is outside the KV cache of {}", step.pos[t], opts_.kv_ctx);
+  }
   if (step.decode && step.same_as_last && rt_.has_capture() && mirror_state_is(capture_begin_state_)) {
     mode_ = StepMode::Replaying;
     rt_.set_step_input(kPosSlot, step.pos, size_t(step.n_tok) * 4);
