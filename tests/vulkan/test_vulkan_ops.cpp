@@ -14,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -65,19 +66,22 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
     return o;
   }
 
-  std::unique_ptr<VulkanBackend> make(int64_t kv_dim = 0, GgmlType kv_type = GgmlType::F16) const {
+  // kv_max_buffer_bytes > 0: the KV cache split over buffers of at most that many bytes.
+  std::unique_ptr<VulkanBackend> make(int64_t kv_dim = 0, GgmlType kv_type = GgmlType::F16,
+                                      uint64_t kv_max_buffer_bytes = 0) const {
     VulkanBackendOptions o = options();
     if (kv_dim > 0) {
       o.kv_layers = kLayers;
       o.kv_ctx = kCtx;
       o.kv_dim = kv_dim;
       o.kv_type = kv_type;
+      o.kv_max_buffer_bytes = kv_max_buffer_bytes;
     }
     return std::make_unique<VulkanBackend>(o);
   }
 
-  // y = W x on both backends, each output within the reordered-sum bound of the reference (exact: `wf` the
-  // weights' exact float values, or w's own dequantization when empty).
+  // y = W x on both backends, each output within the reordered-sum bound of the reference (ref_w: the
+  // weights' exact float values; w itself for the native types).
   void check_matmul(VulkanBackend& vk, const Weight& w, const Weight& ref_w, int64_t n_tok, uint32_t seed) {
     const std::vector<float> x = rand_floats(size_t(n_tok * w.n_in), seed);
     std::vector<float> ref(size_t(n_tok * w.n_out)), got(ref.size(), NAN);
@@ -254,12 +258,15 @@ TEST_P(VulkanOps, rope_both_modes_partial_rotation) {
 // kv_store then attention on the device cache, against the CPU's on a host cache: grouped queries, a
 // sliding window, positions over two attention chunks; both cache types, both K-row readers.
 TEST_P(VulkanOps, kv_store_and_attention) {
-  // Heads of 40 (rows read 16 bytes at a time) and 22 (element by element: not a multiple of 16 bytes).
-  for (const auto& [kv_type, hd] :
-       {std::pair{GgmlType::F16, int64_t(40)}, std::pair{GgmlType::F32, int64_t(40)},
-        std::pair{GgmlType::F16, int64_t(22)}}) {
+  // Heads of 40 (rows read 16 bytes at a time) and 22 (element by element: not a multiple of 16 bytes); the
+  // last case with the cache split one layer a buffer (the second layer, read below, in the second buffer).
+  for (const auto& [kv_type, hd, split] :
+       {std::tuple{GgmlType::F16, int64_t(40), false}, std::tuple{GgmlType::F32, int64_t(40), false},
+        std::tuple{GgmlType::F16, int64_t(22), false}, std::tuple{GgmlType::F32, int64_t(40), true}}) {
     const int64_t n_head = 6, n_head_kv = 2, kv_dim = n_head_kv * hd;
-    auto vk = make(kv_dim, kv_type);
+    const uint64_t layer_bytes = 2 * uint64_t(kCtx * kv_dim) * (kv_type == GgmlType::F16 ? 2 : 4);
+    auto vk = make(kv_dim, kv_type, split ? layer_bytes : 0);
+    ASSERT_EQ(vk->kv_buffers(), split ? size_t(kLayers) : size_t(1));
     KvCache ref(kLayers, kCtx, n_head_kv, hd, kv_type), dev_shape(kLayers, kCtx, n_head_kv, hd, kv_type);
     uint32_t seed = 100;
     for (int64_t p0 = 0; p0 < kCtx; p0 += 7) {

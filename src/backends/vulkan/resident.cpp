@@ -47,7 +47,6 @@ void VulkanBackend::to_host(const void* p, size_t bytes) {
   Mirror* m = find_mirror(p, bytes, "to_host");
   if (!m || m->dev_lo == m->dev_hi) return;
   rt_.download(m->dev, m->dev_lo, m->host + m->dev_lo, m->dev_hi - m->dev_lo);
-  ++downloads_;
   m->dev_lo = m->dev_hi = 0;
 }
 
@@ -93,7 +92,6 @@ void VulkanBackend::dev_done(float* p, int64_t n, const vulkan::Buffer& written)
   if (!m) {
     // Inside a captured step the bytes arrive at end_forward (runtime.h).
     rt_.download_deferred(written, 0, p, bytes);
-    ++downloads_;
     return;
   }
   const size_t off = size_t(reinterpret_cast<uint8_t*>(p) - m->host);

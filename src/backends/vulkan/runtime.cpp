@@ -364,7 +364,6 @@ void Runtime::dispatch(const Pipeline& p, std::initializer_list<const Buffer*> b
   } else {
     barrier();
   }
-  ++dispatches_;
 }
 
 void Runtime::end_independent() {
@@ -463,7 +462,6 @@ void Runtime::submit_and_wait() {
   check(vk.vkResetDescriptorPool(dev_, desc_pool_, 0), "vkResetDescriptorPool");
   desc_sets_left_ = kDescriptorSets;
   ring_used_ = 0;
-  ++submits_;
   if (profiling_ && !timed_.empty()) {
     std::vector<uint64_t>& ts = ts_;
     ts.resize(2 * timed_.size());
@@ -517,7 +515,6 @@ bool Runtime::end_capture() {
     check(vk.vkEndCommandBuffer(capture_.cmd), "vkEndCommandBuffer");
     capture_.recording = false;
     submit_one(queue_, dev_, fence_, capture_.cmd);
-    ++submits_;
     ring_used_ = 0;  // the capture's staged uploads have been read
   }
   for (const Deferred& d : capture_.deferred)
@@ -540,7 +537,6 @@ void Runtime::replay() {
   if (!capture_.kept) fail("internal: Vulkan replay without a kept capture");
   finish();
   submit_one(queue_, dev_, fence_, capture_.cmd);
-  ++submits_;
   for (const Deferred& d : capture_.deferred)
     std::memcpy(d.dst, static_cast<const uint8_t*>(capture_readback_.mapped()) + d.readback_offset, d.bytes);
 }

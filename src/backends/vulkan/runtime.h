@@ -126,11 +126,8 @@ class Runtime {
   void step_input(size_t slot_offset, const void* src, size_t bytes, const Buffer& dst, size_t offset);
   void set_step_input(size_t slot_offset, const void* src, size_t bytes);
   static constexpr size_t kStepInputBytes = 4096;
-  // Submissions so far (tests: a decode step's waits), and dispatches recorded.
-  uint64_t submits() const { return submits_; }
   // Buffers allocated so far (tests: nothing is allocated while a decode step runs).
   uint64_t allocations() const { return allocations_; }
-  uint64_t dispatches() const { return dispatches_; }
 
   // With profiling: per pipeline name, the dispatches and device time since the last reset (finishes
   // first). Without: empty.
@@ -161,7 +158,7 @@ class Runtime {
   bool independent_ = false, pending_barrier_ = false;
   Buffer ring_, readback_;  // host-visible: staged uploads; downloads
   size_t ring_used_ = 0;
-  uint64_t submits_ = 0, dispatches_ = 0, allocations_ = 0;
+  uint64_t allocations_ = 0;
   bool profiling_ = false;
   VkQueryPool queries_ = nullptr;
   uint32_t queries_used_ = 0;

@@ -91,11 +91,9 @@ class VulkanBackend final : public Backend {
 
   // Names of the pipelines that failed the self-check (their ops run on the host backend).
   std::vector<std::string> cpu_fallbacks() const;
-  bool uses_subgroups() const { return subgroups_; }
   size_t kv_buffers() const { return kv_bufs_.size(); }
   // Buffers an uploaded matrix is split over (1 unless it exceeds one buffer's limits).
   size_t weight_buffers(const Weight& w) const { return find_weight(w, "weight_buffers").bufs.size(); }
-  uint64_t downloads() const { return downloads_; }
   void to_host(const void* p, size_t bytes);
   void host_wrote(void* p, size_t bytes);
   void read_kv(KvCache& kv) { copy_kv(kv, 0, opts_.kv_ctx, false); }
@@ -244,7 +242,6 @@ class VulkanBackend final : public Backend {
   uint64_t replayed_ = 0, captured_ = 0;
   std::vector<Mirror> mirrors_;
   std::unordered_map<const float*, vulkan::Buffer> norms_;
-  uint64_t downloads_ = 0;
 
   std::vector<vulkan::Buffer> kv_bufs_;  // kv_bufs_[b]: layers [b * layers_per_buf_, ...)
   int64_t layers_per_buf_ = 0;

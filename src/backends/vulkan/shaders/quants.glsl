@@ -17,7 +17,6 @@
 //   8 KQ4: codes as Q4_0, then [nb] (float scale, float offset); w = scale q + offset.
 layout(constant_id = 1) const uint TL_FMT = 0;
 
-uint tl_word(uint off) { return w[off >> 2]; }
 uint tl_byte(uint off) { return (w[off >> 2] >> ((off & 3u) * 8u)) & 255u; }
 int tl_sbyte(uint off) { return int(tl_byte(off) << 24) >> 24; }
 float tl_half(uint off) { return unpackHalf2x16(w[off >> 2] >> ((off & 2u) * 8u)).x; }
