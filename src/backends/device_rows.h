@@ -28,6 +28,15 @@ namespace tilellm {
 enum class DeviceFormat : int { F32, F16, Q4_0, Q4_1, Q8_0, Int4B64, Int8B0, Kq8, Kq4 };
 constexpr int kDeviceFormats = 9;
 const char* device_format_name(DeviceFormat f);  // "f32", "f16", "q4_0", ..., "kq4"
+// Whether rows of f are whole blocks of 32 weights (every format but F32 and F16), and whether a block's
+// codes are nibbles (Q4_0, Q4_1, Int4B64, Kq4: 16 bytes) rather than bytes (32).
+constexpr bool device_format_is_block(DeviceFormat f) {
+  return f != DeviceFormat::F32 && f != DeviceFormat::F16;
+}
+constexpr bool device_format_nibbles(DeviceFormat f) {
+  return f == DeviceFormat::Q4_0 || f == DeviceFormat::Q4_1 || f == DeviceFormat::Int4B64 ||
+         f == DeviceFormat::Kq4;
+}
 
 // The device format a GGUF type keeps in native mode, or -1 when the rows go up dequantized to F32 (BF16,
 // the 2- and 3-bit K-quants, IQ types).

@@ -130,6 +130,55 @@ TEST_P(VulkanOps, matmul_and_embedding_of_every_weight_type) {
   }
 }
 
+// The decode matvec (shaders/matvec.comp) in other shapes than the default (--vk-matvec): rows a group
+// (partial last groups), parts a block (1 and 8 are clamped for the nibble and byte formats), work-group
+// sizes below and above a subgroup and part counts past one unrolled step, for every block format: 37
+// rows, 27 blocks (Q4_K / Q5_K: 32, as KQ4 / KQ8). Both reductions (the profiles change nothing else here).
+TEST_P(VulkanOps, matvec_shapes) {
+  if (GetParam() != "none" && GetParam() != "none-shared")
+    GTEST_SKIP() << "the matvec shapes depend on the reduction only: run under none and none-shared";
+  struct Shape {
+    uint32_t rows, parts, local, unroll;
+  };
+  const Shape shapes[] = {{1, 1, 32, 1}, {3, 2, 64, 3}, {8, 8, 16, 2}, {5, 4, 256, 4}};
+  const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
+                            GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K};
+  uint32_t seed = 300;
+  for (const Shape& s : shapes) {
+    VulkanBackendOptions o = options();
+    o.matvec_rows = s.rows, o.matvec_parts = s.parts, o.matvec_local = s.local, o.matvec_unroll = s.unroll;
+    VulkanBackend vk(o);
+    std::vector<OwnedWeight> kept;
+    for (GgmlType t : types) {
+      const int64_t n_in = type_traits(t).block_size == 256 ? 1024 : 27 * 32;
+      kept.push_back(make_weight(t, n_in, 37, seed++));
+      vk.upload_weight(kept.back().w);
+      check_matmul(vk, kept.back().w, kept.back().w, 1, seed++);
+    }
+    for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+      VulkanBackendOptions oc = o;
+      oc.weights = mode;
+      VulkanBackend vc(oc);
+      const int64_t n_in = 27 * 32, n_out = 11;
+      std::vector<float> src = rand_floats(size_t(n_in * n_out), seed++), exact(src.size());
+      const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
+      for (int64_t r = 0; r < n_out; ++r)
+        dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);
+      Weight w;
+      w.name = std::string("matvec ") + weights_mode_name(mode);
+      w.type = GgmlType::F32;
+      w.data = reinterpret_cast<const uint8_t*>(src.data());
+      w.n_in = n_in;
+      w.n_out = n_out;
+      w.row_bytes = size_t(n_in) * 4;
+      Weight we = w;
+      we.data = reinterpret_cast<const uint8_t*>(exact.data());
+      vc.upload_weight(w);
+      check_matmul(vc, w, we, 1, seed++);
+    }
+  }
+}
+
 // --weights int4b64 / int8b0 / f16 / f32: rows converted at upload, against the CPU's float path on the
 // conversion's exact values (160 inputs leave INT4B64 a group of one block).
 TEST_P(VulkanOps, matmul_of_converted_weights) {

@@ -1,6 +1,7 @@
-// Vulkan matmul (shaders/matmul.comp): per device format, decode (1 token) on 8-row groups, prompts on
-// 4-row x 4-token tiles; a matvec pipeline that failed the self-check hands decode to the matmul one, and
-// the host backend multiplies only when neither is left.
+// Vulkan matmul (shaders/matmul.comp, and matvec.comp for one token of a block format): per device format,
+// decode (1 token) on the matvec's row groups, prompts on 4-row x 4-token tiles; a matvec pipeline that
+// failed the self-check hands decode to the matmul one, and the host backend multiplies only when neither is
+// left.
 #include "backends/vulkan/vulkan_backend.h"
 #include "base/error.h"
 
@@ -12,7 +13,8 @@ void VulkanBackend::record_matmul(const DeviceWeight& dw, int64_t n_tok, const v
   const bool one = n_tok == 1 && !p_matvec_[f].on_cpu;
   const vulkan::Pipeline& p = one ? p_matvec_[f] : p_matmul_[f];
   // Rows and tokens of one work-group.
-  const int64_t group_rows = one ? kDecodeRows : kPrefillRows, group_tokens = one ? 1 : 4;
+  const int64_t group_rows = !one ? kPrefillRows : device_format_is_block(dw.fmt) ? mv_rows_ : kDecodeRows;
+  const int64_t group_tokens = one ? 1 : 4;
   // One dispatch per buffer of rows; each writes its rows' columns of y.
   for (size_t b = 0; b < dw.bufs.size(); ++b) {
     const int64_t r0 = int64_t(b) * dw.rows_per_buf, rows = std::min(dw.rows_per_buf, dw.n_out - r0);

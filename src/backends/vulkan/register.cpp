@@ -1,7 +1,8 @@
 // The Vulkan backend's registry entry (backends/registry.h): MNN type 7, available when the Vulkan loader
-// loads (loader.h), an instance can be made and it lists a Vulkan 1.1 device; its own option --vk-subgroups;
-// the factory, the start-time measurement of `bench` and the memory probes of `gemv-bw`.
+// loads (loader.h), an instance can be made and it lists a Vulkan 1.1 device; its own options --vk-subgroups
+// and --vk-matvec; the factory, the start-time measurement of `bench` and the memory probes of `gemv-bw`.
 #include <chrono>
+#include <cstdio>
 
 #include "backends/registry.h"
 #include "backends/vulkan/bandwidth.h"
@@ -15,7 +16,25 @@ namespace {
 
 struct VulkanOptions final : BackendOptions {
   bool subgroups = true;  // the subgroup reductions where the device has them
+  uint32_t matvec_rows = 0, matvec_parts = 0, matvec_local = 0, matvec_unroll = 0;  // 0: the default
 };
+
+// "auto", or ROWSxPARTSxLOCAL (e.g. 4x4x128): the decode matvec's shape.
+void set_matvec(VulkanOptions& o, const std::string& v) {
+  if (v == "auto") {
+    o.matvec_rows = o.matvec_parts = o.matvec_local = 0;
+    return;
+  }
+  unsigned r = 0, p = 0, l = 0;
+  char tail = 0;
+  if (std::sscanf(v.c_str(), "%ux%ux%u%c", &r, &p, &l, &tail) != 3 || r < 1 || r > 8 || p < 1 || p > 8 ||
+      (p & (p - 1)) != 0 || l < 1 || l > 1024 || (l & (l - 1)) != 0)
+    fail(
+        "--vk-matvec: '{}' is not auto or ROWSxPARTSxLOCAL (rows 1-8, parts 1/2/4/8, local a power of two "
+        "up to 1024)",
+        v);
+  o.matvec_rows = r, o.matvec_parts = p, o.matvec_local = l;
+}
 
 std::string unavailable() {
   if (!vulkan::library_error().empty()) return vulkan::library_error();
@@ -55,7 +74,11 @@ VulkanBackendOptions backend_options(const BackendParams& p) {
   g.kv_dim = p.kv_dim;
   g.kv_type = p.kv_type;
   for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
-  if (const auto* o = dynamic_cast<const VulkanOptions*>(p.options)) g.subgroups = o->subgroups;
+  if (const auto* o = dynamic_cast<const VulkanOptions*>(p.options)) {
+    g.subgroups = o->subgroups;
+    g.matvec_rows = o->matvec_rows, g.matvec_parts = o->matvec_parts;
+    g.matvec_local = o->matvec_local, g.matvec_unroll = o->matvec_unroll;
+  }
   return g;
 }
 
@@ -105,6 +128,14 @@ BackendEntry vulkan_entry() {
     static_cast<VulkanOptions&>(o).subgroups = v == "auto";
   };
   e.options.push_back(std::move(sg));
+  OptionSpec mv;
+  mv.flag = "--vk-matvec";
+  mv.help =
+      "the decode matvec's work-group: ROWSxPARTSxLOCALxUNROLL (rows a group, parts a block of 32 weights is "
+      "split into, invocations, parts each loads at once), or auto (4x4x128x4)";
+  mv.default_value = "auto";
+  mv.set = [](BackendOptions& o, const std::string& v) { set_matvec(static_cast<VulkanOptions&>(o), v); };
+  e.options.push_back(std::move(mv));
   e.make = make;
   e.measure_start = measure_start;
   e.make_probe = [](const BackendParams& p) { return vulkan::make_memory_probe(p.device, p.device_profile); };

@@ -56,14 +56,28 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   red_local_ = pow2_at_most(std::min<uint64_t>({512, inv, shared / 4}));
   mm_local_ = pow2_at_most(std::min<uint64_t>({64, inv, shared / (16 * 4)}));
   mv_local_ = pow2_at_most(std::min<uint64_t>({128, inv, shared / (16 * 4)}));
-  attn_local_ = pow2_at_most(std::min<uint64_t>({64, inv, shared / (10 * 4)}));
-  elem_local_ = pow2_at_most(std::min<uint64_t>(64, inv));
+  // The block formats' decode matvec: 4 rows a group, a block in 4 parts (neighbouring invocations read
+  // neighbouring words), 128 invocations, 4 parts in flight each; an explicit shape is clamped to what the
+  // shader and the device take (rows <= 8, parts a power of two: 1 ... 4 for the nibble formats and 2 ... 8
+  // for the byte ones, unroll <= 4).
+  mv_rows_ = std::clamp<uint32_t>(o.matvec_rows ? o.matvec_rows : 4, 1, 8);
+  const uint32_t mv_parts = pow2_at_most(std::clamp<uint32_t>(o.matvec_parts ? o.matvec_parts : 4, 1, 8));
+  const uint32_t mv_unroll = std::clamp<uint32_t>(o.matvec_unroll ? o.matvec_unroll : 4, 1, 4);
+  const uint32_t mvb_local =
+      pow2_at_most(std::min<uint64_t>({o.matvec_local ? o.matvec_local : 128, inv, shared / (8 * 4)}));
   const bool sg = subgroups_;
   for (int f = 0; f < kDeviceFormats; ++f) {
     const uint32_t fu = uint32_t(f);
     p_matmul_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mm_local_, {fu, 4, kPrefillRows});
     p_matmul_[f].name = fmt::format("matmul_{}", device_format_name(DeviceFormat(f)));
-    p_matvec_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mv_local_, {fu, 1, kDecodeRows});
+    if (device_format_is_block(DeviceFormat(f))) {
+      const bool nibbles = device_format_nibbles(DeviceFormat(f));
+      p_matvec_[f] =
+          rt_.pipeline("matvec", sg, 3, kMatmulPush, mvb_local,
+                       {fu, mv_rows_, nibbles ? std::min(mv_parts, 4u) : std::max(mv_parts, 2u), mv_unroll});
+    } else {
+      p_matvec_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mv_local_, {fu, 1, kDecodeRows});
+    }
     p_matvec_[f].name = fmt::format("matvec_{}", device_format_name(DeviceFormat(f)));
     p_embed_[f] = rt_.pipeline("embedding", false, 3, kEmbedPush, elem_local_, {fu});
     p_embed_[f].name = fmt::format("embed_{}", device_format_name(DeviceFormat(f)));

@@ -64,6 +64,9 @@ struct VulkanBackendOptions {
   // Use the subgroup reductions where the device has them (tests turn it off to run the shared-memory
   // path on a device that has both).
   bool subgroups = true;
+  // The decode matvec's shape (shaders/matvec.comp): rows a work-group, parts a block of 32 weights is
+  // split into, invocations a group, parts each invocation loads at once; 0: the default.
+  uint32_t matvec_rows = 0, matvec_parts = 0, matvec_local = 0, matvec_unroll = 0;
   struct HostArray {
     void* data;
     size_t bytes;
@@ -206,8 +209,10 @@ class VulkanBackend final : public Backend {
   mutable vulkan::Runtime rt_;
   bool subgroups_ = false;
   uint32_t red_local_ = 64, mm_local_ = 64, mv_local_ = 64, attn_local_ = 64, elem_local_ = 64;
-  // Rows a matmul work-group computes (shaders/matmul.comp's TL_ROWS): prompts (with 4 tokens), decode.
+  // Rows a matmul work-group computes (shaders/matmul.comp's TL_ROWS): prompts (with 4 tokens), and decode
+  // of the float formats; the block formats' decode groups (shaders/matvec.comp) take mv_rows_.
   static constexpr uint32_t kPrefillRows = 4, kDecodeRows = 8;
+  uint32_t mv_rows_ = 4;
 
   std::unordered_map<const uint8_t*, DeviceWeight> weights_, tables_;
   std::unique_ptr<ThreadPool> cpu_pool_;
