@@ -19,21 +19,21 @@ struct VulkanOptions final : BackendOptions {
   uint32_t matvec_rows = 0, matvec_parts = 0, matvec_local = 0, matvec_unroll = 0;  // 0: the default
 };
 
-// "auto", or ROWSxPARTSxLOCAL (e.g. 4x4x128): the decode matvec's shape.
+// "auto", or ROWSxPARTSxLOCALxUNROLL (e.g. 4x4x128x4): the decode matvec's shape.
 void set_matvec(VulkanOptions& o, const std::string& v) {
   if (v == "auto") {
-    o.matvec_rows = o.matvec_parts = o.matvec_local = 0;
+    o.matvec_rows = o.matvec_parts = o.matvec_local = o.matvec_unroll = 0;
     return;
   }
-  unsigned r = 0, p = 0, l = 0;
+  unsigned r = 0, p = 0, l = 0, u = 0;
   char tail = 0;
-  if (std::sscanf(v.c_str(), "%ux%ux%u%c", &r, &p, &l, &tail) != 3 || r < 1 || r > 8 || p < 1 || p > 8 ||
-      (p & (p - 1)) != 0 || l < 1 || l > 1024 || (l & (l - 1)) != 0)
+  if (std::sscanf(v.c_str(), "%ux%ux%ux%u%c", &r, &p, &l, &u, &tail) != 4 || r < 1 || r > 8 || p < 1 ||
+      p > 8 || (p & (p - 1)) != 0 || l < 1 || l > 1024 || (l & (l - 1)) != 0 || u < 1 || u > 4)
     fail(
-        "--vk-matvec: '{}' is not auto or ROWSxPARTSxLOCAL (rows 1-8, parts 1/2/4/8, local a power of two "
-        "up to 1024)",
+        "--vk-matvec: '{}' is not auto or ROWSxPARTSxLOCALxUNROLL (rows 1-8, parts 1/2/4/8, local a power of "
+        "two up to 1024, unroll 1-4)",
         v);
-  o.matvec_rows = r, o.matvec_parts = p, o.matvec_local = l;
+  o.matvec_rows = r, o.matvec_parts = p, o.matvec_local = l, o.matvec_unroll = u;
 }
 
 std::string unavailable() {
@@ -132,7 +132,7 @@ BackendEntry vulkan_entry() {
   mv.flag = "--vk-matvec";
   mv.help =
       "the decode matvec's work-group: ROWSxPARTSxLOCALxUNROLL (rows a group, parts a block of 32 weights is "
-      "split into, invocations, parts each loads at once), or auto (4x4x128x4)";
+      "split into, invocations, parts each loads at once), or auto (4x4x64x4)";
   mv.default_value = "auto";
   mv.set = [](BackendOptions& o, const std::string& v) { set_matvec(static_cast<VulkanOptions&>(o), v); };
   e.options.push_back(std::move(mv));

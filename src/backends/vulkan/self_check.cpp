@@ -181,6 +181,47 @@ void VulkanBackend::run_self_check() {
     }
     verdict(p_kv_store_, relative_error(want, have));
 
+    // RoPE and the KV write in one dispatch, both modes, rotating 12 of 16 dims (6 pairs: the Neox quads and
+    // the copied tail), 4 query heads and 2 KV heads, into the same cache at three positions.
+    {
+      const RopeTable table(n_ctx, 12, 10000.0f, 1.0f);
+      RopeShape rs;
+      rs.n_head = 4, rs.n_head_kv = 2, rs.head_dim = hd, rs.rope_dim = 12, rs.table = &table;
+      const int32_t pos[3] = {149, 5, 77};
+      double e = 0.0;
+      for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+        rs.mode = mode;
+        std::vector<float> q = random_floats(size_t(3 * rs.n_head * hd), rng),
+                           k = random_floats(size_t(3 * kv_dim), rng),
+                           v = random_floats(size_t(3 * kv_dim), rng);
+        std::vector<float> q_ref = q, k_ref = k, q_got(q.size()), k_got(k.size());
+        cpu_->rope(q_ref.data(), 3, rs.n_head, hd, 12, pos, table, mode);
+        cpu_->rope(k_ref.data(), 3, rs.n_head_kv, hd, 12, pos, table, mode);
+        cpu_->kv_store(ref, 0, k_ref.data(), v.data(), pos, 3);
+        rt_.upload(in_a_, 0, q.data(), q.size() * sizeof(float));
+        rt_.upload(in_b_, 0, k.data(), k.size() * sizeof(float));
+        rt_.upload(out_, 0, v.data(), v.size() * sizeof(float));
+        record_rope_kv_store(cache, 0, n_ctx, 3, rs, in_a_, in_b_, out_, dev_rope_table(table),
+                             dev_positions(pos, 3));
+        rt_.download(in_a_, 0, q_got.data(), q_got.size() * sizeof(float));
+        rt_.download(in_b_, 0, k_got.data(), k_got.size() * sizeof(float));
+        rt_.download(cache, 0, dev.data(), dev.size());
+        want.clear(), have.clear();
+        for (int kind = 0; kind < 2; ++kind) {
+          for (int32_t p : pos) {
+            for (int64_t i = 0; i < kv_dim; ++i) {
+              const size_t at = size_t(p * kv_dim + i) * elem;
+              want.push_back(value(ref.plane(0, kind) + at));
+              have.push_back(value(dev.data() + size_t(kind) * plane + at));
+            }
+          }
+        }
+        e = std::max(
+            {e, relative_error(q_ref, q_got), relative_error(k_ref, k_got), relative_error(want, have)});
+      }
+      verdict(p_rope_kv_store_, e);
+    }
+
     // Attention reads the reference cache's exact contents, so a kv_store fault does not show up here.
     for (int kind = 0; kind < 2; ++kind) rt_.upload(cache, size_t(kind) * plane, ref.plane(0, kind), plane);
     AttnParams p;

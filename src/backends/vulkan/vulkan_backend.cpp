@@ -28,7 +28,7 @@ uint32_t pow2_at_most(uint64_t limit) {
 
 // Push-constant sizes of the shaders (their `pc` blocks).
 constexpr uint32_t kMatmulPush = 24, kEmbedPush = 20, kNormPush = 8, kRopePush = 16, kKvPush = 12,
-                   kAttnPush = 36, kElemPush = 4;
+                   kRopeKvPush = 28, kAttnPush = 36, kElemPush = 4;
 
 }  // namespace
 
@@ -57,14 +57,15 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   mm_local_ = pow2_at_most(std::min<uint64_t>({64, inv, shared / (16 * 4)}));
   mv_local_ = pow2_at_most(std::min<uint64_t>({128, inv, shared / (16 * 4)}));
   // The block formats' decode matvec: 4 rows a group, a block in 4 parts (neighbouring invocations read
-  // neighbouring words), 128 invocations, 4 parts in flight each; an explicit shape is clamped to what the
+  // neighbouring words), 64 invocations (on the H200 as fast as 128, docs/PERF.md; lavapipe, which runs
+  // every invocation on the CPU, wastes fewer on 576-wide rows), 4 parts in flight each; an explicit shape is clamped to what the
   // shader and the device take (rows <= 8, parts a power of two: 1 ... 4 for the nibble formats and 2 ... 8
   // for the byte ones, unroll <= 4).
   mv_rows_ = std::clamp<uint32_t>(o.matvec_rows ? o.matvec_rows : 4, 1, 8);
   const uint32_t mv_parts = pow2_at_most(std::clamp<uint32_t>(o.matvec_parts ? o.matvec_parts : 4, 1, 8));
   const uint32_t mv_unroll = std::clamp<uint32_t>(o.matvec_unroll ? o.matvec_unroll : 4, 1, 4);
   const uint32_t mvb_local =
-      pow2_at_most(std::min<uint64_t>({o.matvec_local ? o.matvec_local : 128, inv, shared / (8 * 4)}));
+      pow2_at_most(std::min<uint64_t>({o.matvec_local ? o.matvec_local : 64, inv, shared / (8 * 4)}));
   const bool sg = subgroups_;
   for (int f = 0; f < kDeviceFormats; ++f) {
     const uint32_t fu = uint32_t(f);
@@ -90,6 +91,8 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   p_rope_.name = "rope";
   p_kv_store_ = rt_.pipeline("kv_store", false, 4, kKvPush, elem_local_, {kv_f16 ? 1u : 0u});
   p_kv_store_.name = "kv_store";
+  p_rope_kv_store_ = rt_.pipeline("rope_kv_store", false, 6, kRopeKvPush, elem_local_, {kv_f16 ? 1u : 0u});
+  p_rope_kv_store_.name = "rope_kv_store";
   p_attention_ = rt_.pipeline("attention", sg, 4, kAttnPush, attn_local_, {kv_f16 ? 1u : 0u});
   p_attention_.name = "attention";
   p_glu_silu_ = rt_.pipeline("glu", false, 3, kElemPush, elem_local_, {0});
@@ -178,8 +181,8 @@ std::vector<vulkan::Pipeline*> VulkanBackend::all_pipelines() {
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_embed_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_[f]);
-  for (vulkan::Pipeline* p : {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_attention_,
-                              &p_glu_silu_, &p_glu_gelu_, &p_add_})
+  for (vulkan::Pipeline* p : {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_rope_kv_store_,
+                              &p_attention_, &p_glu_silu_, &p_glu_gelu_, &p_add_})
     v.push_back(p);
   return v;
 }

@@ -114,6 +114,8 @@ class VulkanBackend final : public Backend {
                      int64_t n_tok) override;
   void rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim, const int32_t* pos,
             const RopeTable& table, RopeMode mode) override;
+  void rope_kv_store(float* q, float* k, const float* v, KvCache& kv, int64_t layer, const int32_t* pos,
+                     int64_t n_tok, const RopeShape& r) override;
   void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
                 int64_t n_tok) override;
   void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
@@ -146,14 +148,17 @@ class VulkanBackend final : public Backend {
 
   // Pipelines. The matmul ones per device format: prefill (4 tokens a group) and decode (1).
   vulkan::Pipeline p_embed_[kDeviceFormats], p_matmul_[kDeviceFormats], p_matvec_[kDeviceFormats];
-  vulkan::Pipeline p_rmsnorm_, p_add_rmsnorm_, p_rope_, p_kv_store_, p_attention_, p_glu_silu_, p_glu_gelu_,
-      p_add_;
+  vulkan::Pipeline p_rmsnorm_, p_add_rmsnorm_, p_rope_, p_kv_store_, p_rope_kv_store_, p_attention_,
+      p_glu_silu_, p_glu_gelu_, p_add_;
   std::vector<vulkan::Pipeline*> all_pipelines();
   bool kv_on_cpu() const { return p_kv_store_.on_cpu || p_attention_.on_cpu; }
   void run_self_check();
   void verdict(vulkan::Pipeline& p, double err);
 
   // Recording helpers (the shaders' bindings and push constants).
+  void record_rope_kv_store(const vulkan::Buffer& cache, uint32_t layer_off, int64_t n_ctx, int64_t n_tok,
+                            const RopeShape& r, const vulkan::Buffer& q, const vulkan::Buffer& k,
+                            const vulkan::Buffer& v, const vulkan::Buffer& table, const vulkan::Buffer& pos);
   void record_matmul(const DeviceWeight& dw, int64_t n_tok, const vulkan::Buffer& x, const vulkan::Buffer& y);
   // The KV ops on an explicit cache buffer of n_ctx x kv_dim planes (the session's, or the self-check's).
   void record_kv_store(const vulkan::Buffer& cache, uint32_t layer_off, int64_t n_ctx, int64_t kv_dim,

@@ -6,7 +6,7 @@
 // Work: one work-group per TL_ROWS rows (specialization constant 2). Each block of 32 weights is split into
 // TL_PARTS parts (constant 3: 1, 2 or 4 for the nibble formats, 2, 4 or 8 for the byte ones) and invocation
 // i takes parts i, i + L, ... of every row of the group, TL_UNROLL (constant 4) of them loaded before any is
-// used: neighbouring invocations read neighbouring code words and neighbouring activations, so both loads
+// used while whole steps of TL_UNROLL x L parts remain: neighbouring invocations read neighbouring code words and neighbouring activations, so both loads
 // are coalesced, and each activation is read once for TL_ROWS rows. One reduction of the TL_ROWS partial
 // sums ends the group. Rows past n_rows repeat the last row (never written): the control flow is uniform.
 //
@@ -101,53 +101,68 @@ float part_codes_dot(uint c[4], vec4 xs[8]) {
   return s;
 }
 
+// One part of every row of the group: the activations (scaled as in_place leaves the codes), their sum,
+// the rows' code words and (d, m).
+struct Unit {
+  vec4 xs[8];
+  float sx;
+  uint codes[TL_RED_WIDTH][4];
+  vec2 dm[TL_RED_WIDTH];
+};
+
+// The scales in_place leaves on the codes of a word, undone on the activations: elements of bytes 0 and 2
+// (low nibble, or byte) 1, bytes 1 and 3 1/256; high nibbles 1/16 of that.
+const vec4 kLoScale = vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0), kHiScale = kLoScale * (1.0 / 16.0);
+
+void load_unit(uint u, uint n, uint row[TL_RED_WIDTH], out Unit un) {
+  const uint b = u / TL_PARTS, p = u % TL_PARTS;
+  vec4 s4 = vec4(0.0);
+  [[unroll]] for (uint k = 0; k < 8u; ++k) un.xs[k] = vec4(0.0);
+  [[unroll]] for (uint k = 0; k < kWords; ++k) {
+    if (kNibbles) {
+      const vec4 lo = x4[8u * b + p * kWords + k], hi = x4[8u * b + 4u + p * kWords + k];
+      s4 += lo + hi;
+      un.xs[k] = lo * kLoScale;
+      un.xs[kWords + k] = hi * kHiScale;
+    } else {
+      const vec4 v = x4[8u * b + p * kWords + k];
+      s4 += v;
+      un.xs[k] = v * kLoScale;
+    }
+  }
+  un.sx = s4.x + s4.y + s4.z + s4.w;
+  [[unroll]] for (uint r = 0; r < TL_ROWS; ++r) {
+    load_codes(row[r] + (kNibbles ? 16u : 32u) * b, p, un.codes[r]);
+    un.dm[r] = part_scale(row[r], b, p, n);
+  }
+}
+
+void add_unit(Unit un, inout float acc[TL_RED_WIDTH]) {
+  [[unroll]] for (uint r = 0; r < TL_ROWS; ++r)
+    acc[r] += un.dm[r].x * part_codes_dot(un.codes[r], un.xs) + un.dm[r].y * un.sx;
+}
+
 void main() {
   const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
   // Row groups past the device's x limit continue in z.
   const uint r0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * TL_ROWS;
   if (r0 >= pc.n_rows) return;  // the whole group: no barrier is left waiting
   const uint n = pc.n_in, units = (n / 32u) * TL_PARTS;
-  // The scales in_place leaves on the codes of a word, undone on the activations: elements of bytes 0 and
-  // 2 (low nibble, or byte) 1, bytes 1 and 3 1/256; high nibbles 1/16 of that.
-  const vec4 lo_scale = vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0), hi_scale = lo_scale * (1.0 / 16.0);
   float acc[TL_RED_WIDTH];
   [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) acc[k] = 0.0;
   uint row[TL_RED_WIDTH];
   [[unroll]] for (uint r = 0; r < TL_ROWS; ++r) row[r] = min(r0 + r, pc.n_rows - 1u) * pc.row_bytes;
-  for (uint u0 = lid; u0 < units; u0 += ls * TL_UNROLL) {
-    // Loads first: TL_UNROLL units (past the end: the last unit again, its sums dropped below) of every row.
-    vec4 xs[4][8];
-    float sx[4];
-    uint codes[4][TL_RED_WIDTH][4];
-    vec2 dm[4][TL_RED_WIDTH];
-    [[unroll]] for (uint j = 0; j < TL_UNROLL; ++j) {
-      const uint u = min(u0 + j * ls, units - 1u), b = u / TL_PARTS, p = u % TL_PARTS;
-      vec4 s4 = vec4(0.0);
-      [[unroll]] for (uint k = 0; k < kWords; ++k) {
-        if (kNibbles) {
-          const vec4 lo = x4[8u * b + p * kWords + k], hi = x4[8u * b + 4u + p * kWords + k];
-          s4 += lo + hi;
-          xs[j][k] = lo * lo_scale;
-          xs[j][kWords + k] = hi * hi_scale;
-        } else {
-          const vec4 v = x4[8u * b + p * kWords + k];
-          s4 += v;
-          xs[j][k] = v * lo_scale;
-        }
-      }
-      sx[j] = u0 + j * ls < units ? s4.x + s4.y + s4.z + s4.w : 0.0;
-      [[unroll]] for (uint r = 0; r < TL_ROWS; ++r) {
-        load_codes(row[r] + (kNibbles ? 16u : 32u) * b, p, codes[j][r]);
-        dm[j][r] = part_scale(row[r], b, p, n);
-      }
-    }
-    [[unroll]] for (uint j = 0; j < TL_UNROLL; ++j) {
-      const bool real = u0 + j * ls < units;
-      [[unroll]] for (uint r = 0; r < TL_ROWS; ++r) {
-        const float s = part_codes_dot(codes[j][r], xs[j]);
-        acc[r] += real ? dm[j][r].x * s + dm[j][r].y * sx[j] : 0.0;
-      }
-    }
+  // Whole steps of TL_UNROLL x L parts, their loads issued before any is used; then the rest one at a time.
+  uint base = 0;
+  for (; base + ls * TL_UNROLL <= units; base += ls * TL_UNROLL) {
+    Unit un[4];
+    [[unroll]] for (uint j = 0; j < TL_UNROLL; ++j) load_unit(base + j * ls + lid, n, row, un[j]);
+    [[unroll]] for (uint j = 0; j < TL_UNROLL; ++j) add_unit(un[j], acc);
+  }
+  for (uint u = base + lid; u < units; u += ls) {
+    Unit un;
+    load_unit(u, n, row, un);
+    add_unit(un, acc);
   }
   tl_group_sums(acc, TL_ROWS);
   if (lid == 0u) {
