@@ -216,7 +216,7 @@ class VulkanBackend final : public Backend {
   uint32_t red_local_ = 64, mm_local_ = 64, mv_local_ = 64, attn_local_ = 64, elem_local_ = 64;
   // Rows a matmul work-group computes (shaders/matmul.comp's TL_ROWS): prompts (with 4 tokens), and decode
   // of the float formats; the block formats' decode groups (shaders/matvec.comp) take mv_rows_.
-  static constexpr uint32_t kPrefillRows = 4, kDecodeRows = 8;
+  static constexpr uint32_t kPrefillRows = 4, kDecodeRows = 4;
   uint32_t mv_rows_ = 4;
 
   std::unordered_map<const uint8_t*, DeviceWeight> weights_, tables_;

@@ -25,32 +25,43 @@ layout(local_size_x_id = 0) in;
 #endif
 shared float tl_red[gl_WorkGroupSize.x * TL_RED_WIDTH];
 
-// Sums v[k] for k < count (<= TL_RED_WIDTH; a specialization constant expression, so the loops unroll)
-// over the group into v.
+// Sums v[k] for k < count (<= TL_RED_WIDTH; a specialization constant expression) over the group into v.
+// The loops run to the literal TL_RED_WIDTH with k < count inside, so glslc unrolls them and v stays in
+// registers (a loop bounded by a specialization constant is left to the driver).
 void tl_group_sums(inout float v[TL_RED_WIDTH], uint count) {
   const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
 #if TL_SUBGROUPS
-  [[unroll]] for (uint k = 0; k < count; ++k) {
-    const float s = subgroupAdd(v[k]);
-    if (subgroupElect()) tl_red[k * ls + gl_SubgroupID] = s;
+  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) {
+    if (k < count) {
+      const float s = subgroupAdd(v[k]);
+      if (subgroupElect()) tl_red[k * ls + gl_SubgroupID] = s;
+    }
   }
   barrier();
-  [[unroll]] for (uint k = 0; k < count; ++k) {
-    float t = 0.0;
-    for (uint i = 0; i < gl_NumSubgroups; ++i) t += tl_red[k * ls + i];
-    v[k] = t;
+  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) {
+    if (k < count) {
+      float t = 0.0;
+      for (uint i = 0; i < gl_NumSubgroups; ++i) t += tl_red[k * ls + i];
+      v[k] = t;
+    }
   }
   barrier();
 #else
-  [[unroll]] for (uint k = 0; k < count; ++k) tl_red[k * ls + lid] = v[k];
+  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) {
+    if (k < count) tl_red[k * ls + lid] = v[k];
+  }
   barrier();
   for (uint s = ls / 2; s > 0; s >>= 1) {
     if (lid < s) {
-      [[unroll]] for (uint k = 0; k < count; ++k) tl_red[k * ls + lid] += tl_red[k * ls + lid + s];
+      [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) {
+        if (k < count) tl_red[k * ls + lid] += tl_red[k * ls + lid + s];
+      }
     }
     barrier();
   }
-  [[unroll]] for (uint k = 0; k < count; ++k) v[k] = tl_red[k * ls];
+  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) {
+    if (k < count) v[k] = tl_red[k * ls];
+  }
   barrier();
 #endif
 }

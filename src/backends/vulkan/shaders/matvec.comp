@@ -84,18 +84,21 @@ vec2 part_scale(uint row, uint b, uint p, uint n) {
   return vec2(d, tl_f32(g + 4u) - 128.0 * d);
 }
 
-// sum v x over part p's codes c, against the activations xs scaled as in_place leaves the codes.
-float part_codes_dot(uint c[4], vec4 xs[8]) {
+// sum v x over part p's codes c, against the activations scaled as in_place leaves the codes (xl: the
+// words' elements, or their low nibbles' ones; xh: the high nibbles' ones).
+float part_codes_dot(uint c[4], vec4 xl[4], vec4 xh[4]) {
   float s = 0.0;
-  [[unroll]] for (uint k = 0; k < kWords; ++k) {
-    uint lo = c[k];
-    if (!kNibbles && TL_FMT != 6u) lo ^= 0x80808080u;  // signed bytes: q + 128
-    const uint hi = lo >> 16;
-    if (kNibbles) {
-      s += dot(in_place(lo, hi, 0xFu, 0xF00u), xs[k]);
-      s += dot(in_place(lo, hi, 0xF0u, 0xF000u), xs[kWords + k]);
-    } else {
-      s += dot(in_place(lo, hi, 0xFFu, 0xFF00u), xs[k]);
+  [[unroll]] for (uint k = 0; k < 4u; ++k) {
+    if (k < kWords) {
+      uint lo = c[k];
+      if (!kNibbles && TL_FMT != 6u) lo ^= 0x80808080u;  // signed bytes: q + 128
+      const uint hi = lo >> 16;
+      if (kNibbles) {
+        s += dot(in_place(lo, hi, 0xFu, 0xF00u), xl[k]);
+        s += dot(in_place(lo, hi, 0xF0u, 0xF000u), xh[k]);
+      } else {
+        s += dot(in_place(lo, hi, 0xFFu, 0xFF00u), xl[k]);
+      }
     }
   }
   return s;
@@ -104,7 +107,7 @@ float part_codes_dot(uint c[4], vec4 xs[8]) {
 // One part of every row of the group: the activations (scaled as in_place leaves the codes), their sum,
 // the rows' code words and (d, m).
 struct Unit {
-  vec4 xs[8];
+  vec4 xl[4], xh[4];
   float sx;
   uint codes[TL_RED_WIDTH][4];
   vec2 dm[TL_RED_WIDTH];
@@ -114,32 +117,38 @@ struct Unit {
 // (low nibble, or byte) 1, bytes 1 and 3 1/256; high nibbles 1/16 of that.
 const vec4 kLoScale = vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0), kHiScale = kLoScale * (1.0 / 16.0);
 
+// Every loop below runs to a literal bound with the specialization constant as a condition inside, so
+// glslc unrolls it and the arrays become registers whatever the driver does with loops (a loop bounded by
+// a specialization constant is left to the driver, and an array indexed in it may be put in memory).
 void load_unit(uint u, uint n, uint row[TL_RED_WIDTH], out Unit un) {
   const uint b = u / TL_PARTS, p = u % TL_PARTS;
   vec4 s4 = vec4(0.0);
-  [[unroll]] for (uint k = 0; k < 8u; ++k) un.xs[k] = vec4(0.0);
-  [[unroll]] for (uint k = 0; k < kWords; ++k) {
-    if (kNibbles) {
-      const vec4 lo = x4[8u * b + p * kWords + k], hi = x4[8u * b + 4u + p * kWords + k];
-      s4 += lo + hi;
-      un.xs[k] = lo * kLoScale;
-      un.xs[kWords + k] = hi * kHiScale;
-    } else {
-      const vec4 v = x4[8u * b + p * kWords + k];
-      s4 += v;
-      un.xs[k] = v * kLoScale;
+  [[unroll]] for (uint k = 0; k < 4u; ++k) {
+    un.xl[k] = un.xh[k] = vec4(0.0);
+    if (k < kWords) {
+      const vec4 lo = x4[8u * b + p * kWords + k];
+      s4 += lo;
+      un.xl[k] = lo * kLoScale;
+      if (kNibbles) {
+        const vec4 hi = x4[8u * b + 4u + p * kWords + k];
+        s4 += hi;
+        un.xh[k] = hi * kHiScale;
+      }
     }
   }
   un.sx = s4.x + s4.y + s4.z + s4.w;
-  [[unroll]] for (uint r = 0; r < TL_ROWS; ++r) {
-    load_codes(row[r] + (kNibbles ? 16u : 32u) * b, p, un.codes[r]);
-    un.dm[r] = part_scale(row[r], b, p, n);
+  [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
+    if (r < TL_ROWS) {
+      load_codes(row[r] + (kNibbles ? 16u : 32u) * b, p, un.codes[r]);
+      un.dm[r] = part_scale(row[r], b, p, n);
+    }
   }
 }
 
 void add_unit(Unit un, inout float acc[TL_RED_WIDTH]) {
-  [[unroll]] for (uint r = 0; r < TL_ROWS; ++r)
-    acc[r] += un.dm[r].x * part_codes_dot(un.codes[r], un.xs) + un.dm[r].y * un.sx;
+  [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
+    if (r < TL_ROWS) acc[r] += un.dm[r].x * part_codes_dot(un.codes[r], un.xl, un.xh) + un.dm[r].y * un.sx;
+  }
 }
 
 void main() {
@@ -151,13 +160,17 @@ void main() {
   float acc[TL_RED_WIDTH];
   [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) acc[k] = 0.0;
   uint row[TL_RED_WIDTH];
-  [[unroll]] for (uint r = 0; r < TL_ROWS; ++r) row[r] = min(r0 + r, pc.n_rows - 1u) * pc.row_bytes;
+  [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) row[r] = min(r0 + r, pc.n_rows - 1u) * pc.row_bytes;
   // Whole steps of TL_UNROLL x L parts, their loads issued before any is used; then the rest one at a time.
   uint base = 0;
   for (; base + ls * TL_UNROLL <= units; base += ls * TL_UNROLL) {
     Unit un[4];
-    [[unroll]] for (uint j = 0; j < TL_UNROLL; ++j) load_unit(base + j * ls + lid, n, row, un[j]);
-    [[unroll]] for (uint j = 0; j < TL_UNROLL; ++j) add_unit(un[j], acc);
+    [[unroll]] for (uint j = 0; j < 4u; ++j) {
+      if (j < TL_UNROLL) load_unit(base + j * ls + lid, n, row, un[j]);
+    }
+    [[unroll]] for (uint j = 0; j < 4u; ++j) {
+      if (j < TL_UNROLL) add_unit(un[j], acc);
+    }
   }
   for (uint u = base + lid; u < units; u += ls) {
     Unit un;
@@ -166,8 +179,8 @@ void main() {
   }
   tl_group_sums(acc, TL_ROWS);
   if (lid == 0u) {
-    [[unroll]] for (uint r = 0; r < TL_ROWS; ++r) {
-      if (r0 + r < pc.n_rows) y[pc.row0 + r0 + r] = acc[r];
+    [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
+      if (r < TL_ROWS && r0 + r < pc.n_rows) y[pc.row0 + r0 + r] = acc[r];
     }
   }
 }
