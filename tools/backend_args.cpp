@@ -43,17 +43,35 @@ void add_backend_args(CLI::App* app, BackendArgs& a) {
                   "GPU backends: where weights live: buffer (default), or image (2D images read through the "
                   "texture path, for the formats the backend has image kernels for)")
       ->check(CLI::IsMember({"buffer", "image"}));
+  add_backend_option_groups(app, a.given);
+}
+
+void add_backend_option_groups(CLI::App* app, std::map<std::string, std::string>& given) {
   for (const BackendEntry* e : backends()) {
     if (e->options.empty()) continue;
     const std::string group = e->name + " backend";
     for (const OptionSpec& spec : e->options) {
+      // A command with a flag of that name already (gemv-bw's own --isa) keeps its own.
+      if (app->get_option_no_throw(spec.flag)) continue;
       std::string h = spec.help;
       if (!spec.choices.empty()) h += " (" + join(spec.choices, ", ") + ")";
       app->add_option_function<std::string>(
-             spec.flag, [&a, flag = spec.flag](const std::string& v) { a.given[flag] = v; }, h)
+             spec.flag, [&given, flag = spec.flag](const std::string& v) { given[flag] = v; }, h)
           ->group(group);
     }
   }
+}
+
+std::shared_ptr<BackendOptions> backend_options_from(const BackendEntry& chosen,
+                                                     const std::map<std::string, std::string>& given) {
+  for (const BackendEntry* e : backends()) {
+    if (e == &chosen) continue;
+    for (const OptionSpec& spec : e->options) {
+      if (given.count(spec.flag))
+        fail("{} is an option of the {} backend: use it with --backend {}", spec.flag, e->name, e->name);
+    }
+  }
+  return make_backend_options(chosen, given);
 }
 
 void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
@@ -65,15 +83,8 @@ void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
                                     : PrefillMode::Gpu;
   o.gpu_memory = a.gpu_memory == "image" ? GpuMemory::Image : GpuMemory::Buffer;
   const BackendEntry* chosen = find_backend(a.backend);
-  for (const BackendEntry* e : backends()) {
-    if (e == chosen) continue;
-    for (const OptionSpec& spec : e->options) {
-      if (a.given.count(spec.flag))
-        fail("{} is an option of the {} backend: use it with --backend {}", spec.flag, e->name, e->name);
-    }
-  }
   // An unknown name fails with the reason when the session starts.
-  if (chosen) o.backend_options = make_backend_options(*chosen, a.given);
+  if (chosen) o.backend_options = backend_options_from(*chosen, a.given);
 }
 
 std::string backend_label(const BackendArgs& a) {

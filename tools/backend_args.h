@@ -23,6 +23,13 @@ struct BackendArgs {
 };
 
 void add_backend_args(CLI::App* app, BackendArgs& a);
+// Only the per-backend groups of add_backend_args (for the benchmarks, which have --backend of their own):
+// each flag given lands in `given` (flag -> value); a flag the command already has stays the command's.
+void add_backend_option_groups(CLI::App* app, std::map<std::string, std::string>& given);
+// The chosen backend's options from `given` (every flag of its group, given or at its default); a flag of
+// another backend's group is an error naming that backend.
+std::shared_ptr<BackendOptions> backend_options_from(const BackendEntry& chosen,
+                                                     const std::map<std::string, std::string>& given);
 // Fills the session's backend fields, the chosen backend's own options included (every flag of its group,
 // given or at its default); a flag of another backend's group is an error naming that backend.
 void apply_backend_args(const BackendArgs& a, SessionOptions& o);

@@ -166,6 +166,10 @@ void print_kernel_profile(const Session& session, const bench::TestSpec& t, int 
                  static_cast<long long>(k.calls), k.ns / 1e3, k.ns / 1e3 / double(k.calls),
                  total > 0 ? 100.0 * k.ns / total : 0.0);
   }
+  for (const KernelTime& k : sorted) {
+    if (!k.driver_stats.empty())
+      std::fprintf(stderr, "driver statistics: %s: %s\n", k.name.c_str(), k.driver_stats.c_str());
+  }
 }
 
 void run_bench(BenchArgs a) {

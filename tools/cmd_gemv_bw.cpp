@@ -21,6 +21,7 @@
 #include <memory>
 #include <tuple>
 
+#include "backend_args.h"
 #include "backends/registry.h"
 #include "base/cpu_isa.h"
 #include "base/error.h"
@@ -88,6 +89,8 @@ void gemv_bw_main(const GemvArgs& a) {
   base.device = a.device;
   base.device_profile = host ? "none" : a.device_profile;
   base.pool = &pool;
+  const std::shared_ptr<BackendOptions> options = cli::backend_options_from(entry, a.given);
+  base.options = options.get();
   const std::vector<DeviceInfo> devs = entry.devices(base.device_profile);
   if (a.device < 0 || size_t(a.device) >= devs.size())
     fail("{} device {} does not exist ({} found; see `tilellm devices`)", entry.name, a.device, devs.size());
@@ -210,6 +213,7 @@ void register_gemv_bw(CLI::App& app) {
   sub->add_option("--isa", a->isa,
                   "instruction set of the CPU kernels: best (default), or one this CPU runs (" +
                       supported_cpu_isa_names() + ")");
+  cli::add_backend_option_groups(sub, a->given);
   sub->callback([a] { gemv_bw_main(*a); });
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,9 @@ struct GemvArgs {
   std::string device_profile = "none";
   std::vector<std::string> shapes;  // "K,N"; empty: 14336,4096
   std::string format = "text";
-  int peak_mib = 0;  // the peak buffers' size; 0: max(4x the cache, 256 MiB)
-  std::string isa;   // --isa: the CPU kernels' instruction set; empty: as it is
+  int peak_mib = 0;                          // the peak buffers' size; 0: max(4x the cache, 256 MiB)
+  std::string isa;                           // --isa: the CPU kernels' instruction set; empty: as it is
+  std::map<std::string, std::string> given;  // the backends' own flags given (backend_args.h)
 };
 void gemv_bw_main(const GemvArgs& a);
 void register_bench(CLI::App& app);

@@ -464,7 +464,7 @@ void Runtime::collect_times() const {
     clReleaseEvent(p.event);
     auto it =
         std::find_if(times_.begin(), times_.end(), [&](const KernelTime& t) { return t.name == *p.kernel; });
-    if (it == times_.end()) it = times_.insert(times_.end(), KernelTime{*p.kernel, 0, 0.0});
+    if (it == times_.end()) it = times_.insert(times_.end(), KernelTime{*p.kernel, 0, 0.0, {}});
     it->calls += 1;
     it->ns += double(end - start);
   }

@@ -110,6 +110,13 @@ const char* type_name(VkPhysicalDeviceType t) {
 
 }  // namespace
 
+bool has_device_extension(VkPhysicalDevice d, std::string_view name) {
+  for (const std::string& e : device_extensions(d)) {
+    if (e == name) return true;
+  }
+  return false;
+}
+
 Capabilities query_capabilities(VkPhysicalDevice d) {
   Capabilities c;
   const std::vector<std::string> ext = device_extensions(d);

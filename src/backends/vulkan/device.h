@@ -74,6 +74,8 @@ void apply_profile(Capabilities& caps, const DeviceProfile& p);
 // The physical devices of the process's instance (empty when there is no instance: loader.h says why).
 std::vector<VkPhysicalDevice> list_devices();
 Capabilities query_capabilities(VkPhysicalDevice d);
+// Whether the device lists the extension.
+bool has_device_extension(VkPhysicalDevice d, std::string_view name);
 // "  key: value" lines, for `tilellm devices`.
 std::string describe(const Capabilities& c);
 // "1.3.230"

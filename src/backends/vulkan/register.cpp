@@ -132,7 +132,7 @@ BackendEntry vulkan_entry() {
   mv.flag = "--vk-matvec";
   mv.help =
       "the decode matvec's work-group: ROWSxPARTSxLOCALxUNROLL (rows a group, parts a block of 32 weights is "
-      "split into, invocations, parts each loads at once), or auto (4x4x64x4)";
+      "split into, invocations, parts each loads at once), or auto (4x2x64x4)";
   mv.default_value = "auto";
   mv.set = [](BackendOptions& o, const std::string& v) { set_matvec(static_cast<VulkanOptions&>(o), v); };
   e.options.push_back(std::move(mv));

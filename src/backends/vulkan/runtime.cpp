@@ -78,6 +78,19 @@ Runtime::Runtime(int device, std::string_view profile, bool profiling) : profili
   di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
+  // Profiling asks the driver for its statistics of every pipeline (registers, spills) where it offers
+  // them: what bench --profile prints beside the kernel times.
+  const char* stats_ext = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe{};
+  pe.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+  pe.pipelineExecutableInfo = VK_TRUE;
+  if (profiling_ && has_device_extension(phys_, stats_ext) &&
+      vk.vkGetInstanceProcAddr(instance(), "vkGetPipelineExecutableStatisticsKHR")) {
+    di.enabledExtensionCount = 1;
+    di.ppEnabledExtensionNames = &stats_ext;
+    di.pNext = &pe;
+    pipeline_stats_ = true;
+  }
   check(vk.vkCreateDevice(phys_, &di, nullptr, &dev_), "vkCreateDevice");
   vk.vkGetDeviceQueue(dev_, family_, 0, &queue_);
 
@@ -253,13 +266,51 @@ Pipeline Runtime::pipeline_from(std::string_view name, const std::vector<uint32_
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = &spec;
   ci.layout = p.layout;
+  if (pipeline_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   const VkResult r = vk.vkCreateComputePipelines(dev_, nullptr, 1, &ci, nullptr, &p.pipeline);
   vk.vkDestroyShaderModule(dev_, mod, nullptr);
   if (r != VK_SUCCESS) {
     destroy(p);
     fail("Vulkan: building the pipeline of shader {} failed: {} ({})", name, result_name(r), int(r));
   }
+  if (pipeline_stats_) p.driver_stats = pipeline_statistics(p.pipeline);
   return p;
+}
+
+std::string Runtime::pipeline_statistics(VkPipeline pipeline) const {
+  const auto get = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+      vk.vkGetInstanceProcAddr(instance(), "vkGetPipelineExecutableStatisticsKHR"));
+  VkPipelineExecutableInfoKHR ei{};
+  ei.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR;
+  ei.pipeline = pipeline;
+  ei.executableIndex = 0;  // a compute pipeline's one stage
+  uint32_t n = 0;
+  if (get(dev_, &ei, &n, nullptr) != VK_SUCCESS || n == 0) return {};
+  std::vector<VkPipelineExecutableStatisticKHR> st(n);
+  for (VkPipelineExecutableStatisticKHR& x : st)
+    x.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+  if (get(dev_, &ei, &n, st.data()) != VK_SUCCESS) return {};
+  std::string out;
+  for (uint32_t i = 0; i < n; ++i) {
+    const VkPipelineExecutableStatisticKHR& x = st[i];
+    std::string v;
+    switch (x.format) {
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+        v = x.value.b32 ? "yes" : "no";
+        break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+        v = std::to_string(x.value.i64);
+        break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+        v = std::to_string(x.value.u64);
+        break;
+      default:
+        v = fmt::format("{:g}", x.value.f64);
+        break;
+    }
+    out += fmt::format("{}{}={}", out.empty() ? "" : ", ", x.name, v);
+  }
+  return out;
 }
 
 void Runtime::destroy(Pipeline& p) {
@@ -344,7 +395,7 @@ void Runtime::dispatch(const Pipeline& p, std::initializer_list<const Buffer*> b
     auto it =
         std::find_if(times_.begin(), times_.end(), [&p](const KernelTime& k) { return k.name == p.name; });
     if (it == times_.end()) {
-      times_.push_back({p.name, 0, 0});
+      times_.push_back({p.name, 0, 0, p.driver_stats});
       it = times_.end() - 1;
     }
     t = size_t(it - times_.begin());
@@ -577,7 +628,7 @@ std::vector<KernelTime> Runtime::kernel_times() {
 
 void Runtime::reset_kernel_times() {
   finish();
-  for (KernelTime& k : times_) k = {k.name, 0, 0};
+  for (KernelTime& k : times_) k.calls = 0, k.ns = 0;
 }
 
 }  // namespace tilellm::vulkan

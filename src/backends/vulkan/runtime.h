@@ -57,6 +57,9 @@ struct Pipeline {
   uint32_t n_buffers = 0, push_bytes = 0;
   uint32_t local_size = 1;
   bool on_cpu = false;  // failed the backend's self-check: its op runs on the host backend instead
+  // The driver's statistics of the compiled pipeline (registers, memory, ...), read when profiling on a
+  // device with VK_KHR_pipeline_executable_properties; empty otherwise.
+  std::string driver_stats;
 };
 
 class Runtime {
@@ -79,6 +82,8 @@ class Runtime {
   Pipeline pipeline_from(std::string_view name, const std::vector<uint32_t>& spirv, uint32_t n_buffers,
                          uint32_t push_bytes, uint32_t local_size, const std::vector<uint32_t>& extra = {});
   void destroy(Pipeline& p);
+  // The driver's statistics of a pipeline made with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR.
+  std::string pipeline_statistics(VkPipeline pipeline) const;
 
   // Records a dispatch of groups (gx, gy, gz) with the buffers bound whole (each range clamped to the
   // device's maxStorageBufferRange) and `push` as the push constants (p.push_bytes bytes).
@@ -164,7 +169,8 @@ class Runtime {
   uint32_t queries_used_ = 0;
   std::vector<size_t> timed_;  // per query pair since the last submit: its index in times_
   std::vector<KernelTime> times_;
-  std::vector<uint64_t> ts_;  // [2 * kQueryPairs] timestamps read back
+  bool pipeline_stats_ = false;  // profiling, and the device reports pipeline statistics
+  std::vector<uint64_t> ts_;     // [2 * kQueryPairs] timestamps read back
   VkPhysicalDeviceMemoryProperties mem_{};
   struct Deferred {
     size_t readback_offset, bytes;

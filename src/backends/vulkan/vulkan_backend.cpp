@@ -56,13 +56,14 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   red_local_ = pow2_at_most(std::min<uint64_t>({512, inv, shared / 4}));
   mm_local_ = pow2_at_most(std::min<uint64_t>({64, inv, shared / (16 * 4)}));
   mv_local_ = pow2_at_most(std::min<uint64_t>({128, inv, shared / (16 * 4)}));
-  // The block formats' decode matvec: 4 rows a group, a block in 4 parts (neighbouring invocations read
-  // neighbouring words), 64 invocations (on the H200 as fast as 128, docs/PERF.md; lavapipe, which runs
-  // every invocation on the CPU, wastes fewer on 576-wide rows), 4 parts in flight each; an explicit shape is clamped to what the
-  // shader and the device take (rows <= 8, parts a power of two: 1 ... 4 for the nibble formats and 2 ... 8
-  // for the byte ones, unroll <= 4).
+  // The block formats' decode matvec: 4 rows a group, a block in 2 parts (neighbouring invocations read
+  // neighbouring code words; 2 a block was the fastest of 1, 2 and 4 on the H200, docs/PERF.md), 64
+  // invocations (as fast as 128 there; lavapipe, which runs every invocation on the CPU, wastes fewer on
+  // 576-wide rows), 4 parts in flight each; an explicit shape is clamped to what the shader and the device
+  // take (rows <= 8, parts a power of two: 1 ... 4 for the nibble formats and 2 ... 8 for the byte ones,
+  // unroll <= 4).
   mv_rows_ = std::clamp<uint32_t>(o.matvec_rows ? o.matvec_rows : 4, 1, 8);
-  const uint32_t mv_parts = pow2_at_most(std::clamp<uint32_t>(o.matvec_parts ? o.matvec_parts : 4, 1, 8));
+  const uint32_t mv_parts = pow2_at_most(std::clamp<uint32_t>(o.matvec_parts ? o.matvec_parts : 2, 1, 8));
   const uint32_t mv_unroll = std::clamp<uint32_t>(o.matvec_unroll ? o.matvec_unroll : 4, 1, 4);
   const uint32_t mvb_local =
       pow2_at_most(std::min<uint64_t>({o.matvec_local ? o.matvec_local : 64, inv, shared / (8 * 4)}));
