@@ -1,5 +1,5 @@
-# Writes OUT, a C++ file holding every SPIR-V module in SPVS as uint32_t arrays (each the word list
-# cmake/spirv_words.py wrote, included) and the table shaders.cpp searches. SPVS: "name|subgroups|path" triples, all
+# Writes OUT, a C++ file holding every SPIR-V module in SPVS as uint32_t arrays (each the text of
+# glslc -mfmt=num, included) and the table shaders.cpp searches. SPVS: "name|subgroups|path" triples, all
 # "|"-joined by cmake/vulkan.cmake.
 # Run as: cmake -DOUT=... -DSPVS=... -P embed_spirv.cmake
 string(REPLACE "|" ";" items "${SPVS}")

@@ -3,8 +3,7 @@
 # so). The backend does not link libvulkan: it loads the loader at run time (src/backends/vulkan/loader.h),
 # so the binary starts and runs the CPU path on a machine without Vulkan. Each shader
 # (src/backends/vulkan/shaders/*.comp) is compiled to SPIR-V 1.3 (Vulkan 1.1) by glslc, twice when it has a
-# subgroup path (TL_SUBGROUPS 0 and 1), its loops unrolled by spirv-opt where found, and embedded as word
-# arrays (cmake/spirv_words.py). Sets TILELLM_VULKAN.
+# subgroup path (TL_SUBGROUPS 0 and 1), and embedded as word arrays (glslc -mfmt=num). Sets TILELLM_VULKAN.
 find_path(TILELLM_VULKAN_INCLUDE_DIR vulkan/vulkan.h)
 find_program(TILELLM_GLSLC glslc)
 if(NOT TILELLM_VULKAN_INCLUDE_DIR OR NOT TILELLM_GLSLC)
@@ -14,15 +13,6 @@ if(NOT TILELLM_VULKAN_INCLUDE_DIR OR NOT TILELLM_GLSLC)
 endif()
 message(STATUS "Vulkan headers and glslc found (${TILELLM_GLSLC}): building the Vulkan backend")
 set(TILELLM_VULKAN ON)
-# spirv-opt (Debian spirv-tools) unrolls the shaders' literal-bounded loops, so their small arrays become
-# registers before any driver sees them; glslc -O leaves the loops to the driver, and a driver that keeps an
-# array indexed in a loop in memory runs the decode matvec several times slower. Without it the modules go
-# as glslc wrote them.
-find_program(TILELLM_SPIRV_OPT spirv-opt)
-find_package(Python3 REQUIRED COMPONENTS Interpreter)
-if(NOT TILELLM_SPIRV_OPT)
-  message(WARNING "spirv-opt not found (Debian spirv-tools): Vulkan shaders are embedded without unrolling")
-endif()
 
 set(shader_dir ${CMAKE_SOURCE_DIR}/src/backends/vulkan/shaders)
 file(GLOB TILELLM_VULKAN_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backends/vulkan/*.cpp)
@@ -41,21 +31,12 @@ foreach(src ${TILELLM_VULKAN_SHADERS})
     set(variants 0 1)
   endif()
   foreach(sg ${variants})
-    set(raw ${spv_dir}/${name}_${sg}.raw.spv)
-    set(spv ${spv_dir}/${name}_${sg}.spv)
     set(out ${spv_dir}/${name}_${sg}.inc)
-    if(TILELLM_SPIRV_OPT)
-      set(opt_cmd ${TILELLM_SPIRV_OPT} --target-env=vulkan1.1 --loop-unroll -O ${raw} -o ${spv})
-    else()
-      set(opt_cmd ${CMAKE_COMMAND} -E copy ${raw} ${spv})
-    endif()
     add_custom_command(
       OUTPUT ${out}
       COMMAND ${TILELLM_GLSLC} --target-env=vulkan1.1 -O -fshader-stage=compute -I ${shader_dir}
-              -DTL_SUBGROUPS=${sg} -o ${raw} ${src}
-      COMMAND ${opt_cmd}
-      COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/cmake/spirv_words.py ${spv} ${out}
-      DEPENDS ${src} ${TILELLM_VULKAN_INCLUDES} ${CMAKE_SOURCE_DIR}/cmake/spirv_words.py
+              -DTL_SUBGROUPS=${sg} -mfmt=num -o ${out} ${src}
+      DEPENDS ${src} ${TILELLM_VULKAN_INCLUDES}
       COMMENT "glslc ${name}.comp (subgroups ${sg})"
       VERBATIM)
     list(APPEND spvs "${name}|${sg}|${out}")

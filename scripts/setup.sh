@@ -6,7 +6,7 @@ set -euo pipefail
 
 APT_PACKAGES=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev
               python3 python3-pip unzip pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers clinfo
-              libvulkan-dev mesa-vulkan-drivers glslc spirv-tools
+              libvulkan-dev mesa-vulkan-drivers glslc
               g++-aarch64-linux-gnu qemu-user)
 PIP_PACKAGES=(numpy gguf jinja2)
 

@@ -26,8 +26,7 @@ layout(local_size_x_id = 0) in;
 shared float tl_red[gl_WorkGroupSize.x * TL_RED_WIDTH];
 
 // Sums v[k] for k < count (<= TL_RED_WIDTH; a specialization constant expression) over the group into v.
-// The loops run to the literal TL_RED_WIDTH with k < count inside, so glslc unrolls them and v stays in
-// registers (a loop bounded by a specialization constant is left to the driver).
+// The loops run to the literal TL_RED_WIDTH with k < count inside, so they unroll whatever count is.
 void tl_group_sums(inout float v[TL_RED_WIDTH], uint count) {
   const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
 #if TL_SUBGROUPS

@@ -117,9 +117,8 @@ struct Unit {
 // (low nibble, or byte) 1, bytes 1 and 3 1/256; high nibbles 1/16 of that.
 const vec4 kLoScale = vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0), kHiScale = kLoScale * (1.0 / 16.0);
 
-// Every loop below runs to a literal bound with the specialization constant as a condition inside, so
-// glslc unrolls it and the arrays become registers whatever the driver does with loops (a loop bounded by
-// a specialization constant is left to the driver, and an array indexed in it may be put in memory).
+// Every loop below runs to a literal bound with the specialization constant as a condition inside: a
+// compiler can unroll it, and keep the arrays in registers, before the constants are known (matmul.comp).
 void load_unit(uint u, uint n, uint row[TL_RED_WIDTH], out Unit un) {
   const uint b = u / TL_PARTS, p = u % TL_PARTS;
   vec4 s4 = vec4(0.0);
