@@ -9,6 +9,15 @@
 #   source tests/reference/llama_cpp_env.sh          # export the variables below (build must exist)
 #   tests/reference/llama_cpp_env.sh build           # download the sdist and build llama.cpp if absent
 #   tests/reference/llama_cpp_env.sh check           # print versions and verify the Python bindings load
+#   tests/reference/llama_cpp_env.sh build-vulkan    # llama-bench with the Vulkan backend (build-vulkan/)
+#   tests/reference/llama_cpp_env.sh build-cuda      # llama-bench with the CUDA backend (build-cuda/)
+#
+# The GPU peers (docs/PERF.md, docs/VULKAN.md) are static llama-bench binaries, built here and carried to the
+# GPU machine: Vulkan against headers of Vulkan 1.4 (TILELLM_VULKAN_HEADERS, an include folder holding
+# vulkan/vulkan.h: Debian trixie's libvulkan-dev 1.4.309, unpacked with dpkg -x, as bookworm's 1.3.239
+# lacks VK_EXT_layer_settings) and Debian's glslc (which knows no cooperative-matrix extension: the build
+# then reports "matrix cores: none"); CUDA with the CUDA toolkit's nvcc for sm_90 (the H200), which on 2
+# cores takes about an hour (-j1 at low priority beside other work).
 #
 # Exports
 #   LLAMA_CPP_PY_DIR   the unpacked sdist (…/llama_cpp_python-0.3.36)
@@ -43,12 +52,7 @@ esac
 
 _tl_build() {
     set -euo pipefail
-    mkdir -p "$_tl_cache"
-    if [ ! -d "$LLAMA_CPP_DIR" ]; then
-        (cd "$_tl_cache" &&
-            pip download --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_CPP_PY_VERSION" -d . &&
-            tar xzf "llama_cpp_python-$LLAMA_CPP_PY_VERSION.tar.gz")
-    fi
+    _tl_sdist
     local flags=""
     if [ "$(uname -m)" = x86_64 ]; then flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"; fi
     local cache="$LLAMA_CPP_DIR/build/CMakeCache.txt"
@@ -62,6 +66,34 @@ _tl_build() {
     fi
     python3 -c 'import typing_extensions, diskcache, jinja2' 2>/dev/null ||
         pip install typing-extensions diskcache jinja2
+}
+
+_tl_sdist() {
+    mkdir -p "$_tl_cache"
+    if [ ! -d "$LLAMA_CPP_DIR" ]; then
+        (cd "$_tl_cache" &&
+            pip download --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_CPP_PY_VERSION" -d . &&
+            tar xzf "llama_cpp_python-$LLAMA_CPP_PY_VERSION.tar.gz")
+    fi
+}
+
+_tl_build_gpu() {  # $1: vulkan or cuda
+    set -euo pipefail
+    _tl_sdist
+    local common=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF)
+    if [ "$1" = vulkan ]; then
+        local inc="${TILELLM_VULKAN_HEADERS:-/opt/vkh/usr/include}"
+        [ -e "$inc/vulkan/vulkan.h" ] || { echo "no vulkan/vulkan.h under $inc (TILELLM_VULKAN_HEADERS)" >&2; exit 1; }
+        cmake -S "$LLAMA_CPP_DIR" -B "$LLAMA_CPP_DIR/build-vulkan" "${common[@]}" -DGGML_VULKAN=ON \
+            -DVulkan_INCLUDE_DIR="$inc"
+        cmake --build "$LLAMA_CPP_DIR/build-vulkan" -j"${JOBS:-2}" --target llama-bench
+    else
+        local nvcc="${CUDACXX:-/usr/local/cuda/bin/nvcc}"
+        cmake -S "$LLAMA_CPP_DIR" -B "$LLAMA_CPP_DIR/build-cuda" "${common[@]}" -DGGML_CUDA=ON \
+            -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc"
+        cmake --build "$LLAMA_CPP_DIR/build-cuda" -j"${JOBS:-2}" --target llama-bench
+    fi
 }
 
 _tl_check() {
@@ -78,6 +110,8 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     case "${1:-check}" in
         build) _tl_build ;;
         check) _tl_check ;;
-        *) echo "usage: $0 [build|check]   (or: source $0)" >&2; exit 2 ;;
+        build-vulkan) _tl_build_gpu vulkan ;;
+        build-cuda) _tl_build_gpu cuda ;;
+        *) echo "usage: $0 [build|check|build-vulkan|build-cuda]   (or: source $0)" >&2; exit 2 ;;
     esac
 fi

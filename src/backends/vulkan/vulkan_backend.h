@@ -1,6 +1,7 @@
 // The Vulkan backend: every op of backends/backend.h on a Vulkan 1.1 device, one host file and one compute
-// shader per op (embedding, rmsnorm, matmul, rope, kv_store, attention, glu, add), each the CPU backend's
-// float path computed on the device (exact dequantized weights, float32 arithmetic).
+// shader per op (embedding, rmsnorm, matmul with matvec for one token of a block format, rope, kv_store,
+// rope_kv_store, attention, glu, add), each the CPU backend's float path computed on the device (exact
+// dequantized weights, float32 arithmetic).
 //
 // Memory (all allocated in the constructor and load_weights; nothing is allocated while ops run):
 //  - Weights: one device buffer each, keyed by the host Weight's data pointer, in the device formats every
