@@ -132,21 +132,23 @@ TEST_P(VulkanOps, matmul_and_embedding_of_every_weight_type) {
 
 // The decode matvec (shaders/matvec.comp) in other shapes than the default (--vk-matvec): rows a group
 // (partial last groups), parts a block (1 and 8 are clamped for the nibble and byte formats), work-group
-// sizes below and above a subgroup and part counts past one unrolled step, for every block format: 37
+// sizes below and above a subgroup, part counts past one unrolled step and work-groups taking several row
+// groups each (2 or 3 groups for 5 to 13 row groups), for every block format: 37
 // rows, 27 blocks (Q4_K / Q5_K: 32, as KQ4 / KQ8). Both reductions (the profiles change nothing else here).
 TEST_P(VulkanOps, matvec_shapes) {
   if (GetParam() != "none" && GetParam() != "none-shared")
     GTEST_SKIP() << "the matvec shapes depend on the reduction only: run under none and none-shared";
   struct Shape {
-    uint32_t rows, parts, local, unroll;
+    uint32_t rows, parts, local, unroll, groups;  // groups: 0, or the most work-groups a dispatch has
   };
-  const Shape shapes[] = {{1, 1, 32, 1}, {3, 2, 64, 3}, {8, 8, 16, 2}, {5, 4, 256, 4}};
+  const Shape shapes[] = {{1, 1, 32, 1, 0}, {3, 2, 64, 3, 2}, {8, 8, 16, 2, 0}, {5, 4, 256, 4, 3}};
   const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
                             GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K};
   uint32_t seed = 300;
   for (const Shape& s : shapes) {
     VulkanBackendOptions o = options();
     o.matvec_rows = s.rows, o.matvec_parts = s.parts, o.matvec_local = s.local, o.matvec_unroll = s.unroll;
+    o.matvec_groups = s.groups;
     VulkanBackend vk(o);
     std::vector<OwnedWeight> kept;
     for (GgmlType t : types) {

@@ -23,7 +23,10 @@ void VulkanBackend::record_matmul(const DeviceWeight& dw, int64_t n_tok, const v
     } pc{uint32_t(dw.row_bytes), uint32_t(dw.n_in),  uint32_t(rows),
          uint32_t(n_tok),        uint32_t(dw.n_out), uint32_t(r0)};
     // Row groups past the device's x limit continue in z (the shader joins them).
-    const uint64_t row_groups = (uint64_t(rows) + group_rows - 1) / group_rows;
+    uint64_t row_groups = (uint64_t(rows) + group_rows - 1) / group_rows;
+    // The block formats' matvec may take several row groups a work-group (--vk-matvec's GROUPS).
+    if (one && device_format_is_block(dw.fmt) && mv_groups_ > 0)
+      row_groups = std::min<uint64_t>(row_groups, mv_groups_);
     const uint32_t gx = uint32_t(std::min<uint64_t>(row_groups, caps().max_group_count[0]));
     const uint32_t gz = uint32_t((row_groups + gx - 1) / gx);
     rt_.dispatch(p, {&dw.bufs[b], &x, &y}, &pc, gx, uint32_t((n_tok + group_tokens - 1) / group_tokens), gz);

@@ -16,24 +16,25 @@ namespace {
 
 struct VulkanOptions final : BackendOptions {
   bool subgroups = true;  // the subgroup reductions where the device has them
-  uint32_t matvec_rows = 0, matvec_parts = 0, matvec_local = 0, matvec_unroll = 0;  // 0: the default
+  uint32_t matvec_rows = 0, matvec_parts = 0, matvec_local = 0, matvec_unroll = 0, matvec_groups = 0;
 };
 
-// "auto", or ROWSxPARTSxLOCALxUNROLL (e.g. 4x4x128x4): the decode matvec's shape.
+// "auto", or ROWSxPARTSxLOCALxUNROLL[xGROUPS] (e.g. 4x2x64x4): the decode matvec's shape.
 void set_matvec(VulkanOptions& o, const std::string& v) {
   if (v == "auto") {
-    o.matvec_rows = o.matvec_parts = o.matvec_local = o.matvec_unroll = 0;
+    o.matvec_rows = o.matvec_parts = o.matvec_local = o.matvec_unroll = o.matvec_groups = 0;
     return;
   }
-  unsigned r = 0, p = 0, l = 0, u = 0;
+  unsigned r = 0, p = 0, l = 0, u = 0, g = 0;
   char tail = 0;
-  if (std::sscanf(v.c_str(), "%ux%ux%ux%u%c", &r, &p, &l, &u, &tail) != 4 || r < 1 || r > 8 || p < 1 ||
-      p > 8 || (p & (p - 1)) != 0 || l < 1 || l > 1024 || (l & (l - 1)) != 0 || u < 1 || u > 4)
+  const int got = std::sscanf(v.c_str(), "%ux%ux%ux%ux%u%c", &r, &p, &l, &u, &g, &tail);
+  if ((got != 4 && got != 5) || r < 1 || r > 8 || p < 1 || p > 8 || (p & (p - 1)) != 0 || l < 1 || l > 1024 ||
+      (l & (l - 1)) != 0 || u < 1 || u > 4 || (got == 5 && g < 1))
     fail(
-        "--vk-matvec: '{}' is not auto or ROWSxPARTSxLOCALxUNROLL (rows 1-8, parts 1/2/4/8, local a power of "
-        "two up to 1024, unroll 1-4)",
+        "--vk-matvec: '{}' is not auto or ROWSxPARTSxLOCALxUNROLL[xGROUPS] (rows 1-8, parts 1/2/4/8, local a "
+        "power of two up to 1024, unroll 1-4, groups at least 1)",
         v);
-  o.matvec_rows = r, o.matvec_parts = p, o.matvec_local = l, o.matvec_unroll = u;
+  o.matvec_rows = r, o.matvec_parts = p, o.matvec_local = l, o.matvec_unroll = u, o.matvec_groups = g;
 }
 
 std::string unavailable() {
@@ -77,7 +78,7 @@ VulkanBackendOptions backend_options(const BackendParams& p) {
   if (const auto* o = dynamic_cast<const VulkanOptions*>(p.options)) {
     g.subgroups = o->subgroups;
     g.matvec_rows = o->matvec_rows, g.matvec_parts = o->matvec_parts;
-    g.matvec_local = o->matvec_local, g.matvec_unroll = o->matvec_unroll;
+    g.matvec_local = o->matvec_local, g.matvec_unroll = o->matvec_unroll, g.matvec_groups = o->matvec_groups;
   }
   return g;
 }
@@ -131,8 +132,9 @@ BackendEntry vulkan_entry() {
   OptionSpec mv;
   mv.flag = "--vk-matvec";
   mv.help =
-      "the decode matvec's work-group: ROWSxPARTSxLOCALxUNROLL (rows a group, parts a block of 32 weights is "
-      "split into, invocations, parts each loads at once), or auto (4x2x64x4)";
+      "the decode matvec's work-group: ROWSxPARTSxLOCALxUNROLL[xGROUPS] (rows a group, parts a block of 32 "
+      "weights is split into, invocations, parts each loads at once, and optionally the most groups a "
+      "dispatch has, each then taking several row groups), or auto (4x2x64x4)";
   mv.default_value = "auto";
   mv.set = [](BackendOptions& o, const std::string& v) { set_matvec(static_cast<VulkanOptions&>(o), v); };
   e.options.push_back(std::move(mv));

@@ -63,6 +63,7 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   // take (rows <= 8, parts a power of two: 1 ... 4 for the nibble formats and 2 ... 8 for the byte ones,
   // unroll <= 4).
   mv_rows_ = std::clamp<uint32_t>(o.matvec_rows ? o.matvec_rows : 4, 1, 8);
+  mv_groups_ = o.matvec_groups;
   const uint32_t mv_parts = pow2_at_most(std::clamp<uint32_t>(o.matvec_parts ? o.matvec_parts : 2, 1, 8));
   const uint32_t mv_unroll = std::clamp<uint32_t>(o.matvec_unroll ? o.matvec_unroll : 4, 1, 4);
   const uint32_t mvb_local =

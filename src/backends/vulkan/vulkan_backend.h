@@ -66,8 +66,9 @@ struct VulkanBackendOptions {
   // path on a device that has both).
   bool subgroups = true;
   // The decode matvec's shape (shaders/matvec.comp): rows a work-group, parts a block of 32 weights is
-  // split into, invocations a group, parts each invocation loads at once; 0: the default.
-  uint32_t matvec_rows = 0, matvec_parts = 0, matvec_local = 0, matvec_unroll = 0;
+  // split into, invocations a group, parts each invocation loads at once; 0: the default. matvec_groups > 0:
+  // at most that many groups a dispatch, each taking several row groups (0: one group per row group).
+  uint32_t matvec_rows = 0, matvec_parts = 0, matvec_local = 0, matvec_unroll = 0, matvec_groups = 0;
   struct HostArray {
     void* data;
     size_t bytes;
@@ -218,7 +219,7 @@ class VulkanBackend final : public Backend {
   // Rows a matmul work-group computes (shaders/matmul.comp's TL_ROWS): prompts (with 4 tokens), and decode
   // of the float formats; the block formats' decode groups (shaders/matvec.comp) take mv_rows_.
   static constexpr uint32_t kPrefillRows = 4, kDecodeRows = 4;
-  uint32_t mv_rows_ = 4;
+  uint32_t mv_rows_ = 4, mv_groups_ = 0;
 
   std::unordered_map<const uint8_t*, DeviceWeight> weights_, tables_;
   std::unique_ptr<ThreadPool> cpu_pool_;

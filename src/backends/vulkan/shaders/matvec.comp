@@ -152,34 +152,37 @@ void add_unit(Unit un, inout float acc[TL_RED_WIDTH]) {
 
 void main() {
   const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
-  // Row groups past the device's x limit continue in z.
-  const uint r0 = (gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x) * TL_ROWS;
-  if (r0 >= pc.n_rows) return;  // the whole group: no barrier is left waiting
   const uint n = pc.n_in, units = (n / 32u) * TL_PARTS;
-  float acc[TL_RED_WIDTH];
-  [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) acc[k] = 0.0;
-  uint row[TL_RED_WIDTH];
-  [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) row[r] = min(r0 + r, pc.n_rows - 1u) * pc.row_bytes;
-  // Whole steps of TL_UNROLL x L parts, their loads issued before any is used; then the rest one at a time.
-  uint base = 0;
-  for (; base + ls * TL_UNROLL <= units; base += ls * TL_UNROLL) {
-    Unit un[4];
-    [[unroll]] for (uint j = 0; j < 4u; ++j) {
-      if (j < TL_UNROLL) load_unit(base + j * ls + lid, n, row, un[j]);
+  // Row groups past the device's x limit continue in z; a dispatch of fewer groups than row groups (the
+  // host's choice) has each group take row groups g, g + G, ... (uniform per group: its barriers are met).
+  const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.z;
+  for (uint g = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x; g * TL_ROWS < pc.n_rows; g += stride) {
+    const uint r0 = g * TL_ROWS;
+    float acc[TL_RED_WIDTH];
+    [[unroll]] for (uint k = 0; k < TL_RED_WIDTH; ++k) acc[k] = 0.0;
+    uint row[TL_RED_WIDTH];
+    [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) row[r] = min(r0 + r, pc.n_rows - 1u) * pc.row_bytes;
+    // Whole steps of TL_UNROLL x L parts, their loads issued before any is used; then the rest one at a time.
+    uint base = 0;
+    for (; base + ls * TL_UNROLL <= units; base += ls * TL_UNROLL) {
+      Unit un[4];
+      [[unroll]] for (uint j = 0; j < 4u; ++j) {
+        if (j < TL_UNROLL) load_unit(base + j * ls + lid, n, row, un[j]);
+      }
+      [[unroll]] for (uint j = 0; j < 4u; ++j) {
+        if (j < TL_UNROLL) add_unit(un[j], acc);
+      }
     }
-    [[unroll]] for (uint j = 0; j < 4u; ++j) {
-      if (j < TL_UNROLL) add_unit(un[j], acc);
+    for (uint u = base + lid; u < units; u += ls) {
+      Unit un;
+      load_unit(u, n, row, un);
+      add_unit(un, acc);
     }
-  }
-  for (uint u = base + lid; u < units; u += ls) {
-    Unit un;
-    load_unit(u, n, row, un);
-    add_unit(un, acc);
-  }
-  tl_group_sums(acc, TL_ROWS);
-  if (lid == 0u) {
-    [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
-      if (r < TL_ROWS && r0 + r < pc.n_rows) y[pc.row0 + r0 + r] = acc[r];
+    tl_group_sums(acc, TL_ROWS);
+    if (lid == 0u) {
+      [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
+        if (r < TL_ROWS && r0 + r < pc.n_rows) y[pc.row0 + r0 + r] = acc[r];
+      }
     }
   }
 }
