@@ -41,6 +41,13 @@ struct RopeShape {
   int64_t n_head = 0, n_head_kv = 0, head_dim = 0, rope_dim = 0;
   const RopeTable* table = nullptr;
   RopeMode mode = RopeMode::Norm;
+  // Whether the shapes are those a one-pass RoPE + KV write takes (the GPU backends' fused kernels): a
+  // table, the rotated dims its whole width within the head, whole pairs, and the cache rows (kv_dim wide)
+  // exactly the K heads.
+  bool fusable(int64_t kv_dim) const {
+    return table && table->n_half > 0 && rope_dim == 2 * table->n_half && rope_dim <= head_dim &&
+           head_dim % 2 == 0 && kv_dim == n_head_kv * head_dim;
+  }
 };
 
 }  // namespace tilellm

@@ -38,6 +38,37 @@ using test::rand_floats;
 
 constexpr double kU = 0x1p-24;
 
+// A float matrix of random values that --weights `mode` converts at upload (w, F32 rows), with the
+// conversion's exact values beside it (we: what the CPU's float path multiplies by).
+struct ConvertedWeight {
+  std::vector<float> src, exact;
+  Weight w, we;
+  ConvertedWeight(WeightsMode mode, int64_t n_in, int64_t n_out, uint32_t seed)
+      : src(rand_floats(size_t(n_in * n_out), seed)), exact(src.size()) {
+    for (int64_t r = 0; r < n_out; ++r) {
+      const float* s = src.data() + r * n_in;
+      float* e = exact.data() + r * n_in;
+      if (mode == WeightsMode::Int4B64 || mode == WeightsMode::Int8B0) {
+        dequantize_row_asym(mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0, s, n_in,
+                            e);
+      } else {
+        for (int64_t j = 0; j < n_in; ++j)
+          e[j] = mode == WeightsMode::F16 ? fp16_to_fp32(fp32_to_fp16(s[j])) : s[j];
+      }
+    }
+    w.name = std::string("converted ") + weights_mode_name(mode);
+    w.type = GgmlType::F32;
+    w.data = reinterpret_cast<const uint8_t*>(src.data());
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = size_t(n_in) * 4;
+    we = w;
+    we.data = reinterpret_cast<const uint8_t*>(exact.data());
+  }
+  ConvertedWeight(const ConvertedWeight&) = delete;  // w and we point into src and exact
+  ConvertedWeight& operator=(const ConvertedWeight&) = delete;
+};
+
 class VulkanOps : public ::testing::TestWithParam<std::string> {
  protected:
   static constexpr int64_t kLayers = 2, kCtx = 150;
@@ -161,22 +192,9 @@ TEST_P(VulkanOps, matvec_shapes) {
       VulkanBackendOptions oc = o;
       oc.weights = mode;
       VulkanBackend vc(oc);
-      const int64_t n_in = 27 * 32, n_out = 11;
-      std::vector<float> src = rand_floats(size_t(n_in * n_out), seed++), exact(src.size());
-      const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
-      for (int64_t r = 0; r < n_out; ++r)
-        dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);
-      Weight w;
-      w.name = std::string("matvec ") + weights_mode_name(mode);
-      w.type = GgmlType::F32;
-      w.data = reinterpret_cast<const uint8_t*>(src.data());
-      w.n_in = n_in;
-      w.n_out = n_out;
-      w.row_bytes = size_t(n_in) * 4;
-      Weight we = w;
-      we.data = reinterpret_cast<const uint8_t*>(exact.data());
-      vc.upload_weight(w);
-      check_matmul(vc, w, we, 1, seed++);
+      const ConvertedWeight cw(mode, 27 * 32, 11, seed++);
+      vc.upload_weight(cw.w);
+      check_matmul(vc, cw.w, cw.we, 1, seed++);
     }
   }
 }
@@ -188,30 +206,9 @@ TEST_P(VulkanOps, matmul_of_converted_weights) {
     VulkanBackendOptions o = options();
     o.weights = mode;
     VulkanBackend vk(o);
-    const int64_t n_in = 160, n_out = 21;
-    std::vector<float> src = rand_floats(size_t(n_in * n_out), 77), exact(src.size());
-    for (int64_t r = 0; r < n_out; ++r) {
-      const float* s = src.data() + r * n_in;
-      float* e = exact.data() + r * n_in;
-      if (mode == WeightsMode::Int4B64 || mode == WeightsMode::Int8B0) {
-        dequantize_row_asym(mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0, s, n_in,
-                            e);
-      } else {
-        for (int64_t j = 0; j < n_in; ++j)
-          e[j] = mode == WeightsMode::F16 ? fp16_to_fp32(fp32_to_fp16(s[j])) : s[j];
-      }
-    }
-    Weight w;
-    w.name = std::string("converted ") + weights_mode_name(mode);
-    w.type = GgmlType::F32;
-    w.data = reinterpret_cast<const uint8_t*>(src.data());
-    w.n_in = n_in;
-    w.n_out = n_out;
-    w.row_bytes = size_t(n_in) * 4;
-    Weight we = w;
-    we.data = reinterpret_cast<const uint8_t*>(exact.data());
-    vk.upload_weight(w);
-    for (int64_t n_tok : {1, 5, 17}) check_matmul(vk, w, we, n_tok, 5 + uint32_t(n_tok));
+    const ConvertedWeight cw(mode, 160, 21, 77);
+    vk.upload_weight(cw.w);
+    for (int64_t n_tok : {1, 5, 17}) check_matmul(vk, cw.w, cw.we, n_tok, 5 + uint32_t(n_tok));
   }
 }
 
@@ -308,6 +305,58 @@ TEST_P(VulkanOps, rope_both_modes_partial_rotation) {
 
 // kv_store then attention on the device cache, against the CPU's on a host cache: grouped queries, a
 // sliding window, positions over two attention chunks; both cache types, both K-row readers.
+// q, k, v resident on the device (as in a forward pass): one rope_kv_store dispatch whose q, k and cache rows
+// equal bit for bit those of the two rope dispatches and the kv_store one (the same arithmetic), in both
+// modes and cache types, 8 of 12 dims turned (the rest copied), 4 query heads over 2 KV heads, 3 tokens at
+// scattered positions.
+TEST_P(VulkanOps, rope_kv_store_is_one_dispatch_equal_to_rope_rope_kv_store) {
+  const int64_t n_tok = 3, hd = 12, kv_dim = 2 * hd, layer = 1;
+  const RopeTable table(kCtx, 8, 10000.0f, 1.0f);
+  const int32_t pos[3] = {40, 3, 76};
+  for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+      RopeShape r;
+      r.n_head = 4, r.n_head_kv = 2, r.head_dim = hd, r.rope_dim = 8, r.table = &table, r.mode = mode;
+      std::vector<float> q = rand_floats(size_t(n_tok * 4 * hd), 61),
+                         k = rand_floats(size_t(n_tok * kv_dim), 62),
+                         v = rand_floats(size_t(n_tok * kv_dim), 63);
+      std::vector<float> q2 = q, k2 = k;
+      VulkanBackendOptions o = options();
+      o.profiling = true;
+      o.kv_layers = kLayers, o.kv_ctx = kCtx, o.kv_dim = kv_dim, o.kv_type = type;
+      for (std::vector<float>* a : {&q, &k, &v}) o.resident.push_back({a->data(), a->size() * 4});
+      VulkanBackend be(o);
+      KvCache fused(kLayers, kCtx, 2, hd, type), apart(kLayers, kCtx, 2, hd, type);
+      for (std::vector<float>* a : {&q, &k, &v}) be.host_wrote(a->data(), a->size() * 4);
+      be.reset_kernel_times();
+      be.rope_kv_store(q.data(), k.data(), v.data(), fused, layer, pos, n_tok, r);
+      const std::vector<KernelTime> t = be.kernel_times();
+      ASSERT_EQ(t.size(), 1u);
+      EXPECT_EQ(t[0].name, "rope_kv_store");
+      EXPECT_EQ(t[0].calls, 1);
+      be.to_host(q.data(), q.size() * 4);
+      be.to_host(k.data(), k.size() * 4);
+      be.read_kv(fused);
+      // The same ops apart, on copies that are not resident, into a cleared device cache.
+      auto be2 = make(kv_dim, type);
+      be2->rope(q2.data(), n_tok, 4, hd, 8, pos, table, mode);
+      be2->rope(k2.data(), n_tok, 2, hd, 8, pos, table, mode);
+      be2->kv_store(apart, layer, k2.data(), v.data(), pos, n_tok);
+      be2->read_kv(apart);
+      EXPECT_EQ(q, q2);
+      EXPECT_EQ(k, k2);
+      for (int kind = 0; kind < 2; ++kind) {
+        for (int32_t p : pos) {
+          const size_t at = size_t(p) * fused.row_bytes();
+          EXPECT_EQ(
+              0, std::memcmp(fused.plane(layer, kind) + at, apart.plane(layer, kind) + at, fused.row_bytes()))
+              << "plane " << kind << " position " << p;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(VulkanOps, kv_store_and_attention) {
   // Heads of 40 (rows read 16 bytes at a time) and 22 (element by element: not a multiple of 16 bytes); the
   // last case with the cache split one layer a buffer (the second layer, read below, in the second buffer).

@@ -76,9 +76,7 @@ void OpenclBackend::rope_kv_store(float* q, float* k, const float* v, KvCache& k
   // table's width) and q, k, v are device arrays of their own (the staging buffers are too few for three);
   // anything else, the unfused ops, whose checks and fallbacks then apply.
   const bool one = n_tok > 0 && !k_rope_kv_store_.on_cpu && !k_rope_.on_cpu && !kv_on_cpu() &&
-                   table.n_half > 0 && r.rope_dim == 2 * table.n_half && r.rope_dim <= r.head_dim &&
-                   r.head_dim % 2 == 0 && 2 * table.n_half <= opts_.max_width &&
-                   kv.kv_dim() == r.n_head_kv * r.head_dim && is_mirror_start(q, nq) &&
+                   r.fusable(kv.kv_dim()) && 2 * table.n_half <= opts_.max_width && is_mirror_start(q, nq) &&
                    is_mirror_start(k, nk) && is_mirror_start(v, nk);
   if (!one) return Backend::rope_kv_store(q, k, v, kv, layer, pos, n_tok, r);
   check_kv(kv, layer, pos, n_tok, "rope_kv_store");

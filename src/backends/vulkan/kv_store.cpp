@@ -61,10 +61,9 @@ void VulkanBackend::rope_kv_store(float* q, float* k, const float* v, KvCache& k
   // anything else, the unfused ops, whose checks and fallbacks then apply. The choice depends on the
   // shapes only, so a replayed step makes the one its capture made.
   const bool one = n_tok > 0 && !p_rope_kv_store_.on_cpu && !p_rope_.on_cpu && !kv_on_cpu() &&
-                   table.n_half > 0 && r.rope_dim == 2 * table.n_half && r.rope_dim <= r.head_dim &&
-                   r.head_dim % 2 == 0 && (r.mode != RopeMode::Neox || table.n_half % 2 == 0) &&
-                   kv.kv_dim() == r.n_head_kv * r.head_dim && opts_.kv_dim == kv.kv_dim() &&
-                   is_mirror_start(q, nq) && is_mirror_start(k, nk) && is_mirror_start(v, nk);
+                   r.fusable(kv.kv_dim()) && (r.mode != RopeMode::Neox || table.n_half % 2 == 0) &&
+                   opts_.kv_dim == kv.kv_dim() && is_mirror_start(q, nq) && is_mirror_start(k, nk) &&
+                   is_mirror_start(v, nk);
   if (!one) return Backend::rope_kv_store(q, k, v, kv, layer, pos, n_tok, r);
   check_tokens(n_tok, "rope_kv_store");
   if (replaying(q, k)) return;
