@@ -100,6 +100,11 @@ class Backend {
   }
   // acc += x, elementwise over n floats.
   virtual void add(float* acc, const float* x, int64_t n) = 0;
+  // x[r] += v for each of n_rows rows of n floats (a bias; v one of the model's vectors, WeightSet::vectors).
+  // x: [n_rows][n]. Default: add row by row.
+  virtual void add_rows(float* x, const float* v, int64_t n_rows, int64_t n) {
+    for (int64_t r = 0; r < n_rows; ++r) add(x + r * n, v, n);
+  }
   // The residual add and the next RMSNorm: acc += x, then y = rmsnorm(acc) * w, for n_rows rows of n floats
   // (acc, x, y: [n_rows][n]; y must not alias acc or x). A backend may do both in one pass; this is the
   // unfused reference.

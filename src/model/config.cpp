@@ -22,8 +22,13 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.arch = Arch::Llama;
   } else if (c.arch_name == "gemma3") {
     c.arch = Arch::Gemma3;
+  } else if (c.arch_name == "qwen2") {
+    c.arch = Arch::Qwen2;
+  } else if (c.arch_name == "qwen3") {
+    c.arch = Arch::Qwen3;
   } else {
-    fail("{}: architecture '{}' is not supported (supported: llama, gemma3)", f.path(), c.arch_name);
+    fail("{}: architecture '{}' is not supported (supported: llama, gemma3, qwen2, qwen3)", f.path(),
+         c.arch_name);
   }
   const std::string a = c.arch_name + ".";
   auto req = [&](const char* k) { return positive(f, a + k, f.get_int(a + k)); };
@@ -77,6 +82,18 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     case Arch::Llama:
       c.rope_mode = RopeMode::Norm;
       c.ffn_act = FfnAct::SiLU;
+      break;
+    // Qwen2 and Qwen3 are Llama's layer with RoPE on the two halves of each head (NEOX), Qwen2 with biases
+    // on the q, k and v products, Qwen3 with a per-head RMSNorm of q and k before RoPE instead.
+    case Arch::Qwen2:
+      c.rope_mode = RopeMode::Neox;
+      c.ffn_act = FfnAct::SiLU;
+      c.qkv_bias = true;
+      break;
+    case Arch::Qwen3:
+      c.rope_mode = RopeMode::Neox;
+      c.ffn_act = FfnAct::SiLU;
+      c.qk_norm = true;
       break;
     case Arch::Gemma3: {
       c.rope_mode = RopeMode::Neox;

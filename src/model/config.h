@@ -12,7 +12,7 @@
 
 namespace tilellm {
 
-enum class Arch { Llama, Gemma3 };
+enum class Arch { Llama, Gemma3, Qwen2, Qwen3 };
 
 struct ModelConfig {
   Arch arch = Arch::Llama;
@@ -43,6 +43,7 @@ struct ModelConfig {
   float embed_scale = 1.0f;          // token embedding multiplier (Gemma: sqrt(n_embd))
   float attn_scale = 0.0f;           // query scale before softmax
   bool qk_norm = false;              // per-head RMSNorm of q and k before RoPE
+  bool qkv_bias = false;             // q, k and v products have a bias each (attn_q.bias, ...)
   bool post_norms = false;           // RMSNorm of the attention and FFN outputs before each residual add
   float final_logit_softcap = 0.0f;  // 0: off; else logits = cap * tanh(logits / cap)
 

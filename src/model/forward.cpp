@@ -83,6 +83,11 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
       float* ys[3] = {q, k, v};
       be.matmul_shared(ws, ys, 3, xn, n);
     }
+    if (c.qkv_bias) {
+      be.add_rows(q, L.bq.data(), n, c.q_dim());
+      be.add_rows(k, L.bk.data(), n, c.kv_dim());
+      be.add_rows(v, L.bv.data(), n, c.kv_dim_v());
+    }
     if (c.qk_norm) {
       be.rmsnorm(q, L.q_norm.data(), q, n * c.n_head, c.head_dim, c.rms_eps);
       be.rmsnorm(k, L.k_norm.data(), k, n * c.n_head_kv, c.head_dim, c.rms_eps);

@@ -81,6 +81,11 @@ ModelWeights ModelWeights::bind(const GgufFile& f, const ModelConfig& c) {
     L.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
     L.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
     L.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    if (c.qkv_bias) {
+      L.bq = vec(f, p + "attn_q.bias", c.q_dim());
+      L.bk = vec(f, p + "attn_k.bias", c.kv_dim());
+      L.bv = vec(f, p + "attn_v.bias", c.kv_dim_v());
+    }
     if (c.qk_norm) {
       L.q_norm = vec(f, p + "attn_q_norm.weight", c.head_dim);
       L.k_norm = vec(f, p + "attn_k_norm.weight", c.head_dim);
@@ -121,6 +126,7 @@ bool ModelWeights::uses(const std::string& name, const ModelConfig& c) const {
                                   "ffn_gate.weight",  "ffn_up.weight",      "ffn_down.weight"};
   static const char* kQkNorm[] = {"attn_q_norm.weight", "attn_k_norm.weight"};
   static const char* kPostNorm[] = {"post_attention_norm.weight", "post_ffw_norm.weight"};
+  static const char* kQkvBias[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
   const std::string rest = name.substr(dot + 1);
   for (const char* n : kCommon) {
     if (rest == n) return true;
@@ -130,6 +136,9 @@ bool ModelWeights::uses(const std::string& name, const ModelConfig& c) const {
   }
   for (const char* n : kPostNorm) {
     if (c.post_norms && rest == n) return true;
+  }
+  for (const char* n : kQkvBias) {
+    if (c.qkv_bias && rest == n) return true;
   }
   return false;
 }
@@ -147,8 +156,8 @@ WeightSet ModelWeights::weight_set() const {
   };
   vec(output_norm);
   for (const LayerWeights& l : layers) {
-    for (const std::vector<float>* v :
-         {&l.attn_norm, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm}) {
+    for (const std::vector<float>* v : {&l.attn_norm, &l.q_norm, &l.k_norm, &l.bq, &l.bk, &l.bv,
+                                        &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm}) {
       vec(*v);
     }
   }

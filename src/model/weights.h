@@ -17,6 +17,7 @@ struct LayerWeights {
   std::vector<float> attn_norm;       // [n_embd]
   Weight wq, wk, wv, wo;              // q: [q_dim][n_embd], k/v: [kv_dim][n_embd], o: [n_embd][q_dim]
   std::vector<float> q_norm, k_norm;  // [head_dim] (qk_norm architectures)
+  std::vector<float> bq, bk, bv;      // [q_dim], [kv_dim], [kv_dim] (qkv_bias architectures)
   std::vector<float> post_attn_norm;  // [n_embd] (post_norms architectures)
   std::vector<float> ffn_norm;        // [n_embd]
   Weight w_gate, w_up;                // [n_ff][n_embd]

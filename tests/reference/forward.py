@@ -22,6 +22,9 @@ Architectures (all hyper-parameters from GGUF metadata, nothing per model):
           iff il % pattern < pattern - 1 (pattern 6 unless gemma3.attention.sliding_window_pattern says otherwise);
           local layers use rope.freq_base_swa (default 10000) and mask keys with q_pos - k_pos >= sliding_window;
           global layers use rope.freq_base.
+  qwen2   llama's layer with RoPE NEOX mode and a bias on each of the Q, K and V products (attn_q.bias, ...).
+  qwen3   llama's layer with RoPE NEOX mode and gemma3's per-head RMSNorm of Q and K before RoPE; its head size
+          (key_length) need not be n_embd / n_head.
 
 Memory: every layer weight is dequantized once per process and cached (as float32, exactly what the dequantizer
 returns, widened to float64 on use). The token embedding is never dequantized as a whole: only the rows of the
@@ -99,9 +102,9 @@ class Model:
     def _read_hparams(self) -> HParams:
         r = self.reader
         arch = _field(r, "general.architecture")
-        if arch not in ("llama", "gemma3"):
+        if arch not in ("llama", "gemma3", "qwen2", "qwen3"):
             raise ValueError(f"{self.path}: architecture {arch!r} is not supported by the reference "
-                             "(supported: llama, gemma3)")
+                             "(supported: llama, gemma3, qwen2, qwen3)")
 
         def key(name, default=None, required=False):
             v = _field(r, f"{arch}.{name}", default)
@@ -136,6 +139,9 @@ class Model:
         if arch == "llama":
             rope_neox = False
             attn_scale = float(key("attention.scale", 0.0) or 0.0) or 1.0 / math.sqrt(head_dim_k)
+        elif arch in ("qwen2", "qwen3"):
+            rope_neox = True
+            attn_scale = 1.0 / math.sqrt(head_dim_k)
         else:  # gemma3
             rope_neox = True
             sliding_window = int(key("attention.sliding_window", 0) or 0)
@@ -307,9 +313,10 @@ def block(m: Model, il: int, x: np.ndarray, trace=None, kv_dtype=None) -> np.nda
     v = linear(m, h, p + "attn_v").reshape(n, hp.n_head_kv, hp.head_dim_v)
     window = 0
     base = hp.rope_base
-    if hp.arch == "gemma3":
+    if hp.arch in ("gemma3", "qwen3"):
         q = rms_norm(q, m.weight(p + "attn_q_norm.weight"), hp.eps)
         k = rms_norm(k, m.weight(p + "attn_k_norm.weight"), hp.eps)
+    if hp.arch == "gemma3":
         if hp.is_swa[il]:
             window = hp.sliding_window
             base = hp.rope_base_swa

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a tiny random GGUF model (architecture `llama` or `gemma3`) for whole-model tests.
+"""Writes a tiny random GGUF model (architecture `llama`, `gemma3`, `qwen2` or `qwen3`) for whole-model tests.
 
 Small, odd sizes where the architecture allows, random weights (never zero), stored as F32 or quantized with the
 `gguf` package (Q8_0, Q4_0, Q5_0, F16 — the types it can write). The tokenizer is a minimal byte-level `gpt2` one (one
@@ -28,7 +28,7 @@ TYPES = {
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
-    ap.add_argument("--arch", choices=["llama", "gemma3"], default="llama")
+    ap.add_argument("--arch", choices=["llama", "gemma3", "qwen2", "qwen3"], default="llama")
     ap.add_argument("--type", choices=sorted(TYPES), default="f32", help="type of the 2-D weight matrices")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--window", type=int, default=5, help="gemma3 sliding window")
@@ -38,10 +38,12 @@ def main() -> None:
     rng = np.random.default_rng(a.seed)
     # Quantized rows need a multiple of 32 elements; keep the other sizes odd where they may be.
     n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab = 64, 3, 4, 2, 96, 90
-    head_dim = 32 if a.arch == "gemma3" else n_embd // n_head
+    # gemma3 and qwen3 have a head size of their own (key_length), not n_embd / n_head.
+    own_head = a.arch in ("gemma3", "qwen3")
+    head_dim = 32 if own_head else n_embd // n_head
     if a.type == "f32":  # unquantized: sizes need not be multiples of 32
         n_embd, n_head, n_ff, n_vocab = 60, 6, 76, 89
-        head_dim = 22 if a.arch == "gemma3" else n_embd // n_head
+        head_dim = 22 if own_head else n_embd // n_head
 
     w = gguf.GGUFWriter(a.out, a.arch)
     w.add_name(f"tiny {a.arch} {a.type}")
@@ -53,9 +55,10 @@ def main() -> None:
     w.add_head_count_kv(n_head_kv)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(10000.0)
-    if a.arch == "gemma3":
+    if own_head:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
+    if a.arch == "gemma3":
         w.add_sliding_window(a.window)
         w.add_uint32("gemma3.attention.sliding_window_pattern", 2)  # layers 0 and 2 local, 1 global
         w.add_float32("gemma3.rope.freq_base_swa", 500.0)
@@ -87,7 +90,7 @@ def main() -> None:
         w.add_tensor("rope_freqs.weight", (1.0 + 7.0 * rng.random(head_dim // 2)).astype(np.float32))
     mat("token_embd.weight", n_embd, n_vocab, 1.0)
     vec("output_norm.weight", n_embd)
-    if a.arch == "llama":
+    if a.arch != "gemma3":
         mat("output.weight", n_embd, n_vocab, 0.3)
     for il in range(n_layer):
         p = f"blk.{il}."
@@ -100,9 +103,14 @@ def main() -> None:
         mat(p + "ffn_gate.weight", n_embd, n_ff, 0.3)
         mat(p + "ffn_up.weight", n_embd, n_ff, 0.3)
         mat(p + "ffn_down.weight", n_ff, n_embd, 0.3)
-        if a.arch == "gemma3":
+        if a.arch == "qwen2":  # biases of the q, k and v products
+            for name, n in (("attn_q", n_head * head_dim), ("attn_k", n_head_kv * head_dim),
+                            ("attn_v", n_head_kv * head_dim)):
+                w.add_tensor(p + name + ".bias", (0.5 * rng.standard_normal(n)).astype(np.float32))
+        if a.arch in ("gemma3", "qwen3"):
             vec(p + "attn_q_norm.weight", head_dim)
             vec(p + "attn_k_norm.weight", head_dim)
+        if a.arch == "gemma3":
             vec(p + "post_attention_norm.weight", n_embd)
             vec(p + "post_ffw_norm.weight", n_embd)
     w.write_header_to_file()

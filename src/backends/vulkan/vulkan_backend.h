@@ -124,6 +124,7 @@ class VulkanBackend final : public Backend {
                  const AttnParams& p, float* out) override;
   void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
   void add(float* acc, const float* x, int64_t n) override;
+  void add_rows(float* x, const float* v, int64_t n_rows, int64_t n) override;
   void add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
                    float eps) override;
   void end_forward() override;
