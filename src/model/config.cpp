@@ -26,8 +26,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.arch = Arch::Qwen2;
   } else if (c.arch_name == "qwen3") {
     c.arch = Arch::Qwen3;
+  } else if (c.arch_name == "phi3") {
+    c.arch = Arch::Phi3;
   } else {
-    fail("{}: architecture '{}' is not supported (supported: llama, gemma3, qwen2, qwen3)", f.path(),
+    fail("{}: architecture '{}' is not supported (supported: llama, gemma3, qwen2, qwen3, phi3)", f.path(),
          c.arch_name);
   }
   const std::string a = c.arch_name + ".";
@@ -94,6 +96,18 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
       c.rope_mode = RopeMode::Neox;
       c.ffn_act = FfnAct::SiLU;
       c.qk_norm = true;
+      break;
+    // Phi-3: Llama's layer with NEOX RoPE, q/k/v in one matrix and gate/up in one, and where the file sets
+    // phi3.attention.sliding_window every layer attends within that window (as the model defines it;
+    // llama.cpp ignores the key, so the two differ only on sequences longer than the window).
+    case Arch::Phi3:
+      c.rope_mode = RopeMode::Neox;
+      c.ffn_act = FfnAct::SiLU;
+      c.fused_qkv_ffn = true;
+      c.sliding_window = f.get_int_or(a + "attention.sliding_window", 0);
+      if (c.sliding_window < 0) fail("{}: {}attention.sliding_window is negative", f.path(), a);
+      c.layer_is_swa.assign(size_t(c.n_layer), c.sliding_window > 0 ? 1 : 0);
+      c.rope_base_swa = c.rope_base;
       break;
     case Arch::Gemma3: {
       c.rope_mode = RopeMode::Neox;

@@ -12,7 +12,7 @@
 
 namespace tilellm {
 
-enum class Arch { Llama, Gemma3, Qwen2, Qwen3 };
+enum class Arch { Llama, Gemma3, Qwen2, Qwen3, Phi3 };
 
 struct ModelConfig {
   Arch arch = Arch::Llama;
@@ -44,6 +44,7 @@ struct ModelConfig {
   float attn_scale = 0.0f;           // query scale before softmax
   bool qk_norm = false;              // per-head RMSNorm of q and k before RoPE
   bool qkv_bias = false;             // q, k and v products have a bias each (attn_q.bias, ...)
+  bool fused_qkv_ffn = false;        // one attn_qkv matrix ([q | k | v] rows) and one ffn_up of gate then up
   bool post_norms = false;           // RMSNorm of the attention and FFN outputs before each residual add
   float final_logit_softcap = 0.0f;  // 0: off; else logits = cap * tanh(logits / cap)
 

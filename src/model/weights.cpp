@@ -44,6 +44,15 @@ Weight matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t 
   return w;
 }
 
+// Rows [r0, r0 + n) of a matrix, as a matrix of its own (a fused tensor's parts share its bytes).
+Weight rows(const Weight& m, int64_t r0, int64_t n, const char* part) {
+  Weight w = m;
+  w.name = m.name + "[" + part + "]";
+  w.data = m.data + size_t(r0) * m.row_bytes;
+  w.n_out = n;
+  return w;
+}
+
 std::vector<float> vec(const GgufFile& f, const std::string& name, int64_t n) {
   const GgufTensor& t = find_tensor(f, name);
   if (t.nelements() != n || t.ne[0] != n) {
@@ -73,13 +82,27 @@ ModelWeights ModelWeights::bind(const GgufFile& f, const ModelConfig& c) {
     LayerWeights& L = w.layers[size_t(il)];
     const std::string p = "blk." + std::to_string(il) + ".";
     L.attn_norm = vec(f, p + "attn_norm.weight", c.n_embd);
-    L.wq = matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim());
-    L.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim());
-    L.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.kv_dim_v());
+    if (c.fused_qkv_ffn && f.tensor(p + "attn_qkv.weight")) {
+      const Weight qkv = matrix(f, p + "attn_qkv.weight", c.n_embd, c.q_dim() + c.kv_dim() + c.kv_dim_v());
+      L.wq = rows(qkv, 0, c.q_dim(), "q");
+      L.wk = rows(qkv, c.q_dim(), c.kv_dim(), "k");
+      L.wv = rows(qkv, c.q_dim() + c.kv_dim(), c.kv_dim_v(), "v");
+    } else {
+      L.wq = matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim());
+      L.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim());
+      L.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.kv_dim_v());
+    }
     L.wo = matrix(f, p + "attn_output.weight", c.n_head * c.head_dim_v, c.n_embd);
     L.ffn_norm = vec(f, p + "ffn_norm.weight", c.n_embd);
-    L.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    L.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
+    if (c.fused_qkv_ffn) {
+      // One matrix of 2 n_ff rows: the gate's, then up's (the activation takes the first half).
+      const Weight gate_up = matrix(f, p + "ffn_up.weight", c.n_embd, 2 * c.n_ff);
+      L.w_gate = rows(gate_up, 0, c.n_ff, "gate");
+      L.w_up = rows(gate_up, c.n_ff, c.n_ff, "up");
+    } else {
+      L.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
+      L.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
+    }
     L.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
     if (c.qkv_bias) {
       L.bq = vec(f, p + "attn_q.bias", c.q_dim());
@@ -128,6 +151,10 @@ bool ModelWeights::uses(const std::string& name, const ModelConfig& c) const {
   static const char* kPostNorm[] = {"post_attention_norm.weight", "post_ffw_norm.weight"};
   static const char* kQkvBias[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
   const std::string rest = name.substr(dot + 1);
+  if (c.fused_qkv_ffn) {
+    if (rest == "attn_qkv.weight") return true;
+    if (rest == "ffn_gate.weight") return false;  // the gate's rows lie in ffn_up
+  }
   for (const char* n : kCommon) {
     if (rest == n) return true;
   }

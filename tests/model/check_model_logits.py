@@ -7,7 +7,8 @@ Run by CTest as `check_model_logits.py TILELLM_BINARY CASE`, CASE one of:
   tiny-<arch>-<type>[-<flag>]  a random tiny model written by make_tiny_model.py (covers F32/F16/Q8_0/Q4_0/Q5_0 weights,
                        grouped-query attention, gemma3's q/k norms, post-norms and a 5-token sliding window that a
                        20-token sequence crosses, qwen2's q/k/v biases, qwen3's q/k norms with its own head
-                       size), KV cache f32 and f16
+                       size, phi3's fused q/k/v and gate/up matrices and, with -phi3-window, its all-layer
+                       window), KV cache f32 and f16
   smollm2 | gemma3     the real models (models/), on prompts tokenized by the engine, KV cache f32 and f16
 
 Tolerances: with an f32 KV cache (the float path) the only differences are float32 rounding (measured ~3e-6), so

@@ -25,6 +25,9 @@ Architectures (all hyper-parameters from GGUF metadata, nothing per model):
   qwen2   llama's layer with RoPE NEOX mode and a bias on each of the Q, K and V products (attn_q.bias, ...).
   qwen3   llama's layer with RoPE NEOX mode and gemma3's per-head RMSNorm of Q and K before RoPE; its head size
           (key_length) need not be n_embd / n_head.
+  phi3    llama's layer with RoPE NEOX mode, Q/K/V in one matrix (attn_qkv: rows q, then k, then v) and gate/up in
+          one (ffn_up: 2 n_ff rows, the gate's first); with phi3.attention.sliding_window set every layer masks
+          keys with q_pos - k_pos >= window (llama.cpp ignores the key).
 
 Memory: every layer weight is dequantized once per process and cached (as float32, exactly what the dequantizer
 returns, widened to float64 on use). The token embedding is never dequantized as a whole: only the rows of the
@@ -102,9 +105,9 @@ class Model:
     def _read_hparams(self) -> HParams:
         r = self.reader
         arch = _field(r, "general.architecture")
-        if arch not in ("llama", "gemma3", "qwen2", "qwen3"):
+        if arch not in ("llama", "gemma3", "qwen2", "qwen3", "phi3"):
             raise ValueError(f"{self.path}: architecture {arch!r} is not supported by the reference "
-                             "(supported: llama, gemma3, qwen2, qwen3)")
+                             "(supported: llama, gemma3, qwen2, qwen3, phi3)")
 
         def key(name, default=None, required=False):
             v = _field(r, f"{arch}.{name}", default)
@@ -139,9 +142,12 @@ class Model:
         if arch == "llama":
             rope_neox = False
             attn_scale = float(key("attention.scale", 0.0) or 0.0) or 1.0 / math.sqrt(head_dim_k)
-        elif arch in ("qwen2", "qwen3"):
+        elif arch in ("qwen2", "qwen3", "phi3"):
             rope_neox = True
             attn_scale = 1.0 / math.sqrt(head_dim_k)
+            if arch == "phi3":  # every layer within the window, where the file sets one
+                sliding_window = int(key("attention.sliding_window", 0) or 0)
+                is_swa = [sliding_window > 0] * n_layer
         else:  # gemma3
             rope_neox = True
             sliding_window = int(key("attention.sliding_window", 0) or 0)
@@ -308,10 +314,17 @@ def block(m: Model, il: int, x: np.ndarray, trace=None, kv_dtype=None) -> np.nda
     p = f"blk.{il}."
     h = rms_norm(x, m.weight(p + "attn_norm.weight"), hp.eps)
     tr(f"attn_norm-{il}", h)
-    q = linear(m, h, p + "attn_q").reshape(n, hp.n_head, hp.head_dim_k)
-    k = linear(m, h, p + "attn_k").reshape(n, hp.n_head_kv, hp.head_dim_k)
-    v = linear(m, h, p + "attn_v").reshape(n, hp.n_head_kv, hp.head_dim_v)
-    window = 0
+    if m.has(p + "attn_qkv.weight"):
+        qkv = linear(m, h, p + "attn_qkv")
+        nq, nk = hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k
+        q = qkv[:, :nq].reshape(n, hp.n_head, hp.head_dim_k)
+        k = qkv[:, nq:nq + nk].reshape(n, hp.n_head_kv, hp.head_dim_k)
+        v = qkv[:, nq + nk:].reshape(n, hp.n_head_kv, hp.head_dim_v)
+    else:
+        q = linear(m, h, p + "attn_q").reshape(n, hp.n_head, hp.head_dim_k)
+        k = linear(m, h, p + "attn_k").reshape(n, hp.n_head_kv, hp.head_dim_k)
+        v = linear(m, h, p + "attn_v").reshape(n, hp.n_head_kv, hp.head_dim_v)
+    window = hp.sliding_window if hp.arch == "phi3" and hp.is_swa[il] else 0
     base = hp.rope_base
     if hp.arch in ("gemma3", "qwen3"):
         q = rms_norm(q, m.weight(p + "attn_q_norm.weight"), hp.eps)
@@ -340,8 +353,12 @@ def block(m: Model, il: int, x: np.ndarray, trace=None, kv_dtype=None) -> np.nda
 
     h = rms_norm(x, m.weight(p + "ffn_norm.weight"), hp.eps)
     tr(f"ffn_norm-{il}", h)
-    gate = linear(m, h, p + "ffn_gate")
-    up = linear(m, h, p + "ffn_up")
+    if hp.arch == "phi3":  # ffn_up holds the gate's rows, then up's
+        gate_up = linear(m, h, p + "ffn_up")
+        gate, up = gate_up[:, :hp.n_ff], gate_up[:, hp.n_ff:]
+    else:
+        gate = linear(m, h, p + "ffn_gate")
+        up = linear(m, h, p + "ffn_up")
     act = gelu_tanh(gate) if hp.arch == "gemma3" else silu(gate)
     f = linear(m, act * up, p + "ffn_down")
     tr(f"ffn_out-{il}", f)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a tiny random GGUF model (architecture `llama`, `gemma3`, `qwen2` or `qwen3`) for whole-model tests.
+"""Writes a tiny random GGUF model (architecture `llama`, `gemma3`, `qwen2`, `qwen3` or `phi3`) for whole-model tests.
 
 Small, odd sizes where the architecture allows, random weights (never zero), stored as F32 or quantized with the
 `gguf` package (Q8_0, Q4_0, Q5_0, F16 — the types it can write). The tokenizer is a minimal byte-level `gpt2` one (one
@@ -28,10 +28,11 @@ TYPES = {
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
-    ap.add_argument("--arch", choices=["llama", "gemma3", "qwen2", "qwen3"], default="llama")
+    ap.add_argument("--arch", choices=["llama", "gemma3", "qwen2", "qwen3", "phi3"], default="llama")
     ap.add_argument("--type", choices=sorted(TYPES), default="f32", help="type of the 2-D weight matrices")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--window", type=int, default=5, help="gemma3 sliding window")
+    ap.add_argument("--window", type=int, default=5, help="gemma3 sliding window (phi3: with --phi3-window)")
+    ap.add_argument("--phi3-window", action="store_true", help="phi3: set phi3.attention.sliding_window")
     ap.add_argument("--rope-freqs", action="store_true", help="add Llama 3.1-style rope_freqs.weight factors")
     a = ap.parse_args()
 
@@ -46,7 +47,8 @@ def main() -> None:
         head_dim = 22 if own_head else n_embd // n_head
 
     w = gguf.GGUFWriter(a.out, a.arch)
-    w.add_name(f"tiny {a.arch} {a.type}")
+    # llama.cpp marks Phi-3's chat tokens by name when the model's name says phi3; this vocabulary has none.
+    w.add_name(f"tiny {a.arch if a.arch != 'phi3' else 'p3'} {a.type}")
     w.add_context_length(512)
     w.add_embedding_length(n_embd)
     w.add_block_count(n_layer)
@@ -58,8 +60,9 @@ def main() -> None:
     if own_head:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
-    if a.arch == "gemma3":
+    if a.arch == "gemma3" or (a.arch == "phi3" and a.phi3_window):
         w.add_sliding_window(a.window)
+    if a.arch == "gemma3":
         w.add_uint32("gemma3.attention.sliding_window_pattern", 2)  # layers 0 and 2 local, 1 global
         w.add_float32("gemma3.rope.freq_base_swa", 500.0)
     # Single characters, then a few merged pairs with their merge rules (a real BPE vocabulary in miniature).
@@ -95,13 +98,19 @@ def main() -> None:
     for il in range(n_layer):
         p = f"blk.{il}."
         vec(p + "attn_norm.weight", n_embd)
-        mat(p + "attn_q.weight", n_embd, n_head * head_dim, 0.3)
-        mat(p + "attn_k.weight", n_embd, n_head_kv * head_dim, 0.3)
-        mat(p + "attn_v.weight", n_embd, n_head_kv * head_dim, 0.3)
+        if a.arch == "phi3":  # q, k and v in one matrix
+            mat(p + "attn_qkv.weight", n_embd, (n_head + 2 * n_head_kv) * head_dim, 0.3)
+        else:
+            mat(p + "attn_q.weight", n_embd, n_head * head_dim, 0.3)
+            mat(p + "attn_k.weight", n_embd, n_head_kv * head_dim, 0.3)
+            mat(p + "attn_v.weight", n_embd, n_head_kv * head_dim, 0.3)
         mat(p + "attn_output.weight", n_head * head_dim, n_embd, 0.3)
         vec(p + "ffn_norm.weight", n_embd)
-        mat(p + "ffn_gate.weight", n_embd, n_ff, 0.3)
-        mat(p + "ffn_up.weight", n_embd, n_ff, 0.3)
+        if a.arch == "phi3":  # gate and up in one matrix, the gate's rows first
+            mat(p + "ffn_up.weight", n_embd, 2 * n_ff, 0.3)
+        else:
+            mat(p + "ffn_gate.weight", n_embd, n_ff, 0.3)
+            mat(p + "ffn_up.weight", n_embd, n_ff, 0.3)
         mat(p + "ffn_down.weight", n_ff, n_embd, 0.3)
         if a.arch == "qwen2":  # biases of the q, k and v products
             for name, n in (("attn_q", n_head * head_dim), ("attn_k", n_head_kv * head_dim),
