@@ -4,6 +4,9 @@
 // chunk is scored, so every scored token has at least n_ctx/2 tokens of context:
 //   nll = -log softmax(logits[j])[token[j+1]]  for j in [n_ctx/2, n_ctx-1)
 //   PPL = exp(mean nll),  error = PPL * sqrt((mean nll^2 - mean(nll)^2) / (count - 1))
+// --kl-divergence-base FILE writes the scored positions' log-probabilities in llama-perplexity's layout
+// (kl_divergence.h); with --kl-divergence the run reads FILE instead of a text (its tokens, its n_ctx) and
+// prints the KL-divergence of this run's distributions from the file's, as llama-perplexity does.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +15,7 @@
 #include "base/error.h"
 #include "commands.h"
 #include "common.h"
+#include "kl_divergence.h"
 
 namespace tilellm::cli {
 namespace {
@@ -20,6 +24,8 @@ struct PplArgs {
   ModelArgs model;
   std::string file;
   int64_t chunks = -1;
+  std::string kld_base;  // --kl-divergence-base FILE
+  bool kld = false;      // --kl-divergence: score against kld_base
 };
 
 // log softmax(logits)[target], in double.
@@ -32,32 +38,63 @@ double log_prob(const float* logits, int64_t n, int32_t target) {
 }
 
 void perplexity(PplArgs a) {
-  std::ifstream in(a.file, std::ios::binary);
-  if (!in) fail("{}: cannot open the text file", a.file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-
-  if (a.model.ctx == 0) a.model.ctx = 512;
+  if (a.kld && a.kld_base.empty())
+    fail("--kl-divergence scores against a base file: give it with --kl-divergence-base FILE");
+  std::unique_ptr<KldBase> base;
+  std::vector<int32_t> tokens;
+  std::string text;
+  if (a.kld) {
+    base = std::make_unique<KldBase>(a.kld_base);
+    if (a.model.ctx != 0 && a.model.ctx != base->n_ctx())
+      fail("{} was computed with a context of {}, not the -c {} given (leave -c out)", a.kld_base,
+           base->n_ctx(), a.model.ctx);
+    a.model.ctx = base->n_ctx();
+  } else {
+    if (a.file.empty()) fail("perplexity needs a text file (-f FILE)");
+    std::ifstream in(a.file, std::ios::binary);
+    if (!in) fail("{}: cannot open the text file", a.file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+    if (a.model.ctx == 0) a.model.ctx = 512;
+  }
   auto model = load_model(a.model);
   const Tokenizer& tok = model->tokenizer();
-  const std::vector<int32_t> tokens = tok.encode(text, true, false);
-  const int64_t n_ctx = a.model.ctx;
-  if (int64_t(tokens.size()) < 2 * n_ctx) {
-    fail("{} tokenizes to {} tokens; perplexity with a context of {} needs at least {}", a.file,
-         tokens.size(), n_ctx, 2 * n_ctx);
+  const int64_t n_ctx = a.model.ctx, V = model->config().n_vocab;
+  int64_t n_chunk = 0;
+  if (base) {
+    if (base->n_vocab() != V)
+      fail("{} holds a vocabulary of {} tokens, the model {} (another model's base file?)", a.kld_base,
+           base->n_vocab(), V);
+    tokens = base->tokens();
+    for (int32_t t : tokens) {
+      if (t < 0 || t >= V) fail("{}: token {} is outside the vocabulary of {}", a.kld_base, t, V);
+    }
+    n_chunk = base->n_chunk();
+  } else {
+    tokens = tok.encode(text, true, false);
+    if (int64_t(tokens.size()) < 2 * n_ctx) {
+      fail("{} tokenizes to {} tokens; perplexity with a context of {} needs at least {}", a.file,
+           tokens.size(), n_ctx, 2 * n_ctx);
+    }
+    n_chunk = int64_t(tokens.size()) / n_ctx;
   }
-  int64_t n_chunk = int64_t(tokens.size()) / n_ctx;
   if (a.chunks > 0) n_chunk = std::min(n_chunk, a.chunks);
 
   SessionOptions so = session_options(a.model);
   so.logits_all = true;
   so.n_batch = std::min<int64_t>(std::max<int64_t>(so.n_batch, 1), n_ctx);
   Session session(*model, so);
-  const int64_t V = model->config().n_vocab;
-  const int64_t first = n_ctx / 2;
+  const int64_t first = n_ctx / 2, scored = n_ctx - first - 1, rec = kld_record_size(V);
   std::fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, scoring the last %lld of each\n",
-               tokens.size(), (long long)n_chunk, (long long)n_ctx, (long long)(n_ctx - first - 1));
+               tokens.size(), (long long)n_chunk, (long long)n_ctx, (long long)scored);
+  std::unique_ptr<KldBaseWriter> writer;
+  if (!a.kld_base.empty() && !a.kld) {
+    tokens.resize(size_t(n_chunk * n_ctx));  // the file holds the evaluated chunks' tokens
+    writer = std::make_unique<KldBaseWriter>(a.kld_base, n_ctx, V, n_chunk, tokens);
+  }
+  std::vector<uint16_t> recs(size_t(scored * rec));
+  KldStats stats;
 
   std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
   double nll = 0.0, nll2 = 0.0;
@@ -67,21 +104,29 @@ void perplexity(PplArgs a) {
     if (tok.add_bos() && tok.bos() >= 0) chunk[0] = tok.bos();
     session.reset();
     session.eval(chunk.data(), n_ctx);
+    if (base) base->read_chunk(recs);
     for (int64_t j = first; j < n_ctx - 1; ++j) {
-      const double v = -log_prob(session.logits_at(j), V, tokens[size_t(c * n_ctx + j + 1)]);
+      const int32_t next = tokens[size_t(c * n_ctx + j + 1)];
+      const double v = -log_prob(session.logits_at(j), V, next);
       nll += v;
       nll2 += v * v;
       ++count;
+      uint16_t* r = recs.data() + size_t((j - first) * rec);
+      if (writer) kld_encode(session.logits_at(j), V, next, r);
+      if (base) stats.add(session.logits_at(j), V, r, next);
     }
+    if (writer) writer->write(recs);
     std::printf("[%lld]%.4f,", (long long)(c + 1), std::exp(nll / double(count)));
     std::fflush(stdout);
   }
   std::printf("\n");
+  if (writer) writer->close();
   const double mean = nll / double(count);
   const double ppl = std::exp(mean);
   double var = nll2 / double(count) - mean * mean;
   const double err = var > 0 && count > 1 ? std::sqrt(var / double(count - 1)) * ppl : 0.0;
   std::printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, err);
+  if (base) stats.print(stdout);
 }
 
 }  // namespace
@@ -91,8 +136,14 @@ void register_perplexity(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("perplexity", "perplexity of a text file, computed like llama-perplexity");
   add_model_args(sub, a->model);
-  sub->add_option("-f,--file", a->file, "text file")->required();
+  sub->add_option("-f,--file", a->file, "text file (not with --kl-divergence: the base file has the tokens)");
   sub->add_option("--chunks", a->chunks, "most chunks to evaluate (-1: all)");
+  sub->add_option("--kl-divergence-base", a->kld_base,
+                  "file of the scored positions' log-probabilities, in llama-perplexity's layout: written "
+                  "by this run, or with --kl-divergence read as the base to compare against");
+  sub->add_flag("--kl-divergence", a->kld,
+                "KL-divergence of this run's token distributions from the base file's (its tokens and "
+                "context; a file llama-perplexity wrote is read too)");
 
   sub->callback([a] { perplexity(*a); });
 }
