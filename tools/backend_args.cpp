@@ -1,5 +1,8 @@
 #include "backend_args.h"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "base/error.h"
 
 namespace tilellm::cli {
@@ -24,7 +27,13 @@ void add_backend_args(CLI::App* app, BackendArgs& a) {
   help += "see `tilellm devices` for what this machine can use";
   // Any name is taken here and checked when the session starts, so that a backend this build lacks (or one
   // this machine cannot run) gets an error saying why rather than a bare "not in the list".
-  app->add_option("--backend", a.backend, help)->capture_default_str();
+  app->add_option("--backend", a.backend, help)->capture_default_str()->each([&a](const std::string&) {
+    a.backend_given = true;
+  });
+  app->add_option("--n-gpu-layers", a.n_gpu_layers,
+                  "llama.cpp's -ngl: any N > 0 runs the whole model on the first available GPU backend "
+                  "(this engine offloads every layer or none), 0 on the CPU; --backend overrides it")
+      ->check(CLI::Range(0, 1 << 20));
   app->add_option("--device", a.device, "device index of the backend (see `tilellm devices`)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -74,15 +83,54 @@ std::shared_ptr<BackendOptions> backend_options_from(const BackendEntry& chosen,
   return make_backend_options(chosen, given);
 }
 
+namespace {
+
+// -ngl N without --backend: the first available GPU backend (in the order cuda, vulkan, opencl, then any
+// other) whose device 0 is a GPU (not the API emulated on the CPU), or the CPU with a note saying why.
+std::string backend_for_ngl(int n) {
+  if (n == 0) return "cpu";
+  std::vector<const BackendEntry*> gpus;
+  for (const char* name : {"cuda", "vulkan", "opencl"}) {
+    if (const BackendEntry* e = find_backend(name)) gpus.push_back(e);
+  }
+  for (const BackendEntry* e : backends()) {
+    if (!e->host && std::find(gpus.begin(), gpus.end(), e) == gpus.end()) gpus.push_back(e);
+  }
+  std::string why;
+  for (const BackendEntry* e : gpus) {
+    std::string u = e->unavailable ? e->unavailable() : std::string();
+    if (u.empty()) {
+      const std::vector<DeviceInfo> devs = e->devices("none");
+      if (devs.empty())
+        u = "no device";
+      else if (devs[0].emulated)
+        u = fmt::format("device 0 ({}) runs on the CPU", devs[0].name);
+    }
+    if (u.empty()) {
+      std::fprintf(stderr,
+                   "-ngl %d: the whole model runs on the %s backend (every layer or none is offloaded)\n", n,
+                   e->name.c_str());
+      return e->name;
+    }
+    why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", e->name, u);
+  }
+  std::fprintf(stderr, "-ngl %d ignored: no GPU backend is available (%s); running on the CPU\n", n,
+               why.empty() ? "this build has none" : why.c_str());
+  return "cpu";
+}
+
+}  // namespace
+
 void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
   o.backend = a.backend;
+  if (a.n_gpu_layers >= 0 && !a.backend_given) o.backend = backend_for_ngl(a.n_gpu_layers);
   o.device = a.device;
   o.device_profile = a.device_profile;
   o.prefill = a.prefill == "cpu"    ? PrefillMode::Cpu
               : a.prefill == "auto" ? PrefillMode::Auto
                                     : PrefillMode::Gpu;
   o.gpu_memory = a.gpu_memory == "image" ? GpuMemory::Image : GpuMemory::Buffer;
-  const BackendEntry* chosen = find_backend(a.backend);
+  const BackendEntry* chosen = find_backend(o.backend);
   // An unknown name fails with the reason when the session starts.
   if (chosen) o.backend_options = backend_options_from(*chosen, a.given);
 }

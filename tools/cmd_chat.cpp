@@ -11,24 +11,15 @@
 #include "tokenizer/chat_template.h"
 
 namespace tilellm::cli {
-namespace {
 
-struct ChatArgs {
-  ModelArgs model;
-  SamplerParams sampling;
-  std::string system;
-  int64_t n_predict = -1;
-};
-
-void chat(const ChatArgs& a) {
+void run_chat(const ChatArgs& a) {
   auto model = load_model(a.model);
   const Tokenizer& tok = model->tokenizer();
-  const ChatTemplate tmpl = chat_template_from_gguf(model->file().get_string_opt("tokenizer.chat_template"),
-                                                    model->config().arch_name);
+  const ChatTemplate tmpl = chat_template_for(*model, a.chat_template);
   Session session(*model, session_options(a.model));
   if (const std::string mem = session.device_memory_summary(); !mem.empty())
     std::fprintf(stderr, "%s\n", mem.c_str());
-  Sampler sampler(a.sampling, int32_t(model->config().n_vocab));
+  Sampler sampler(pick_seed(a.sampling), int32_t(model->config().n_vocab));
   std::fprintf(stderr, "chat format: %s. Type a message; an empty line or end of input quits.\n",
                std::string(chat_format_name(tmpl.format)).c_str());
 
@@ -78,16 +69,17 @@ void chat(const ChatArgs& a) {
   }
 }
 
-}  // namespace
-
 void register_chat(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
   CLI::App* sub = app.add_subcommand("chat", "interactive chat with the model's chat template");
   add_model_args(sub, a->model);
   add_sampler_args(sub, a->sampling);
   sub->add_option("--system", a->system, "system message");
-  sub->add_option("-n,--n-predict", a->n_predict, "most tokens per reply (-1: until end of turn)");
-  sub->callback([a] { chat(*a); });
+  sub->add_option("-n,--n-predict", a->n_predict, "most tokens per reply (-1: until end of turn)")
+      ->check(at_least(-1));
+  sub->add_option("--chat-template", a->chat_template,
+                  "a built-in format instead of the model's template: chatml, gemma, llama2, llama3, phi3");
+  sub->callback([a] { run_chat(*a); });
 }
 
 }  // namespace tilellm::cli

@@ -1,5 +1,7 @@
 // `tilellm run`: one prompt in, streamed text out, then a one-line speed summary on stderr.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "base/error.h"
 #include "commands.h"
@@ -12,20 +14,47 @@ namespace {
 
 struct RunArgs {
   ModelArgs model;
-  SamplerParams sampling;
+  SamplingArgs sampling;
   std::string prompt;
+  std::string file;                  // -f: the prompt from a file
+  std::vector<std::string> reverse;  // -r: stop once the text ends with one of these
   std::string system;
+  std::string chat_template;
   int64_t n_predict = 128;
   bool chat = false;
+  bool ignore_eos = false;
+  bool conversation = false;  // llama.cpp's -cnv: the chat command
 };
 
-void run(const RunArgs& a) {
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open the prompt file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void run(RunArgs a) {
+  if (!a.file.empty()) {
+    if (!a.prompt.empty()) fail("give the prompt once: -p TEXT or -f FILE, not both");
+    a.prompt = read_file(a.file);
+  }
+  if (a.conversation) {
+    // llama-cli -cnv: an interactive chat, -p (when given) its system message.
+    ChatArgs c;
+    c.model = a.model;
+    c.sampling = a.sampling;
+    c.system = !a.system.empty() ? a.system : a.prompt;
+    c.n_predict = a.n_predict;
+    c.chat_template = a.chat_template;
+    return run_chat(c);
+  }
+  if (a.prompt.empty()) fail("no prompt: give one with -p TEXT or -f FILE");
   auto model = load_model(a.model);
   const Tokenizer& tok = model->tokenizer();
   std::vector<int32_t> prompt;
-  if (a.chat) {
-    const ChatTemplate tmpl = chat_template_from_gguf(model->file().get_string_opt("tokenizer.chat_template"),
-                                                      model->config().arch_name);
+  if (a.chat || !a.chat_template.empty()) {
+    const ChatTemplate tmpl = chat_template_for(*model, a.chat_template);
     std::vector<ChatMessage> msgs;
     if (!a.system.empty()) msgs.push_back({"system", a.system});
     msgs.push_back({"user", a.prompt});
@@ -42,24 +71,39 @@ void run(const RunArgs& a) {
     fail("the prompt has {} tokens but the context holds {} (raise it with -c)", prompt.size(),
          session.n_ctx());
   }
-  Sampler sampler(a.sampling, int32_t(model->config().n_vocab));
+  Sampler sampler(pick_seed(a.sampling), int32_t(model->config().n_vocab));
   Utf8Stream out;
-  if (!a.chat) {
+  const bool chat = a.chat || !a.chat_template.empty();
+  if (!chat) {
     std::fputs(a.prompt.c_str(), stdout);
     std::fflush(stdout);
   }
-  const GenerateStats st = generate(session, sampler, prompt, a.n_predict, [&](int32_t id) {
-    std::fputs(out.push(tok.token_to_piece(id)).c_str(), stdout);
-    std::fflush(stdout);
-    return true;
-  });
+  std::string text;  // what was generated, for the reverse prompts
+  bool reversed = false;
+  const GenerateStats st = generate(
+      session, sampler, prompt, a.n_predict,
+      [&](int32_t id) {
+        const std::string piece = tok.token_to_piece(id);
+        std::fputs(out.push(piece).c_str(), stdout);
+        std::fflush(stdout);
+        if (a.reverse.empty()) return true;
+        text += piece;
+        for (const std::string& r : a.reverse) {
+          if (!r.empty() && text.size() >= r.size() && text.compare(text.size() - r.size(), r.size(), r) == 0)
+            reversed = true;
+        }
+        return !reversed;
+      },
+      !a.ignore_eos);
   std::fputs(out.flush().c_str(), stdout);
   std::fputs("\n", stdout);
   std::fflush(stdout);
   std::fprintf(stderr, "prompt: %lld tokens, %.2f t/s | generated: %lld tokens, %.2f t/s%s\n",
                (long long)st.n_prompt, st.prompt_ms > 0 ? 1000.0 * double(st.n_prompt) / st.prompt_ms : 0.0,
                (long long)st.n_gen, st.gen_ms > 0 ? 1000.0 * double(st.n_gen) / st.gen_ms : 0.0,
-               st.hit_context ? " (stopped: context full)" : "");
+               st.hit_context ? " (stopped: context full)"
+               : reversed     ? " (stopped: reverse prompt)"
+                              : "");
 }
 
 }  // namespace
@@ -69,11 +113,24 @@ void register_run(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("run", "generate text from a prompt");
   add_model_args(sub, a->model);
   add_sampler_args(sub, a->sampling);
-  sub->add_option("-p,--prompt", a->prompt, "prompt text")->required();
-  sub->add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1: until end of text)")
-      ->capture_default_str();
+  sub->add_option("-p,--prompt", a->prompt, "prompt text");
+  sub->add_option("-f,--file", a->file, "the prompt from a file");
+  sub->add_option("-n,--n-predict", a->n_predict,
+                  "tokens to generate (-1: until end of text or a full context)")
+      ->capture_default_str()
+      ->check(at_least(-1));
   sub->add_flag("--chat", a->chat, "wrap the prompt in the model's chat template");
-  sub->add_option("--system", a->system, "system message (with --chat)");
+  sub->add_option(
+      "--chat-template", a->chat_template,
+      "wrap the prompt in a built-in format instead of the model's template: chatml, gemma, llama2, "
+      "llama3, phi3");
+  sub->add_option("--system", a->system, "system message (with --chat; -sys)");
+  sub->add_option("-r,--reverse-prompt", a->reverse,
+                  "stop once the generated text ends with this (repeatable)");
+  sub->add_flag("--ignore-eos", a->ignore_eos, "go on past end-of-generation tokens");
+  sub->add_flag("--conversation,!--no-conversation", a->conversation,
+                "llama.cpp's -cnv: an interactive chat (`tilellm chat`), -p its system message; -no-cnv: a "
+                "plain completion (the default)");
   sub->callback([a] { run(*a); });
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <random>
 
 #include "base/cpu_isa.h"
 #include "base/cpu_set.h"
@@ -31,14 +32,49 @@ std::string default_model_path() {
 
 }  // namespace
 
+CLI::Validator at_least(long long lo) {
+  return CLI::Validator(
+      [lo](std::string& v) -> std::string {
+        try {
+          size_t used = 0;
+          const long long x = std::stoll(v, &used);
+          if (used == v.size() && x >= lo) return {};
+        } catch (const std::exception&) {
+        }
+        return fmt::format("must be an integer of at least {}, got '{}'", lo, v);
+      },
+      fmt::format("INT>={}", lo));
+}
+
 void add_model_args(CLI::App* app, ModelArgs& a) {
   add_backend_args(app, a.backend);
   app->add_option("-m,--model", a.model,
                   "GGUF model file (default: models/" + std::string(kDefaultModel) + ")");
-  app->add_option("-t,--threads", a.threads, "CPU threads (default: all)")->check(CLI::NonNegativeNumber);
-  app->add_option("-c,--ctx-size", a.ctx, "context size in tokens (default: model's, at most 4096)")
-      ->check(CLI::NonNegativeNumber);
-  app->add_option("-b,--batch-size", a.batch, "prompt tokens per forward pass")->check(CLI::PositiveNumber);
+  app->add_option("-t,--threads", a.threads, "CPU threads (default: all)")->check(at_least(1));
+  app->add_option("-c,--ctx-size", a.ctx, "context size in tokens (default, or 0: model's, at most 4096)")
+      ->check(at_least(0));
+  app->add_option("-b,--batch-size", a.batch, "prompt tokens per forward pass")->check(at_least(1));
+  // llama.cpp's per-plane cache types: one type holds both planes here.
+  app->add_option("--cache-type-k", a.kv_k,
+                  "llama.cpp's -ctk: the KV cache type (f16, f32; as --cache-type)");
+  app->add_option("--cache-type-v", a.kv_v, "llama.cpp's -ctv: the same, for V (must equal K's here)");
+  app->add_option_function<std::string>(
+         "--flash-attn",
+         [&a](const std::string&) {
+           a.notes.push_back(
+               "-fa: attention is always computed block by block with an online softmax "
+               "(flash-attention style) here; the option changes nothing");
+         },
+         "llama.cpp's -fa [on|off|auto]: accepted; attention is always block-wise here")
+      ->expected(0, 1);
+  app->add_flag_function(
+      "--no-mmap,--mmap",
+      [&a](int64_t) {
+        a.notes.push_back(
+            "--mmap / --no-mmap: the model file is always read through mmap here; the option "
+            "changes nothing");
+      },
+      "llama.cpp's mmap switches: accepted; the file is always mapped here");
   app->add_option("-C,--cpu-mask", a.cpu_mask, "pin threads to these CPUs (hex mask, e.g. 0x3)");
   app->add_option("--cache-type", a.kv_type, "KV cache element type")
       ->check(CLI::IsMember({"f16", "f32"}))
@@ -55,17 +91,65 @@ void add_model_args(CLI::App* app, ModelArgs& a) {
       ->capture_default_str();
 }
 
-void add_sampler_args(CLI::App* app, SamplerParams& p) {
+void add_sampler_args(CLI::App* app, SamplingArgs& s) {
+  SamplerParams& p = s.params;
   app->add_option("--temp", p.temperature, "temperature (0: greedy)")->capture_default_str();
   app->add_option("--top-k", p.top_k, "top-k (0: off)")->capture_default_str();
   app->add_option("--top-p", p.top_p, "top-p (1: off)")->capture_default_str();
   app->add_option("--min-p", p.min_p, "min-p (0: off)")->capture_default_str();
   app->add_option("--repeat-penalty", p.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
   app->add_option("--repeat-last-n", p.repeat_last_n, "tokens the penalty looks back")->capture_default_str();
-  app->add_option("-s,--seed", p.seed, "random seed")->capture_default_str();
+  app->add_option_function<std::string>(
+      "-s,--seed",
+      [&s](const std::string& v) {
+        if (v == "-1") {
+          s.seed_given = false;
+          return;
+        }
+        try {
+          size_t used = 0;
+          const unsigned long long x = std::stoull(v, &used);
+          if (used == v.size() && v[0] != '-') {
+            s.params.seed = x;
+            s.seed_given = true;
+            return;
+          }
+        } catch (const std::exception&) {
+        }
+        fail("-s: '{}' is not a seed (a non-negative integer, or -1 for a random one)", v);
+      },
+      "random seed (default, or -1: a random one, printed; a fixed seed repeats the text)");
+}
+
+SamplerParams pick_seed(const SamplingArgs& s) {
+  SamplerParams p = s.params;
+  if (!s.seed_given) {
+    std::random_device rd;
+    p.seed = (uint64_t(rd()) << 32 | rd()) & ((uint64_t(1) << 53) - 1);
+    std::fprintf(stderr, "seed: %llu\n", (unsigned long long)p.seed);
+  }
+  return p;
+}
+
+ChatTemplate chat_template_for(const Model& model, const std::string& name) {
+  const std::optional<std::string> jinja = model.file().get_string_opt("tokenizer.chat_template");
+  ChatTemplate t = chat_template_from_gguf(jinja, model.config().arch_name);
+  if (!name.empty()) {
+    const std::optional<ChatFormat> f = chat_format_from_name(name);
+    if (!f) fail("--chat-template {}: not a built-in format (chatml, gemma, llama2, llama3, phi3)", name);
+    if (*f != t.format) t.default_system.clear();  // that text belongs to the model's own template
+    t.format = *f;
+  } else if (!jinja || jinja->empty()) {
+    std::fprintf(stderr,
+                 "warning: the model has no chat template (tokenizer.chat_template); using the "
+                 "built-in %s format (from its architecture, %s)\n",
+                 std::string(chat_format_name(t.format)).c_str(), model.config().arch_name.c_str());
+  }
+  return t;
 }
 
 std::unique_ptr<Model> load_model(const ModelArgs& a) {
+  for (const std::string& n : a.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   LoadOptions lo;
   const bool tty = isatty(STDERR_FILENO);
@@ -86,12 +170,21 @@ std::unique_ptr<Model> load_model(const ModelArgs& a) {
 }
 
 SessionOptions session_options(const ModelArgs& a) {
+  std::string kv = a.kv_type;
+  for (const std::string* t : {&a.kv_k, &a.kv_v}) {
+    if (t->empty()) continue;
+    if (*t != "f16" && *t != "f32")
+      fail("KV cache type '{}' is not supported (f16, f32; -ctk and -ctv name one type for both)", *t);
+    kv = *t;
+  }
+  if (!a.kv_k.empty() && !a.kv_v.empty() && a.kv_k != a.kv_v)
+    fail("-ctk {} and -ctv {} differ: one cache type holds K and V here (f16 or f32)", a.kv_k, a.kv_v);
   SessionOptions o;
   o.n_threads = a.threads;
   if (!a.cpu_mask.empty()) o.cpus = parse_cpu_mask(a.cpu_mask);
   o.n_ctx = a.ctx;
   o.n_batch = a.batch;
-  o.kv_type = a.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
+  o.kv_type = kv == "f32" ? GgmlType::F32 : GgmlType::F16;
   o.activations = a.activations == "f32" ? ActivationMode::F32 : ActivationMode::Quantized;
   apply_backend_args(a.backend, o);
   o.weights = parse_weights_mode(a.weights);

@@ -2,9 +2,12 @@
 // gemm-speed, gemv-bw, devices.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "commands.h"
+#include "llama_flags.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"TileLLM: on-device LLM inference for GGUF models"};
@@ -20,7 +23,14 @@ int main(int argc, char** argv) {
   tilellm::cli::register_bench(app);
   tilellm::cli::register_devices(app);
   try {
-    app.parse(argc, argv);
+    // llama.cpp's multi-letter options (-ngl, -cnv, -sys, -ctk, -fa, ...) under their long names here.
+    const std::vector<std::string> args = tilellm::cli::translate_llama_flags(argc, argv);
+    std::vector<std::string> commands;
+    for (const CLI::App* s : app.get_subcommands({})) commands.push_back(s->get_name());
+    tilellm::cli::check_command(args, commands);
+    std::vector<const char*> ptrs;
+    for (const std::string& s : args) ptrs.push_back(s.c_str());
+    app.parse(int(ptrs.size()), ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const tilellm::Error& e) {

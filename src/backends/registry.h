@@ -33,6 +33,9 @@ struct DeviceInfo {
   std::string name;
   std::string summary;
   std::string details;
+  // The API implemented on the host CPU (lavapipe, PoCL's CPU device): a GPU backend's device that no GPU
+  // is behind, which llama.cpp's -ngl does not pick.
+  bool emulated = false;
 };
 
 // A backend's own options (its group of CLI flags, later its C API keys): each backend derives its typed

@@ -5,7 +5,7 @@
 namespace tilellm {
 
 GenerateStats generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
-                       int64_t n_predict, const std::function<bool(int32_t)>& on_token) {
+                       int64_t n_predict, const std::function<bool(int32_t)>& on_token, bool stop_at_eog) {
   using Clock = std::chrono::steady_clock;
   GenerateStats st;
   const Tokenizer& tok = session.model().tokenizer();
@@ -19,7 +19,7 @@ GenerateStats generate(Session& session, Sampler& sampler, const std::vector<int
   for (int64_t i = 0; n_predict < 0 || i < n_predict; ++i) {
     const int32_t id = sampler.sample(session.logits());
     sampler.accept(id);
-    if (tok.is_eog(id)) {
+    if (stop_at_eog && tok.is_eog(id)) {
       st.hit_eog = true;
       break;
     }

@@ -24,8 +24,9 @@ struct GenerateStats {
 // Appends `prompt` to the session, then generates up to n_predict tokens (n_predict < 0: until end of
 // generation or a full context). on_token is called with each generated token; returning false stops
 // generation. Each prompt and generated token is passed to sampler.accept(). End-of-generation tokens are not
-// passed to on_token.
+// passed to on_token; with stop_at_eog false (llama.cpp's --ignore-eos) they are, and generation goes on.
 GenerateStats generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
-                       int64_t n_predict, const std::function<bool(int32_t)>& on_token);
+                       int64_t n_predict, const std::function<bool(int32_t)>& on_token,
+                       bool stop_at_eog = true);
 
 }  // namespace tilellm

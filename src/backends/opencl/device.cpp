@@ -165,6 +165,8 @@ Capabilities query_capabilities(const DeviceRef& ref) {
   if (c.cl_major < 1 || (c.cl_major == 1 && c.cl_minor < 2)) {
     fail("OpenCL device '{}' is {}.{}; TileLLM needs OpenCL 1.2 or newer", c.name, c.cl_major, c.cl_minor);
   }
+  c.cpu_device =
+      (device_value<cl_device_type>(d, CL_DEVICE_TYPE, "clGetDeviceInfo(TYPE)") & CL_DEVICE_TYPE_CPU) != 0;
   c.compute_units = device_value<cl_uint>(d, CL_DEVICE_MAX_COMPUTE_UNITS, "clGetDeviceInfo(COMPUTE_UNITS)");
   c.max_work_group_size =
       device_value<size_t>(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, "clGetDeviceInfo(MAX_WORK_GROUP_SIZE)");

@@ -28,6 +28,7 @@ struct Capabilities {
   std::string platform, platform_version, name, vendor, device_version, driver_version, c_version;
   int cl_major = 1, cl_minor = 2;  // from CL_DEVICE_VERSION "OpenCL <major>.<minor> ..."
 
+  bool cpu_device = false;  // CL_DEVICE_TYPE_CPU (PoCL's CPU device): the host's cores, no GPU
   uint32_t compute_units = 0;
   size_t max_work_group_size = 0;    // CL_DEVICE_MAX_WORK_GROUP_SIZE
   size_t wg_multiple = 1;            // preferred work-group size multiple (probe kernel, or the profile's)

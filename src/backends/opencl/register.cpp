@@ -63,7 +63,7 @@ std::vector<DeviceInfo> devices(const std::string& profile) {
     out.push_back({caps.name,
                    fmt::format("platform: {} | driver: {} | {} | profile: {}", caps.platform,
                                caps.driver_version, caps.device_version, caps.profile),
-                   opencl::describe(caps)});
+                   opencl::describe(caps), caps.cpu_device});
   }
   return out;
 }

@@ -54,7 +54,7 @@ std::vector<DeviceInfo> devices(const std::string& profile) {
     out.push_back({caps.name,
                    fmt::format("driver: {} {} | Vulkan {} | profile: {}", caps.driver_name, caps.driver_info,
                                vulkan::version_string(caps.api_version), caps.profile),
-                   vulkan::describe(caps)});
+                   vulkan::describe(caps), caps.device_type == "CPU"});
   }
   return out;
 }
