@@ -166,6 +166,12 @@ std::unique_ptr<Model> load_model(const ModelArgs& a) {
   std::fprintf(stderr, "model: %s (%s, %lld layers, %.1fM params, %.1f MiB)\n", path.c_str(),
                c.arch_name.c_str(), (long long)c.n_layer, double(m->n_params()) / 1e6,
                double(m->weight_bytes()) / (1 << 20));
+  if (a.ctx > m->config().n_ctx_train)
+    std::fprintf(
+        stderr,
+        "warning: -c %lld is above the %lld tokens the model was trained on; past that its output may "
+        "degrade\n",
+        (long long)a.ctx, (long long)m->config().n_ctx_train);
   return m;
 }
 

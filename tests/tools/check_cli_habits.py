@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """llama.cpp users' habits on `tilellm run` / `chat`, each with its exit code and its one-line message, on a
 random tiny model (make_tiny_model.py): -ngl, -cnv / -no-cnv, -sys, -ctk / -ctv, -fa, --no-mmap, -f, -r,
---ignore-eos, --chat-template, -n -1, the random seed printed and a fixed -s repeating the text, --chat on a
+--ignore-eos, --chat-template, -n -1, -c above the training context warned of, the random seed printed and a fixed -s repeating the text, --chat on a
 model without a template; and the clear errors: -n -5, --threads 0, -b 0, -c -3, an unknown command, -ctk
 q8_0, -ctk and -ctv that differ, -p with -f, an unknown --chat-template.
 
@@ -59,6 +59,7 @@ def main() -> int:
         ok(run("-fa", "on", "-p", "#$%", "-n", "2"), "-fa on", "note: -fa")
         ok(run("--no-mmap", "-p", "#$%", "-n", "2"), "--no-mmap", "note: --mmap")
         ok(run("--chat-template", "chatml", "-p", "#$%", "-n", "2"), "--chat-template chatml")
+        ok(run("-c", "1024", "-p", "#$%", "-n", "2"), "-c above the training context (512)", "warning: -c 1024")
         r = run("--chat", "-p", "#$%", "-n", "2")
         ok(r, "--chat without a template in the file", "using the built-in chatml format")
         r = run("-n", "-1", "-c", "24", "-p", "#$%", "--temp", "0", "--ignore-eos")
