@@ -2,14 +2,34 @@
 
 #include <algorithm>
 
+#include "backends/registry.h"
 #include "base/error.h"
+#include "base/memory_info.h"
 
 namespace tilellm {
 namespace {
 
+// The context's size, refused before anything is allocated when the host memory it takes (the KV cache when
+// the host holds it, the RoPE tables, the logits of every position when asked for) is more than the machine
+// has available.
 int64_t context_size(const Model& m, const SessionOptions& o) {
-  const int64_t n = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(m.config().n_ctx_train, 4096);
-  if (n > (int64_t(1) << 24)) fail("context size {} is too large", n);
+  const ModelConfig& c = m.config();
+  const int64_t n = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
+  if (n > (int64_t(1) << 24)) fail("context size {} is too large (at most {})", n, int64_t(1) << 24);
+  const BackendEntry* be = find_backend(o.backend);
+  const double elem = o.kv_type == GgmlType::F32 ? 4.0 : 2.0;
+  const double kv = (!be || be->host) ? 2.0 * double(c.n_layer) * double(n) * double(c.kv_dim()) * elem : 0.0;
+  const double rope = (c.sliding_window > 0 ? 2.0 : 1.0) * double(n) * double(c.rope_dim) * 4.0;
+  const double logits = o.logits_all ? double(n) * double(c.n_vocab) * 4.0 : 0.0;
+  const uint64_t avail = available_memory_bytes();
+  if (avail > 0 && kv + rope + logits > double(avail)) {
+    constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+    fail(
+        "a context of {} tokens needs {:.2f} GiB of host memory (KV cache {:.2f} GiB, RoPE tables {:.2f} "
+        "GiB, "
+        "logits {:.2f} GiB) but {:.2f} GiB are available: lower -c",
+        n, (kv + rope + logits) / GiB, kv / GiB, rope / GiB, logits / GiB, double(avail) / GiB);
+  }
   return n;
 }
 

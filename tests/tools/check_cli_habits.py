@@ -3,7 +3,7 @@
 random tiny model (make_tiny_model.py): -ngl, -cnv / -no-cnv, -sys, -ctk / -ctv, -fa, --no-mmap, -f, -r,
 --ignore-eos, --chat-template, -n -1, -c above the training context warned of, the random seed printed and a fixed -s repeating the text, --chat on a
 model without a template; and the clear errors: -n -5, --threads 0, -b 0, -c -3, an unknown command, -ctk
-q8_0, -ctk and -ctv that differ, -p with -f, an unknown --chat-template.
+q8_0, -ctk and -ctv that differ, a context whose tables would not fit in memory (before allocating), -p with -f, an unknown --chat-template.
 
     check_cli_habits.py TILELLM_BINARY
 """
@@ -44,9 +44,9 @@ def main() -> int:
             check(good, f"{what}: exit {r.returncode}" + (f", says '{stderr_has}'" if stderr_has else ""))
 
         def refused(r: subprocess.CompletedProcess, pattern: str, what: str) -> None:
-            # The error itself: one line (beside the model's description and CLI11's pointer to --help).
+            # The error itself: one line (beside the model's description, warnings, and CLI11's pointer to --help).
             lines = [l for l in r.stderr.strip().splitlines()
-                     if l and not l.startswith("Run with --help") and not l.startswith("model: ")]
+                     if l and not l.startswith(("Run with --help", "model: ", "warning: "))]
             good = r.returncode != 0 and len(lines) == 1 and re.search(pattern, lines[0]) is not None
             check(good, f"{what}: exit {r.returncode}, '{lines[-1] if lines else ''}'")
 
@@ -110,6 +110,12 @@ def main() -> int:
         refused(run("-p", "x", "-b", "0"), "at least 1", "-b 0")
         refused(run("-p", "x", "-c", "-3"), "at least 0", "-c -3")
         refused(tl("frobnicate"), "unknown command 'frobnicate'", "an unknown command")
+        # The tiny model's cache is too small to overflow memory: SmolLM2's (23 KiB a token) at 16M tokens does.
+        smollm2 = os.path.join(os.environ.get("TILELLM_MODELS_DIR", os.path.join(ROOT, "models")),
+                               "SmolLM2-135M-Instruct.Q4_1.gguf")
+        refused(tl("run", "-m", smollm2, "-p", "Hi", "-c", "16000000", "--backend", "cpu"),
+                r"needs [0-9.]+ GiB of host memory \(KV cache .* GiB are available",
+                "a context too large for memory (SmolLM2, -c 16000000)")
         refused(run("-p", "#$%", "-ctk", "q8_0"), "not supported", "-ctk q8_0")
         refused(run("-p", "#$%", "-ctk", "f16", "-ctv", "f32"), "differ", "-ctk f16 -ctv f32")
         refused(run("-p", "#$%", "--chat-template", "nope"), "not a built-in format", "--chat-template nope")
