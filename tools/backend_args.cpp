@@ -119,11 +119,17 @@ std::string backend_for_ngl(int n) {
   return "cpu";
 }
 
+// The backend the options choose: --backend, or what -ngl picks when --backend is not given.
+const std::string& chosen_backend(const BackendArgs& a) {
+  if (a.n_gpu_layers < 0 || a.backend_given) return a.backend;
+  if (a.ngl_backend.empty()) a.ngl_backend = backend_for_ngl(a.n_gpu_layers);
+  return a.ngl_backend;
+}
+
 }  // namespace
 
 void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
-  o.backend = a.backend;
-  if (a.n_gpu_layers >= 0 && !a.backend_given) o.backend = backend_for_ngl(a.n_gpu_layers);
+  o.backend = chosen_backend(a);
   o.device = a.device;
   o.device_profile = a.device_profile;
   o.prefill = a.prefill == "cpu"    ? PrefillMode::Cpu
@@ -136,9 +142,10 @@ void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
 }
 
 std::string backend_label(const BackendArgs& a) {
-  const BackendEntry* e = find_backend(a.backend);
-  if (e && e->host) return a.backend;
-  std::string s = a.backend + ":" + std::to_string(a.device);
+  const std::string& name = chosen_backend(a);
+  const BackendEntry* e = find_backend(name);
+  if (e && e->host) return name;
+  std::string s = name + ":" + std::to_string(a.device);
   if (a.device_profile != "none") s += ":" + a.device_profile;
   s += a.gpu_memory == "image" ? "+image" : "+buffer";  // the weights' memory mode
   if (a.prefill != "gpu") s += "+prefill-" + a.prefill;

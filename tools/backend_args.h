@@ -22,6 +22,7 @@ struct BackendArgs {
   std::map<std::string, std::string> given;  // backend-group flag -> the value given on the command line
   bool backend_given = false;                // --backend was on the command line
   int n_gpu_layers = -1;                     // llama.cpp's -ngl; -1: not given
+  mutable std::string ngl_backend;           // what -ngl chose (resolved, and said, once)
 };
 
 void add_backend_args(CLI::App* app, BackendArgs& a);
