@@ -16,22 +16,17 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_check import ROOT, Checks, tiny_model  # noqa: E402
 
 
 def main() -> int:
     binary = sys.argv[1]
-    failures: list[str] = []
-
-    def check(cond: bool, what: str) -> None:
-        print(("ok   " if cond else "FAIL ") + what)
-        if not cond:
-            failures.append(what)
+    checks = Checks()
+    check = checks.check
 
     with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "tiny.gguf")
-        subprocess.run([sys.executable, os.path.join(ROOT, "tests", "reference", "make_tiny_model.py"), model,
-                        "--arch", "llama", "--type", "q8_0", "--seed", "3"], check=True)
+        model = tiny_model(os.path.join(tmp, "tiny.gguf"))
 
         def tl(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
             return subprocess.run([binary, *args], capture_output=True, text=True, input=stdin, timeout=120)
@@ -119,8 +114,7 @@ def main() -> int:
         refused(run("-p", "#$%", "-ctk", "q8_0"), "not supported", "-ctk q8_0")
         refused(run("-p", "#$%", "-ctk", "f16", "-ctv", "f32"), "differ", "-ctk f16 -ctv f32")
         refused(run("-p", "#$%", "--chat-template", "nope"), "not a built-in format", "--chat-template nope")
-    print(f"{0 if failures else 1} passed, {1 if failures else 0} failed")
-    return 1 if failures else 0
+    return checks.summary()
 
 
 if __name__ == "__main__":

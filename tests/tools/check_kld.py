@@ -24,7 +24,9 @@ import tempfile
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_check import Checks, tiny_model  # noqa: E402
+
 N_CTX, N_CHUNK = 16, 3
 
 
@@ -60,19 +62,12 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
 
 def main() -> int:
     binary = sys.argv[1]
-    failures = []
-
-    def check(cond: bool, what: str) -> None:
-        print(("ok   " if cond else "FAIL ") + what)
-        if not cond:
-            failures.append(what)
+    checks = Checks()
+    check = checks.check
 
     with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "tiny.gguf")
-        other = os.path.join(tmp, "other.gguf")
-        gen = os.path.join(ROOT, "tests", "reference", "make_tiny_model.py")
-        subprocess.run([sys.executable, gen, model, "--arch", "llama", "--type", "q8_0", "--seed", "3"], check=True)
-        subprocess.run([sys.executable, gen, other, "--arch", "llama", "--type", "f32", "--seed", "4"], check=True)
+        model = tiny_model(os.path.join(tmp, "tiny.gguf"))
+        other = tiny_model(os.path.join(tmp, "other.gguf"), wtype="f32", seed=4)  # 89 tokens, not 90
         text = os.path.join(tmp, "text.txt")
         rng = np.random.default_rng(5)
         with open(text, "w") as f:  # the tiny vocabulary's characters but token 0 ("!", also its BOS)
@@ -143,8 +138,7 @@ def main() -> int:
                 "another model's file (89 tokens against 90)")
         refused(["perplexity", "-m", model, "-c", "32", "--kl-divergence", "--kl-divergence-base", base],
                 "context of 16", "-c other than the file's")
-    print(f"{0 if failures else 1} passed, {1 if failures else 0} failed")
-    return 1 if failures else 0
+    return checks.summary()
 
 
 if __name__ == "__main__":

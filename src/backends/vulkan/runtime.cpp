@@ -497,18 +497,27 @@ void Runtime::finish() {
   if (recording_) submit_and_wait();
 }
 
+namespace {
+
+// Submits one command buffer and waits for it.
+void submit_one(VkQueue q, VkDevice dev, VkFence fence, VkCommandBuffer cmd) {
+  VkSubmitInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd;
+  check(vk.vkQueueSubmit(q, 1, &si, fence), "vkQueueSubmit");
+  check(vk.vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  check(vk.vkResetFences(dev, 1, &fence), "vkResetFences");
+}
+
+}  // namespace
+
 void Runtime::submit_and_wait() {
   if (capture_.active) return spoil_capture();
   if (!recording_) begin();
   check(vk.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
   recording_ = false;
-  VkSubmitInfo si{};
-  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd_;
-  check(vk.vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
-  check(vk.vkWaitForFences(dev_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-  check(vk.vkResetFences(dev_, 1, &fence_), "vkResetFences");
+  submit_one(queue_, dev_, fence_, cmd_);
   check(vk.vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
   check(vk.vkResetDescriptorPool(dev_, desc_pool_, 0), "vkResetDescriptorPool");
   desc_sets_left_ = kDescriptorSets;
@@ -527,20 +536,6 @@ void Runtime::submit_and_wait() {
     timed_.clear();
   }
 }
-
-namespace {
-
-void submit_one(VkQueue q, VkDevice dev, VkFence fence, VkCommandBuffer cmd) {
-  VkSubmitInfo si{};
-  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd;
-  check(vk.vkQueueSubmit(q, 1, &si, fence), "vkQueueSubmit");
-  check(vk.vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-  check(vk.vkResetFences(dev, 1, &fence), "vkResetFences");
-}
-
-}  // namespace
 
 void Runtime::begin_capture() {
   finish();  // what was recorded before runs before the capture
