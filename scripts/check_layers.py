@@ -27,7 +27,7 @@ import sys
 
 RANK = {"base": 0, "format": 1, "backends": 2, "tokenizer": 2, "model": 3, "runtime": 4, "tools": 5}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
-SOURCES = (".h", ".hpp", ".cpp", ".cc", ".inc")
+SOURCES = (".h", ".hpp", ".cpp", ".cc", ".inc", ".cu", ".cuh")
 
 
 def place(path: str) -> tuple[str, str | None] | None:

@@ -56,6 +56,37 @@ void kq4_row(const uint8_t* src, int64_t n_in, uint8_t* dst, std::vector<int8_t>
   }
 }
 
+// The Q4K device row (device_rows.h): Q4_K's codes regrouped by 32 in Q4_0's nibble order, and each
+// super-block's d, dmin and unpacked 6-bit scales and mins (quants.h BlockQ4_K says how they are packed).
+size_t q4k_row_bytes(int64_t n_in) {
+  return (size_t(n_in / 2) + size_t(n_in / 256) * 20 + 15) / 16 * 16;
+}
+
+void q4k_row(const uint8_t* src, int64_t n_in, uint8_t* dst) {
+  std::memset(dst, 0, q4k_row_bytes(n_in));
+  const int64_t nb = n_in / 32;
+  for (int64_t sb = 0; sb < n_in / 256; ++sb) {
+    const uint8_t* blk = src + size_t(sb) * sizeof(BlockQ4_K);
+    const uint8_t* scales = blk + offsetof(BlockQ4_K, scales);
+    const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
+    uint8_t* par = dst + 16 * nb + 20 * sb;
+    std::memcpy(par, blk + offsetof(BlockQ4_K, d), 2);
+    std::memcpy(par + 2, blk + offsetof(BlockQ4_K, dmin), 2);
+    for (int s = 0; s < 8; ++s) {
+      const int sc = s < 4 ? scales[s] & 63 : (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4;
+      const int mn = s < 4 ? scales[s + 4] & 63 : (scales[s + 4] >> 4) | (scales[s] >> 6) << 4;
+      par[4 + s] = uint8_t(sc);
+      par[12 + s] = uint8_t(mn);
+      // Sub-block s: the low (s even) or high (s odd) nibbles of qs[32 (s / 2) ..]; element l of it.
+      const uint8_t* q = qs + 32 * (s / 2);
+      const int shift = 4 * (s % 2);
+      uint8_t* codes = dst + 16 * (8 * sb + s);
+      for (int j = 0; j < 16; ++j)
+        codes[j] = uint8_t(((q[j] >> shift) & 15) | ((q[16 + j] >> shift) & 15) << 4);
+    }
+  }
+}
+
 // Device row bytes of the converted formats (kernels/quants.cl): codes, then the (half d, half m) pairs
 // (one per 64 weights for INT4B64, one per row for INT8B0), padded to 16 bytes.
 size_t converted_row_bytes(AsymFormat kind, int64_t n_in) {

@@ -11,6 +11,10 @@
 //   INT4B64 / INT8B0 (--weights): format/asym_quant.h's codes, Q4_0's nibble order for INT4B64, then the
 //     (half d, half m) pairs (one per 64 weights; one per row), padded to 16 bytes.
 //   F16, F32: one element each, rows as in the file (or converted / dequantized exactly to them).
+//   Q4K (Q4_K kept at its own size, 4.625 bits a weight; the CUDA backend's, not one of DeviceFormat's):
+//     [nb][16] code bytes in Q4_0's nibble order, then per super-block of 256 (half d, half dmin,
+//     uint8 sc[8], uint8 mn[8]: the 6-bit scales and mins unpacked), padded to 16 bytes; the weights of
+//     block b are (d * sc[b % 8]) * q - dmin * mn[b % 8], as the format defines them.
 #pragma once
 
 #include <cstddef>
@@ -78,6 +82,8 @@ void kq8_row(GgmlType t, const uint8_t* src, int64_t n_in, uint8_t* dst, std::ve
 size_t kq4_row_bytes(int64_t n_in);
 void kq4_row(const uint8_t* src, int64_t n_in, uint8_t* dst, std::vector<int8_t>& codes,
              std::vector<float>& scale, std::vector<float>& offset);
+size_t q4k_row_bytes(int64_t n_in);
+void q4k_row(const uint8_t* src, int64_t n_in, uint8_t* dst);
 size_t converted_row_bytes(AsymFormat kind, int64_t n_in);
 void converted_row(AsymFormat kind, const float* v, int64_t n_in, uint8_t* dst, std::vector<uint8_t>& codes,
                    std::vector<uint16_t>& sc, std::vector<uint16_t>& off);

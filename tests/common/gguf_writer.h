@@ -44,8 +44,12 @@ class GgufWriter {
 
   std::vector<uint8_t> bytes() const {
     std::vector<uint8_t> out;
+    // resize + memcpy rather than insert, whose inlined form GCC 12 misreads as an overflow
+    // (-Wstringop-overflow) in some programs.
     auto put = [&out](const void* p, size_t n) {
-      out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+      const size_t at = out.size();
+      out.resize(at + n);
+      if (n > 0) std::memcpy(out.data() + at, p, n);
     };
     const uint32_t magic = 0x46554747, version = 3;
     const uint64_t nt = tensors_.size(), nkv = n_kv_;
