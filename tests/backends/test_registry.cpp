@@ -49,10 +49,10 @@ TEST(Registry, lists_the_host_backend_first_and_finds_every_backend_by_name_and_
 }
 
 TEST(Registry, names_it_lacks_say_why_and_what_the_build_has) {
-  const std::string cuda = error_of([] { require_backend("cuda"); });
-  EXPECT_NE(cuda.find("backend cuda is not in this build"), std::string::npos) << cuda;
-  EXPECT_NE(cuda.find("this build has cpu (0)"), std::string::npos) << cuda;
-  EXPECT_NE(cuda.find("recording (99)"), std::string::npos) << cuda;
+  const std::string metal_name = error_of([] { require_backend("metal"); });
+  EXPECT_NE(metal_name.find("backend metal is not in this build"), std::string::npos) << metal_name;
+  EXPECT_NE(metal_name.find("this build has cpu (0)"), std::string::npos) << metal_name;
+  EXPECT_NE(metal_name.find("recording (99)"), std::string::npos) << metal_name;
   const std::string metal = error_of([] { require_backend_mnn(1); });
   EXPECT_NE(metal.find("Metal is Apple's GPU API"), std::string::npos) << metal;
   const std::string unknown = error_of([] { require_backend("tpu"); });
@@ -176,8 +176,8 @@ TEST_F(RegistrySession, a_session_on_the_recording_backend_runs_the_model_as_the
 }
 
 TEST_F(RegistrySession, a_backend_this_build_lacks_is_refused_when_the_session_starts) {
-  const std::string e = error_of([] { Session s(*model_, options("cuda")); });
-  EXPECT_NE(e.find("backend cuda is not in this build"), std::string::npos) << e;
+  const std::string e = error_of([] { Session s(*model_, options("metal")); });
+  EXPECT_NE(e.find("backend metal is not in this build"), std::string::npos) << e;
 }
 
 // This program runs with the GPU loaders hidden (CMakeLists.txt): a backend of the build that cannot run
@@ -187,6 +187,16 @@ TEST_F(RegistrySession, a_backend_without_its_runtime_is_refused_with_the_reason
   const std::string e = error_of([] { Session s(*model_, options("vulkan")); });
   EXPECT_NE(e.find("backend vulkan cannot run on this machine"), std::string::npos) << e;
   EXPECT_NE(e.find("libvulkan.so.1 could not be loaded"), std::string::npos) << e;
+}
+
+// The same for CUDA on a machine without the NVIDIA driver (every machine these tests run on but a GPU one).
+TEST_F(RegistrySession, cuda_without_the_driver_is_refused_naming_it) {
+  const BackendEntry* cuda = find_backend("cuda");
+  if (!cuda) GTEST_SKIP() << "this build has no CUDA backend";
+  if (cuda->unavailable().empty()) GTEST_SKIP() << "this machine runs CUDA";
+  const std::string e = error_of([] { Session s(*model_, options("cuda")); });
+  EXPECT_NE(e.find("backend cuda cannot run on this machine"), std::string::npos) << e;
+  EXPECT_NE(e.find("libcuda.so.1 could not be loaded"), std::string::npos) << e;
 }
 
 }  // namespace

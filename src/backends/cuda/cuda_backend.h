@@ -1,0 +1,256 @@
+// The CUDA backend: every op of backends/backend.h on an NVIDIA GPU of compute capability 8.0 or later, one
+// host file and one kernel file (kernels/*.cu) per op (embedding, rmsnorm, matmul with matvec for one
+// token, rope with rope_kv_store, kv_store, attention, glu, add).
+//
+// Numerics follow the session's activation mode (backends/modes.h):
+//  - F32 (--activations f32): the CPU backend's float path — exact dequantized weights, float32 arithmetic
+//    on the CUDA cores (the reference the tests compare with).
+//  - Quantized (the default): the products of the block formats take the activations rounded to int8 per
+//    block of 32 (kernels/kernels.h "Q8"; llama.cpp's activation rounding for its CUDA kernels) and run as
+//    integer dot products — dp4a in decode, int8 tensor cores (mma.sync) for prompts — each block's sum
+//    scaled once; rounded_matmul_input() gives the rounded activations, so a reference can check them
+//    exactly. F16 and F32 weights stay on the float path. Every other op is float in both modes.
+//
+// Memory (allocated in the constructor and load_weights; nothing is allocated while ops run):
+//  - Weights: one device buffer each, keyed by the host Weight's data pointer, in the device formats of
+//    backends/device_rows.h: Q4_0, Q4_1, Q8_0 as split rows, F16 and F32 as in the file, Q4_K at its own
+//    size (Q4K: 4.625 bits a weight, where the other GPU backends' KQ4 takes 6), Q5_K, Q6_K, Q5_0 and Q5_1
+//    as KQ8, the rest dequantized to F32; --weights int4b64 /
+//    int8b0 / f16 / f32 convert every matrix (the embedding table keeps its GGUF type). Before anything is
+//    uploaded, the whole model's device bytes are compared with the device's free memory.
+//  - FB-KV on the device, in one allocation: [layer][K|V][pos < n_ctx][kv_dim] in the cache type.
+//  - Activations are device-resident (backends/host_mirrors.h): the session's activation arrays are
+//    mirrored by device buffers and only what the other side needs is copied; a forward pass reads back
+//    the logits only. Operands outside every mirror go through fixed scratch buffers.
+//  - Q8: one set of quantized-activation buffers, with the device array they hold (a product whose input
+//    is still there reuses it: q, k and v share one rounding, made by the RMSNorm before them).
+//  - Decode without per-token launches: the first decode step (ForwardStep::decode) is captured as a CUDA
+//    graph; each following step that repeats it (same_as_last) replays the graph. The token id and the
+//    position reach the device as step inputs (runtime.h); RoPE looks its row up in the whole table on the
+//    device, attention's key count is the position + 1, the KV rows are addressed by it. The logits arrive
+//    through a deferred download. A step that cannot be captured whole (a staged upload, a CPU-fallback
+//    op, profiling) runs eagerly, and the next one tries again.
+//  - Self-check: at construction every kernel runs a small random case against the host backend's float
+//    path (on the rounded activations for the quantized products); one that fails is replaced by the host
+//    backend for its op, with a warning naming it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/runtime.h"
+#include "backends/device_rows.h"
+#include "backends/host_mirrors.h"
+#include "backends/modes.h"
+#include "base/thread_pool.h"
+
+namespace tilellm {
+
+namespace cuda {
+// The quantized path's rounding of n activations (n % 32 == 0), as the kernels make it (kernels/common.cuh
+// quantize_block): each block of 32 becomes d * round(x / d), d = max|x| / 127. out may be x.
+void round_activations_q8(const float* x, int64_t n, float* out);
+}  // namespace cuda
+
+struct CudaBackendOptions {
+  int device = 0;
+  int64_t max_tokens = 64;    // most tokens in one op call
+  int64_t max_in_elems = 0;   // largest op input in floats
+  int64_t max_out_elems = 0;  // largest op output in floats (also covers the logits)
+  int64_t max_width = 0;      // longest norm weight vector / RoPE table row, in floats
+  WeightsMode weights = WeightsMode::Native;
+  ActivationMode activations = ActivationMode::Quantized;
+  int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
+  GgmlType kv_type = GgmlType::F16;
+  bool self_check = true;
+  bool profiling = false;
+  // Blocks a head's keys are split over in decode attention; 0: from the context size (one per 1024
+  // positions, at most 32).
+  int attention_splits = 0;
+  struct HostArray {
+    void* data;
+    size_t bytes;
+  };
+  std::vector<HostArray> resident;
+  // Test hook: "add" makes the add kernel write acc = x (a broken kernel the self-check must catch).
+  std::string test_broken_kernel;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaBackendOptions& o);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+  std::string_view name() const override { return "cuda"; }
+  const cuda::Capabilities& caps() const { return rt_.caps(); }
+  cuda::Runtime& runtime() { return rt_; }
+
+  void load_weights(const WeightSet& ws) override;
+  void upload_weight(const Weight& w);
+  void begin_forward(const ForwardStep& step) override;
+  void end_forward() override;
+
+  // Names of the kernels that failed the self-check (their ops run on the host backend).
+  std::vector<std::string> cpu_fallbacks() const;
+  void to_host(const void* p, size_t bytes);
+  void host_wrote(void* p, size_t bytes);
+  void kv_to_device(const KvCache& kv, int64_t p0, int64_t p1) override { copy_kv(kv, p0, p1, true); }
+  void kv_to_host(KvCache& kv, int64_t p0, int64_t p1) override { copy_kv(kv, p0, p1, false); }
+  bool needs_host_kv() const override { return kv_on_cpu(); }
+  std::string memory_summary() const override;
+
+  void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) override;
+  void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
+  void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override;
+  void rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const override;
+  // q/k/v of one block format in decode: one launch over the three matrices.
+  void matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
+                     int64_t n_tok) override;
+  // gate/up in decode: one launch writing act(gate) * up.
+  void matmul_glu(const Weight& w_gate, const Weight& w_up, const float* x, int64_t n_tok, FfnAct act,
+                  float* out, float* up) override;
+  void rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim, const int32_t* pos,
+            const RopeTable& table, RopeMode mode) override;
+  void rope_kv_store(float* q, float* k, const float* v, KvCache& kv, int64_t layer, const int32_t* pos,
+                     int64_t n_tok, const RopeShape& r) override;
+  void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
+                int64_t n_tok) override;
+  void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
+                 const AttnParams& p, float* out) override;
+  void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
+  void add(float* acc, const float* x, int64_t n) override;
+  void add_rows(float* x, const float* v, int64_t n_rows, int64_t n) override;
+  void add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
+                   float eps) override;
+
+  uint64_t replayed_steps() const { return replayed_; }
+  uint64_t captured_steps() const { return captured_; }
+  std::vector<KernelTime> kernel_times() const override { return rt_.kernel_times(); }
+  void reset_kernel_times() override { rt_.reset_kernel_times(); }
+
+ private:
+  // A matrix on the device: [n_out][row_bytes] in fmt (a cuda::Fmt: DeviceFormat's numbers, or kQ4K).
+  struct DeviceWeight {
+    cuda::Buffer buf;
+    int fmt;
+    GgmlType host_type;
+    size_t row_bytes;
+    int64_t n_in, n_out;
+    cuda::Matrix matrix() const { return {buf.as<uint8_t>(), row_bytes, int(n_in), int(n_out), fmt}; }
+  };
+  DeviceWeight make_device_weight(const Weight& w, WeightsMode mode);
+  const DeviceWeight& find_weight(const Weight& w, const char* op) const;
+  bool quantized(int f) const { return quantized_ && f != cuda::kF32 && f != cuda::kF16; }
+  // The format w is held in under mode m: device_format_for's, but Q4_K at its own size (kQ4K).
+  static int format_for(const Weight& w, WeightsMode m);
+
+  // Kernels by op, with their self-check verdict (on_cpu: the op runs on the host backend).
+  struct Kernel {
+    std::string name;
+    bool on_cpu = false;
+  };
+  Kernel k_embed_[cuda::kFormats], k_matvec_[cuda::kFormats], k_matmul_[cuda::kFormats];
+  Kernel k_rmsnorm_, k_add_rmsnorm_, k_rope_, k_kv_store_, k_rope_kv_store_, k_attention_, k_glu_[2], k_add_,
+      k_add_rows_;
+  std::vector<Kernel*> all_kernels();
+  bool kv_on_cpu() const { return k_kv_store_.on_cpu || k_attention_.on_cpu; }
+  void run_self_check();
+  void verdict(Kernel& k, double err);
+
+  // Launch bookkeeping around a kernel of `name` (timing, the launch's error check).
+  template <class F>
+  void launch(const char* name, F&& f) {
+    rt_.before_launch(name);
+    f(rt_.stream());
+    rt_.after_launch(name);
+  }
+
+  // The products on device operands: x at dx (n_tok rows), y to dy.
+  void record_matmul(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy);
+  // The rounded activations of the n_tok x n floats at dx (the Q8 buffers), made unless they are there.
+  cuda::Q8 q8_of(const float* dx, int64_t n_tok, int64_t n);
+  cuda::Q8 q8_buffers() const;
+  void device_wrote(const void* dptr, size_t bytes);  // forgets the Q8 buffers' source if it overlaps
+  // The KV ops on explicit planes (the session's cache, or the self-check's).
+  void record_attention(const void* k_plane, const void* v_plane, int64_t kv_dim, int64_t n_tok,
+                        const AttnParams& p, const float* dq, const int32_t* dpos, float* dout, int splits);
+
+  // Mirrored host arrays (host_mirrors.h) and the operands' device places.
+  float* dev_in(const float* p, int64_t n, const cuda::Buffer& staging, const char* op);
+  float* dev_out(float* p, int64_t n, const cuda::Buffer& staging, const char* op);
+  void dev_done(float* p, int64_t n, float* written);
+  void host_in(const float* p, int64_t n) { to_host(p, size_t(n) * sizeof(float)); }
+  void host_out(float* p, int64_t n) { host_wrote(p, size_t(n) * sizeof(float)); }
+  void upload_dirty(size_t i);
+  bool is_mirror_start(const float* p, int64_t n) const;
+  const float* norm_weight(const float* w, int64_t n);
+  const int32_t* dev_positions(const int32_t* pos, int64_t n_tok);
+  const int32_t* dev_ids(const int32_t* ids, int64_t n_tok);
+  // The whole RoPE table on the device ([n_pos][n_half][cos, sin]), uploaded on its first use; two slots
+  // (global and sliding-window layers alternate).
+  const float* dev_rope_table(const RopeTable& table);
+  cuda::RopeArgs rope_args(const RopeTable& table, int64_t head_dim, int64_t rope_dim, RopeMode mode);
+  // Replay bookkeeping: true when the op is skipped (a replayed step), after counting it and pointing the
+  // deferred downloads of its host outputs (outputs not in a mirror) at this call's pointers.
+  bool replaying(float* out0 = nullptr);
+  void check_tokens(int64_t n_tok, const char* op) const;
+  void check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok, const char* op) const;
+  void* kv_plane(int64_t layer, int kind) const;
+  void copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_device);
+
+  CudaBackendOptions opts_;
+  mutable cuda::Runtime rt_;
+  bool quantized_;
+  int attn_splits_ = 1;
+
+  std::unordered_map<const uint8_t*, DeviceWeight> weights_, tables_;
+  std::unique_ptr<ThreadPool> cpu_pool_;
+  std::unique_ptr<Backend> cpu_;  // the host backend, float path: the self-check's reference and fallback
+  bool cpu_prepared_ = false;
+
+  cuda::Buffer in_a_, in_b_, out_;  // scratch: [max_in_elems], [max_in_elems], [max_out_elems] floats
+  cuda::Buffer vec_;                // [max_width] floats: a norm weight not uploaded at load
+  cuda::Buffer attn_work_;          // [splits][max heads][head_dim + 2] floats: split attention's partials
+  int64_t attn_work_floats_ = 0;
+  // Q8 buffers for up to max_in_elems activations: q int8 [max_in], d [max_in / 32], s [max_in / 16].
+  cuda::Buffer q8_q_, q8_d_, q8_s_;
+  const float* q8_src_ = nullptr;  // the device floats the Q8 buffers hold, rounded (null: none)
+  int64_t q8_rows_ = 0, q8_cols_ = 0;
+  cuda::Buffer pos_dev_, ids_dev_;  // [max_tokens] int32: the pass's positions and token ids
+  std::vector<int32_t> pos_held_, ids_held_;
+  int64_t pos_n_ = -1, ids_n_ = -1;
+  struct RopeSlot {
+    const RopeTable* table = nullptr;
+    const float* data = nullptr;
+    int64_t n_pos = 0, n_half = 0;
+    float first = 0, last = 0;
+    cuda::Buffer dev;
+    uint64_t last_use = 0;
+  };
+  RopeSlot rope_[2];
+  uint64_t rope_uses_ = 0;
+
+  // Decode capture and replay (header comment). Step-input slots: positions, then token ids.
+  enum class StepMode { Normal, Capturing, Replaying };
+  StepMode mode_ = StepMode::Normal;
+  static constexpr size_t kPosSlot = 0, kIdsSlot = 2048;
+  uint64_t step_ops_ = 0, captured_ops_ = 0;
+  size_t deferred_k_ = 0;
+  std::vector<size_t> capture_begin_state_, capture_end_state_;
+  const float* capture_q8_src_ = nullptr;  // the Q8 buffers' source after the captured step
+  int64_t capture_q8_rows_ = 0, capture_q8_cols_ = 0;
+  uint64_t replayed_ = 0, captured_ = 0;
+
+  HostMirrors mirrors_{"CUDA backend"};
+  std::vector<cuda::Buffer> mirror_dev_;  // mirror_dev_[i]: the device copy of mirrors_[i]
+  std::unordered_map<const float*, cuda::Buffer> norms_;
+  cuda::Buffer kv_;  // [layer][K|V][n_ctx][kv_dim] in the cache type
+};
+
+}  // namespace tilellm

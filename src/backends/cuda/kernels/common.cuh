@@ -1,0 +1,307 @@
+// Device helpers every CUDA kernel file shares: the device weight formats read block by block (the layouts
+// of backends/device_rows.h, the same bytes the OpenCL and Vulkan kernels read), warp and block reductions,
+// and the launch-size arithmetic.
+//
+// Formats (offsets in bytes from the row's start; nb = n_in / 32 blocks; rows start 16-byte aligned):
+//   F32, F16   one element each (n_in need not be a multiple of 32)
+//   Q4_0       [nb][16] codes, then [nb] half d:           w = d (c - 8) = d c - 8 d
+//   Q4_1       codes as Q4_0, then [nb] (half d, half m):  w = d c + m
+//   Q8_0       [nb][32] signed codes, then [nb] half d:    w = d c
+//   INT4B64    codes as Q4_0, then (half d, half m) per 64 weights (block b's pair b / 2)
+//   INT8B0     [nb][32] unsigned codes, then one (half d, half m) for the row
+//   KQ8        [n_in] signed codes, then [n_in / 16] (float d, float m)
+//   KQ4        codes as Q4_0, then [nb] (float d, float m)
+//   Q4K        codes as Q4_0, then per 256 weights (half D, half Dmin, uint8 sc[8], uint8 mn[8]):
+//              block b's d = D sc[b % 8], m = -Dmin mn[b % 8]
+// In the 4-bit formats element j < 16 of a block is the low nibble of code byte j and element 16 + j its
+// high nibble: the 32-bit word t of a block's codes holds elements 4t .. 4t + 3 in its low nibbles and
+// 16 + 4t .. 16 + 4t + 3 in its high ones.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "kernels.h"
+
+namespace tilellm::cuda {
+
+__device__ __forceinline__ float half_at(const uint8_t* p) {
+  return __half2float(*reinterpret_cast<const __half*>(p));
+}
+__device__ __forceinline__ float f32_at(const uint8_t* p) {
+  return *reinterpret_cast<const float*>(p);
+}
+
+constexpr bool fmt_nibbles(int f) {
+  return f == kQ4_0 || f == kQ4_1 || f == kInt4B64 || f == kKq4 || f == kQ4K;
+}
+constexpr bool fmt_block(int f) {
+  return f != kF32 && f != kF16;
+}
+// Bytes of a block's codes.
+constexpr int fmt_code_bytes(int f) {
+  return fmt_nibbles(f) ? 16 : 32;
+}
+// Whether the codes are signed bytes (Q8_0, KQ8); the others are unsigned (nibbles 0..15, INT8B0 0..255).
+constexpr bool fmt_signed(int f) {
+  return f == kQ8_0 || f == kKq8;
+}
+
+// The (d, m) pair of block b of a row (for KQ8: its first 16 weights' pair; kq8_pair2 the second's).
+template <int F>
+__device__ __forceinline__ void block_pair(const uint8_t* row, int nb, int b, float& d, float& m) {
+  if constexpr (F == kQ4_0) {
+    d = half_at(row + 16 * nb + 2 * b);
+    m = -8.0f * d;
+  } else if constexpr (F == kQ4_1) {
+    d = half_at(row + 16 * nb + 4 * b);
+    m = half_at(row + 16 * nb + 4 * b + 2);
+  } else if constexpr (F == kQ8_0) {
+    d = half_at(row + 32 * nb + 2 * b);
+    m = 0.0f;
+  } else if constexpr (F == kInt4B64) {
+    d = half_at(row + 16 * nb + 4 * (b / 2));
+    m = half_at(row + 16 * nb + 4 * (b / 2) + 2);
+  } else if constexpr (F == kInt8B0) {
+    d = half_at(row + 32 * nb);
+    m = half_at(row + 32 * nb + 2);
+  } else if constexpr (F == kKq8) {
+    d = f32_at(row + 32 * nb + 16 * b);
+    m = f32_at(row + 32 * nb + 16 * b + 4);
+  } else if constexpr (F == kKq4) {
+    d = f32_at(row + 16 * nb + 8 * b);
+    m = f32_at(row + 16 * nb + 8 * b + 4);
+  } else {  // kQ4K
+    const uint8_t* p = row + 16 * nb + 20 * (b / 8);
+    d = half_at(p) * float(p[4 + b % 8]);
+    m = -(half_at(p + 2) * float(p[12 + b % 8]));
+  }
+}
+__device__ __forceinline__ void kq8_pair2(const uint8_t* row, int nb, int b, float& d, float& m) {
+  d = f32_at(row + 32 * nb + 16 * b + 8);
+  m = f32_at(row + 32 * nb + 16 * b + 12);
+}
+
+// The code of element j (< 32) of a block whose codes start at `codes`.
+template <int F>
+__device__ __forceinline__ int block_code(const uint8_t* codes, int j) {
+  if constexpr (fmt_nibbles(F)) {
+    return j < 16 ? (codes[j] & 15) : (codes[j - 16] >> 4);
+  } else if constexpr (fmt_signed(F)) {
+    return int(int8_t(codes[j]));
+  } else {
+    return int(codes[j]);
+  }
+}
+
+// Element i of a row of n elements, formed exactly as the format defines it.
+template <int F>
+__device__ __forceinline__ float row_at(const uint8_t* row, int n, int i) {
+  if constexpr (F == kF32) {
+    return f32_at(row + 4 * size_t(i));
+  } else if constexpr (F == kF16) {
+    return half_at(row + 2 * size_t(i));
+  } else {
+    const int nb = n / 32, b = i / 32, j = i % 32;
+    float d, m;
+    if constexpr (F == kKq8) {
+      if (j < 16)
+        block_pair<F>(row, nb, b, d, m);
+      else
+        kq8_pair2(row, nb, b, d, m);
+    } else {
+      block_pair<F>(row, nb, b, d, m);
+    }
+    const int c = block_code<F>(row + size_t(fmt_code_bytes(F)) * b, j);
+    if constexpr (F == kQ4_0) return d * float(c - 8);
+    return d * float(c) + m;
+  }
+}
+
+// Eight consecutive elements 8p .. 8p + 7 of block b (p < 4) of a row of n elements, exact; the float formats
+// read past n as zeros.
+template <int F>
+__device__ __forceinline__ void row_eight(const uint8_t* row, int n, int b, int p, float* v) {
+  if constexpr (!fmt_block(F)) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int i = 32 * b + 8 * p + k;
+      v[k] = i < n ? row_at<F>(row, n, i) : 0.0f;
+    }
+  } else {
+    const int nb = n / 32;
+    float d, m;
+    if constexpr (F == kKq8) {
+      if (p < 2)
+        block_pair<F>(row, nb, b, d, m);
+      else
+        kq8_pair2(row, nb, b, d, m);
+    } else {
+      block_pair<F>(row, nb, b, d, m);
+    }
+    const uint8_t* codes = row + size_t(fmt_code_bytes(F)) * b;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int c = block_code<F>(codes, 8 * p + k);
+      if constexpr (F == kQ4_0)
+        v[k] = d * float(c - 8);
+      else
+        v[k] = d * float(c) + m;
+    }
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum (or max) over a block of blockDim.x threads (a multiple of 32, at most 1024); every thread gets the
+// result. `red` is 32 floats of shared memory, free again when the call returns.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // red may still be read by a previous call
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < nw ? red[lane] : 0.0f;
+  return warp_sum(v);
+}
+__device__ __forceinline__ float block_max(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < nw ? red[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+// The activations' int8 rounding (kernels.h "Q8"), by the 32 lanes of a warp holding one block of 32
+// consecutive values (lane l holds element l of the block): q = round(v / d) with d = max|v| / 127, written
+// as v * (1 / d) so that the host's reference (cuda_backend.cpp: rounded_matmul_input) repeats it bit for
+// bit. qi: v's index in q8.q; bi: the block's index in q8.d (token * blocks a row + block).
+__device__ __forceinline__ void quantize_block(float v, int64_t qi, int64_t bi, const Q8& q8) {
+  const int lane = threadIdx.x & 31;
+  const float d = warp_max(fabsf(v)) / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const int q = int(roundf(v * id));
+  q8.q[qi] = int8_t(q);
+  int qs = q;
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) qs += __shfl_xor_sync(0xffffffffu, qs, o);  // within each half of 16
+  if (lane == 0) q8.d[bi] = d;
+  if ((lane & 15) == 0) q8.s[2 * bi + (lane >> 4)] = d * float(qs);
+}
+
+// A small integer (|i| < 2^22) as a float without the int -> float conversion unit (a quarter of the FMA
+// rate on these GPUs): 0x4B400000 is 1.5 * 2^23, whose mantissa takes i exactly.
+__device__ __forceinline__ float small_int_to_float(int i) {
+  return __int_as_float(i + 0x4B400000) - 12582912.0f;
+}
+
+// The gated feed-forward's activation, as the CPU backend writes it (cpu/glu.cpp): SiLU x / (1 + e^-x);
+// GELU 0.5 x (1 + tanh z) written as x / (1 + e^(-2z)), z = sqrt(2 / pi) (x + 0.044715 x^3). act 0 / 1.
+__device__ __forceinline__ float glu_act(float x, int act) {
+  if (act == 0) return x / (1.0f + expf(-x));
+  const float z = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+  return x / (1.0f + expf(-2.0f * z));
+}
+
+// Programmatic dependent launch (Hopper): every kernel is launched so that it may start while the kernel
+// before it on the stream is still running (launch_pdl), and waits for that kernel's results with
+// griddep_wait() before it reads anything a kernel wrote or writes anything at all; before the wait it may
+// only read what no kernel writes (weights). A kernel lets the next one launch early by calling
+// griddep_launch_dependents() at its start. Decode's short kernels then overlap the next product's weight
+// loads instead of leaving the memory idle between launches. Both are no-ops on GPUs before Hopper and
+// when the kernel was launched without the attribute.
+__device__ __forceinline__ void griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void griddep_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
+template <typename... KArgs, typename... Args>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t shared, cudaStream_t s,
+                Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = shared;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// quantize_block for values held four to a thread: eight consecutive lanes (lane % 8 == 0 first) hold one
+// block of 32 as float4s, v the lane's four (elements e .. e + 3 of q8.q, e a multiple of 4). Every lane of
+// the warp must call it (the shuffles); `valid` false lanes (past the data) pass zeros and write nothing,
+// and their 8-lane group must be wholly valid or wholly not.
+__device__ __forceinline__ void quantize_four(float4 v, int64_t e, bool valid, const Q8& q8) {
+  const int lane = threadIdx.x & 31;
+  float m = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  const float d = m / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const int q0 = int(roundf(v.x * id)), q1 = int(roundf(v.y * id)), q2 = int(roundf(v.z * id)),
+            q3 = int(roundf(v.w * id));
+  int qs = q0 + q1 + q2 + q3;
+#pragma unroll
+  for (int o = 1; o < 4; o <<= 1) qs += __shfl_xor_sync(0xffffffffu, qs, o);  // over each 16 elements
+  if (!valid) return;
+  *reinterpret_cast<uint32_t*>(q8.q + e) =
+      uint32_t(q0 & 255) | uint32_t(q1 & 255) << 8 | uint32_t(q2 & 255) << 16 | uint32_t(q3 & 255) << 24;
+  if ((lane & 7) == 0) q8.d[e / 32] = d;
+  if ((lane & 3) == 0) q8.s[e / 16] = d * float(qs);
+}
+
+inline unsigned ceil_div(int64_t a, int64_t b) {
+  return unsigned((a + b - 1) / b);
+}
+
+// Calls f.template operator()<F>() with F the format number fmt as a compile-time constant.
+template <class Fn>
+void with_format(int fmt, Fn&& f) {
+  switch (fmt) {
+    case kF32:
+      return f.template operator()<kF32>();
+    case kF16:
+      return f.template operator()<kF16>();
+    case kQ4_0:
+      return f.template operator()<kQ4_0>();
+    case kQ4_1:
+      return f.template operator()<kQ4_1>();
+    case kQ8_0:
+      return f.template operator()<kQ8_0>();
+    case kInt4B64:
+      return f.template operator()<kInt4B64>();
+    case kInt8B0:
+      return f.template operator()<kInt8B0>();
+    case kKq8:
+      return f.template operator()<kKq8>();
+    case kKq4:
+      return f.template operator()<kKq4>();
+    default:
+      return f.template operator()<kQ4K>();
+  }
+}
+
+}  // namespace tilellm::cuda

@@ -1,0 +1,122 @@
+// The CUDA backend's kernels as the host code launches them: one function per kernel family, one .cu file
+// per op (the names of cpu/, opencl/ and vulkan/). Plain types only, so the host files need no CUDA device
+// code and the .cu files none of the engine's headers; every function enqueues its kernel on `s` and
+// returns (errors are read by the caller after the launch: runtime.h).
+//
+// Layouts (row-major; "[a][b]" means a rows of b contiguous elements):
+//   activations  float [n_tok][n]
+//   weights      a Matrix: n_out device rows of row_bytes bytes in one of the device formats of
+//                backends/device_rows.h (Fmt below); every format's weight is d * c + m for an integer code
+//                c and a (d, m) pair per group of weights
+//   Q8 activations (the quantized path): per token row of n (n % 32 == 0): q int8 [n_tok][n]; d float
+//                [n_tok][n / 32], the scale of each block of 32 (q = round(x / d), d = max|x| / 127);
+//                s float [n_tok][n / 16], d times the sum of q over each half-block of 16. The value a
+//                quantized activation stands for is d * q exactly.
+//   KV cache     [layer][K|V][pos < n_ctx][kv_dim] in f16 or f32 (backends/kv_cache.h); the kernels take the
+//                layer's K plane and V plane pointers
+//   RoPE table   float [n_pos][n_half][cos, sin] (backends/op_params.h)
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tilellm::cuda {
+
+// DeviceFormat's numbering (backends/device_rows.h; cuda_backend.cpp checks that the two agree), then this
+// backend's own: kQ4K, Q4_K at its own size (device_rows.h "Q4K").
+enum Fmt : int { kF32 = 0, kF16, kQ4_0, kQ4_1, kQ8_0, kInt4B64, kInt8B0, kKq8, kKq4, kQ4K, kFormats };
+
+struct Matrix {
+  const uint8_t* data = nullptr;
+  size_t row_bytes = 0;
+  int n_in = 0, n_out = 0;
+  int fmt = kF32;
+};
+
+struct Q8 {
+  int8_t* q = nullptr;
+  float* d = nullptr;
+  float* s = nullptr;
+};
+
+// --- embedding.cu: out[t][:] = scale * row ids[t] of `table`, dequantized. out: [n_tok][table.n_in]
+void embed(const Matrix& table, const int32_t* ids, int n_tok, float scale, float* out, cudaStream_t s);
+
+// --- rmsnorm.cu: per row of n floats, y = x / sqrt(mean(x^2) + eps) * w. With acc: acc += x first and the
+// norm is taken of acc (the residual add fused with the next norm; y must then alias neither). With q8.q:
+// y is also written quantized (n % 32 == 0).
+void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float eps, float* acc, const Q8& q8,
+             cudaStream_t s);
+
+// --- quantize.cu: x [n_tok][n] -> Q8 (n % 32 == 0).
+void quantize_q8(const float* x, int n_tok, int n, const Q8& q8, cudaStream_t s);
+
+// --- matvec.cu: one token. Float path: y [w.n_out] = W x, x float [w.n_in], exact weights (every format).
+// Quantized path: up to 3 matrices of one block format sharing the input (q/k/v), y_i = W_i x with x as
+// Q8; with glu (2 matrices: gate and up) y_0 = act(W_0 x) * (W_1 x), act 0 SiLU, 1 GELU (tanh).
+void matvec_f32(const Matrix& w, const float* x, float* y, cudaStream_t s);
+struct MatvecJob {
+  Matrix w[3];
+  float* y[3] = {nullptr, nullptr, nullptr};
+  int n = 1;
+  int glu = -1;  // -1: plain products; 0 / 1: gate and up combined by SiLU / GELU into y[0]
+};
+void matvec_q8(const MatvecJob& job, const Q8& x, cudaStream_t s);
+
+// --- matmul.cu: y [n_tok][w.n_out] = x [n_tok][w.n_in] times W^T. Float path: float tiles on the CUDA
+// cores (every format; the exact weights). Quantized path: int8 tensor-core products per block of 32 (the
+// block formats), each block's int32 sum scaled by the weight's and the activation's scales.
+void matmul_f32(const Matrix& w, const float* x, int n_tok, float* y, cudaStream_t s);
+void matmul_q8(const Matrix& w, const Q8& x, int n_tok, float* y, cudaStream_t s);
+
+// --- rope.cu. Rotation of the first rope_dim dims of every head, pairs (2i, 2i+1) (mode 0, "norm") or
+// (i, i + rope_dim / 2) (mode 1, neox), by the table row of each token's position.
+struct RopeArgs {
+  const float* table = nullptr;  // [n_pos][n_half][cos, sin]
+  int n_pos = 0, n_half = 0;
+  int head_dim = 0, rope_dim = 0, mode = 0;
+};
+// x [n_tok][n_heads][head_dim], in place.
+void rope(float* x, int n_tok, int n_heads, const int32_t* pos, const RopeArgs& r, cudaStream_t s);
+// rope(q), rope(k), then k and v written into the cache rows at pos (kv_dim = n_head_kv * head_dim, the
+// rotated dims the whole table width: RopeShape::fusable). q [n_tok][n_head][head_dim]; k, v
+// [n_tok][n_head_kv][head_dim]; k is left rotated.
+void rope_kv_store(float* q, float* k, const float* v, int n_tok, int n_head, int n_head_kv,
+                   const int32_t* pos, const RopeArgs& r, void* k_plane, void* v_plane, bool f16,
+                   cudaStream_t s);
+
+// --- kv_store.cu: k, v [n_tok][kv_dim] into the planes' rows pos[t] (f16: rounded to nearest even).
+void kv_store(const float* k, const float* v, int n_tok, int kv_dim, const int32_t* pos, void* k_plane,
+              void* v_plane, bool f16, cudaStream_t s);
+
+// --- attention.cu: causal attention of n_tok queries over the keys 0 .. pos[t] (or the last `window` of
+// them), the online softmax over chunks of keys. q, out [n_tok][n_head][head_dim]. With splits > 1 (one
+// token), the keys are split among `splits` blocks per head whose partial results, in `work` (splits *
+// n_head * (head_dim + 2) floats), a second kernel combines. With q8.q set (head_dim % 32 == 0), out is also
+// written rounded (Q8) for the next product.
+struct AttnArgs {
+  int n_head = 0, n_head_kv = 0, head_dim = 0, kv_dim = 0;
+  float scale = 1.0f;
+  int window = 0;
+  bool f16 = true;
+};
+void attention(const float* q, const void* k_plane, const void* v_plane, const int32_t* pos, int n_tok,
+               const AttnArgs& a, int splits, float* work, float* out, const Q8& q8, cudaStream_t s);
+// Whether a prompt of n_tok takes the tiled kernel (16 queries a block; splits do not apply).
+bool attention_tiled(const AttnArgs& a, int n_tok);
+
+// --- glu.cu: out = act(gate) * up over n floats (act 0 SiLU, 1 GELU tanh).
+void glu(const float* gate, const float* up, float* out, int64_t n, int act, cudaStream_t s);
+
+// --- add.cu: acc += x over n floats; x_rows [rows][n] += v [n]. `broken` (tests of the self-check only):
+// acc = x instead.
+void add(float* acc, const float* x, int64_t n, bool broken, cudaStream_t s);
+void add_rows(float* x, const float* v, int rows, int n, cudaStream_t s);
+
+// --- bandwidth.cu: the memory probes (gemv-bw): reads `bytes` (a multiple of 16) once; `sink` receives
+// a value no one reads, so the reads are not optimised away.
+void read_probe(const void* p, size_t bytes, uint32_t* sink, int sms, cudaStream_t s);
+
+}  // namespace tilellm::cuda

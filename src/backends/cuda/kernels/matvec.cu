@@ -1,0 +1,237 @@
+// Decode products (one token): y = W x.
+//
+// Float path (matvec_f32_kernel): a warp per row, each lane taking runs of 8 consecutive weights formed
+// exactly (common.cuh row_eight) times the float activations; the CPU's float path, summed in another order.
+//
+// Quantized path (matvec_q8_kernel): the activations as int8 blocks of 32 (kernels.h Q8), a block of
+// weights times a block of activations as integer dot products (dp4a: four int8 products and their sum
+// per instruction) and the block's sum scaled once: sum_j (d c_j + m) (dx q_j) = d dx sum_j c_j q_j +
+// m dx sum_j q_j, the last factor s from the quantization. Lane l of a warp takes blocks l, l + 32, ...
+// of every row of the warp (so a warp reads 512 contiguous code bytes of a row at once and each lane's
+// activation block serves all its rows; the activations are copied into shared memory once a block of
+// 4 warps); a few blocks a lane are loaded before any is used, so that enough
+// bytes are in flight to cover the memory's latency — and the first of them before waiting for the kernel
+// that writes the activations (common.cuh: programmatic dependent launch), so that in decode the weights
+// stream while the norms, RoPE and attention before them run; the rows' sums are reduced across the warp
+// at the end. A 4-bit code word t of a block holds weights 4t .. 4t+3 in its low nibbles, which meet
+// activation bytes 4t .. 4t+3, and 16 + 4t .. 16 + 4t + 3 in its high nibbles (common.cuh). A job of several
+// matrices (q/k/v) is one launch: its blocks are numbered matrix after matrix. A GLU job (gate, up) gives
+// each warp the same rows of both and writes act(gate) * up.
+#include "common.cuh"
+
+namespace tilellm::cuda {
+namespace {
+
+constexpr int kWarps = 4;  // warps of a block
+constexpr int kRows = 2;   // rows of each matrix a warp takes
+
+template <int F>
+__global__ void __launch_bounds__(128) matvec_f32_kernel(Matrix w, const float* x, float* y) {
+  griddep_wait();
+  griddep_launch_dependents();
+  const int lane = threadIdx.x & 31;
+  const int r = int(blockIdx.x) * kWarps + int(threadIdx.x >> 5);
+  if (r >= w.n_out) return;
+  const uint8_t* row = w.data + size_t(r) * w.row_bytes;
+  const int n = w.n_in, runs = (n + 7) / 8;
+  float acc = 0.0f;
+  for (int c = lane; c < runs; c += 32) {
+    float v[8];
+    row_eight<F>(row, n, c / 4, c % 4, v);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int i = 8 * c + k;
+      if (fmt_block(F) || i < n) acc += v[k] * x[i];
+    }
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) y[r] = acc;
+}
+
+// dp4a of unsigned bytes (INT8B0's codes) with signed ones.
+__device__ __forceinline__ int dp4a_us(uint32_t a, uint32_t b, int c) {
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// A block's codes as loaded: one 16-byte vector (4-bit formats) or two (byte formats).
+template <int F>
+struct Codes {
+  uint4 v[fmt_nibbles(F) ? 1 : 2];
+};
+
+template <int F>
+__device__ __forceinline__ void load_codes(const uint8_t* row, int b, Codes<F>& c) {
+  const uint4* p = reinterpret_cast<const uint4*>(row + size_t(fmt_code_bytes(F)) * b);
+  c.v[0] = p[0];
+  if constexpr (!fmt_nibbles(F)) c.v[1] = p[1];
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int t) {
+  return t == 0 ? v.x : t == 1 ? v.y : t == 2 ? v.z : v.w;
+}
+
+// sum_j c_j q_j over a block (two halves of 16 for KQ8, whose halves have their own scales): xa, xb the
+// activation block's bytes 0..15 and 16..31.
+template <int F>
+__device__ __forceinline__ void block_dot(const Codes<F>& c, const uint4& xa, const uint4& xb, int& lo,
+                                          int& hi) {
+  lo = 0;
+  hi = 0;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    if constexpr (fmt_nibbles(F)) {
+      const uint32_t w = word(c.v[0], t);
+      lo = __dp4a(int(w & 0x0F0F0F0Fu), int(word(xa, t)), lo);
+      hi = __dp4a(int((w >> 4) & 0x0F0F0F0Fu), int(word(xb, t)), hi);
+    } else if constexpr (F == kInt8B0) {
+      lo = dp4a_us(word(c.v[0], t), word(xa, t), lo);
+      hi = dp4a_us(word(c.v[1], t), word(xb, t), hi);
+    } else {
+      lo = __dp4a(int(word(c.v[0], t)), int(word(xa, t)), lo);
+      hi = __dp4a(int(word(c.v[1], t)), int(word(xb, t)), hi);
+    }
+  }
+}
+
+// Launch-wide numbering of a job's blocks: matrix i takes blocks [first[i], first[i + 1]).
+struct JobLayout {
+  int first[4];
+};
+
+template <int F, int Glu>
+__global__ void __launch_bounds__(128) matvec_q8_kernel(MatvecJob job, JobLayout lay, Q8 x) {
+  constexpr int kMats = Glu >= 0 ? 2 : 1;  // matrices a warp reads (gate and up for a GLU)
+  constexpr int kN = kRows * kMats;        // rows a warp reads
+  // Blocks of 32 a lane loads in one round: 64 registers of codes (256 bytes in flight a lane), so a row of
+  // 4096 inputs is read in one round.
+  constexpr int kUnroll = 16 / (kN * (fmt_nibbles(F) ? 1 : 2));
+  extern __shared__ __align__(16) unsigned char xs[];  // the activations: q [n_in], d [nb], s [2 nb]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  griddep_launch_dependents();
+  int mi = 0;
+  if constexpr (Glu < 0) {
+    while (mi + 1 < job.n && int(blockIdx.x) >= lay.first[mi + 1]) ++mi;
+  }
+  const int r0 = (int(blockIdx.x) - lay.first[mi]) * kWarps * kRows + warp * kRows;
+  // The matrix by a select, not an index into the parameters (which would copy them to local memory).
+  const Matrix w0 = mi == 0 ? job.w[0] : mi == 1 ? job.w[1] : job.w[2];
+  float* const y = mi == 0 ? job.y[0] : mi == 1 ? job.y[1] : job.y[2];
+  const bool active = r0 < w0.n_out;  // a warp past the rows still takes part in the block's copy of x
+  const int n_in = w0.n_in, nb = n_in / 32;
+  const uint8_t* rows[kN];
+#pragma unroll
+  for (int k = 0; k < kN; ++k) {
+    const Matrix& w = Glu >= 0 && k >= kRows ? job.w[1] : w0;
+    rows[k] = w.data + size_t(min(r0 + k % kRows, w.n_out - 1)) * w.row_bytes;
+  }
+  Codes<F> c[kUnroll][kN];
+  float dw[kUnroll][kN], mw[kUnroll][kN], dw2[kUnroll][kN], mw2[kUnroll][kN];
+  auto load_round = [&](int b0) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int b = b0 + 32 * u;
+      if (active && b < nb) {
+#pragma unroll
+        for (int k = 0; k < kN; ++k) {
+          load_codes<F>(rows[k], b, c[u][k]);
+          block_pair<F>(rows[k], nb, b, dw[u][k], mw[u][k]);
+          if constexpr (F == kKq8) kq8_pair2(rows[k], nb, b, dw2[u][k], mw2[u][k]);
+        }
+      }
+    }
+  };
+  // The weights of the first round before waiting for the kernel that writes the activations: no kernel
+  // writes weights, so their loads overlap that kernel's end.
+  load_round(lane);
+  griddep_wait();
+  {
+    const uint4* src = reinterpret_cast<const uint4*>(x.q);
+    uint4* dst = reinterpret_cast<uint4*>(xs);
+    for (int i = threadIdx.x; i < n_in / 16; i += blockDim.x) dst[i] = src[i];
+    float* d = reinterpret_cast<float*>(xs + n_in);
+    for (int i = threadIdx.x; i < 3 * nb; i += blockDim.x) d[i] = i < nb ? x.d[i] : x.s[i - nb];
+  }
+  __syncthreads();
+  if (!active) return;
+  const float* xd = reinterpret_cast<const float*>(xs + n_in);
+  const float* xsum = xd + nb;
+  float acc[kN];
+#pragma unroll
+  for (int k = 0; k < kN; ++k) acc[k] = 0.0f;
+  for (int b0 = lane;;) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int b = b0 + 32 * u;
+      if (b < nb) {
+        const uint4* xq = reinterpret_cast<const uint4*>(xs + 32 * b);
+        const uint4 xa = xq[0], xb = xq[1];
+        const float dx = xd[b], s0 = xsum[2 * b], s1 = xsum[2 * b + 1];
+#pragma unroll
+        for (int k = 0; k < kN; ++k) {
+          int lo, hi;
+          block_dot<F>(c[u][k], xa, xb, lo, hi);
+          if constexpr (F == kKq8) {
+            acc[k] += dw[u][k] * dx * float(lo) + mw[u][k] * s0 + dw2[u][k] * dx * float(hi) + mw2[u][k] * s1;
+          } else {
+            acc[k] += dw[u][k] * dx * float(lo + hi) + mw[u][k] * (s0 + s1);
+          }
+        }
+      }
+    }
+    b0 += 32 * kUnroll;
+    if (b0 >= nb) break;
+    load_round(b0);
+  }
+#pragma unroll
+  for (int k = 0; k < kN; ++k) acc[k] = warp_sum(acc[k]);
+  if (lane != 0) return;
+#pragma unroll
+  for (int k = 0; k < kRows; ++k) {
+    const int r = r0 + k;
+    if (r >= w0.n_out) break;
+    if constexpr (Glu >= 0)
+      y[r] = glu_act(acc[k], Glu) * acc[kRows + k];
+    else
+      y[r] = acc[k];
+  }
+}
+
+}  // namespace
+
+void matvec_f32(const Matrix& w, const float* x, float* y, cudaStream_t s) {
+  if (w.n_out <= 0) return;
+  with_format(w.fmt, [&]<int F>() {
+    launch_pdl(matvec_f32_kernel<F>, ceil_div(w.n_out, kWarps), 32 * kWarps, 0, s, w, x, y);
+  });
+}
+
+void matvec_q8(const MatvecJob& job, const Q8& x, cudaStream_t s) {
+  JobLayout lay{};
+  const int rows_per_block = kWarps * kRows;
+  const int mats = job.glu >= 0 ? 1 : job.n;  // a GLU's blocks cover the gate's rows (the up rows alike)
+  for (int i = 0; i < mats; ++i)
+    lay.first[i + 1] = lay.first[i] + int(ceil_div(job.w[i].n_out, rows_per_block));
+  const unsigned blocks = unsigned(lay.first[mats]);
+  if (blocks == 0) return;
+  // The activations in shared memory: n codes, n / 32 scales, n / 16 sums.
+  const size_t shared = size_t(job.w[0].n_in) + size_t(job.w[0].n_in / 32) * 3 * sizeof(float);
+  with_format(job.w[0].fmt, [&]<int F>() {
+    if constexpr (fmt_block(F)) {
+      auto go = [&](auto kernel) {
+        if (shared > 48 * 1024)
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
+        launch_pdl(kernel, blocks, 32 * kWarps, shared, s, job, lay, x);
+      };
+      if (job.glu == 0)
+        go(matvec_q8_kernel<F, 0>);
+      else if (job.glu == 1)
+        go(matvec_q8_kernel<F, 1>);
+      else
+        go(matvec_q8_kernel<F, -1>);
+    }
+  });
+}
+
+}  // namespace tilellm::cuda

@@ -1,0 +1,137 @@
+// CUDA products (kernels/matmul.cu for prompts, kernels/matvec.cu for one token): the float path for the
+// F32/F16 formats and for --activations f32, the quantized path (int8 activations, kernels/quantize.cu)
+// for the block formats otherwise. q/k/v of one format are one launch in decode, and so are gate/up with
+// their activation. A kernel that failed its self-check hands its op to the host backend.
+#include <cmath>
+
+#include "backends/cuda/cuda_backend.h"
+#include "base/error.h"
+
+namespace tilellm {
+
+cuda::Q8 CudaBackend::q8_buffers() const {
+  return {q8_q_.as<int8_t>(), q8_d_.as<float>(), q8_s_.as<float>()};
+}
+
+cuda::Q8 CudaBackend::q8_of(const float* dx, int64_t n_tok, int64_t n) {
+  if (q8_src_ != dx || q8_rows_ != n_tok || q8_cols_ != n) {
+    if (n % 32 != 0) fail("internal: CUDA quantized activations of a row of {} (not whole blocks of 32)", n);
+    if (n_tok * n > int64_t(q8_q_.bytes()))
+      fail("CUDA backend: {} x {} activations exceed the quantization buffers sized at start", n_tok, n);
+    const cuda::Q8 q8 = q8_buffers();
+    launch("quantize_q8", [&](cudaStream_t s) { cuda::quantize_q8(dx, int(n_tok), int(n), q8, s); });
+    q8_src_ = dx;
+    q8_rows_ = n_tok;
+    q8_cols_ = n;
+  }
+  return q8_buffers();
+}
+
+// The host's copy of the kernels' rounding (common.cuh quantize_block), operation for operation.
+void cuda::round_activations_q8(const float* x, int64_t n, float* out) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* v = x + 32 * b;
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(v[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; ++j) out[32 * b + j] = d * std::round(v[j] * id);
+  }
+}
+
+void CudaBackend::rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const {
+  if (!quantized(find_weight(w, "rounded_matmul_input").fmt)) {
+    for (int64_t i = 0; i < n_tok * w.n_in; ++i) out[i] = x[i];
+    return;
+  }
+  cuda::round_activations_q8(x, n_tok * w.n_in, out);
+}
+
+void CudaBackend::record_matmul(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy) {
+  const int f = int(dw.fmt);
+  const cuda::Matrix m = dw.matrix();
+  const bool one = n_tok == 1 && !k_matvec_[f].on_cpu;
+  if (quantized(dw.fmt)) {
+    const cuda::Q8 q8 = q8_of(dx, n_tok, dw.n_in);
+    if (one) {
+      cuda::MatvecJob job;
+      job.w[0] = m;
+      job.y[0] = dy;
+      launch(k_matvec_[f].name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
+    } else {
+      launch(k_matmul_[f].name.c_str(), [&](cudaStream_t s) { cuda::matmul_q8(m, q8, int(n_tok), dy, s); });
+    }
+  } else if (one) {
+    launch(k_matvec_[f].name.c_str(), [&](cudaStream_t s) { cuda::matvec_f32(m, dx, dy, s); });
+  } else {
+    launch(k_matmul_[f].name.c_str(), [&](cudaStream_t s) { cuda::matmul_f32(m, dx, int(n_tok), dy, s); });
+  }
+}
+
+void CudaBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float* y) {
+  check_tokens(n_tok, "matmul");
+  if (replaying(y)) return;
+  const DeviceWeight& dw = find_weight(w, "matmul");
+  const int f = int(dw.fmt);
+  if (k_matmul_[f].on_cpu && (n_tok > 1 || k_matvec_[f].on_cpu)) {
+    host_in(x, n_tok * w.n_in);
+    host_out(y, n_tok * w.n_out);
+    return cpu_->matmul(w, x, n_tok, y);
+  }
+  const float* dx = dev_in(x, n_tok * w.n_in, in_a_, "matmul");
+  float* dy = dev_out(y, n_tok * w.n_out, out_, "matmul");
+  record_matmul(dw, dx, n_tok, dy);
+  dev_done(y, n_tok * w.n_out, dy);
+}
+
+void CudaBackend::matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
+                                int64_t n_tok) {
+  // One launch in decode when the products share a block format on the quantized path and each output is
+  // a mirrored array of its own; otherwise one by one (the input's rounding is still made once).
+  bool together = n_tok == 1 && n <= 3 && mode_ != StepMode::Replaying;
+  const DeviceWeight* dws[3] = {};
+  for (int i = 0; i < n && together; ++i) {
+    dws[i] = &find_weight(*ws[i], "matmul");
+    together = quantized(dws[i]->fmt) && dws[i]->fmt == dws[0]->fmt && dws[i]->n_in == dws[0]->n_in &&
+               !k_matvec_[int(dws[i]->fmt)].on_cpu && ys[i] != x && is_mirror_start(ys[i], ws[i]->n_out);
+  }
+  if (!together) return Backend::matmul_shared(ws, ys, n, x, n_tok);
+  step_ops_ += uint64_t(n);  // as n matmuls count in a replay
+  const float* dx = dev_in(x, ws[0]->n_in, in_a_, "matmul");
+  cuda::MatvecJob job;
+  job.n = n;
+  for (int i = 0; i < n; ++i) {
+    job.w[i] = dws[i]->matrix();
+    job.y[i] = dev_out(ys[i], ws[i]->n_out, out_, "matmul");
+  }
+  const cuda::Q8 q8 = q8_of(dx, 1, ws[0]->n_in);
+  launch(k_matvec_[int(dws[0]->fmt)].name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
+  for (int i = 0; i < n; ++i) dev_done(ys[i], ws[i]->n_out, job.y[i]);
+}
+
+void CudaBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const float* x, int64_t n_tok,
+                             FfnAct act, float* out, float* up) {
+  if (n_tok == 1 && mode_ != StepMode::Replaying) {
+    const DeviceWeight& g = find_weight(w_gate, "matmul");
+    const DeviceWeight& u = find_weight(w_up, "matmul");
+    const int ai = act == FfnAct::SiLU ? 0 : 1;
+    if (quantized(g.fmt) && g.fmt == u.fmt && g.n_in == u.n_in && g.n_out == u.n_out &&
+        !k_matvec_[int(g.fmt)].on_cpu && !k_glu_[ai].on_cpu && out != x && is_mirror_start(out, g.n_out)) {
+      step_ops_ += 3;  // the reference's two products and glu, as a replay counts them
+      const float* dx = dev_in(x, g.n_in, in_a_, "matmul");
+      cuda::MatvecJob job;
+      job.n = 2;
+      job.glu = ai;
+      job.w[0] = g.matrix();
+      job.w[1] = u.matrix();
+      job.y[0] = dev_out(out, g.n_out, out_, "matmul_glu");
+      const cuda::Q8 q8 = q8_of(dx, 1, g.n_in);
+      launch(k_matvec_[int(g.fmt)].name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
+      dev_done(out, g.n_out, job.y[0]);
+      return;
+    }
+  }
+  Backend::matmul_glu(w_gate, w_up, x, n_tok, act, out, up);
+}
+
+}  // namespace tilellm

@@ -1,0 +1,129 @@
+// The CUDA backend's registry entry (backends/registry.h): MNN type 2, available when the NVIDIA driver and
+// a GPU of compute capability 8.0 or later are there (device.h says how each absence is reported); its own
+// option --cuda-attn-splits; the factory, the start-time measurement of `bench` and the memory probes of
+// `gemv-bw`.
+#include <chrono>
+
+#include "backends/cuda/bandwidth.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/device.h"
+#include "backends/registry.h"
+#include "base/error.h"
+
+namespace tilellm {
+namespace {
+
+struct CudaOptions final : BackendOptions {
+  int attention_splits = 0;  // 0: from the context size
+};
+
+// CUDA devices are taken as they are: the GPU-family profiles of the OpenCL and Vulkan backends clamp
+// limits that mobile GPUs lack, which says nothing about an NVIDIA GPU.
+void check_profile(const std::string& profile) {
+  if (profile != "none")
+    fail(
+        "the CUDA backend has no device profiles (got --device-profile {}); they clamp OpenCL and Vulkan "
+        "devices",
+        profile);
+}
+
+std::vector<DeviceInfo> devices(const std::string& profile) {
+  check_profile(profile);
+  std::vector<DeviceInfo> out;
+  for (int d = 0; d < cuda::device_count(); ++d) {
+    const cuda::Capabilities c = cuda::query_capabilities(d);
+    out.push_back({c.name,
+                   fmt::format("driver: CUDA {} | runtime: CUDA {} | compute capability: {}.{} | SMs: {}",
+                               cuda::version_string(c.driver_version),
+                               cuda::version_string(c.runtime_version), c.cc_major, c.cc_minor, c.sm_count),
+                   cuda::describe(c), false});
+  }
+  return out;
+}
+
+CudaBackendOptions backend_options(const BackendParams& p) {
+  check_profile(p.device_profile);
+  CudaBackendOptions g;
+  g.device = p.device;
+  g.profiling = p.profiling;
+  g.self_check = p.self_check;
+  g.weights = p.weights;
+  g.activations = p.activations;
+  g.max_tokens = p.max_tokens;
+  g.max_in_elems = p.max_in_elems;
+  g.max_out_elems = p.max_out_elems;
+  g.max_width = p.max_width;
+  g.kv_layers = p.kv_layers;
+  g.kv_ctx = p.kv_ctx;
+  g.kv_dim = p.kv_dim;
+  g.kv_type = p.kv_type;
+  for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
+  if (const auto* o = dynamic_cast<const CudaOptions*>(p.options)) g.attention_splits = o->attention_splits;
+  return g;
+}
+
+std::unique_ptr<Backend> make(const BackendParams& p) {
+  if (p.gpu_memory == GpuMemory::Image)
+    fail("CUDA backend: --gpu-memory image is not available on this backend (it holds weights in buffers)");
+  return std::make_unique<CudaBackend>(backend_options(p));
+}
+
+// Opening the device and the self-check, sized only for the self-check. CUDA keeps no program cache of its
+// own (the kernels are machine code for sm_90, PTX JIT-compiled by the driver elsewhere, which caches it).
+StartTimes measure_start(const BackendParams& p) {
+  CudaBackendOptions g = backend_options(p);
+  g.kv_layers = 0;
+  g.resident.clear();
+  g.profiling = false;
+  g.max_tokens = 8;
+  g.max_in_elems = g.max_out_elems = 4096;
+  g.max_width = 512;
+  const auto t0 = std::chrono::steady_clock::now();
+  { CudaBackend be(g); }
+  StartTimes t;
+  t.cold_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return t;
+}
+
+BackendEntry cuda_entry() {
+  BackendEntry e;
+  e.name = "cuda";
+  e.mnn_type = 2;
+  e.summary =
+      "NVIDIA GPUs (compute capability 8.0+): weights and KV cache in device memory, int8 tensor cores";
+  e.unavailable = cuda::unavailable;
+  e.devices = devices;
+  e.make_options = [] { return std::make_unique<CudaOptions>(); };
+  OptionSpec sp;
+  sp.flag = "--cuda-attn-splits";
+  sp.help =
+      "blocks each head's keys are split over in decode attention: auto (one per 1024 positions of the "
+      "context, at most 32) or a number 1-64";
+  sp.default_value = "auto";
+  sp.set = [](BackendOptions& o, const std::string& v) {
+    auto& c = static_cast<CudaOptions&>(o);
+    if (v == "auto") {
+      c.attention_splits = 0;
+      return;
+    }
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < 1 || n > 64)
+      fail("--cuda-attn-splits: '{}' is not auto or a number from 1 to 64", v);
+    c.attention_splits = int(n);
+  };
+  e.options.push_back(std::move(sp));
+  e.make = make;
+  e.measure_start = measure_start;
+  e.make_probe = [](const BackendParams& p) {
+    check_profile(p.device_profile);
+    return cuda::make_memory_probe(p.device);
+  };
+  return e;
+}
+
+}  // namespace
+
+TILELLM_REGISTER_BACKEND(cuda_entry);
+
+}  // namespace tilellm

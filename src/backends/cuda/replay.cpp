@@ -1,0 +1,86 @@
+// Decode capture and replay of the CUDA backend (cuda_backend.h, "Decode without per-token launches"):
+// which pass is captured, replayed or run eagerly, the state of the mirrors and the Q8 buffers a replay
+// assumes and leaves, and the ops' early return in a replayed step.
+#include <cstring>
+
+#include "backends/cuda/cuda_backend.h"
+#include "base/error.h"
+
+namespace tilellm {
+
+void CudaBackend::begin_forward(const ForwardStep& step) {
+  check_tokens(step.n_tok, "begin_forward");
+  if (mode_ != StepMode::Normal) {
+    // The last pass ended in an error before end_forward: its capture is not kept.
+    if (rt_.capturing()) rt_.interrupt_capture();
+    rt_.drop_capture();
+    mode_ = StepMode::Normal;
+  }
+  step_ops_ = 0;
+  deferred_k_ = 0;
+  q8_src_ = nullptr;  // every pass makes its own roundings: a captured one and its replays alike
+  // A replayed step's ops check nothing (they do not run on the host): the positions are checked here, the
+  // token ids by embed, before any of them reaches the device.
+  for (int64_t t = 0; t < step.n_tok; ++t) {
+    if (step.pos[t] < 0 || (opts_.kv_ctx > 0 && step.pos[t] >= opts_.kv_ctx))
+      fail("position {} is outside the KV cache of {}", step.pos[t], opts_.kv_ctx);
+  }
+  const size_t pos_bytes = size_t(step.n_tok) * sizeof(int32_t);
+  if (step.decode && step.same_as_last && rt_.has_capture() && mirrors_.state_is(capture_begin_state_)) {
+    mode_ = StepMode::Replaying;
+    rt_.set_step_input(kPosSlot, step.pos, pos_bytes);
+    std::memcpy(pos_held_.data(), step.pos, pos_bytes);
+    pos_n_ = step.n_tok;
+    return;
+  }
+  if (step.decode && !rt_.profiling()) {
+    mode_ = StepMode::Capturing;
+    capture_begin_state_ = mirrors_.state();
+    rt_.begin_capture();
+    std::memcpy(pos_held_.data(), step.pos, pos_bytes);
+    pos_n_ = step.n_tok;
+    rt_.step_input(kPosSlot, step.pos, pos_bytes, pos_dev_, 0);
+    return;
+  }
+  rt_.drop_capture();
+  dev_positions(step.pos, step.n_tok);
+}
+
+void CudaBackend::end_forward() {
+  const StepMode m = mode_;
+  mode_ = StepMode::Normal;
+  if (m == StepMode::Capturing) {
+    const bool was_capturing = rt_.capturing();
+    if (was_capturing && rt_.end_capture()) {
+      captured_ops_ = step_ops_;
+      capture_end_state_ = mirrors_.state();
+      capture_q8_src_ = q8_src_;
+      capture_q8_rows_ = q8_rows_;
+      capture_q8_cols_ = q8_cols_;
+      ++captured_;
+    }
+    rt_.deliver();
+  } else if (m == StepMode::Replaying) {
+    if (step_ops_ != captured_ops_ || deferred_k_ != rt_.deferred_downloads()) {
+      rt_.drop_capture();
+      fail("internal: CUDA replayed step made {} ops and {} host outputs, the captured one {} and {}",
+           step_ops_, deferred_k_, captured_ops_, rt_.deferred_downloads());
+    }
+    rt_.replay();
+    rt_.deliver();
+    mirrors_.set_state(capture_end_state_);
+    q8_src_ = capture_q8_src_;
+    q8_rows_ = capture_q8_rows_;
+    q8_cols_ = capture_q8_cols_;
+    ++replayed_;
+  }
+}
+
+bool CudaBackend::replaying(float* out0) {
+  ++step_ops_;
+  if (mode_ != StepMode::Replaying) return false;
+  if (out0 && mirrors_.find(out0, 1, "replay") < 0) rt_.set_deferred_destination(deferred_k_++, out0);
+  return true;
+}
+
+}  // namespace tilellm

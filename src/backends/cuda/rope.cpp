@@ -1,0 +1,68 @@
+// CUDA RoPE (kernels/rope.cu): alone, and the layer's RoPE of q and k fused with the KV write (one launch;
+// the op the layer loop calls). The table is the whole one on the device, looked up by each token's
+// position there, so a replayed decode step needs nothing from the host.
+#include "backends/cuda/cuda_backend.h"
+#include "base/error.h"
+
+namespace tilellm {
+
+void CudaBackend::rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim,
+                       const int32_t* pos, const RopeTable& table, RopeMode mode) {
+  if (replaying(x)) return;
+  check_tokens(n_tok, "rope");
+  if (rope_dim != 2 * table.n_half || rope_dim > head_dim)
+    fail("rope: {} rotated dims do not match the table's {} (head size {})", rope_dim, 2 * table.n_half,
+         head_dim);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (pos[t] < 0 || pos[t] >= table.n_pos)
+      fail("position {} is outside the RoPE table of {}", pos[t], table.n_pos);
+  }
+  const int64_t n = n_tok * n_heads * head_dim;
+  if (k_rope_.on_cpu) {
+    host_out(x, n);
+    return cpu_->rope(x, n_tok, n_heads, head_dim, rope_dim, pos, table, mode);
+  }
+  float* dx = dev_in(x, n, in_a_, "rope");
+  const cuda::RopeArgs r = rope_args(table, head_dim, rope_dim, mode);
+  const int32_t* dpos = dev_positions(pos, n_tok);
+  launch(k_rope_.name.c_str(), [&](cudaStream_t s) { cuda::rope(dx, int(n_tok), int(n_heads), dpos, r, s); });
+  dev_done(x, n, dx);
+}
+
+void CudaBackend::rope_kv_store(float* q, float* k, const float* v, KvCache& kv, int64_t layer,
+                                const int32_t* pos, int64_t n_tok, const RopeShape& r) {
+  // Fused only where the shapes allow it and q, k, v are mirrored arrays of their own (in place on the
+  // device); otherwise the unfused reference, each op as its own verdict says.
+  const bool fused = !k_rope_kv_store_.on_cpu && !kv_on_cpu() && r.fusable(opts_.kv_dim) &&
+                     is_mirror_start(q, n_tok * r.n_head * r.head_dim) &&
+                     is_mirror_start(k, n_tok * r.n_head_kv * r.head_dim) &&
+                     is_mirror_start(v, n_tok * r.n_head_kv * r.head_dim);
+  if (!fused || mode_ == StepMode::Replaying) {
+    if (fused) {
+      step_ops_ += 3;  // as the capture counted it (below)
+      return;
+    }
+    return Backend::rope_kv_store(q, k, v, kv, layer, pos, n_tok, r);
+  }
+  step_ops_ += 3;  // the reference's three ops, as a replay of the unfused path would count them
+  check_kv(kv, layer, pos, n_tok, "rope_kv_store");
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (pos[t] >= r.table->n_pos) fail("position {} is outside the RoPE table of {}", pos[t], r.table->n_pos);
+  }
+  const int64_t nq = n_tok * r.n_head * r.head_dim, nk = n_tok * r.n_head_kv * r.head_dim;
+  float* dq = dev_in(q, nq, in_a_, "rope_kv_store");
+  float* dk = dev_in(k, nk, in_a_, "rope_kv_store");
+  const float* dv = dev_in(v, nk, in_a_, "rope_kv_store");
+  const cuda::RopeArgs ra = rope_args(*r.table, r.head_dim, r.rope_dim, r.mode);
+  const int32_t* dpos = dev_positions(pos, n_tok);
+  void* kp = kv_plane(layer, 0);
+  void* vp = kv_plane(layer, 1);
+  const bool f16 = opts_.kv_type == GgmlType::F16;
+  launch(k_rope_kv_store_.name.c_str(), [&](cudaStream_t s) {
+    cuda::rope_kv_store(dq, dk, dv, int(n_tok), int(r.n_head), int(r.n_head_kv), dpos, ra, kp, vp, f16, s);
+  });
+  dev_done(q, nq, dq);
+  dev_done(k, nk, dk);
+}
+
+}  // namespace tilellm

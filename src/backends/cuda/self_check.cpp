@@ -1,0 +1,285 @@
+// The self-check: before the backend is used, every kernel runs a small random case and its result is
+// compared with the host backend's (the float path; for the quantized products, on the activations as
+// rounded_matmul_input rounds them). A kernel that disagrees is marked `on_cpu`: its op then runs on the
+// host backend for the rest of the backend's life, and a warning names it. A miscompiled or broken kernel
+// thus costs speed, not correctness.
+//
+// Tolerance: 1e-3 of the largest reference magnitude of the case (correct kernels agree to ~1e-6 of it; a
+// broken one is off by a sizeable fraction, and a NaN always fails).
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "backends/check_cases.h"
+#include "backends/cuda/cuda_backend.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "format/asym_quant.h"
+#include "format/quants.h"
+
+namespace tilellm {
+namespace {
+
+constexpr double kTolerance = 1e-3;
+
+}  // namespace
+
+void CudaBackend::verdict(Kernel& k, double err) {
+  if (err <= kTolerance) return;
+  k.on_cpu = true;
+  const bool matvec = k.name.rfind("matvec_", 0) == 0;
+  std::fprintf(
+      stderr,
+      "warning: CUDA kernel %s failed its self-check on %s: error %.3g of the largest value; %s from now "
+      "on\n",
+      k.name.c_str(), caps().name.c_str(), err,
+      matvec                    ? "one-token products use the prompt kernel"
+      : k.name == "add_rmsnorm" ? "the separate add and rmsnorm run instead"
+                                : "its op runs on the CPU");
+}
+
+void CudaBackend::run_self_check() {
+  std::mt19937 rng(0x5e1fc4ecu);
+  auto check_products = [&](const Weight& w, const Weight& exact) {
+    const int f = weights_.at(w.data).fmt;
+    const int64_t n_tok = 5;  // a partial token tile
+    const std::vector<float> x = random_floats(size_t(n_tok * w.n_in), rng);
+    for (int64_t nt : {n_tok, int64_t(1)}) {
+      std::vector<float> xr(size_t(nt * w.n_in)), ref(size_t(nt * w.n_out)), got(ref.size());
+      rounded_matmul_input(w, x.data(), nt, xr.data());
+      cpu_->matmul(exact, xr.data(), nt, ref.data());
+      matmul(w, x.data(), nt, got.data());
+      verdict(nt == 1 ? k_matvec_[int(f)] : k_matmul_[int(f)], relative_error(ref, got));
+    }
+  };
+  // Every native device format through a GGUF type that keeps it, then the converted formats.
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
+                     GgmlType::Q4_K, GgmlType::Q5_K}) {
+    const int64_t bs = type_traits(t).block_size;
+    // Rows over two blocks of rows with a partial one; 96 inputs: three blocks of 32 (a partial stage);
+    // float rows end in a partial block.
+    const int64_t n_in = bs == 1 ? 63 : bs == 256 ? 256 : 96, n_out = 11;
+    std::vector<uint8_t> bytes = random_rows(t, n_in, n_out, rng);
+    Weight w;
+    w.name = fmt::format("self-check {}", type_name(t));
+    w.type = t;
+    w.data = bytes.data();
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = row_size(t, n_in);
+    weights_.emplace(w.data, make_device_weight(w, WeightsMode::Native));
+    const int f = weights_.at(w.data).fmt;
+    const int32_t ids[3] = {3, 0, 6};
+    std::vector<float> ref(size_t(3 * n_in)), got(ref.size());
+    cpu_->embed(w, ids, 3, 0.5f, ref.data());
+    embed(w, ids, 3, 0.5f, got.data());
+    verdict(k_embed_[int(f)], relative_error(ref, got));
+    check_products(w, w);
+    weights_.erase(w.data);
+  }
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+    const int64_t n_in = 96, n_out = 5;
+    const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
+    std::vector<float> src = random_floats(size_t(n_in * n_out), rng), exact(src.size());
+    for (int64_t r = 0; r < n_out; ++r)
+      dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);
+    Weight w;
+    w.name = fmt::format("self-check {}", weights_mode_name(mode));
+    w.type = GgmlType::F32;
+    w.data = reinterpret_cast<const uint8_t*>(src.data());
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = size_t(n_in) * sizeof(float);
+    Weight we = w;
+    we.data = reinterpret_cast<const uint8_t*>(exact.data());
+    weights_.emplace(w.data, make_device_weight(w, mode));
+    // The host backend holds the float rows as F32: it multiplies by the conversion's exact values.
+    check_products(w, we);
+    weights_.erase(w.data);
+  }
+  {
+    const int64_t rows = 3, n = 320;  // more elements than threads; whole blocks of 32 (the Q8 output)
+    const std::vector<float> x = random_floats(size_t(rows * n), rng), w = random_floats(size_t(n), rng);
+    std::vector<float> ref(x.size()), got(x.size());
+    cpu_->rmsnorm(x.data(), w.data(), ref.data(), rows, n, 1e-5f);
+    rmsnorm(x.data(), w.data(), got.data(), rows, n, 1e-5f);
+    verdict(k_rmsnorm_, relative_error(ref, got));
+    const std::vector<float> r = random_floats(size_t(rows * n), rng);
+    std::vector<float> acc_ref = x, acc_got = x;
+    cpu_->add(acc_ref.data(), r.data(), rows * n);
+    cpu_->rmsnorm(acc_ref.data(), w.data(), ref.data(), rows, n, 1e-5f);
+    add_rmsnorm(acc_got.data(), r.data(), w.data(), got.data(), rows, n, 1e-5f);
+    verdict(k_add_rmsnorm_, std::max(relative_error(acc_ref, acc_got), relative_error(ref, got)));
+  }
+  {
+    const int64_t n_tok = 3, heads = 2, hd = 16;
+    const RopeTable table(8, hd, 10000.0f, 1.0f);
+    const int32_t pos[3] = {7, 0, 3};
+    double err = 0.0;
+    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+      std::vector<float> ref = random_floats(size_t(n_tok * heads * hd), rng), got = ref;
+      cpu_->rope(ref.data(), n_tok, heads, hd, hd, pos, table, mode);
+      rope(got.data(), n_tok, heads, hd, hd, pos, table, mode);
+      err = std::max(err, relative_error(ref, got));
+    }
+    verdict(k_rope_, err);
+  }
+  {
+    const int64_t n = 100;
+    std::vector<float> g = random_floats(size_t(n), rng), u = random_floats(size_t(n), rng);
+    for (float& v : g) v *= 6.0f;  // both tails of the activations
+    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+      std::vector<float> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+      cpu_->glu(g.data(), u.data(), ref.data(), n, act);
+      glu(g.data(), u.data(), got.data(), n, act);
+      verdict(k_glu_[act == FfnAct::SiLU ? 0 : 1], relative_error(ref, got));
+    }
+    std::vector<float> ref = g, got = g;
+    cpu_->add(ref.data(), u.data(), n);
+    add(got.data(), u.data(), n);
+    verdict(k_add_, relative_error(ref, got));
+    const std::vector<float> bias = random_floats(20, rng);
+    ref = g, got = g;
+    cpu_->add_rows(ref.data(), bias.data(), 5, 20);
+    add_rows(got.data(), bias.data(), 5, 20);
+    verdict(k_add_rows_, relative_error(ref, got));
+  }
+  // The KV ops on a cache of their own: 1 layer, 150 positions (over two chunks of keys), 2 KV heads of 32.
+  {
+    const int64_t n_ctx = 150, hd = 32, kv_dim = 2 * hd;
+    const GgmlType type = opts_.kv_type;
+    const bool f16 = type == GgmlType::F16;
+    const size_t elem = f16 ? 2 : 4, plane = size_t(n_ctx * kv_dim) * elem;
+    KvCache ref(1, n_ctx, 2, hd, type);
+    cuda::Buffer cache = rt_.alloc(2 * plane);
+    void* kp = cache.get();
+    void* vp = cache.as<uint8_t>() + plane;
+    auto value = [elem](const uint8_t* p) {
+      if (elem == 2) {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        return fp16_to_fp32(h);
+      }
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    };
+    for (int64_t p0 = 0; p0 < n_ctx; p0 += 3) {
+      const int64_t nt = std::min<int64_t>(3, n_ctx - p0);
+      const std::vector<float> k = random_floats(size_t(nt * kv_dim), rng),
+                               v = random_floats(size_t(nt * kv_dim), rng);
+      const int32_t pos[3] = {int32_t(p0), int32_t(p0 + 1), int32_t(p0 + 2)};
+      cpu_->kv_store(ref, 0, k.data(), v.data(), pos, nt);
+      rt_.upload(in_a_, 0, k.data(), k.size() * sizeof(float));
+      rt_.upload(in_b_, 0, v.data(), v.size() * sizeof(float));
+      const int32_t* dpos = dev_positions(pos, nt);
+      launch(k_kv_store_.name.c_str(), [&](cudaStream_t s) {
+        cuda::kv_store(in_a_.as<float>(), in_b_.as<float>(), int(nt), int(kv_dim), dpos, kp, vp, f16, s);
+      });
+    }
+    std::vector<uint8_t> dev(2 * plane);
+    rt_.download(cache, 0, dev.data(), dev.size());
+    std::vector<float> want, have;
+    for (int kind = 0; kind < 2; ++kind) {
+      for (int64_t i = 0; i < n_ctx * kv_dim; ++i) {
+        want.push_back(value(ref.plane(0, kind) + size_t(i) * elem));
+        have.push_back(value(dev.data() + size_t(kind) * plane + size_t(i) * elem));
+      }
+    }
+    verdict(k_kv_store_, relative_error(want, have));
+
+    // RoPE and the KV write in one launch, both modes, rotating 12 of 16 dims (the copied tail too), 4
+    // query heads and 2 KV heads, into the same cache at three positions.
+    {
+      const RopeTable table(n_ctx, 12, 10000.0f, 1.0f);
+      const int32_t pos[3] = {149, 5, 77};
+      double e = 0.0;
+      for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+        std::vector<float> q = random_floats(size_t(3 * 4 * hd), rng),
+                           k = random_floats(size_t(3 * kv_dim), rng),
+                           v = random_floats(size_t(3 * kv_dim), rng);
+        std::vector<float> q_ref = q, k_ref = k, q_got(q.size()), k_got(k.size());
+        cpu_->rope(q_ref.data(), 3, 4, hd, 12, pos, table, mode);
+        cpu_->rope(k_ref.data(), 3, 2, hd, 12, pos, table, mode);
+        cpu_->kv_store(ref, 0, k_ref.data(), v.data(), pos, 3);
+        rt_.upload(in_a_, 0, q.data(), q.size() * sizeof(float));
+        rt_.upload(in_b_, 0, k.data(), k.size() * sizeof(float));
+        rt_.upload(out_, 0, v.data(), v.size() * sizeof(float));
+        const cuda::RopeArgs ra = rope_args(table, hd, 12, mode);
+        const int32_t* dpos = dev_positions(pos, 3);
+        launch(k_rope_kv_store_.name.c_str(), [&](cudaStream_t s) {
+          cuda::rope_kv_store(in_a_.as<float>(), in_b_.as<float>(), out_.as<float>(), 3, 4, 2, dpos, ra, kp,
+                              vp, f16, s);
+        });
+        rt_.download(in_a_, 0, q_got.data(), q_got.size() * sizeof(float));
+        rt_.download(in_b_, 0, k_got.data(), k_got.size() * sizeof(float));
+        rt_.download(cache, 0, dev.data(), dev.size());
+        want.clear(), have.clear();
+        for (int kind = 0; kind < 2; ++kind) {
+          for (int32_t p : pos) {
+            for (int64_t i = 0; i < kv_dim; ++i) {
+              const size_t at = size_t(p * kv_dim + i) * elem;
+              want.push_back(value(ref.plane(0, kind) + at));
+              have.push_back(value(dev.data() + size_t(kind) * plane + at));
+            }
+          }
+        }
+        e = std::max(
+            {e, relative_error(q_ref, q_got), relative_error(k_ref, k_got), relative_error(want, have)});
+      }
+      verdict(k_rope_kv_store_, e);
+    }
+
+    // Attention reads the reference cache's exact contents, so a kv_store fault does not show up here; one
+    // token in 1 and 3 splits (the combining kernel), three tokens, and 18 (the tiled prompt kernel).
+    for (int kind = 0; kind < 2; ++kind) rt_.upload(cache, size_t(kind) * plane, ref.plane(0, kind), plane);
+    AttnParams p;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = hd;
+    p.scale = 0.25f;
+    double err = 0.0;
+    for (int64_t window : {int64_t(0), int64_t(70)}) {
+      p.window = window;
+      const int32_t pos[3] = {20, 149, 0};
+      const std::vector<float> q = random_floats(size_t(3 * p.n_head * hd), rng);
+      std::vector<float> want_o(q.size()), have_o(q.size());
+      cpu_->attention(q.data(), ref, 0, pos, 3, p, want_o.data());
+      rt_.upload(in_a_, 0, q.data(), q.size() * sizeof(float));
+      record_attention(kp, vp, kv_dim, 3, p, in_a_.as<float>(), dev_positions(pos, 3), out_.as<float>(), 1);
+      rt_.download(out_, 0, have_o.data(), have_o.size() * sizeof(float));
+      err = std::max(err, relative_error(want_o, have_o));
+      for (int splits : {1, 3}) {
+        // The second token alone (position 149: every split has keys).
+        const std::vector<float> q1(q.begin() + p.n_head * hd, q.begin() + 2 * p.n_head * hd);
+        const std::vector<float> want1(want_o.begin() + p.n_head * hd, want_o.begin() + 2 * p.n_head * hd);
+        std::vector<float> have1(want1.size());
+        rt_.upload(in_a_, 0, q1.data(), q1.size() * sizeof(float));
+        record_attention(kp, vp, kv_dim, 1, p, in_a_.as<float>(), dev_positions(pos + 1, 1), out_.as<float>(),
+                         splits);
+        rt_.download(out_, 0, have1.data(), have1.size() * sizeof(float));
+        err = std::max(err, relative_error(want1, have1));
+      }
+    }
+    {
+      p.window = 40;
+      std::vector<int32_t> pos(18);
+      for (int i = 0; i < 18; ++i) pos[size_t(i)] = 100 + 3 * i;  // the last chunk of keys a partial one
+      pos[17] = 149;
+      const std::vector<float> q = random_floats(size_t(18 * p.n_head * hd), rng);
+      std::vector<float> want_o(q.size()), have_o(q.size());
+      cpu_->attention(q.data(), ref, 0, pos.data(), 18, p, want_o.data());
+      rt_.upload(in_a_, 0, q.data(), q.size() * sizeof(float));
+      record_attention(kp, vp, kv_dim, 18, p, in_a_.as<float>(), dev_positions(pos.data(), 18),
+                       out_.as<float>(), 1);
+      rt_.download(out_, 0, have_o.data(), have_o.size() * sizeof(float));
+      err = std::max(err, relative_error(want_o, have_o));
+    }
+    verdict(k_attention_, err);
+  }
+  rt_.finish();
+  q8_src_ = nullptr;
+}
+
+}  // namespace tilellm

@@ -1,0 +1,211 @@
+// Whole forward passes on the CUDA backend against the CPU backend's float path (--activations f32, the
+// same KV cache type): tiny random llama and gemma3 models (tests/common/tiny_model.h: GQA, a sliding
+// window, GELU, q/k norms; written here, so the test needs no model file) through a prompt (the prompt
+// kernels) and decode steps (captured once, then replayed); the quantized mode (int8 activations) with the
+// block formats against the CPU float path fed the same roundings (the "rounded-cpu" backend below); the real
+// models' greedy output (SmolLM2, Gemma 3: tests/gpu_common/compare_greedy.h); hybrid prefill; and the
+// self-check catching a broken kernel, whose op then runs on the CPU with the output unchanged.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "../gpu_common/compare_greedy.h"
+#include "../gpu_common/hybrid_prefill.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/registry.h"
+#include "cuda_test.h"
+#include "model/model.h"
+#include "runtime/session.h"
+#include "tiny_files.h"
+
+namespace tilellm {
+namespace {
+
+struct Worst {
+  double rel = 0.0;
+};
+
+// The host backend's float path with the input of every product rounded as the CUDA backend's quantized
+// path rounds it (cuda::round_activations_q8): what that path computes, up to float summation order. For
+// models whose every matrix is in a block format (--weights int4b64 / int8b0 here).
+class RoundedCpu final : public Backend {
+ public:
+  explicit RoundedCpu(std::unique_ptr<Backend> cpu) : cpu_(std::move(cpu)) {}
+  std::string_view name() const override { return "rounded-cpu"; }
+  void load_weights(const WeightSet& ws) override { cpu_->load_weights(ws); }
+  void embed(const Weight& t, const int32_t* ids, int64_t n, float scale, float* out) override {
+    cpu_->embed(t, ids, n, scale, out);
+  }
+  void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps) override {
+    cpu_->rmsnorm(x, w, y, rows, n, eps);
+  }
+  void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override {
+    std::vector<float> xr(size_t(n_tok * w.n_in));
+    cuda::round_activations_q8(x, n_tok * w.n_in, xr.data());
+    cpu_->matmul(w, xr.data(), n_tok, y);
+  }
+  void rope(float* x, int64_t n_tok, int64_t heads, int64_t hd, int64_t rd, const int32_t* pos,
+            const RopeTable& t, RopeMode m) override {
+    cpu_->rope(x, n_tok, heads, hd, rd, pos, t, m);
+  }
+  void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
+                int64_t n) override {
+    cpu_->kv_store(kv, layer, k, v, pos, n);
+  }
+  void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n,
+                 const AttnParams& p, float* out) override {
+    cpu_->attention(q, kv, layer, pos, n, p, out);
+  }
+  void glu(const float* g, const float* u, float* out, int64_t n, FfnAct act) override {
+    cpu_->glu(g, u, out, n, act);
+  }
+  void add(float* acc, const float* x, int64_t n) override { cpu_->add(acc, x, n); }
+  void add_rows(float* x, const float* v, int64_t rows, int64_t n) override { cpu_->add_rows(x, v, rows, n); }
+
+ private:
+  std::unique_ptr<Backend> cpu_;
+};
+
+BackendEntry rounded_cpu_entry() {
+  BackendEntry e;
+  e.name = "rounded-cpu";
+  e.mnn_type = 98;
+  e.summary =
+      "the host backend's float path on activations rounded as the CUDA backend rounds them (tests only)";
+  e.devices = [](const std::string&) {
+    return std::vector<DeviceInfo>{{"the host", "rounded", "  (none)\n"}};
+  };
+  e.make = [](const BackendParams& p) -> std::unique_ptr<Backend> {
+    BackendParams hp = p;
+    hp.activations = ActivationMode::F32;
+    return std::make_unique<RoundedCpu>(host_backend().make(hp));
+  };
+  return e;
+}
+TILELLM_REGISTER_BACKEND(rounded_cpu_entry);
+
+// The same tokens through a CPU float-path session and a CUDA session: a prompt of 9, then 8 greedy decode
+// steps (the CPU's choice fed to both); every step's logits within `bound` of the largest CPU logit.
+void compare_tiny(const std::string& arch, ActivationMode mode, WeightsMode weights, GgmlType kv_type,
+                  double bound, Worst& worst) {
+  auto model = Model::load(test::cuda_tiny_model(arch));
+  SessionOptions so = test::float_options(kv_type);
+  so.weights = weights;
+  if (mode == ActivationMode::Quantized) so.backend = "rounded-cpu";
+  Session cpu(*model, so);
+  so.backend = "cuda";
+  so.device = test::cuda_test_device();
+  so.activations = mode;
+  Session gpu(*model, so);
+  const int64_t V = model->config().n_vocab;
+  std::vector<int32_t> prompt = {0, 12, 5, 44, 66, 3, 19, 27, 8};
+  cpu.eval(prompt.data(), int64_t(prompt.size()));
+  gpu.eval(prompt.data(), int64_t(prompt.size()));
+  for (int step = 0; step <= 8; ++step) {
+    const float* lc = cpu.logits();
+    const float* lg = gpu.logits();
+    double diff = 0.0, mag = 0.0;
+    for (int64_t i = 0; i < V; ++i) {
+      diff = std::max(diff, std::abs(double(lc[i]) - lg[i]));
+      mag = std::max(mag, std::abs(double(lc[i])));
+    }
+    worst.rel = std::max(worst.rel, diff / mag);
+    ASSERT_LE(diff, bound * mag) << arch << " step " << step;
+    if (step == 8) break;
+    const int32_t tok = test::argmax(lc, V);
+    cpu.eval(&tok, 1);
+    gpu.eval(&tok, 1);
+  }
+}
+
+TEST(CudaModel, tiny_llama_and_gemma3_equal_the_cpu_float_path) {
+  SKIP_WITHOUT_CUDA();
+  for (const char* arch : {"llama", "gemma3"}) {
+    for (GgmlType kv : {GgmlType::F32, GgmlType::F16}) {
+      Worst w;
+      // f32 cache: only float summation order separates the two; f16: rows rounded to halves may differ in
+      // their last bit (~5e-4 relative).
+      compare_tiny(arch, ActivationMode::F32, WeightsMode::Native, kv, kv == GgmlType::F32 ? 1e-4 : 1e-3, w);
+      std::printf("%s, %s cache: worst relative logit difference %.3g\n", arch,
+                  std::string(type_name(kv)).c_str(), w.rel);
+    }
+  }
+}
+
+// The converted formats on the float path: the same exact weights on both sides.
+TEST(CudaModel, tiny_llama_converted_formats_equal_the_cpu_float_path) {
+  SKIP_WITHOUT_CUDA();
+  for (WeightsMode m : {WeightsMode::Int4B64, WeightsMode::Int8B0, WeightsMode::F16}) {
+    Worst w;
+    compare_tiny("llama", ActivationMode::F32, m, GgmlType::F32, 1e-4, w);
+    std::printf("llama --weights %s: worst relative logit difference %.3g\n", weights_mode_name(m), w.rel);
+  }
+}
+
+// The quantized path (int8 activations per block of 32, integer products) against the float path on the
+// same roundings. Float sums in another order can move an activation across a rounding boundary now and
+// then (one step of 1/127 of its block's largest value), so the bound is 5e-3 of the largest logit (the
+// roundings themselves move the logits of these random models by up to ~5e-2 from the unrounded path).
+TEST(CudaModel, tiny_models_quantized_path_equals_the_float_path_on_the_same_roundings) {
+  SKIP_WITHOUT_CUDA();
+  for (const char* arch : {"llama", "gemma3"}) {
+    for (WeightsMode m : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+      Worst w;
+      compare_tiny(arch, ActivationMode::Quantized, m, GgmlType::F32, 5e-3, w);
+      std::printf("%s --weights %s, quantized activations: worst relative logit difference %.3g\n", arch,
+                  weights_mode_name(m), w.rel);
+    }
+  }
+}
+
+void compare_real(const char* model, const char* golden, int prompts, GgmlType kv, double bound) {
+  SKIP_WITHOUT_CUDA();
+  test::GreedyCase g;
+  g.backend = "cuda";
+  g.device = test::cuda_test_device();
+  g.kv_type = kv;
+  g.rel_bound = bound;
+  g.model_file = model;
+  g.golden = golden;
+  g.n_prompts = prompts;
+  test::compare_greedy(g);
+}
+
+TEST(CudaModel, smollm2_greedy_equals_cpu_float_path) {
+  compare_real(test::kSmolLM2, "smollm2.json", test::kGreedyPrompts, GgmlType::F32, 1e-4);
+}
+
+TEST(CudaModel, gemma3_greedy_equals_cpu_float_path) {
+  compare_real(test::kGemma3, "gemma3.json", 1, GgmlType::F32, 1e-4);
+}
+
+TEST(CudaModel, hybrid_prefill_equals_the_device_path) {
+  SKIP_WITHOUT_CUDA();
+  test::expect_hybrid_prefill_equals_the_device_path("cuda", test::cuda_test_device(), WeightsMode::Native);
+}
+
+// The add kernel made to write acc = x (CudaBackendOptions::test_broken_kernel): the self-check names it,
+// its op falls back to the CPU, and the result is right.
+TEST(CudaModel, self_check_catches_a_broken_kernel) {
+  SKIP_WITHOUT_CUDA();
+  CudaBackendOptions o;
+  o.device = test::cuda_test_device();
+  o.max_in_elems = o.max_out_elems = 4096;
+  o.max_width = 64;
+  o.test_broken_kernel = "add";
+  testing::internal::CaptureStderr();
+  CudaBackend be(o);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("CUDA kernel add failed its self-check"), std::string::npos) << err;
+  EXPECT_EQ(be.cpu_fallbacks(), std::vector<std::string>{"add"});
+  std::vector<float> acc = {1.0f, 2.0f, 3.0f};
+  const std::vector<float> x = {0.5f, -1.0f, 4.0f};
+  be.add(acc.data(), x.data(), 3);
+  EXPECT_EQ(acc, (std::vector<float>{1.5f, 1.0f, 7.0f}));
+}
+
+}  // namespace
+}  // namespace tilellm

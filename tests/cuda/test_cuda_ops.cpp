@@ -1,0 +1,409 @@
+// Every op of the CUDA backend against the CPU reference on random data of odd sizes, in both activation
+// modes: the float path (--activations f32) and the quantized one (int8 activations, integer products),
+// whose reference multiplies the exact weights by the activations as rounded_matmul_input rounds them.
+// Weights of every GGUF type the device formats take, and the converted formats; decode (1 token: the
+// matvec kernels, alone and as q/k/v and gate/up jobs) and prompt sizes that leave partial tiles of rows
+// (131 rows: 128 + 3) and of tokens (3, 21, 70 = 64 + 6); norms (alone, with the residual add, with the Q8
+// output), RoPE and the fused RoPE + KV write (bit-equal to the CPU's: the cache rows compared byte for
+// byte), GLU, adds, the KV cache ops and attention (one and several splits of the keys, windows, grouped
+// heads, both cache types).
+//
+// Tolerances. Products: each output may differ from the double reference on the same inputs by the
+// rounding of a differently ordered float32 sum and of the block scales' products, bounded by
+// 8 n u sum_j |w_j x_j| + 1e-30 (u = 2^-24); the integer sums are exact. Elementwise ops within a few ulps.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "../gpu_common/random_weights.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/kv_cache.h"
+#include "backends/registry.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "base/thread_pool.h"
+#include "cuda_test.h"
+#include "format/asym_quant.h"
+#include "format/quants.h"
+
+namespace tilellm {
+namespace {
+
+using test::make_weight;
+using test::OwnedWeight;
+using test::rand_floats;
+
+constexpr double kU = 0x1p-24;
+
+// A float matrix that --weights `mode` converts at upload (w, F32 rows), with the conversion's exact values
+// beside it (we).
+struct ConvertedWeight {
+  std::vector<float> src, exact;
+  Weight w, we;
+  ConvertedWeight(WeightsMode mode, int64_t n_in, int64_t n_out, uint32_t seed)
+      : src(rand_floats(size_t(n_in * n_out), seed)), exact(src.size()) {
+    for (int64_t r = 0; r < n_out; ++r) {
+      const float* s = src.data() + r * n_in;
+      float* e = exact.data() + r * n_in;
+      if (mode == WeightsMode::Int4B64 || mode == WeightsMode::Int8B0) {
+        dequantize_row_asym(mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0, s, n_in,
+                            e);
+      } else {
+        for (int64_t j = 0; j < n_in; ++j)
+          e[j] = mode == WeightsMode::F16 ? fp16_to_fp32(fp32_to_fp16(s[j])) : s[j];
+      }
+    }
+    w.name = std::string("converted ") + weights_mode_name(mode);
+    w.type = GgmlType::F32;
+    w.data = reinterpret_cast<const uint8_t*>(src.data());
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = size_t(n_in) * 4;
+    we = w;
+    we.data = reinterpret_cast<const uint8_t*>(exact.data());
+  }
+  ConvertedWeight(const ConvertedWeight&) = delete;
+  ConvertedWeight& operator=(const ConvertedWeight&) = delete;
+};
+
+class CudaOps : public ::testing::TestWithParam<ActivationMode> {
+ protected:
+  static constexpr int64_t kLayers = 2, kCtx = 1100;  // 1100: the keys of a late position span 9 chunks
+
+  void SetUp() override {
+    SKIP_WITHOUT_CUDA();
+    pool_ = std::make_unique<ThreadPool>(2);
+    BackendParams hp;
+    hp.pool = pool_.get();
+    hp.activations = ActivationMode::F32;
+    hp.max_in_elems = 1 << 17;
+    cpu_ = host_backend().make(hp);
+  }
+
+  CudaBackendOptions options(WeightsMode weights = WeightsMode::Native) const {
+    CudaBackendOptions o;
+    o.device = test::cuda_test_device();
+    o.activations = GetParam();
+    o.weights = weights;
+    o.max_tokens = 72;
+    o.max_in_elems = 1 << 17;
+    o.max_out_elems = 1 << 17;
+    o.max_width = 4096;
+    o.self_check = false;  // these tests check the kernels themselves; a CPU fallback would hide a fault
+    return o;
+  }
+
+  std::unique_ptr<CudaBackend> make(WeightsMode weights = WeightsMode::Native, int64_t kv_dim = 0,
+                                    GgmlType kv_type = GgmlType::F16, int splits = 0) const {
+    CudaBackendOptions o = options(weights);
+    if (kv_dim > 0) {
+      o.kv_layers = kLayers;
+      o.kv_ctx = kCtx;
+      o.kv_dim = kv_dim;
+      o.kv_type = kv_type;
+      o.attention_splits = splits;
+    }
+    return std::make_unique<CudaBackend>(o);
+  }
+
+  // y = W x: each output within the reordered-sum bound of the double reference on the inputs as the
+  // backend rounds them (exact_rows: the weights' exact values, [n_out][n_in]).
+  void expect_products(const CudaBackend& be, const Weight& w, const std::vector<float>& exact_rows,
+                       const std::vector<float>& x, int64_t n_tok, const std::vector<float>& got,
+                       const char* what) {
+    std::vector<float> xr(x.size());
+    be.rounded_matmul_input(w, x.data(), n_tok, xr.data());
+    for (int64_t r = 0; r < w.n_out; ++r) {
+      const float* row = exact_rows.data() + r * w.n_in;
+      for (int64_t t = 0; t < n_tok; ++t) {
+        double ref = 0.0, mag = 0.0;
+        for (int64_t j = 0; j < w.n_in; ++j) {
+          const double p = double(row[j]) * xr[size_t(t * w.n_in + j)];
+          ref += p;
+          mag += std::abs(p);
+        }
+        const size_t i = size_t(t * w.n_out + r);
+        ASSERT_NEAR(got[i], ref, 8.0 * double(w.n_in) * kU * mag + 1e-30)
+            << w.name << " " << what << " row " << r << " token " << t << " of " << n_tok;
+      }
+    }
+  }
+
+  static std::vector<float> exact_rows(const Weight& w) {
+    std::vector<float> v(size_t(w.n_in * w.n_out));
+    for (int64_t r = 0; r < w.n_out; ++r) dequantize_row(w.type, w.row(r), v.data() + r * w.n_in, w.n_in);
+    return v;
+  }
+
+  void check_matmul(CudaBackend& be, const Weight& w, const std::vector<float>& exact, int64_t n_tok,
+                    uint32_t seed) {
+    const std::vector<float> x = rand_floats(size_t(n_tok * w.n_in), seed);
+    std::vector<float> got(size_t(n_tok * w.n_out), NAN);
+    be.matmul(w, x.data(), n_tok, got.data());
+    expect_products(be, w, exact, x, n_tok, got, "matmul");
+  }
+
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Backend> cpu_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Modes, CudaOps, ::testing::Values(ActivationMode::F32, ActivationMode::Quantized),
+                         [](const auto& info) {
+                           return info.param == ActivationMode::F32 ? "f32" : "quantized";
+                         });
+
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
+                           GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q5_1,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+TEST_P(CudaOps, matmul_and_embedding_of_every_weight_type) {
+  auto be = make();
+  uint32_t seed = 1;
+  std::vector<OwnedWeight> kept;  // alive while the backend is: it knows them by address
+  for (GgmlType t : kTypes) {
+    const int64_t bs = type_traits(t).block_size;
+    // 131 rows: a block of 128 rows and a partial one; 160 inputs: 5 blocks of 32 (a partial stage of 2).
+    const int64_t n_in = bs == 1 ? 77 : bs == 256 ? 512 : 160, n_out = 131;
+    kept.push_back(make_weight(t, n_in, n_out, seed++));
+    const OwnedWeight& ow = kept.back();
+    be->upload_weight(ow.w);
+    const std::vector<float> exact = exact_rows(ow.w);
+    for (int64_t n_tok : {1, 3, 21, 70}) check_matmul(*be, ow.w, exact, n_tok, seed++);
+    const int32_t ids[4] = {130, 0, 17, 130};
+    std::vector<float> ref(size_t(4 * n_in)), got(ref.size(), NAN);
+    cpu_->embed(ow.w, ids, 4, 0.75f, ref.data());
+    be->embed(ow.w, ids, 4, 0.75f, got.data());
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(got[i], ref[i], 1e-6 * std::abs(ref[i])) << type_name(t) << " element " << i;
+  }
+}
+
+TEST_P(CudaOps, converted_formats) {
+  uint32_t seed = 100;
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0, WeightsMode::F16, WeightsMode::F32}) {
+    auto be = make(mode);
+    const ConvertedWeight cw(mode, 320, 133, seed++);
+    be->upload_weight(cw.w);
+    for (int64_t n_tok : {1, 5, 70}) {
+      const std::vector<float> x = rand_floats(size_t(n_tok * cw.w.n_in), seed++);
+      std::vector<float> got(size_t(n_tok * cw.w.n_out), NAN);
+      be->matmul(cw.w, x.data(), n_tok, got.data());
+      expect_products(*be, cw.w, cw.exact, x, n_tok, got, weights_mode_name(mode));
+    }
+  }
+}
+
+// A long row (11 008 inputs: 344 blocks, more than one unrolled step a lane) in decode, every block format.
+TEST_P(CudaOps, matvec_long_rows) {
+  auto be = make();
+  uint32_t seed = 200;
+  std::vector<OwnedWeight> kept;
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::Q4_K}) {
+    const int64_t n_in = type_traits(t).block_size == 256 ? 11008 / 256 * 256 : 11008;
+    kept.push_back(make_weight(t, n_in, 19, seed++));
+    be->upload_weight(kept.back().w);
+    check_matmul(*be, kept.back().w, exact_rows(kept.back().w), 1, seed++);
+  }
+}
+
+// q/k/v as one job (matmul_shared) and gate/up with their activation (matmul_glu), in decode, on mirrored
+// outputs (the only case they are fused), against the products one by one.
+TEST_P(CudaOps, shared_input_jobs_equal_the_products_one_by_one) {
+  const int64_t n_in = 256, nq = 96, nkv = 35;
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    std::vector<float> x(static_cast<size_t>(n_in)), q(static_cast<size_t>(nq)), k(static_cast<size_t>(nkv)),
+        v(static_cast<size_t>(nkv)), gate(static_cast<size_t>(nq)), up(static_cast<size_t>(nq));
+    CudaBackendOptions o = options();
+    for (std::vector<float>* a : {&x, &q, &k, &v, &gate, &up})
+      o.resident.push_back({a->data(), a->size() * 4});
+    CudaBackend be(o);
+    OwnedWeight wq = make_weight(t, n_in, nq, 11), wk = make_weight(t, n_in, nkv, 12),
+                wv = make_weight(t, n_in, nkv, 13), wg = make_weight(t, n_in, nq, 14),
+                wu = make_weight(t, n_in, nq, 15);
+    for (const OwnedWeight* w : {&wq, &wk, &wv, &wg, &wu}) be.upload_weight(w->w);
+    const std::vector<float> xs = rand_floats(size_t(n_in), 16);
+    std::copy(xs.begin(), xs.end(), x.begin());
+    be.host_wrote(x.data(), x.size() * 4);
+    const Weight* ws[3] = {&wq.w, &wk.w, &wv.w};
+    float* ys[3] = {q.data(), k.data(), v.data()};
+    be.matmul_shared(ws, ys, 3, x.data(), 1);
+    for (int i = 0; i < 3; ++i) {
+      be.to_host(ys[i], ws[i]->n_out * 4);
+      std::vector<float> got(ys[i], ys[i] + ws[i]->n_out);
+      expect_products(be, *ws[i], exact_rows(*ws[i]), xs, 1, got, "matmul_shared");
+    }
+    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+      be.matmul_glu(wg.w, wu.w, x.data(), 1, act, gate.data(), up.data());
+      be.to_host(gate.data(), gate.size() * 4);
+      std::vector<float> g(static_cast<size_t>(nq)), u(static_cast<size_t>(nq)), ref(static_cast<size_t>(nq));
+      be.matmul(wg.w, xs.data(), 1, g.data());
+      be.matmul(wu.w, xs.data(), 1, u.data());
+      cpu_->glu(g.data(), u.data(), ref.data(), nq, act);
+      for (int64_t i = 0; i < nq; ++i)
+        ASSERT_NEAR(gate[size_t(i)], ref[size_t(i)], 1e-5 * (std::abs(ref[size_t(i)]) + 1e-3))
+            << type_name(t) << " glu row " << i;
+    }
+  }
+}
+
+TEST_P(CudaOps, norms_adds_glu) {
+  auto be = make();
+  for (int64_t n : {int64_t(57), int64_t(320), int64_t(4096)}) {
+    const int64_t rows = 3;
+    const std::vector<float> x = rand_floats(size_t(rows * n), 21), w = rand_floats(size_t(n), 22),
+                             r = rand_floats(size_t(rows * n), 23);
+    std::vector<float> ref(x.size()), got(x.size(), NAN);
+    cpu_->rmsnorm(x.data(), w.data(), ref.data(), rows, n, 1e-5f);
+    be->rmsnorm(x.data(), w.data(), got.data(), rows, n, 1e-5f);
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(got[i], ref[i], 4e-6 * (std::abs(ref[i]) + 1e-3)) << "rmsnorm " << n;
+    std::vector<float> acc_ref = x, acc_got = x;
+    cpu_->add(acc_ref.data(), r.data(), rows * n);
+    cpu_->rmsnorm(acc_ref.data(), w.data(), ref.data(), rows, n, 1e-5f);
+    be->add_rmsnorm(acc_got.data(), r.data(), w.data(), got.data(), rows, n, 1e-5f);
+    EXPECT_EQ(acc_got, acc_ref) << "add_rmsnorm's sum " << n;
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(got[i], ref[i], 4e-6 * (std::abs(ref[i]) + 1e-3)) << "add_rmsnorm " << n;
+    std::vector<float> b = rand_floats(size_t(n), 24), rows_ref = x, rows_got = x;
+    cpu_->add_rows(rows_ref.data(), b.data(), rows, n);
+    be->add_rows(rows_got.data(), b.data(), rows, n);
+    EXPECT_EQ(rows_got, rows_ref) << "add_rows " << n;
+    std::vector<float> g = rand_floats(size_t(rows * n), 25, -8.0f, 8.0f);
+    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+      cpu_->glu(g.data(), r.data(), ref.data(), rows * n, act);
+      be->glu(g.data(), r.data(), got.data(), rows * n, act);
+      for (size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(got[i], ref[i], 1e-5 * (std::abs(ref[i]) + 1e-4)) << "glu";
+    }
+  }
+}
+
+TEST_P(CudaOps, rope_both_modes_with_partial_rotation) {
+  auto be = make();
+  const int64_t n_tok = 5, heads = 3, hd = 24;
+  for (int64_t rope_dim : {hd, int64_t(16)}) {
+    const RopeTable table(40, rope_dim, 10000.0f, 1.0f);
+    const int32_t pos[5] = {39, 0, 7, 21, 3};
+    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+      std::vector<float> ref = rand_floats(size_t(n_tok * heads * hd), 31), got = ref;
+      cpu_->rope(ref.data(), n_tok, heads, hd, rope_dim, pos, table, mode);
+      be->rope(got.data(), n_tok, heads, hd, rope_dim, pos, table, mode);
+      EXPECT_EQ(got, ref) << "rope: the CPU's products and sums, rounded one by one";
+    }
+  }
+}
+
+// kv_store and attention through the session-shaped cache, and the fused RoPE + KV write, against the CPU
+// on its own host cache: both cache types, windows, 4 query heads over 2 KV heads; attention at positions
+// whose keys span several chunks, in 1 and 5 splits for one token.
+TEST_P(CudaOps, kv_cache_and_attention) {
+  const int64_t hd = 32, n_head = 4, n_head_kv = 2, kv_dim = n_head_kv * hd;
+  for (GgmlType kv_type : {GgmlType::F16, GgmlType::F32}) {
+    for (int splits : {1, 5}) {
+      std::vector<float> q(size_t(8 * n_head * hd)), k(size_t(8 * kv_dim)), v(size_t(8 * kv_dim));
+      CudaBackendOptions o = options();
+      o.kv_layers = kLayers, o.kv_ctx = kCtx, o.kv_dim = kv_dim, o.kv_type = kv_type,
+      o.attention_splits = splits;
+      for (std::vector<float>* a : {&q, &k, &v}) o.resident.push_back({a->data(), a->size() * 4});
+      CudaBackend be(o);
+      KvCache host(kLayers, kCtx, n_head_kv, hd, kv_type), dev(kLayers, kCtx, n_head_kv, hd, kv_type, false);
+      const RopeTable table(kCtx, hd, 10000.0f, 1.0f);
+      RopeShape rs;
+      rs.n_head = n_head, rs.n_head_kv = n_head_kv, rs.head_dim = hd, rs.rope_dim = hd, rs.table = &table;
+      rs.mode = RopeMode::Neox;
+      // Fill layer 1 with 1050 positions, 7 at a time through the fused op, plus a last partial batch.
+      uint32_t seed = 40;
+      for (int64_t p0 = 0; p0 < 1050; p0 += 7) {
+        const int64_t nt = std::min<int64_t>(7, 1050 - p0);
+        std::vector<int32_t> pos(static_cast<size_t>(nt));
+        for (int64_t t = 0; t < nt; ++t) pos[size_t(t)] = int32_t(p0 + t);
+        const std::vector<float> qs = rand_floats(size_t(nt * n_head * hd), seed++),
+                                 ks = rand_floats(size_t(nt * kv_dim), seed++),
+                                 vs = rand_floats(size_t(nt * kv_dim), seed++);
+        std::copy(qs.begin(), qs.end(), q.begin());
+        std::copy(ks.begin(), ks.end(), k.begin());
+        std::copy(vs.begin(), vs.end(), v.begin());
+        be.host_wrote(q.data(), q.size() * 4);
+        be.host_wrote(k.data(), k.size() * 4);
+        be.host_wrote(v.data(), v.size() * 4);
+        be.rope_kv_store(q.data(), k.data(), v.data(), dev, 1, pos.data(), nt, rs);
+        std::vector<float> qr = qs, kr = ks;
+        cpu_->rope_kv_store(qr.data(), kr.data(), vs.data(), host, 1, pos.data(), nt, rs);
+        be.to_host(q.data(), q.size() * 4);
+        ASSERT_TRUE(std::equal(qr.begin(), qr.end(), q.begin())) << "rope_kv_store q at " << p0;
+      }
+      // Unfused kv_store on layer 0 at a few positions, then the whole cache compared.
+      {
+        const int32_t pos[3] = {1099, 4, 512};
+        const std::vector<float> ks = rand_floats(size_t(3 * kv_dim), 90),
+                                 vs = rand_floats(size_t(3 * kv_dim), 91);
+        be.kv_store(dev, 0, ks.data(), vs.data(), pos, 3);
+        cpu_->kv_store(host, 0, ks.data(), vs.data(), pos, 3);
+      }
+      KvCache back(kLayers, kCtx, n_head_kv, hd, kv_type);
+      be.kv_to_host(back, 0, kCtx);
+      for (int64_t l = 0; l < kLayers; ++l) {
+        for (int kind = 0; kind < 2; ++kind) {
+          for (int64_t p :
+               {int64_t(0), int64_t(4), int64_t(512), int64_t(777), int64_t(1049), int64_t(1099)}) {
+            if (l == 1 && p >= 1050) continue;
+            if (l == 0 && p != 4 && p != 512 && p != 1099) continue;
+            ASSERT_EQ(0, std::memcmp(back.plane(l, kind) + size_t(p) * back.row_bytes(),
+                                     host.plane(l, kind) + size_t(p) * host.row_bytes(), host.row_bytes()))
+                << "layer " << l << " kind " << kind << " position " << p;
+          }
+        }
+      }
+      // Attention over layer 1: one token late in the cache (9 chunks of keys) and a prompt of 4.
+      AttnParams ap;
+      ap.n_head = n_head, ap.n_head_kv = n_head_kv, ap.head_dim = hd, ap.scale = 0.17f;
+      for (int64_t window : {int64_t(0), int64_t(300)}) {
+        ap.window = window;
+        // One token (the decode kernel, split or not), four scattered ones, and 21 consecutive ones (the
+        // tiled prompt kernel: 16 queries a block, a partial second block).
+        std::vector<int32_t> prompt(21);
+        for (int i = 0; i < 21; ++i) prompt[size_t(i)] = 1029 + i;
+        for (const std::vector<int32_t>& pos :
+             {std::vector<int32_t>{1049}, std::vector<int32_t>{0, 130, 1000, 1049}, prompt}) {
+          const int64_t nt = int64_t(pos.size());
+          const std::vector<float> qs = rand_floats(size_t(nt * n_head * hd), seed++);
+          std::vector<float> ref(qs.size()), got(qs.size(), NAN);
+          cpu_->attention(qs.data(), host, 1, pos.data(), nt, ap, ref.data());
+          be.attention(qs.data(), dev, 1, pos.data(), nt, ap, got.data());
+          for (size_t i = 0; i < ref.size(); ++i)
+            ASSERT_NEAR(got[i], ref[i], 2e-5 * (std::abs(ref[i]) + 0.05))
+                << "attention window " << window << " tokens " << nt << " splits " << splits << " element "
+                << i;
+        }
+      }
+    }
+  }
+}
+
+// A weight the device cannot hold is refused before anything is uploaded, naming the sizes.
+TEST_P(CudaOps, a_model_larger_than_device_memory_is_refused_with_the_sizes) {
+  auto be = make();
+  Weight huge;
+  huge.name = "huge";
+  huge.type = GgmlType::F32;
+  static const float one = 1.0f;
+  huge.data = reinterpret_cast<const uint8_t*>(&one);  // never read: refused by its size first
+  huge.n_in = 1 << 20;
+  huge.n_out = 1 << 20;  // 4 TiB of F32 rows
+  huge.row_bytes = size_t(huge.n_in) * 4;
+  WeightSet ws;
+  ws.matrices.push_back(&huge);
+  try {
+    be->load_weights(ws);
+    FAIL() << "a 4 TiB model was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MiB free"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tilellm
