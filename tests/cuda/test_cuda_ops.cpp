@@ -211,23 +211,28 @@ TEST_P(CudaOps, matvec_long_rows) {
 }
 
 // q/k/v as one job (matmul_shared) and gate/up with their activation (matmul_glu), in decode, on mirrored
-// outputs (the only case they are fused), against the products one by one.
+// outputs (the only case they are fused), against the products one by one; and the product after the GLU
+// (down), which in the quantized mode reads the rounding the GLU's launch made of its output (160 rows: five
+// blocks of 32, each completed by four blocks of 8). The host writes a mirrored array only after
+// host_wrote (which first brings down what the device holds newer).
 TEST_P(CudaOps, shared_input_jobs_equal_the_products_one_by_one) {
-  const int64_t n_in = 256, nq = 96, nkv = 35;
+  const int64_t n_in = 256, nq = 96, nkv = 35, nff = 256;  // gate/up arrays: the widest of n_down below
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
     std::vector<float> x(static_cast<size_t>(n_in)), q(static_cast<size_t>(nq)), k(static_cast<size_t>(nkv)),
-        v(static_cast<size_t>(nkv)), gate(static_cast<size_t>(nq)), up(static_cast<size_t>(nq));
+        v(static_cast<size_t>(nkv)), gate(static_cast<size_t>(nff)), up(static_cast<size_t>(nff)),
+        down(static_cast<size_t>(nq));
     CudaBackendOptions o = options();
-    for (std::vector<float>* a : {&x, &q, &k, &v, &gate, &up})
+    for (std::vector<float>* a : {&x, &q, &k, &v, &gate, &up, &down})
       o.resident.push_back({a->data(), a->size() * 4});
     CudaBackend be(o);
+    const int64_t n_down = type_traits(t).block_size == 256 ? 256 : 160;  // K-quants: whole super-blocks
     OwnedWeight wq = make_weight(t, n_in, nq, 11), wk = make_weight(t, n_in, nkv, 12),
-                wv = make_weight(t, n_in, nkv, 13), wg = make_weight(t, n_in, nq, 14),
-                wu = make_weight(t, n_in, nq, 15);
-    for (const OwnedWeight* w : {&wq, &wk, &wv, &wg, &wu}) be.upload_weight(w->w);
+                wv = make_weight(t, n_in, nkv, 13), wg = make_weight(t, n_in, n_down, 14),
+                wu = make_weight(t, n_in, n_down, 15), wd = make_weight(t, n_down, nq, 17);
+    for (const OwnedWeight* w : {&wq, &wk, &wv, &wg, &wu, &wd}) be.upload_weight(w->w);
     const std::vector<float> xs = rand_floats(size_t(n_in), 16);
-    std::copy(xs.begin(), xs.end(), x.begin());
     be.host_wrote(x.data(), x.size() * 4);
+    std::copy(xs.begin(), xs.end(), x.begin());
     const Weight* ws[3] = {&wq.w, &wk.w, &wv.w};
     float* ys[3] = {q.data(), k.data(), v.data()};
     be.matmul_shared(ws, ys, 3, x.data(), 1);
@@ -238,14 +243,19 @@ TEST_P(CudaOps, shared_input_jobs_equal_the_products_one_by_one) {
     }
     for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
       be.matmul_glu(wg.w, wu.w, x.data(), 1, act, gate.data(), up.data());
-      be.to_host(gate.data(), gate.size() * 4);
-      std::vector<float> g(static_cast<size_t>(nq)), u(static_cast<size_t>(nq)), ref(static_cast<size_t>(nq));
+      be.matmul(wd.w, gate.data(), 1, down.data());
+      be.to_host(gate.data(), size_t(n_down) * 4);
+      be.to_host(down.data(), down.size() * 4);
+      std::vector<float> g(static_cast<size_t>(n_down)), u(static_cast<size_t>(n_down)),
+          ref(static_cast<size_t>(n_down));
       be.matmul(wg.w, xs.data(), 1, g.data());
       be.matmul(wu.w, xs.data(), 1, u.data());
-      cpu_->glu(g.data(), u.data(), ref.data(), nq, act);
-      for (int64_t i = 0; i < nq; ++i)
+      cpu_->glu(g.data(), u.data(), ref.data(), n_down, act);
+      for (int64_t i = 0; i < n_down; ++i)
         ASSERT_NEAR(gate[size_t(i)], ref[size_t(i)], 1e-5 * (std::abs(ref[size_t(i)]) + 1e-3))
             << type_name(t) << " glu row " << i;
+      const std::vector<float> gin(gate.begin(), gate.begin() + n_down);
+      expect_products(be, wd.w, exact_rows(wd.w), gin, 1, down, "the product after the GLU");
     }
   }
 }
@@ -324,12 +334,12 @@ TEST_P(CudaOps, kv_cache_and_attention) {
         const std::vector<float> qs = rand_floats(size_t(nt * n_head * hd), seed++),
                                  ks = rand_floats(size_t(nt * kv_dim), seed++),
                                  vs = rand_floats(size_t(nt * kv_dim), seed++);
+        be.host_wrote(q.data(), q.size() * 4);  // before the host writes: brings down what the device holds
+        be.host_wrote(k.data(), k.size() * 4);
+        be.host_wrote(v.data(), v.size() * 4);
         std::copy(qs.begin(), qs.end(), q.begin());
         std::copy(ks.begin(), ks.end(), k.begin());
         std::copy(vs.begin(), vs.end(), v.begin());
-        be.host_wrote(q.data(), q.size() * 4);
-        be.host_wrote(k.data(), k.size() * 4);
-        be.host_wrote(v.data(), v.size() * 4);
         be.rope_kv_store(q.data(), k.data(), v.data(), dev, 1, pos.data(), nt, rs);
         std::vector<float> qr = qs, kr = ks;
         cpu_->rope_kv_store(qr.data(), kr.data(), vs.data(), host, 1, pos.data(), nt, rs);

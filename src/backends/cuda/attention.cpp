@@ -11,7 +11,7 @@ void CudaBackend::record_attention(const void* k_plane, const void* v_plane, int
                                    const AttnParams& p, const float* dq, const int32_t* dpos, float* dout,
                                    int splits) {
   const int64_t n = n_tok * p.n_head * p.head_dim;
-  const bool quantize = quantized_ && p.head_dim % 32 == 0 && n <= int64_t(q8_q_.bytes());
+  const bool quantize = quantized_ && p.head_dim % 32 == 0 && q8_fits(n);
   cuda::AttnArgs a;
   a.n_head = int(p.n_head);
   a.n_head_kv = int(p.n_head_kv);
@@ -23,15 +23,11 @@ void CudaBackend::record_attention(const void* k_plane, const void* v_plane, int
   if (n_tok == 1 && int64_t(splits) * p.n_head * (p.head_dim + 2) > attn_work_floats_)
     fail("internal: CUDA attention of {} heads in {} splits exceeds its work buffer", p.n_head, splits);
   float* work = attn_work_.as<float>();
-  const cuda::Q8 q8 = quantize ? q8_buffers() : cuda::Q8{};
+  const cuda::Q8 q8 = quantize ? q8_view(0) : cuda::Q8{};
   launch(k_attention_.name.c_str(), [&](cudaStream_t s) {
     cuda::attention(dq, k_plane, v_plane, dpos, int(n_tok), a, splits, work, dout, q8, s);
   });
-  if (quantize) {
-    q8_src_ = dout;
-    q8_rows_ = n_tok;
-    q8_cols_ = p.n_head * p.head_dim;
-  }
+  if (quantize) q8_hold(0, dout, n_tok, p.n_head * p.head_dim);
 }
 
 void CudaBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
@@ -53,9 +49,10 @@ void CudaBackend::attention(const float* q, const KvCache& kv, int64_t layer, co
   float* dout = dev_out(out, n, out_, "attention");
   record_attention(kv_plane(layer, 0), kv_plane(layer, 1), opts_.kv_dim, n_tok, p, dq,
                    dev_positions(pos, n_tok), dout, attn_splits_);
-  const float* q8_src = q8_src_;
+  const float* src = q8_[0].src;
+  const int64_t rows = q8_[0].rows, cols = q8_[0].cols;
   dev_done(out, n, dout);
-  q8_src_ = q8_src;  // dev_done forgets the Q8 source it overlaps: here the kernel wrote both together
+  q8_hold(0, src, rows, cols);  // dev_done forgets it: here the kernel wrote both together
 }
 
 }  // namespace tilellm

@@ -72,9 +72,13 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
   in_b_ = rt_.alloc(floats(max_in));
   out_ = rt_.alloc(floats(opts_.max_out_elems));
   vec_ = rt_.alloc(floats(opts_.max_width));
-  q8_q_ = rt_.alloc(size_t(max_in));
-  q8_d_ = rt_.alloc(floats(max_in / 32));
-  q8_s_ = rt_.alloc(floats(max_in / 16));
+  for (Q8Set& set : q8_) {
+    set.q = rt_.alloc(size_t(max_in));
+    set.d = rt_.alloc(floats(max_in / 32));
+    set.s = rt_.alloc(floats(max_in / 16));
+  }
+  glu_counters_ = rt_.alloc(size_t(max_in / 32 + 1) * sizeof(int));
+  rt_.zero(glu_counters_, 0, glu_counters_.bytes());
   pos_dev_ = rt_.alloc(size_t(opts_.max_tokens) * 4);
   ids_dev_ = rt_.alloc(size_t(opts_.max_tokens) * 4);
   pos_held_.assign(size_t(opts_.max_tokens), 0);
@@ -256,8 +260,8 @@ std::string CudaBackend::memory_summary() const {
   }
   for (const cuda::Buffer& b : mirror_dev_) other += b.bytes();
   for (const auto& e : norms_) other += e.second.bytes();
-  for (const cuda::Buffer* b :
-       {&in_a_, &in_b_, &out_, &vec_, &attn_work_, &q8_q_, &q8_d_, &q8_s_, &pos_dev_, &ids_dev_})
+  for (const cuda::Buffer* b : {&in_a_, &in_b_, &out_, &vec_, &attn_work_, &q8_[0].q, &q8_[0].d, &q8_[0].s,
+                                &q8_[1].q, &q8_[1].d, &q8_[1].s, &glu_counters_, &pos_dev_, &ids_dev_})
     other += b->bytes();
   for (const RopeSlot& r : rope_) other += r.dev.bytes();
   constexpr double kMiB = 1024.0 * 1024.0;

@@ -173,10 +173,13 @@ class CudaBackend final : public Backend {
 
   // The products on device operands: x at dx (n_tok rows), y to dy.
   void record_matmul(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy);
-  // The rounded activations of the n_tok x n floats at dx (the Q8 buffers), made unless they are there.
-  cuda::Q8 q8_of(const float* dx, int64_t n_tok, int64_t n);
-  cuda::Q8 q8_buffers() const;
-  void device_wrote(const void* dptr, size_t bytes);  // forgets the Q8 buffers' source if it overlaps
+  // The set of Q8 buffers holding the rounded activations of the n_tok x n floats at dx, rounded into set 0
+  // unless a set holds them already.
+  int q8_of(const float* dx, int64_t n_tok, int64_t n);
+  cuda::Q8 q8_view(int set) const;
+  bool q8_fits(int64_t n) const { return n <= int64_t(q8_[0].q.bytes()); }
+  void q8_hold(int set, const float* src, int64_t rows, int64_t cols);
+  void device_wrote(const void* dptr, size_t bytes);  // forgets a Q8 set's source if it overlaps
   // The KV ops on explicit planes (the session's cache, or the self-check's).
   void record_attention(const void* k_plane, const void* v_plane, int64_t kv_dim, int64_t n_tok,
                         const AttnParams& p, const float* dq, const int32_t* dpos, float* dout, int splits);
@@ -218,10 +221,17 @@ class CudaBackend final : public Backend {
   cuda::Buffer vec_;                // [max_width] floats: a norm weight not uploaded at load
   cuda::Buffer attn_work_;          // [splits][max heads][head_dim + 2] floats: split attention's partials
   int64_t attn_work_floats_ = 0;
-  // Q8 buffers for up to max_in_elems activations: q int8 [max_in], d [max_in / 32], s [max_in / 16].
-  cuda::Buffer q8_q_, q8_d_, q8_s_;
-  const float* q8_src_ = nullptr;  // the device floats the Q8 buffers hold, rounded (null: none)
-  int64_t q8_rows_ = 0, q8_cols_ = 0;
+  // Two sets of Q8 buffers for up to max_in_elems activations each: q int8 [max_in], d [max_in / 32], s
+  // [max_in / 16], and the device floats [rows][cols] they hold rounded (src null: none). Two, because the
+  // GLU product reads one and writes its output's rounding into the other.
+  struct Q8Set {
+    cuda::Buffer q, d, s;
+    const float* src = nullptr;
+    int64_t rows = 0, cols = 0;
+  };
+  Q8Set q8_[2];
+  // GLU outputs' completion counts (matvec.cu quantize_rows_when_complete): [max_in_elems / 32] ints, zero.
+  cuda::Buffer glu_counters_;
   cuda::Buffer pos_dev_, ids_dev_;  // [max_tokens] int32: the pass's positions and token ids
   std::vector<int32_t> pos_held_, ids_held_;
   int64_t pos_n_ = -1, ids_n_ = -1;
@@ -243,8 +253,11 @@ class CudaBackend final : public Backend {
   uint64_t step_ops_ = 0, captured_ops_ = 0;
   size_t deferred_k_ = 0;
   std::vector<size_t> capture_begin_state_, capture_end_state_;
-  const float* capture_q8_src_ = nullptr;  // the Q8 buffers' source after the captured step
-  int64_t capture_q8_rows_ = 0, capture_q8_cols_ = 0;
+  struct Q8Held {
+    const float* src = nullptr;
+    int64_t rows = 0, cols = 0;
+  };
+  Q8Held capture_q8_[2];  // the Q8 sets' sources after the captured step
   uint64_t replayed_ = 0, captured_ = 0;
 
   HostMirrors mirrors_{"CUDA backend"};

@@ -9,22 +9,27 @@
 
 namespace tilellm {
 
-cuda::Q8 CudaBackend::q8_buffers() const {
-  return {q8_q_.as<int8_t>(), q8_d_.as<float>(), q8_s_.as<float>()};
+cuda::Q8 CudaBackend::q8_view(int set) const {
+  return {q8_[set].q.as<int8_t>(), q8_[set].d.as<float>(), q8_[set].s.as<float>()};
 }
 
-cuda::Q8 CudaBackend::q8_of(const float* dx, int64_t n_tok, int64_t n) {
-  if (q8_src_ != dx || q8_rows_ != n_tok || q8_cols_ != n) {
-    if (n % 32 != 0) fail("internal: CUDA quantized activations of a row of {} (not whole blocks of 32)", n);
-    if (n_tok * n > int64_t(q8_q_.bytes()))
-      fail("CUDA backend: {} x {} activations exceed the quantization buffers sized at start", n_tok, n);
-    const cuda::Q8 q8 = q8_buffers();
-    launch("quantize_q8", [&](cudaStream_t s) { cuda::quantize_q8(dx, int(n_tok), int(n), q8, s); });
-    q8_src_ = dx;
-    q8_rows_ = n_tok;
-    q8_cols_ = n;
+void CudaBackend::q8_hold(int set, const float* src, int64_t rows, int64_t cols) {
+  q8_[set].src = src;
+  q8_[set].rows = rows;
+  q8_[set].cols = cols;
+}
+
+int CudaBackend::q8_of(const float* dx, int64_t n_tok, int64_t n) {
+  for (int set = 0; set < 2; ++set) {
+    if (q8_[set].src == dx && q8_[set].rows == n_tok && q8_[set].cols == n) return set;
   }
-  return q8_buffers();
+  if (n % 32 != 0) fail("internal: CUDA quantized activations of a row of {} (not whole blocks of 32)", n);
+  if (!q8_fits(n_tok * n))
+    fail("CUDA backend: {} x {} activations exceed the quantization buffers sized at start", n_tok, n);
+  const cuda::Q8 q8 = q8_view(0);
+  launch("quantize_q8", [&](cudaStream_t s) { cuda::quantize_q8(dx, int(n_tok), int(n), q8, s); });
+  q8_hold(0, dx, n_tok, n);
+  return 0;
 }
 
 // The host's copy of the kernels' rounding (common.cuh quantize_block), operation for operation.
@@ -52,7 +57,7 @@ void CudaBackend::record_matmul(const DeviceWeight& dw, const float* dx, int64_t
   const cuda::Matrix m = dw.matrix();
   const bool one = n_tok == 1 && !k_matvec_[f].on_cpu;
   if (quantized(dw.fmt)) {
-    const cuda::Q8 q8 = q8_of(dx, n_tok, dw.n_in);
+    const cuda::Q8 q8 = q8_view(q8_of(dx, n_tok, dw.n_in));
     if (one) {
       cuda::MatvecJob job;
       job.w[0] = m;
@@ -104,7 +109,7 @@ void CudaBackend::matmul_shared(const Weight* const* ws, float* const* ys, int n
     job.w[i] = dws[i]->matrix();
     job.y[i] = dev_out(ys[i], ws[i]->n_out, out_, "matmul");
   }
-  const cuda::Q8 q8 = q8_of(dx, 1, ws[0]->n_in);
+  const cuda::Q8 q8 = q8_view(q8_of(dx, 1, ws[0]->n_in));
   launch(k_matvec_[int(dws[0]->fmt)].name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
   for (int i = 0; i < n; ++i) dev_done(ys[i], ws[i]->n_out, job.y[i]);
 }
@@ -125,9 +130,17 @@ void CudaBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const flo
       job.w[0] = g.matrix();
       job.w[1] = u.matrix();
       job.y[0] = dev_out(out, g.n_out, out_, "matmul_glu");
-      const cuda::Q8 q8 = q8_of(dx, 1, g.n_in);
+      const int in_set = q8_of(dx, 1, g.n_in);
+      // The output rounded too (for the down product), into the other set: this launch reads in_set.
+      const bool round_out = g.n_out % 32 == 0 && q8_fits(g.n_out);
+      if (round_out) {
+        job.out_q8 = q8_view(1 - in_set);
+        job.counters = glu_counters_.as<int>();
+      }
+      const cuda::Q8 q8 = q8_view(in_set);
       launch(k_matvec_[int(g.fmt)].name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
       dev_done(out, g.n_out, job.y[0]);
+      if (round_out) q8_hold(1 - in_set, job.y[0], 1, g.n_out);
       return;
     }
   }

@@ -18,7 +18,8 @@ void CudaBackend::begin_forward(const ForwardStep& step) {
   }
   step_ops_ = 0;
   deferred_k_ = 0;
-  q8_src_ = nullptr;  // every pass makes its own roundings: a captured one and its replays alike
+  for (Q8Set& set : q8_)
+    set.src = nullptr;  // every pass makes its own roundings: a capture and its replays alike
   // A replayed step's ops check nothing (they do not run on the host): the positions are checked here, the
   // token ids by embed, before any of them reaches the device.
   for (int64_t t = 0; t < step.n_tok; ++t) {
@@ -54,9 +55,11 @@ void CudaBackend::end_forward() {
     if (was_capturing && rt_.end_capture()) {
       captured_ops_ = step_ops_;
       capture_end_state_ = mirrors_.state();
-      capture_q8_src_ = q8_src_;
-      capture_q8_rows_ = q8_rows_;
-      capture_q8_cols_ = q8_cols_;
+      for (int i = 0; i < 2; ++i) {
+        capture_q8_[i].src = q8_[i].src;
+        capture_q8_[i].rows = q8_[i].rows;
+        capture_q8_[i].cols = q8_[i].cols;
+      }
       ++captured_;
     }
     rt_.deliver();
@@ -69,9 +72,7 @@ void CudaBackend::end_forward() {
     rt_.replay();
     rt_.deliver();
     mirrors_.set_state(capture_end_state_);
-    q8_src_ = capture_q8_src_;
-    q8_rows_ = capture_q8_rows_;
-    q8_cols_ = capture_q8_cols_;
+    for (int i = 0; i < 2; ++i) q8_hold(i, capture_q8_[i].src, capture_q8_[i].rows, capture_q8_[i].cols);
     ++replayed_;
   }
 }

@@ -9,11 +9,13 @@
 namespace tilellm {
 
 void CudaBackend::device_wrote(const void* dptr, size_t bytes) {
-  if (!q8_src_) return;
   const uint8_t* a = static_cast<const uint8_t*>(dptr);
-  const uint8_t* q = reinterpret_cast<const uint8_t*>(q8_src_);
-  const size_t qb = size_t(q8_rows_ * q8_cols_) * sizeof(float);
-  if (a < q + qb && q < a + bytes) q8_src_ = nullptr;
+  for (Q8Set& set : q8_) {
+    if (!set.src) continue;
+    const uint8_t* q = reinterpret_cast<const uint8_t*>(set.src);
+    const size_t qb = size_t(set.rows * set.cols) * sizeof(float);
+    if (a < q + qb && q < a + bytes) set.src = nullptr;
+  }
 }
 
 void CudaBackend::upload_dirty(size_t i) {

@@ -18,16 +18,12 @@ void CudaBackend::rmsnorm(const float* x, const float* w, float* y, int64_t n_ro
   // In place (x == y) outside the mirrors: in the staging copy of x.
   float* dy = dev_out(y, total, x == y ? in_a_ : out_, "rmsnorm");
   const float* dw = norm_weight(w, n);
-  const bool quantize = quantized_ && n % 32 == 0 && total <= int64_t(q8_q_.bytes());
-  const cuda::Q8 q8 = quantize ? q8_buffers() : cuda::Q8{};
+  const bool quantize = quantized_ && n % 32 == 0 && q8_fits(total);
+  const cuda::Q8 q8 = quantize ? q8_view(0) : cuda::Q8{};
   launch(k_rmsnorm_.name.c_str(),
          [&](cudaStream_t s) { cuda::rmsnorm(dx, dw, dy, int(n_rows), int(n), eps, nullptr, q8, s); });
   dev_done(y, total, dy);
-  if (quantize) {  // after dev_done, which forgets a Q8 source that y overlaps
-    q8_src_ = dy;
-    q8_rows_ = n_rows;
-    q8_cols_ = n;
-  }
+  if (quantize) q8_hold(0, dy, n_rows, n);  // after dev_done, which forgets a Q8 source that y overlaps
 }
 
 void CudaBackend::add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
@@ -47,17 +43,13 @@ void CudaBackend::add_rmsnorm(float* acc, const float* x, const float* w, float*
   const float* dx = dev_in(x, total, in_a_, "add_rmsnorm");
   float* dy = dev_out(y, total, out_, "add_rmsnorm");
   const float* dw = norm_weight(w, n);
-  const bool quantize = quantized_ && n % 32 == 0 && total <= int64_t(q8_q_.bytes());
-  const cuda::Q8 q8 = quantize ? q8_buffers() : cuda::Q8{};
+  const bool quantize = quantized_ && n % 32 == 0 && q8_fits(total);
+  const cuda::Q8 q8 = quantize ? q8_view(0) : cuda::Q8{};
   launch(k_add_rmsnorm_.name.c_str(),
          [&](cudaStream_t s) { cuda::rmsnorm(dx, dw, dy, int(n_rows), int(n), eps, dacc, q8, s); });
   dev_done(acc, total, dacc);
   dev_done(y, total, dy);
-  if (quantize) {
-    q8_src_ = dy;
-    q8_rows_ = n_rows;
-    q8_cols_ = n;
-  }
+  if (quantize) q8_hold(0, dy, n_rows, n);
 }
 
 }  // namespace tilellm

@@ -279,7 +279,7 @@ void CudaBackend::run_self_check() {
     verdict(k_attention_, err);
   }
   rt_.finish();
-  q8_src_ = nullptr;
+  for (Q8Set& set : q8_) set.src = nullptr;
 }
 
 }  // namespace tilellm

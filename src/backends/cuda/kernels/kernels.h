@@ -62,6 +62,11 @@ struct MatvecJob {
   float* y[3] = {nullptr, nullptr, nullptr};
   int n = 1;
   int glu = -1;  // -1: plain products; 0 / 1: gate and up combined by SiLU / GELU into y[0]
+  // A GLU's output also written rounded (Q8) for the product after it (n_out % 32 == 0): the block that
+  // finishes the last rows of a block of 32 rounds it. `counters` [n_out / 32] ints, zero before the launch
+  // and left zero after it.
+  Q8 out_q8;
+  int* counters = nullptr;
 };
 void matvec_q8(const MatvecJob& job, const Q8& x, cudaStream_t s);
 

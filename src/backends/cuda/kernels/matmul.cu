@@ -212,7 +212,8 @@ __global__ void __launch_bounds__(kThreadsQ, F == kKq8 ? 1 : 2)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int wm = warp % 4, wn = warp / 4;  // the warp's 32 rows and 32 tokens within the block's tile
-  const int row0 = blockIdx.x * kRowsQ, tok0 = blockIdx.y * kToksQ;
+  // Token tiles vary fastest, so the blocks that read the same weights run together (L2 reuse).
+  const int row0 = blockIdx.y * kRowsQ, tok0 = blockIdx.x * kToksQ;
   const int nb = w.n_in / 32, n_stages = (nb + kStageBlocks - 1) / kStageBlocks;
   const StageLoader<F> ld{w, x, n_tok, row0, tok0, nb};
   constexpr int S = code_stride<F>();
@@ -345,7 +346,7 @@ void matmul_f32(const Matrix& w, const float* x, int n_tok, float* y, cudaStream
 
 void matmul_q8(const Matrix& w, const Q8& x, int n_tok, float* y, cudaStream_t s) {
   if (w.n_out <= 0 || n_tok <= 0) return;
-  const dim3 grid(ceil_div(w.n_out, kRowsQ), ceil_div(n_tok, kToksQ));
+  const dim3 grid(ceil_div(n_tok, kToksQ), ceil_div(w.n_out, kRowsQ));
   with_format(w.fmt, [&]<int F>() {
     if constexpr (fmt_block(F)) {
       const size_t shared = 2 * sizeof(Stage<F>);

@@ -95,18 +95,43 @@ __device__ __forceinline__ void block_dot(const Codes<F>& c, const uint4& xa, co
   }
 }
 
+// A GLU job's rounding of its output (MatvecJob::out_q8): once this block's rows are written, its count of
+// the block of 32 rows they lie in goes up (a block's 8 rows lie in one such block); the block whose count
+// completes it reads the 32 values (written by other blocks: made visible by their fences, read past L1)
+// and rounds them, then sets the counter back to zero for the next launch.
+__device__ __forceinline__ void quantize_rows_when_complete(const MatvecJob& job, const float* y, int r0,
+                                                            int n_out) {
+  __shared__ int last;
+  __threadfence();  // each writer's rows before the count
+  __syncthreads();
+  const int block0 = int(blockIdx.x) * 8;  // the block's first row (4 warps x 2 rows)
+  const int b32 = block0 / 32;
+  if (threadIdx.x == 0) {
+    const int writers = (min(32, n_out - 32 * b32) + 7) / 8;  // blocks of 8 rows in this block of 32
+    last = atomicAdd(&job.counters[b32], 1) == writers - 1;
+    if (last) job.counters[b32] = 0;
+  }
+  __syncthreads();
+  if (!last || threadIdx.x >= 32) return;
+  __threadfence();
+  const int r = 32 * b32 + int(threadIdx.x);
+  quantize_block(__ldcg(y + r), r, b32, job.out_q8);
+  (void)r0;
+}
+
 // Launch-wide numbering of a job's blocks: matrix i takes blocks [first[i], first[i + 1]).
 struct JobLayout {
   int first[4];
 };
 
 template <int F, int Glu>
-__global__ void __launch_bounds__(128) matvec_q8_kernel(MatvecJob job, JobLayout lay, Q8 x) {
+__global__ void __launch_bounds__(128, Glu >= 0 ? 3 : 4)
+    matvec_q8_kernel(MatvecJob job, JobLayout lay, Q8 x) {
   constexpr int kMats = Glu >= 0 ? 2 : 1;  // matrices a warp reads (gate and up for a GLU)
   constexpr int kN = kRows * kMats;        // rows a warp reads
-  // Blocks of 32 a lane loads in one round: 64 registers of codes (256 bytes in flight a lane), so a row of
-  // 4096 inputs is read in one round.
-  constexpr int kUnroll = 16 / (kN * (fmt_nibbles(F) ? 1 : 2));
+  // Blocks of 32 a lane loads in one round: at most 4 (a row of 4096 inputs is one round) and 64 registers
+  // of codes (256 bytes in flight a lane); more would cost occupancy for nothing on rows up to 4096.
+  constexpr int kUnroll = 16 / (kN * (fmt_nibbles(F) ? 1 : 2)) < 4 ? 16 / (kN * (fmt_nibbles(F) ? 1 : 2)) : 4;
   extern __shared__ __align__(16) unsigned char xs[];  // the activations: q [n_in], d [nb], s [2 nb]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   griddep_launch_dependents();
@@ -154,13 +179,12 @@ __global__ void __launch_bounds__(128) matvec_q8_kernel(MatvecJob job, JobLayout
     for (int i = threadIdx.x; i < 3 * nb; i += blockDim.x) d[i] = i < nb ? x.d[i] : x.s[i - nb];
   }
   __syncthreads();
-  if (!active) return;
   const float* xd = reinterpret_cast<const float*>(xs + n_in);
   const float* xsum = xd + nb;
   float acc[kN];
 #pragma unroll
   for (int k = 0; k < kN; ++k) acc[k] = 0.0f;
-  for (int b0 = lane;;) {
+  for (int b0 = lane; active;) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int b = b0 + 32 * u;
@@ -186,15 +210,19 @@ __global__ void __launch_bounds__(128) matvec_q8_kernel(MatvecJob job, JobLayout
   }
 #pragma unroll
   for (int k = 0; k < kN; ++k) acc[k] = warp_sum(acc[k]);
-  if (lane != 0) return;
+  if (active && lane == 0) {
 #pragma unroll
-  for (int k = 0; k < kRows; ++k) {
-    const int r = r0 + k;
-    if (r >= w0.n_out) break;
-    if constexpr (Glu >= 0)
-      y[r] = glu_act(acc[k], Glu) * acc[kRows + k];
-    else
-      y[r] = acc[k];
+    for (int k = 0; k < kRows; ++k) {
+      const int r = r0 + k;
+      if (r >= w0.n_out) break;
+      if constexpr (Glu >= 0)
+        y[r] = glu_act(acc[k], Glu) * acc[kRows + k];
+      else
+        y[r] = acc[k];
+    }
+  }
+  if constexpr (Glu >= 0) {
+    if (job.out_q8.q) quantize_rows_when_complete(job, y, r0, w0.n_out);
   }
 }
 
