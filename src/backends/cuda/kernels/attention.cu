@@ -218,14 +218,35 @@ __global__ void __launch_bounds__(128)
   const float* qw = qs + warp * 4 * hd;  // the warp's 4 query rows
   for (int j0 = lo_all - lo_all % kChunk; j0 < hi_all; j0 += kChunk) {
     __syncthreads();  // the previous chunk's rows are read
-    for (int i = tid; i < kChunk * hd; i += 128) {
-      const int jj = i / hd, d = i % hd;
-      const int j = min(j0 + jj, hi_all - 1);  // rows past the keys: any row (their scores are masked)
+    // Rows in runs of 8 elements (16-byte loads of halves; two of floats); rows past the keys: any row (their
+    // scores are masked).
+    for (int i = tid; i < kChunk * hd / 8; i += 128) {
+      const int jj = (8 * i) / hd, d = (8 * i) % hd;
+      const int j = min(j0 + jj, hi_all - 1);
       const int64_t at = int64_t(j) * a.kv_dim + head_off + d;
-      kc[jj * ks + d] = F16 ? __half2float(static_cast<const __half*>(k_plane)[at])
-                            : static_cast<const float*>(k_plane)[at];
-      vc[jj * hd + d] = F16 ? __half2float(static_cast<const __half*>(v_plane)[at])
-                            : static_cast<const float*>(v_plane)[at];
+      float4 k0, k1, v0, v1;
+      if constexpr (F16) {
+        const uint4 kw = *reinterpret_cast<const uint4*>(static_cast<const __half*>(k_plane) + at);
+        const uint4 vw = *reinterpret_cast<const uint4*>(static_cast<const __half*>(v_plane) + at);
+        const __half2* kh2 = reinterpret_cast<const __half2*>(&kw);
+        const __half2* vh2 = reinterpret_cast<const __half2*>(&vw);
+        const float2 a0 = __half22float2(kh2[0]), a1 = __half22float2(kh2[1]), a2 = __half22float2(kh2[2]),
+                     a3 = __half22float2(kh2[3]);
+        const float2 b0 = __half22float2(vh2[0]), b1 = __half22float2(vh2[1]), b2 = __half22float2(vh2[2]),
+                     b3 = __half22float2(vh2[3]);
+        k0 = make_float4(a0.x, a0.y, a1.x, a1.y);
+        k1 = make_float4(a2.x, a2.y, a3.x, a3.y);
+        v0 = make_float4(b0.x, b0.y, b1.x, b1.y);
+        v1 = make_float4(b2.x, b2.y, b3.x, b3.y);
+      } else {
+        const float4* kf = reinterpret_cast<const float4*>(static_cast<const float*>(k_plane) + at);
+        const float4* vf = reinterpret_cast<const float4*>(static_cast<const float*>(v_plane) + at);
+        k0 = kf[0], k1 = kf[1], v0 = vf[0], v1 = vf[1];
+      }
+      *reinterpret_cast<float4*>(kc + jj * ks + d) = k0;
+      *reinterpret_cast<float4*>(kc + jj * ks + d + 4) = k1;
+      *reinterpret_cast<float4*>(vc + jj * hd + d) = v0;
+      *reinterpret_cast<float4*>(vc + jj * hd + d + 4) = v1;
     }
     __syncthreads();
     // Lane = key j0 + lane: its score against the warp's 4 queries.
@@ -289,7 +310,8 @@ __global__ void __launch_bounds__(128)
 }  // namespace
 
 bool attention_tiled(const AttnArgs& a, int n_tok) {
-  return n_tok >= 8 && a.head_dim % 32 == 0 && a.head_dim <= 32 * kTileMaxDims;
+  // Rows read 8 elements (16 bytes of halves) at a time: kv_dim a multiple of 8 keeps them aligned.
+  return n_tok >= 8 && a.head_dim % 32 == 0 && a.head_dim <= 32 * kTileMaxDims && a.kv_dim % 8 == 0;
 }
 
 void attention(const float* q, const void* k_plane, const void* v_plane, const int32_t* pos, int n_tok,
