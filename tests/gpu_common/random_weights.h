@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/modes.h"
 #include "base/error.h"
 #include "base/fp16.h"
+#include "format/asym_quant.h"
 #include "format/quants.h"
 
 namespace tilellm::test {
@@ -100,5 +102,36 @@ inline OwnedWeight make_weight(GgmlType type, int64_t n_in, int64_t n_out, uint3
   o.w.data = o.bytes.data();
   return o;
 }
+
+// A float matrix of random values that --weights `mode` converts at upload (w, F32 rows), with the
+// conversion's exact values beside it (we, `exact`: what the CPU's float path multiplies by).
+struct ConvertedWeight {
+  std::vector<float> src, exact;
+  Weight w, we;
+  ConvertedWeight(WeightsMode mode, int64_t n_in, int64_t n_out, uint32_t seed)
+      : src(rand_floats(size_t(n_in * n_out), seed)), exact(src.size()) {
+    for (int64_t r = 0; r < n_out; ++r) {
+      const float* s = src.data() + r * n_in;
+      float* e = exact.data() + r * n_in;
+      if (mode == WeightsMode::Int4B64 || mode == WeightsMode::Int8B0) {
+        dequantize_row_asym(mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0, s, n_in,
+                            e);
+      } else {
+        for (int64_t j = 0; j < n_in; ++j)
+          e[j] = mode == WeightsMode::F16 ? fp16_to_fp32(fp32_to_fp16(s[j])) : s[j];
+      }
+    }
+    w.name = std::string("converted ") + weights_mode_name(mode);
+    w.type = GgmlType::F32;
+    w.data = reinterpret_cast<const uint8_t*>(src.data());
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = size_t(n_in) * 4;
+    we = w;
+    we.data = reinterpret_cast<const uint8_t*>(exact.data());
+  }
+  ConvertedWeight(const ConvertedWeight&) = delete;  // w and we point into src and exact
+  ConvertedWeight& operator=(const ConvertedWeight&) = delete;
+};
 
 }  // namespace tilellm::test

@@ -32,42 +32,12 @@
 namespace tilellm {
 namespace {
 
+using test::ConvertedWeight;
 using test::make_weight;
 using test::OwnedWeight;
 using test::rand_floats;
 
 constexpr double kU = 0x1p-24;
-
-// A float matrix of random values that --weights `mode` converts at upload (w, F32 rows), with the
-// conversion's exact values beside it (we: what the CPU's float path multiplies by).
-struct ConvertedWeight {
-  std::vector<float> src, exact;
-  Weight w, we;
-  ConvertedWeight(WeightsMode mode, int64_t n_in, int64_t n_out, uint32_t seed)
-      : src(rand_floats(size_t(n_in * n_out), seed)), exact(src.size()) {
-    for (int64_t r = 0; r < n_out; ++r) {
-      const float* s = src.data() + r * n_in;
-      float* e = exact.data() + r * n_in;
-      if (mode == WeightsMode::Int4B64 || mode == WeightsMode::Int8B0) {
-        dequantize_row_asym(mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0, s, n_in,
-                            e);
-      } else {
-        for (int64_t j = 0; j < n_in; ++j)
-          e[j] = mode == WeightsMode::F16 ? fp16_to_fp32(fp32_to_fp16(s[j])) : s[j];
-      }
-    }
-    w.name = std::string("converted ") + weights_mode_name(mode);
-    w.type = GgmlType::F32;
-    w.data = reinterpret_cast<const uint8_t*>(src.data());
-    w.n_in = n_in;
-    w.n_out = n_out;
-    w.row_bytes = size_t(n_in) * 4;
-    we = w;
-    we.data = reinterpret_cast<const uint8_t*>(exact.data());
-  }
-  ConvertedWeight(const ConvertedWeight&) = delete;  // w and we point into src and exact
-  ConvertedWeight& operator=(const ConvertedWeight&) = delete;
-};
 
 class VulkanOps : public ::testing::TestWithParam<std::string> {
  protected:
