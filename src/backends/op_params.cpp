@@ -17,4 +17,18 @@ RopeTable::RopeTable(int64_t n_pos_, int64_t rope_dim, float base, float freq_sc
   }
 }
 
+bool RopeTableStamp::matches(const RopeTable& t) const {
+  return table == &t && data == t.cos_sin.data() && n_pos == t.n_pos && n_half == t.n_half &&
+         !t.cos_sin.empty() && first == t.cos_sin.front() && last == t.cos_sin.back();
+}
+
+void RopeTableStamp::take(const RopeTable& t) {
+  table = &t;
+  data = t.cos_sin.data();
+  n_pos = t.n_pos;
+  n_half = t.n_half;
+  first = t.cos_sin.empty() ? 0.0f : t.cos_sin.front();
+  last = t.cos_sin.empty() ? 0.0f : t.cos_sin.back();
+}
+
 }  // namespace tilellm

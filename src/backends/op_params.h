@@ -27,6 +27,18 @@ struct RopeTable {
   const float* at(int64_t pos) const { return cos_sin.data() + size_t(pos * n_half * 2); }
 };
 
+// What a device backend remembers of a RopeTable it copied to its memory, to know the table again without
+// reading it all: its address, data pointer and shape, and its first and last values (a table freed and
+// another made at the same address with the same shape is caught by its values).
+struct RopeTableStamp {
+  const RopeTable* table = nullptr;
+  const float* data = nullptr;
+  int64_t n_pos = 0, n_half = 0;
+  float first = 0, last = 0;
+  bool matches(const RopeTable& t) const;
+  void take(const RopeTable& t);
+};
+
 struct AttnParams {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;  // query head h reads KV head h / (n_head / n_head_kv)

@@ -236,13 +236,11 @@ class CudaBackend final : public Backend {
   std::vector<int32_t> pos_held_, ids_held_;
   int64_t pos_n_ = -1, ids_n_ = -1;
   struct RopeSlot {
-    const RopeTable* table = nullptr;
-    const float* data = nullptr;
-    int64_t n_pos = 0, n_half = 0;
-    float first = 0, last = 0;
+    RopeTableStamp stamp;
     cuda::Buffer dev;
     uint64_t last_use = 0;
   };
+
   RopeSlot rope_[2];
   uint64_t rope_uses_ = 0;
 

@@ -130,15 +130,10 @@ const int32_t* CudaBackend::dev_ids(const int32_t* ids, int64_t n_tok) {
 }
 
 const float* CudaBackend::dev_rope_table(const RopeTable& table) {
-  // Known by its address, shape and data pointer, and its first and last values (a table freed and another
-  // made at the same address with the same shape is caught by its values).
   const size_t nf = table.cos_sin.size();
-  auto same = [&](const RopeSlot& r) {
-    return r.table == &table && r.data == table.cos_sin.data() && r.n_pos == table.n_pos &&
-           r.n_half == table.n_half && nf > 0 && r.first == table.cos_sin.front() &&
-           r.last == table.cos_sin.back();
-  };
-  RopeSlot* hit = same(rope_[0]) ? &rope_[0] : same(rope_[1]) ? &rope_[1] : nullptr;
+  RopeSlot* hit = rope_[0].stamp.matches(table)   ? &rope_[0]
+                  : rope_[1].stamp.matches(table) ? &rope_[1]
+                                                  : nullptr;
   if (!hit) {
     hit = rope_[0].last_use <= rope_[1].last_use ? &rope_[0] : &rope_[1];
     if (nf == 0) fail("CUDA backend: rope: the RoPE table is empty");
@@ -147,12 +142,7 @@ const float* CudaBackend::dev_rope_table(const RopeTable& table) {
       hit->dev = rt_.alloc(nf * sizeof(float));
     }
     rt_.upload(hit->dev, 0, table.cos_sin.data(), nf * sizeof(float));
-    hit->table = &table;
-    hit->data = table.cos_sin.data();
-    hit->n_pos = table.n_pos;
-    hit->n_half = table.n_half;
-    hit->first = table.cos_sin.front();
-    hit->last = table.cos_sin.back();
+    hit->stamp.take(table);
   }
   hit->last_use = ++rope_uses_;
   return hit->dev.as<float>();

@@ -236,13 +236,11 @@ class VulkanBackend final : public Backend {
   std::vector<int32_t> ids_held_;  // what ids_dev_ holds (ids_n_ entries)
   int64_t ids_n_ = -1;
   struct RopeSlot {
-    const RopeTable* table = nullptr;
-    const float* data = nullptr;
-    int64_t n_pos = 0, n_half = 0;
-    float first = 0, last = 0;  // the table's first and last values, when uploaded
+    RopeTableStamp stamp;
     vulkan::Buffer dev;
     uint64_t last_use = 0;
   };
+
   RopeSlot rope_[2];
   uint64_t rope_uses_ = 0;
   // Decode capture and replay (header comment). Step-input slots: positions, then token ids.
