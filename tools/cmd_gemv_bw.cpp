@@ -16,6 +16,8 @@
 // and, beside each, the same bytes read and copied alone ("read W", "copy W": what any kernel reading those
 // bytes reaches, launch and drain included). The probe flushes the cache before every timed operation, so
 // each reads from memory. The table uses the medians of 10 rounds after 2 warm-up rounds.
+// On a device backend a second table follows: each format's products back to back over copies of the matrix
+// in one decode step, as decode runs them (gemv_b2b.h).
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -27,6 +29,7 @@
 #include "base/error.h"
 #include "bench_env.h"
 #include "commands.h"
+#include "gemv_b2b.h"
 #include "matmul_case.h"
 #include "mnn_gemm.h"
 
@@ -191,6 +194,21 @@ void gemv_bw_main(const GemvArgs& a) {
       "# us/iter: median of %d iterations (%s), each from memory (the cache flushed first); read W / copy W: "
       "the weight bytes alone read and copied by the memory probes (medians, flushed likewise)\n",
       kIters, host ? "wall clock: activation quantization + GEMV" : "the kernels' device time");
+  if (host) return;
+  // Back to back: the products as a decode step runs them (gemv_b2b.h).
+  std::printf(
+      "# back to back: each format's products over copies of the matrix (together >= 4x the cache), one "
+      "after "
+      "the other in one decode step (recorded once and replayed where the backend does); median of 10 steps, "
+      "wall clock, launch and synchronisation included\n");
+  std::printf("| type | copies | us/product | eff GB/s | %%peak | %%copy |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|\n");
+  for (const Row& r : rows) {
+    const BackToBack b =
+        gemv_back_to_back(entry, base, r.c->K(), r.c->N(), r.format->mode, r.format->source, r.bytes, cache);
+    std::printf("| %s %dx%d | %d | %.1f | %.2f | %.1f | %.1f |\n", r.format->name, r.c->N(), r.c->K(),
+                b.copies, b.us, b.gbs, 100.0 * b.gbs / read_gbs, 100.0 * b.gbs / copy_gbs);
+  }
 }
 
 void register_gemv_bw(CLI::App& app) {

@@ -8,7 +8,8 @@ runs them, on a small shape:
   - the image memory mode (bitmask bit 128, --gpu-memory image) prints that it is not available and reports
     no numbers; a bad bitmask and a missing device are errors naming the cause;
   - --format md carries the GPU columns;
-  - gemv-bw --backend NAME prints its peaks and one row per format, with the same bytes read and copied.
+  - gemv-bw --backend NAME prints its peaks and one row per format, with the same bytes read and copied, then
+    the back-to-back table: one row per format, its copies and a positive time and bandwidth.
   - the backend runs with the runtime library it found at run time (the binary links neither libOpenCL nor
     libvulkan).
 
@@ -122,7 +123,9 @@ def main() -> int:
         fails.append(f"md table: {r.stdout}{r.stderr}")
 
     r = run(binary, "gemv-bw", "--backend", name, "--shape", "256,40", "--peak-mib", "32")
-    rows = [l for l in r.stdout.splitlines() if l.startswith("| ") and not l.startswith("| type")]
+    first, _, b2b = r.stdout.partition("# back to back")
+    rows = [l for l in first.splitlines() if l.startswith("| ") and not l.startswith("| type")]
+    b2b_rows = [l for l in b2b.splitlines() if l.startswith("| ") and not l.startswith("| type")]
     if r.returncode != 0 or "# peak (same run, device timestamps, median of the 10 rounds" not in r.stdout or \
             [l.split()[1] for l in rows] != ["int8b0", "int4b64", "q8_0", "f16"]:
         fails.append(f"gemv-bw --backend {name}: {r.stdout}{r.stderr}")
@@ -132,6 +135,12 @@ def main() -> int:
         if len(cells) != 12 or cells[1] != "gpu" or not float(cells[2]) > 0 or not float(cells[5]) > 0 or \
                 not float(cells[10]) > 0 or not float(cells[11]) > 0:
             fails.append(f"gemv-bw row: {l}")
+    if [l.split()[1] for l in b2b_rows] != ["int8b0", "int4b64", "q8_0", "f16"]:
+        fails.append(f"gemv-bw back-to-back table: {b2b}")
+    for l in b2b_rows:
+        cells = [c.strip() for c in l.strip("|").split("|")]
+        if len(cells) != 6 or not int(cells[1]) >= 2 or not float(cells[2]) > 0 or not float(cells[3]) > 0:
+            fails.append(f"gemv-bw back-to-back row: {l}")
 
     for f in fails:
         print("FAIL:", f)
