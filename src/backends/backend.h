@@ -13,17 +13,19 @@
 
 #include "backends/kernel_time.h"
 #include "backends/kv_cache.h"
+#include "backends/moe.h"
 #include "backends/op_params.h"
 #include "backends/weight.h"
 
 namespace tilellm {
 
 // One forward pass as the layer loop is about to run it (Backend::begin_forward). A decode step is one token
-// with its logits; same_as_last says that the ops about to run are the ones of the previous forward pass
-// with the same shapes and arguments but for the data (the tokens, positions, and the KV rows they read):
-// a backend may record a decode step once and replay it (CUDA graphs, Vulkan command buffers), reading the
-// step's positions from its own memory. pos: [n_tok] int32, the host array the ops of this pass will be
-// given (ForwardScratch::pos), already filled.
+// with its logits whose ops do not depend on data read back during the pass (so a model with experts, whose
+// routing chooses the matrices, has none); same_as_last says that the ops about to run are the ones of the
+// previous forward pass with the same shapes and arguments but for the data (the tokens, positions, and the
+// KV rows they read): a backend may record a decode step once and replay it (CUDA graphs, Vulkan command
+// buffers), reading the step's positions from its own memory. pos: [n_tok] int32, the host array the ops of
+// this pass will be given (ForwardScratch::pos), already filled.
 struct ForwardStep {
   int64_t n_tok = 0;
   int64_t n_past = 0;  // positions [n_past, n_past + n_tok) are written; the cache then holds n_past + n_tok
@@ -100,6 +102,19 @@ class Backend {
   }
   // acc += x, elementwise over n floats.
   virtual void add(float* acc, const float* x, int64_t n) = 0;
+  // host[i] = x[i] for n floats: an activation (wherever the backend keeps it) copied to host memory the
+  // backend does not mirror, readable when the call returns. Default: host = 0, then add(host, x, n) (exact:
+  // 0 + v = v), so any backend delivers it through an op it has.
+  virtual void read_back(const float* x, int64_t n, float* host) {
+    for (int64_t i = 0; i < n; ++i) host[i] = 0.0f;
+    add(host, x, n);
+  }
+  // A mixture-of-experts feed-forward (backends/moe.h): acc[t] += out(x[t]) for n_tok rows, x and acc
+  // [n_tok][m.n_in()], s the host scratch sized for the batch. Default (moe.cpp): x read back to the host,
+  // the routing computed there, each chosen expert's rows gathered and run through matmul_shared /
+  // matmul_glu, glu and matmul on host arrays, the weighted sum added to acc with add — every backend runs it
+  // through the ops it has.
+  virtual void moe_ffn(const MoeFfn& m, const float* x, int64_t n_tok, float* acc, MoeScratch& s);
   // x[r] += v for each of n_rows rows of n floats (a bias; v one of the model's vectors, WeightSet::vectors).
   // x: [n_rows][n]. Default: add row by row.
   virtual void add_rows(float* x, const float* v, int64_t n_rows, int64_t n) {

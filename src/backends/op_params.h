@@ -16,14 +16,17 @@ enum class RopeMode { Norm, Neox };
 enum class FfnAct { SiLU, GeluTanh };
 
 // cos/sin of every rotation angle, precomputed once per session: [pos < n_pos][i < rope_dim/2][cos, sin],
-// angle = pos * freq_scale * base^(-2i/rope_dim) / factor[i], computed in double then rounded. The optional
-// per-pair factors are Llama 3.1's `rope_freqs.weight`.
+// angle = pos * freq_scale * base^(-2i/rope_dim) / factor[i], both multiplied by attn_factor, computed in
+// double then rounded. The optional per-pair factors are Llama 3.1's `rope_freqs.weight` or one of LongRoPE's
+// two sets (Phi-3's rope_factors_short / rope_factors_long); attn_factor is LongRoPE's attention scaling
+// (rope.scaling.attn_factor): rotating q and k both by it scales every q.k by its square.
 struct RopeTable {
   int64_t n_pos = 0;
   int64_t n_half = 0;
   std::vector<float> cos_sin;
   RopeTable() = default;
-  RopeTable(int64_t n_pos, int64_t rope_dim, float base, float freq_scale, const float* factors = nullptr);
+  RopeTable(int64_t n_pos, int64_t rope_dim, float base, float freq_scale, const float* factors = nullptr,
+            float attn_factor = 1.0f);
   const float* at(int64_t pos) const { return cos_sin.data() + size_t(pos * n_half * 2); }
 };
 

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -10,6 +11,56 @@ namespace {
 int64_t positive(const GgufFile& f, const std::string& key, int64_t v) {
   if (v <= 0 || v > (int64_t(1) << 31)) fail("{}: metadata '{}' = {} is not a valid size", f.path(), key, v);
   return v;
+}
+
+// The mixture-of-experts keys (ModelConfig's comment). Each architecture's own facts, as llama.cpp builds
+// it: llama (Mixtral) and qwen3moe renormalise the chosen weights, qwen2moe does not and has a shared expert
+// with a sigmoid gate; all three take a softmax over the router's logits. Where a file sets
+// expert_gating_func, expert_weights_norm or expert_weights_scale, that is used instead (llama.cpp reads
+// these keys for other architectures only; no converter writes them for these three).
+void read_experts(const GgufFile& f, ModelConfig& c) {
+  const std::string a = c.arch_name + ".";
+  const bool moe_arch = c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3Moe;
+  c.n_expert = f.get_int_or(a + "expert_count", 0);
+  if (c.n_expert == 0) {
+    if (moe_arch) fail("{}: {} needs metadata '{}expert_count' > 0", f.path(), c.arch_name, a);
+    return;
+  }
+  if (c.arch != Arch::Llama && !moe_arch)
+    fail("{}: '{}expert_count' is set, but this engine runs {} without experts", f.path(), a, c.arch_name);
+  if (c.n_expert < 0 || c.n_expert > 1024)
+    fail("{}: '{}expert_count' = {} is not between 1 and 1024", f.path(), a, c.n_expert);
+  c.n_expert_used = f.get_int_or(a + "expert_used_count", 0);
+  if (c.n_expert_used < 1 || c.n_expert_used > c.n_expert) {
+    fail("{}: '{}expert_used_count' = {} must be between 1 and expert_count {}", f.path(), a, c.n_expert_used,
+         c.n_expert);
+  }
+  // Mixtral's experts are n_ff wide; Qwen's have a key of their own (by default n_ff / n_expert_used).
+  if (c.arch == Arch::Llama) {
+    if (c.n_ff == 0) fail("{}: metadata '{}feed_forward_length' is missing", f.path(), a);
+    c.n_ff_exp = c.n_ff;
+  } else {
+    c.n_ff_exp = positive(f, a + "expert_feed_forward_length",
+                          f.get_int_or(a + "expert_feed_forward_length", c.n_ff / c.n_expert_used));
+  }
+  if (c.arch == Arch::Qwen2Moe) {
+    c.n_ff_shexp = positive(f, a + "expert_shared_feed_forward_length",
+                            f.get_int_or(a + "expert_shared_feed_forward_length", c.n_ff));
+    c.shexp_gate = true;
+  }
+  c.routing.norm_weights = c.arch != Arch::Qwen2Moe;
+  c.routing.norm_weights = f.get_bool_or(a + "expert_weights_norm", c.routing.norm_weights);
+  const int64_t gating = f.get_int_or(a + "expert_gating_func", 1);
+  if (gating < 1 || gating > 4) {
+    fail(
+        "{}: '{}expert_gating_func' = {} is not supported (1 softmax, 2 sigmoid, 3 softmax of the chosen, 4 "
+        "sqrt-softplus)",
+        f.path(), a, gating);
+  }
+  c.routing.gating = MoeGating(gating);
+  const double scale = f.get_float_or(a + "expert_weights_scale", 0.0);
+  if (!std::isfinite(scale) || scale < 0.0) fail("{}: '{}expert_weights_scale' must be >= 0", f.path(), a);
+  c.routing.scale = scale == 0.0 ? 1.0f : float(scale);  // 0: unset
 }
 
 }  // namespace
@@ -28,16 +79,24 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.arch = Arch::Qwen3;
   } else if (c.arch_name == "phi3") {
     c.arch = Arch::Phi3;
+  } else if (c.arch_name == "qwen2moe") {
+    c.arch = Arch::Qwen2Moe;
+  } else if (c.arch_name == "qwen3moe") {
+    c.arch = Arch::Qwen3Moe;
   } else {
-    fail("{}: architecture '{}' is not supported (supported: llama, gemma3, qwen2, qwen3, phi3)", f.path(),
-         c.arch_name);
+    fail(
+        "{}: architecture '{}' is not supported (supported: llama, gemma3, qwen2, qwen3, phi3, qwen2moe, "
+        "qwen3moe)",
+        f.path(), c.arch_name);
   }
   const std::string a = c.arch_name + ".";
   auto req = [&](const char* k) { return positive(f, a + k, f.get_int(a + k)); };
 
   c.n_embd = req("embedding_length");
   c.n_layer = req("block_count");
-  c.n_ff = req("feed_forward_length");
+  // A model with experts may leave the dense width out (its experts' width is a key of its own).
+  const bool experts = f.get_int_or(a + "expert_count", 0) > 0;
+  c.n_ff = experts && !f.has(a + "feed_forward_length") ? 0 : req("feed_forward_length");
   c.n_head = req("attention.head_count");
   c.n_head_kv =
       positive(f, a + "attention.head_count_kv", f.get_int_or(a + "attention.head_count_kv", c.n_head));
@@ -71,13 +130,23 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
          c.head_dim);
   }
   c.rope_base = float(f.get_float_or(a + "rope.freq_base", 10000.0));
-  if (const auto type = f.get_string_opt(a + "rope.scaling.type"); type && *type != "none") {
-    if (*type != "linear")
-      fail("{}: rope scaling type '{}' is not supported (none, linear)", f.path(), *type);
+  // As llama.cpp reads them: a scaling factor (any type but none) divides the positions, the attention
+  // factor multiplies cos and sin, and LongRoPE's factor tensors are chosen by the context length against the
+  // original context (Session). Phi-3's converter writes no type but the factors and the attention factor.
+  const std::string scaling = f.get_string_opt(a + "rope.scaling.type").value_or("linear");
+  if (scaling != "none" && scaling != "linear" && scaling != "longrope")
+    fail("{}: rope scaling type '{}' is not supported (none, linear, longrope)", f.path(), scaling);
+  if (scaling != "none" && f.has(a + "rope.scaling.factor")) {
     const double factor = f.get_float_or(a + "rope.scaling.factor", 1.0);
-    if (!(factor > 0.0)) fail("{}: rope.scaling.factor must be > 0", f.path());
-    c.rope_freq_scale = float(1.0 / factor);
+    if (!(factor >= 0.0)) fail("{}: rope.scaling.factor must be > 0", f.path());
+    if (factor > 0.0) c.rope_freq_scale = float(1.0 / factor);  // 0: unset, as llama.cpp reads it
   }
+  c.rope_attn_factor = float(f.get_float_or(a + "rope.scaling.attn_factor", 1.0));
+  if (!(c.rope_attn_factor > 0.0f) || !std::isfinite(c.rope_attn_factor))
+    fail("{}: {}rope.scaling.attn_factor must be a positive number", f.path(), a);
+  c.n_ctx_orig = positive(f, a + "rope.scaling.original_context_length",
+                          f.get_int_or(a + "rope.scaling.original_context_length", c.n_ctx_train));
+  c.longrope = scaling == "longrope" || c.arch_name == "phi3";
   c.layer_is_swa.assign(size_t(c.n_layer), 0);
 
   switch (c.arch) {
@@ -93,9 +162,16 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
       c.qkv_bias = true;
       break;
     case Arch::Qwen3:
+    case Arch::Qwen3Moe:
       c.rope_mode = RopeMode::Neox;
       c.ffn_act = FfnAct::SiLU;
       c.qk_norm = true;
+      break;
+    // Qwen2-MoE (Qwen1.5-MoE): qwen2's attention, experts plus a shared expert with a sigmoid gate.
+    case Arch::Qwen2Moe:
+      c.rope_mode = RopeMode::Neox;
+      c.ffn_act = FfnAct::SiLU;
+      c.qkv_bias = true;
       break;
     // Phi-3: Llama's layer with NEOX RoPE, q/k/v in one matrix and gate/up in one, and where the file sets
     // phi3.attention.sliding_window every layer attends within that window (as the model defines it;
@@ -107,7 +183,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
       c.sliding_window = f.get_int_or(a + "attention.sliding_window", 0);
       if (c.sliding_window < 0) fail("{}: {}attention.sliding_window is negative", f.path(), a);
       c.layer_is_swa.assign(size_t(c.n_layer), c.sliding_window > 0 ? 1 : 0);
-      c.rope_base_swa = c.rope_base;
+      c.rope_base_swa = c.rope_base;  // the window changes what a layer sees, not how it rotates
       break;
     case Arch::Gemma3: {
       c.rope_mode = RopeMode::Neox;
@@ -120,6 +196,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
       if (c.sliding_window > 0) {
         // Gemma 3 interleaves five local layers with one global layer unless the file says otherwise.
         c.rope_base_swa = float(f.get_float_or(a + "rope.freq_base_swa", 10000.0));
+        c.swa_own_rope = true;
         const std::string pk = a + "attention.sliding_window_pattern";
         const GgufValue* pv = f.find(pk);
         if (pv && pv->type == GgufType::ARRAY) {
@@ -139,7 +216,12 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     }
   }
   c.attn_scale = 1.0f / std::sqrt(float(c.head_dim));
+  read_experts(f, c);
   return c;
+}
+
+int64_t ModelConfig::ffn_width() const {
+  return std::max({n_ff, n_ff_exp, n_ff_shexp});
 }
 
 }  // namespace tilellm

@@ -1,10 +1,12 @@
 // The layer loop: one pre-norm transformer block per layer, for every architecture the model layer knows,
-//   h  = x + [post_attn_norm] Wo · Attn(RoPE([q_norm] Wq · n(x)), RoPE([k_norm] Wk · n(x)), Wv · n(x))
+//   h  = x + [post_attn_norm] Wo · Attn(RoPE([q_norm] (Wq · n(x) [+ bq])), RoPE([k_norm] (Wk · n(x) [+ bk])),
+//                                       Wv · n(x) [+ bv])
 //   x' = h + [post_ffn_norm] Wdown · (act(Wgate · n(h)) * Wup · n(h))
-// where n() is the block's input RMSNorm (attn_norm, ffn_norm), the bracketed norms are present only where
-// the architecture has them (Gemma 3), and local (sliding-window) layers use their own RoPE table and see
-// the last sliding_window positions only. After the last block: output_norm, then the output matrix (and
-// Gemma's final soft cap) for the rows whose logits are asked for.
+//   or, with experts, x' = h + MoE(n(h)) (backends/moe.h: the router's chosen experts and the shared one)
+// where n() is the block's input RMSNorm (attn_norm, ffn_norm), the bracketed norms and biases are present
+// only where the architecture has them (Gemma 3; Qwen2), and local (sliding-window) layers use their own RoPE
+// table and see the last sliding_window positions only. After the last block: output_norm, then the output
+// matrix (and Gemma's final soft cap) for the rows whose logits are asked for.
 #include "model/forward.h"
 
 #include <algorithm>
@@ -23,9 +25,11 @@ ForwardScratch::ForwardScratch(const ModelConfig& c, int64_t nb)
       v(size_t(nb * c.kv_dim_v()) * 4),
       attn(size_t(nb * c.n_head * c.head_dim_v) * 4),
       o(size_t(nb * c.n_embd) * 4),
-      gate(size_t(nb * c.n_ff) * 4),
-      up(size_t(nb * c.n_ff) * 4),
-      pos(size_t(nb) * 4) {}
+      gate(size_t(c.moe() ? 1 : nb * c.n_ff) * 4),
+      up(size_t(c.moe() ? 1 : nb * c.n_ff) * 4),
+      pos(size_t(nb) * 4),
+      moe(c.moe() ? MoeScratch(nb, c.n_embd, std::max(c.n_ff_exp, c.n_ff_shexp), c.n_expert, c.n_expert_used)
+                  : MoeScratch()) {}
 
 void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_past, float* logits,
              int64_t n_logits) {
@@ -56,13 +60,13 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
   for (int64_t i = 0; i < n; ++i) pos[i] = int32_t(n_past + i);
 
   // The op sequence below depends only on the model, n and whether logits are made: one decode step is
-  // another's with new data.
+  // another's with new data. Not with experts: the routing, read back during the pass, picks the matrices.
   ForwardStep step;
   step.n_tok = n;
   step.n_past = n_past;
   step.n_logits = logits ? std::max<int64_t>(n_logits, 0) : 0;
   step.pos = pos;
-  step.decode = n == 1 && step.n_logits == 1;
+  step.decode = n == 1 && step.n_logits == 1 && !c.moe();
   step.same_as_last = step.decode && s.last_backend == &be && s.last_step.decode;
   s.last_step = step;
   s.last_backend = &be;
@@ -83,7 +87,7 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
       float* ys[3] = {q, k, v};
       be.matmul_shared(ws, ys, 3, xn, n);
     }
-    if (c.qkv_bias) {
+    if (!L.bq.empty()) {
       be.add_rows(q, L.bq.data(), n, c.q_dim());
       be.add_rows(k, L.bk.data(), n, c.kv_dim());
       be.add_rows(v, L.bv.data(), n, c.kv_dim_v());
@@ -112,6 +116,12 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
 
     // Feed-forward block: the residual add and its input norm in one call.
     be.add_rmsnorm(x, o, L.ffn_norm.data(), xn, n, E, c.rms_eps);
+    if (c.moe()) {
+      // The mixture adds its output to the residual stream itself.
+      be.moe_ffn(W.moe(c, il), xn, n, x, s.moe);
+      if (il + 1 < c.n_layer) be.rmsnorm(x, W.layers[size_t(il + 1)].attn_norm.data(), xn, n, E, c.rms_eps);
+      continue;
+    }
     be.matmul_glu(L.w_gate, L.w_up, xn, n, c.ffn_act, gate, up);
     be.matmul(L.w_down, gate, n, o);
     if (c.post_norms) be.rmsnorm(o, L.post_ffn_norm.data(), o, n, E, c.rms_eps);

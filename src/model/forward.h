@@ -22,9 +22,10 @@ struct ForwardScratch {
   AlignedBuffer v;     // [n_batch][kv_dim]
   AlignedBuffer attn;  // [n_batch][q_dim]    attention output before the projection
   AlignedBuffer o;     // [n_batch][n_embd]   block output before the residual add
-  AlignedBuffer gate;  // [n_batch][n_ff]
-  AlignedBuffer up;    // [n_batch][n_ff]
+  AlignedBuffer gate;  // [n_batch][n_ff]     (a model with experts: [1], unused)
+  AlignedBuffer up;    // [n_batch][n_ff]     (likewise)
   AlignedBuffer pos;   // [n_batch] int32 positions
+  MoeScratch moe;      // a model with experts: the mixture's host arrays (backends/moe.h); else empty
 
   // The last forward pass's shape and backend, from which the next one's ForwardStep::same_as_last follows.
   ForwardStep last_step;

@@ -19,7 +19,7 @@ int64_t context_size(const Model& m, const SessionOptions& o) {
   const BackendEntry* be = find_backend(o.backend);
   const double elem = o.kv_type == GgmlType::F32 ? 4.0 : 2.0;
   const double kv = (!be || be->host) ? 2.0 * double(c.n_layer) * double(n) * double(c.kv_dim()) * elem : 0.0;
-  const double rope = (c.sliding_window > 0 ? 2.0 : 1.0) * double(n) * double(c.rope_dim) * 4.0;
+  const double rope = (c.swa_own_rope ? 2.0 : 1.0) * double(n) * double(c.rope_dim) * 4.0;
   const double logits = o.logits_all ? double(n) * double(c.n_vocab) * 4.0 : 0.0;
   const uint64_t avail = available_memory_bytes();
   if (avail > 0 && kv + rope + logits > double(avail)) {
@@ -42,7 +42,9 @@ BackendParams model_backend_params(const Model& m, const SessionOptions& o, Thre
   BackendParams p = backend_params(o);
   p.pool = &pool;
   p.max_tokens = n_batch;
-  const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});
+  // With experts the ops also see the router's logits and one token's chosen experts side by side.
+  const int64_t widest = std::max({c.n_embd, c.ffn_width(), c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim(),
+                                   c.n_expert, c.n_expert_used * c.n_ff_exp});
   p.max_in_elems = n_batch * widest;
   p.max_out_elems = std::max(p.max_in_elems, (o.logits_all ? n_batch : 1) * c.n_vocab);
   p.max_width = std::max({c.n_embd, c.head_dim, c.rope_dim});
@@ -76,9 +78,9 @@ Session::Session(const Model& model, const SessionOptions& opts)
       kv_(model.config().n_layer, context_size(model, opts), model.config().n_head_kv,
           model.config().head_dim, opts.kv_type, false),
       rope_global_(kv_.n_ctx(), model.config().rope_dim, model.config().rope_base,
-                   model.config().rope_freq_scale,
-                   model.weights().rope_freqs.empty() ? nullptr : model.weights().rope_freqs.data()),
-      rope_local_(model.config().sliding_window > 0
+                   model.config().rope_freq_scale, model.weights().rope_factors(model.config(), kv_.n_ctx()),
+                   model.config().rope_attn_factor),
+      rope_local_(model.config().swa_own_rope
                       ? RopeTable(kv_.n_ctx(), model.config().rope_dim, model.config().rope_base_swa,
                                   model.config().rope_freq_scale)
                       : RopeTable()),
@@ -125,7 +127,7 @@ void Session::eval(const int32_t* tokens, int64_t n) {
   for (int64_t t = 0; t < n; ++t) {
     if (tokens[t] < 0 || tokens[t] >= V) fail("token id {} is outside the vocabulary of {}", tokens[t], V);
   }
-  const RopeTable& rope_local = model_.config().sliding_window > 0 ? rope_local_ : rope_global_;
+  const RopeTable& rope_local = model_.config().swa_own_rope ? rope_local_ : rope_global_;
   ForwardContext on_device{model_, *backend_, kv_, rope_global_, rope_local, scratch_};
   ForwardContext on_host{model_, host_ ? *host_ : *backend_, kv_, rope_global_, rope_local, scratch_};
   float* out = logits_.as<float>();

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../common/paths.h"
+#include "../gpu_common/compare_experts.h"
 #include "../gpu_common/compare_greedy.h"
 #include "../gpu_common/hybrid_prefill.h"
 #include "backends/opencl/device.h"
@@ -57,6 +58,13 @@ void compare_greedy(const std::string& profile, GgmlType kv_type, double rel_bou
   g.n_prompts = n_prompts;
   g.weights = weights;
   test::compare_greedy(g);
+}
+
+// Models with experts: the mixture through Backend::moe_ffn's default, on the device's ops (f32 cache: float
+// summation order only; bound 1e-4).
+TEST(OpenclModel, experts_equal_cpu_float_path) {
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  test::compare_experts("opencl", test::opencl_test_device(), ::testing::TempDir());
 }
 
 // The default f16 cache: K/V rows that differ in their last float bits can round to neighbouring halves

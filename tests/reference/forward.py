@@ -27,7 +27,18 @@ Architectures (all hyper-parameters from GGUF metadata, nothing per model):
           (key_length) need not be n_embd / n_head.
   phi3    llama's layer with RoPE NEOX mode, Q/K/V in one matrix (attn_qkv: rows q, then k, then v) and gate/up in
           one (ffn_up: 2 n_ff rows, the gate's first); with phi3.attention.sliding_window set every layer masks
-          keys with q_pos - k_pos >= window (llama.cpp ignores the key).
+          keys with q_pos - k_pos >= window (llama.cpp ignores the key). LongRoPE (Phi-3 128k): with
+          rope_factors_short / rope_factors_long present, RoPE's per-pair frequencies are divided by the long
+          factors when the context exceeds rope.scaling.original_context_length, else by the short ones, and cos
+          and sin are multiplied by rope.scaling.attn_factor (so every q.k by its square).
+  Experts (llama with llama.expert_count > 0, i.e. Mixtral; qwen2moe; qwen3moe): the FFN is a mixture. Per token
+          h: logits = ffn_gate_inp h; probs = softmax(logits) (or <arch>.expert_gating_func: 2 sigmoid,
+          3 softmax of the chosen logits, 4 sqrt(softplus)); the expert_used_count largest (lower index first
+          on ties) with weights probs[e], divided by their sum (clamped at 2^-14) for llama and qwen3moe
+          (<arch>.expert_weights_norm overrides), times <arch>.expert_weights_scale where set; output
+          sum_e w_e * down_e(silu(gate_e h) * up_e h), expert e being slice e of the 3-D ffn_*_exps tensors.
+          qwen2moe adds a shared expert, scaled by sigmoid(ffn_gate_inp_shexp . h). qwen2moe is qwen2's
+          attention (q/k/v biases), qwen3moe qwen3's (per-head q/k norms).
 
 Memory: every layer weight is dequantized once per process and cached (as float32, exactly what the dequantizer
 returns, widened to float64 on use). The token embedding is never dequantized as a whole: only the rows of the
@@ -84,6 +95,16 @@ class HParams:
     sliding_window: int             # 0: no sliding-window attention
     is_swa: list = field(default_factory=list)   # per layer: local (sliding-window) attention?
     final_logit_softcap: float = 0.0
+    rope_attn_factor: float = 1.0
+    n_ctx_orig: int = 0             # LongRoPE: long factors for contexts above it
+    n_ctx_train: int = 0
+    n_expert: int = 0               # 0: dense FFN
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+    n_ff_shexp: int = 0
+    gating: int = 1                 # 1 softmax, 2 sigmoid, 3 softmax of the chosen, 4 sqrt(softplus)
+    norm_w: bool = False
+    w_scale: float = 1.0
 
 
 def _field(reader: GGUFReader, key: str, default=None):
@@ -100,14 +121,26 @@ class Model:
         self.tensors = {t.name: t for t in self.reader.tensors}
         self._cache: dict[str, np.ndarray] = {}
         self.hp = self._read_hparams()
+        # The context size a run assumes (LongRoPE picks its factors by it): the engine's default.
+        self.n_ctx = min(self.hp.n_ctx_train, 4096)
+
+    def rope_factors(self):
+        """The per-pair divisors of RoPE's frequencies for this context: rope_freqs (llama), else LongRoPE's
+        long or short set, else None."""
+        if self.has("rope_freqs.weight"):
+            return self.weight("rope_freqs.weight")
+        if self.has("rope_factors_long.weight"):
+            which = "long" if self.n_ctx > self.hp.n_ctx_orig else "short"
+            return self.weight(f"rope_factors_{which}.weight")
+        return None
 
     # ---- metadata -------------------------------------------------------------------------------------------
     def _read_hparams(self) -> HParams:
         r = self.reader
         arch = _field(r, "general.architecture")
-        if arch not in ("llama", "gemma3", "qwen2", "qwen3", "phi3"):
+        if arch not in ("llama", "gemma3", "qwen2", "qwen3", "phi3", "qwen2moe", "qwen3moe"):
             raise ValueError(f"{self.path}: architecture {arch!r} is not supported by the reference "
-                             "(supported: llama, gemma3, qwen2, qwen3, phi3)")
+                             "(supported: llama, gemma3, qwen2, qwen3, phi3, qwen2moe, qwen3moe)")
 
         def key(name, default=None, required=False):
             v = _field(r, f"{arch}.{name}", default)
@@ -127,12 +160,14 @@ class Model:
             raise ValueError(f"{self.path}: missing tensor token_embd.weight")
         n_vocab = int(emb.shape[1])
 
-        scaling = key("rope.scaling.type", "none")
+        scaling = key("rope.scaling.type", "linear")
         freq_scale = 1.0
-        if scaling == "linear":
-            freq_scale = 1.0 / float(key("rope.scaling.factor", 1.0))
-        elif scaling not in ("none", None):
+        if scaling in ("linear", "longrope"):
+            factor = float(key("rope.scaling.factor", 0.0) or 0.0)
+            freq_scale = 1.0 / factor if factor > 0 else 1.0
+        elif scaling != "none":
             raise ValueError(f"{self.path}: rope scaling {scaling!r} is not supported by the reference")
+        n_ctx_train = int(key("context_length", 2048))
 
         rope_base = float(key("rope.freq_base", 10000.0))
         sliding_window = 0
@@ -142,7 +177,7 @@ class Model:
         if arch == "llama":
             rope_neox = False
             attn_scale = float(key("attention.scale", 0.0) or 0.0) or 1.0 / math.sqrt(head_dim_k)
-        elif arch in ("qwen2", "qwen3", "phi3"):
+        elif arch in ("qwen2", "qwen3", "phi3", "qwen2moe", "qwen3moe"):
             rope_neox = True
             attn_scale = 1.0 / math.sqrt(head_dim_k)
             if arch == "phi3":  # every layer within the window, where the file sets one
@@ -166,14 +201,30 @@ class Model:
             else:
                 attn_scale = 1.0 / math.sqrt(head_dim_k)
 
+        n_expert = int(key("expert_count", 0) or 0)
+        n_expert_used = int(key("expert_used_count", 0) or 0)
+        n_ff = int(key("feed_forward_length", 0) or 0)
+        if n_expert == 0 and n_ff == 0:
+            raise ValueError(f"{self.path}: missing metadata key {arch}.feed_forward_length")
+        n_ff_exp = n_ff if arch == "llama" else int(key("expert_feed_forward_length", 0) or 0) or (
+            n_ff // max(n_expert_used, 1))
+        n_ff_shexp = int(key("expert_shared_feed_forward_length", 0) or 0) or n_ff if arch == "qwen2moe" else 0
+        scale = float(key("expert_weights_scale", 0.0) or 0.0)
         return HParams(
             arch=arch, n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer,
-            n_ff=int(key("feed_forward_length", required=True)),
+            n_ff=n_ff,
             n_head=n_head, n_head_kv=n_head_kv, head_dim_k=head_dim_k, head_dim_v=head_dim_v, n_rot=n_rot,
             rope_base=rope_base, rope_base_swa=rope_base_swa, rope_freq_scale=freq_scale, rope_neox=rope_neox,
             eps=float(key("attention.layer_norm_rms_epsilon", required=True)),
             attn_scale=attn_scale, sliding_window=sliding_window, is_swa=is_swa,
-            final_logit_softcap=softcap)
+            final_logit_softcap=softcap,
+            rope_attn_factor=float(key("rope.scaling.attn_factor", 1.0)),
+            n_ctx_orig=int(key("rope.scaling.original_context_length", 0) or 0) or n_ctx_train,
+            n_ctx_train=n_ctx_train,
+            n_expert=n_expert, n_expert_used=n_expert_used, n_ff_exp=n_ff_exp, n_ff_shexp=n_ff_shexp,
+            gating=int(key("expert_gating_func", 1)),
+            norm_w=bool(key("expert_weights_norm", arch != "qwen2moe")),
+            w_scale=scale if scale != 0.0 else 1.0)
 
     # ---- weights --------------------------------------------------------------------------------------------
     def has(self, name: str) -> bool:
@@ -201,6 +252,18 @@ class Model:
 
     def opt(self, name: str):
         return self.weight(name) if self.has(name) else None
+
+    def experts(self, name: str) -> np.ndarray:
+        """A 3-D expert tensor as float64 [n_expert, n_out, n_in] (cached as float32)."""
+        w = self._cache.get(name)
+        if w is None:
+            t = self.tensors.get(name)
+            if t is None:
+                raise KeyError(f"{self.path}: missing tensor {name}")
+            n_in, n_out, n_exp = (int(d) for d in t.shape)
+            w = self._dequant(t).reshape(n_exp, n_out, n_in)
+            self._cache[name] = w
+        return w.astype(np.float64)
 
     def embed_rows(self, tokens) -> np.ndarray:
         t = self.tensors["token_embd.weight"]
@@ -230,16 +293,17 @@ def rms_norm(x: np.ndarray, w: np.ndarray | None, eps: float) -> np.ndarray:
 
 
 def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, freq_scale: float, neox: bool,
-         freq_factors: np.ndarray | None = None) -> np.ndarray:
+         freq_factors: np.ndarray | None = None, attn_factor: float = 1.0) -> np.ndarray:
     """x [n_tokens, n_heads, head_dim]; rotates pair i of the first n_rot dims of each head by the angle
-    pos * freq_scale * base^(-2i/n_rot) / freq_factors[i]; the dims past n_rot pass through."""
+    pos * freq_scale * base^(-2i/n_rot) / freq_factors[i], with cos and sin multiplied by attn_factor (LongRoPE);
+    the dims past n_rot pass through."""
     half = n_rot // 2
     inv_freq = base ** (-np.arange(half, dtype=np.float64) * 2.0 / n_rot)
-    if freq_factors is not None:  # llama 3 style per-frequency factors
+    if freq_factors is not None:  # llama 3 style per-frequency factors, or LongRoPE's
         inv_freq = inv_freq / freq_factors[:half]
     theta = (pos.astype(np.float64)[:, None] * freq_scale) * inv_freq[None, :]     # [n_tokens, half]
-    cos = np.cos(theta)[:, None, :]
-    sin = np.sin(theta)[:, None, :]
+    cos = attn_factor * np.cos(theta)[:, None, :]
+    sin = attn_factor * np.sin(theta)[:, None, :]
     y = x.copy()
     if neox:
         x0, x1 = x[..., :half], x[..., half:n_rot]
@@ -280,6 +344,55 @@ def attention(q, k, v, scale: float, window: int) -> np.ndarray:
         p /= p.sum(axis=1, keepdims=True)
         out[:, h, :] = p @ vh
     return out.reshape(n, -1)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def route(hp: HParams, logits: np.ndarray):
+    """The experts each token runs: logits [n, n_expert] -> (ids [n, k] in descending order of probability, the lower
+    index first among equal ones; weights [n, k])."""
+    if hp.gating == 1:
+        z = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs = z / z.sum(axis=1, keepdims=True)
+    elif hp.gating == 2:
+        probs = sigmoid(logits)
+    elif hp.gating == 3:
+        probs = logits
+    elif hp.gating == 4:
+        probs = np.sqrt(np.logaddexp(0.0, logits))
+    else:
+        raise ValueError(f"expert_gating_func {hp.gating} is not supported by the reference")
+    ids = np.argsort(-probs, axis=1, kind="stable")[:, :hp.n_expert_used]
+    w = np.take_along_axis(probs, ids, axis=1)
+    if hp.gating == 3:
+        z = np.exp(w - w.max(axis=1, keepdims=True))
+        w = z / z.sum(axis=1, keepdims=True)
+    if hp.norm_w:
+        w = w / np.maximum(w.sum(axis=1, keepdims=True), 6.103515625e-5)
+    return ids, w * hp.w_scale
+
+
+def moe_ffn(m: Model, il: int, h: np.ndarray, tr) -> np.ndarray:
+    """The mixture of experts of block il on h [n, n_embd]; traces the chosen ids as ffn_moe_topk-IL."""
+    hp = m.hp
+    p = f"blk.{il}."
+    logits = h @ m.weight(p + "ffn_gate_inp.weight").T
+    ids, w = route(hp, logits)
+    tr(f"ffn_moe_topk-{il}", ids)
+    gate, up, down = (m.experts(p + f"ffn_{n}_exps.weight") for n in ("gate", "up", "down"))
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        for j, e in enumerate(ids[t]):
+            out[t] += w[t, j] * (down[e] @ (silu(gate[e] @ h[t]) * (up[e] @ h[t])))
+    if hp.n_ff_shexp > 0:
+        sh = linear(m, silu(linear(m, h, p + "ffn_gate_shexp")) * linear(m, h, p + "ffn_up_shexp"),
+                    p + "ffn_down_shexp")
+        if m.has(p + "ffn_gate_inp_shexp.weight"):
+            sh = sh * sigmoid(h @ m.weight(p + "ffn_gate_inp_shexp.weight"))[:, None]
+        out = out + sh
+    return out
 
 
 def linear(m: Model, x: np.ndarray, name: str) -> np.ndarray:
@@ -326,16 +439,19 @@ def block(m: Model, il: int, x: np.ndarray, trace=None, kv_dtype=None) -> np.nda
         v = linear(m, h, p + "attn_v").reshape(n, hp.n_head_kv, hp.head_dim_v)
     window = hp.sliding_window if hp.arch == "phi3" and hp.is_swa[il] else 0
     base = hp.rope_base
-    if hp.arch in ("gemma3", "qwen3"):
+    if hp.arch in ("gemma3", "qwen3", "qwen3moe"):
         q = rms_norm(q, m.weight(p + "attn_q_norm.weight"), hp.eps)
         k = rms_norm(k, m.weight(p + "attn_k_norm.weight"), hp.eps)
     if hp.arch == "gemma3":
         if hp.is_swa[il]:
             window = hp.sliding_window
             base = hp.rope_base_swa
-    ff = m.opt("rope_freqs.weight") if hp.arch == "llama" else None
-    q = rope(q, pos, hp.n_rot, base, hp.rope_freq_scale, hp.rope_neox, ff)
-    k = rope(k, pos, hp.n_rot, base, hp.rope_freq_scale, hp.rope_neox, ff)
+    # Gemma 3's local layers rotate with a table of their own: their base, no factors.
+    own = hp.arch == "gemma3" and hp.is_swa[il]
+    ff = None if own else m.rope_factors()
+    af = 1.0 if own else hp.rope_attn_factor
+    q = rope(q, pos, hp.n_rot, base, hp.rope_freq_scale, hp.rope_neox, ff, af)
+    k = rope(k, pos, hp.n_rot, base, hp.rope_freq_scale, hp.rope_neox, ff, af)
     if kv_dtype is not None:
         k = k.astype(kv_dtype).astype(np.float64)
         v = v.astype(kv_dtype).astype(np.float64)
@@ -353,14 +469,17 @@ def block(m: Model, il: int, x: np.ndarray, trace=None, kv_dtype=None) -> np.nda
 
     h = rms_norm(x, m.weight(p + "ffn_norm.weight"), hp.eps)
     tr(f"ffn_norm-{il}", h)
-    if hp.arch == "phi3":  # ffn_up holds the gate's rows, then up's
-        gate_up = linear(m, h, p + "ffn_up")
-        gate, up = gate_up[:, :hp.n_ff], gate_up[:, hp.n_ff:]
+    if hp.n_expert > 0:
+        f = moe_ffn(m, il, h, tr)
     else:
-        gate = linear(m, h, p + "ffn_gate")
-        up = linear(m, h, p + "ffn_up")
-    act = gelu_tanh(gate) if hp.arch == "gemma3" else silu(gate)
-    f = linear(m, act * up, p + "ffn_down")
+        if hp.arch == "phi3":  # ffn_up holds the gate's rows, then up's
+            gate_up = linear(m, h, p + "ffn_up")
+            gate, up = gate_up[:, :hp.n_ff], gate_up[:, hp.n_ff:]
+        else:
+            gate = linear(m, h, p + "ffn_gate")
+            up = linear(m, h, p + "ffn_up")
+        act = gelu_tanh(gate) if hp.arch == "gemma3" else silu(gate)
+        f = linear(m, act * up, p + "ffn_down")
     tr(f"ffn_out-{il}", f)
     if hp.arch == "gemma3":
         f = rms_norm(f, m.weight(p + "post_ffw_norm.weight"), hp.eps)
@@ -462,9 +581,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write float32 logits [n_tokens, n_vocab] to this .npy file")
     ap.add_argument("--greedy", type=int, default=0, help="print N greedy continuation tokens instead")
     ap.add_argument("--kv-f16", action="store_true", help="round K and V to float16 (an fp16 KV cache)")
+    ap.add_argument("--ctx", type=int, default=0,
+                    help="context size the run assumes (LongRoPE's choice of factors); default the engine's")
     args = ap.parse_args(argv)
     try:
         m = load(args.model)
+        if args.ctx > 0:
+            m.n_ctx = args.ctx
         toks = parse_tokens(args.tokens)
         if args.greedy:
             print(",".join(str(t) for t in greedy(m, toks, args.greedy)))

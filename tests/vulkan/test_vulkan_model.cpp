@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../common/paths.h"
+#include "../gpu_common/compare_experts.h"
 #include "../gpu_common/compare_greedy.h"
 #include "../gpu_common/hybrid_prefill.h"
 #include "backends/vulkan/vulkan_backend.h"
@@ -56,11 +57,19 @@ TEST(VulkanModel, gemma3_greedy_equals_cpu_float_path_f32_cache) {
   compare("none", GgmlType::F32, 1e-4, test::kGemma3, "gemma3.json", 1);
 }
 
+// Models with experts: the mixture through Backend::moe_ffn's default, on the device's ops; f32 cache, bound
+// 1e-4 as above.
+TEST(VulkanModel, experts_equal_cpu_float_path) {
+  if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  test::compare_experts("vulkan", test::vulkan_test_device(), ::testing::TempDir());
+}
+
 // --prefill cpu: prompts on the CPU's tiles, their KV rows sent up, decode on the device (captured and
 // replayed; the second prompt brings the decoded rows down first).
 TEST(VulkanModel, hybrid_prefill_equals_the_device_path) {
   if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
-  test::expect_hybrid_prefill_equals_the_device_path("vulkan", test::vulkan_test_device(), WeightsMode::Native);
+  test::expect_hybrid_prefill_equals_the_device_path("vulkan", test::vulkan_test_device(),
+                                                     WeightsMode::Native);
 }
 
 // The add shader replaced by one that writes acc = x (tests/vulkan/broken_add.comp): the self-check names

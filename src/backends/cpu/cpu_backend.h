@@ -1,6 +1,6 @@
 // The CPU backend: the reference for every other backend. Each op lives in its own file (embedding.cpp,
-// rmsnorm.cpp, matmul.cpp, rope.cpp, kv_store.cpp, attention.cpp, glu.cpp, add.cpp) and is split across the
-// session's thread pool.
+// rmsnorm.cpp, matmul.cpp, rope.cpp, kv_store.cpp, attention.cpp, glu.cpp, add.cpp, moe.cpp) and is split
+// across the session's thread pool.
 #pragma once
 
 #include <memory>
@@ -53,6 +53,7 @@ class CpuBackend final : public Backend {
                  const AttnParams& p, float* out) override;
   void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
   void add(float* acc, const float* x, int64_t n) override;
+  void moe_ffn(const MoeFfn& m, const float* x, int64_t n_tok, float* acc, MoeScratch& s) override;
 
  private:
   ThreadPool& pool_;

@@ -19,7 +19,8 @@ namespace tilellm {
 namespace {
 
 constexpr int64_t kTokTile = 16;
-constexpr int kMaxShared = 4;
+// Up to 16 weights share an input: q/k/v, gate/up, or the gate and up products of 8 experts a token chose.
+constexpr int kMaxShared = 16;
 
 // The units (rows or tiles) of n <= kMaxShared weights laid end to end and split over the pool as one range,
 // so that weights sharing an input share one parallel region: weight i owns [start[i], start[i + 1]) and
