@@ -20,8 +20,9 @@ void run_chat(const ChatArgs& a) {
   if (const std::string mem = session.device_memory_summary(); !mem.empty())
     std::fprintf(stderr, "%s\n", mem.c_str());
   Sampler sampler(pick_seed(a.sampling), int32_t(model->config().n_vocab));
-  std::fprintf(stderr, "chat format: %s. Type a message; an empty line or end of input quits.\n",
-               std::string(chat_format_name(tmpl.format)).c_str());
+  std::fprintf(
+      stderr, "chat template: %s. Type a message; an empty line or end of input quits.\n",
+      tmpl.jinja ? "the model's own" : ("built-in " + std::string(chat_format_name(tmpl.format))).c_str());
 
   std::vector<ChatMessage> msgs;
   if (!a.system.empty()) msgs.push_back({"system", a.system});
@@ -32,7 +33,7 @@ void run_chat(const ChatArgs& a) {
     std::fflush(stdout);
     if (!std::getline(std::cin, line) || line.empty()) break;
     msgs.push_back({"user", line});
-    const std::vector<int32_t> all = tok.encode(apply_chat_template(tmpl, msgs, true), true, true);
+    const std::vector<int32_t> all = tok.encode(render_chat(tmpl, msgs), true, true);
     size_t common = 0;
     while (common < all.size() && common < cached.size() && all[common] == cached[common]) ++common;
     if (common == all.size()) --common;  // at least one token must be evaluated to get logits

@@ -24,7 +24,14 @@ struct RunArgs {
   bool chat = false;
   bool ignore_eos = false;
   bool conversation = false;  // llama.cpp's -cnv: the chat command
+  bool verbose_prompt = false;
 };
+
+// llama.cpp's --verbose-prompt: the prompt as the model sees it, then each token, on stderr.
+void print_prompt(const Tokenizer& tok, const std::string& text, const std::vector<int32_t>& ids) {
+  std::fprintf(stderr, "prompt: \"%s\"\nnumber of tokens in prompt = %zu\n", text.c_str(), ids.size());
+  for (int32_t id : ids) std::fprintf(stderr, "%6d -> '%s'\n", id, std::string(tok.token_text(id)).c_str());
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -53,15 +60,18 @@ void run(RunArgs a) {
   auto model = load_model(a.model);
   const Tokenizer& tok = model->tokenizer();
   std::vector<int32_t> prompt;
+  std::string text = a.prompt;
   if (a.chat || !a.chat_template.empty()) {
     const ChatTemplate tmpl = chat_template_for(*model, a.chat_template);
     std::vector<ChatMessage> msgs;
     if (!a.system.empty()) msgs.push_back({"system", a.system});
     msgs.push_back({"user", a.prompt});
-    prompt = tok.encode(apply_chat_template(tmpl, msgs, true), true, true);
+    text = render_chat(tmpl, msgs);
+    prompt = tok.encode(text, true, true);
   } else {
     prompt = tok.encode(a.prompt, true, false);
   }
+  if (a.verbose_prompt) print_prompt(tok, text, prompt);
   if (prompt.empty()) fail("the prompt is empty after tokenization");
 
   Session session(*model, session_options(a.model));
@@ -78,7 +88,7 @@ void run(RunArgs a) {
     std::fputs(a.prompt.c_str(), stdout);
     std::fflush(stdout);
   }
-  std::string text;  // what was generated, for the reverse prompts
+  std::string generated;  // for the reverse prompts
   bool reversed = false;
   const GenerateStats st = generate(
       session, sampler, prompt, a.n_predict,
@@ -87,9 +97,10 @@ void run(RunArgs a) {
         std::fputs(out.push(piece).c_str(), stdout);
         std::fflush(stdout);
         if (a.reverse.empty()) return true;
-        text += piece;
+        generated += piece;
         for (const std::string& r : a.reverse) {
-          if (!r.empty() && text.size() >= r.size() && text.compare(text.size() - r.size(), r.size(), r) == 0)
+          if (!r.empty() && generated.size() >= r.size() &&
+              generated.compare(generated.size() - r.size(), r.size(), r) == 0)
             reversed = true;
         }
         return !reversed;
@@ -128,6 +139,8 @@ void register_run(CLI::App& app) {
   sub->add_option("-r,--reverse-prompt", a->reverse,
                   "stop once the generated text ends with this (repeatable)");
   sub->add_flag("--ignore-eos", a->ignore_eos, "go on past end-of-generation tokens");
+  sub->add_flag("--verbose-prompt", a->verbose_prompt,
+                "print the prompt as the model sees it (after the chat template) and its tokens");
   sub->add_flag("--conversation,!--no-conversation", a->conversation,
                 "llama.cpp's -cnv: an interactive chat (`tilellm chat`), -p its system message; -no-cnv: a "
                 "plain completion (the default)");

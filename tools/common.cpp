@@ -133,19 +133,36 @@ SamplerParams pick_seed(const SamplingArgs& s) {
 
 ChatTemplate chat_template_for(const Model& model, const std::string& name) {
   const std::optional<std::string> jinja = model.file().get_string_opt("tokenizer.chat_template");
-  ChatTemplate t = chat_template_from_gguf(jinja, model.config().arch_name);
+  const Tokenizer& tok = model.tokenizer();
+  auto text = [&](int32_t id) { return id >= 0 ? std::string(tok.token_text(id)) : std::string(); };
+  ChatTemplate t = chat_template_from_gguf(jinja, model.config().arch_name, text(tok.bos()), text(tok.eos()));
+  const std::string builtin(chat_format_name(t.format));
   if (!name.empty()) {
     const std::optional<ChatFormat> f = chat_format_from_name(name);
     if (!f) fail("--chat-template {}: not a built-in format (chatml, gemma, llama2, llama3, phi3)", name);
     if (*f != t.format) t.default_system.clear();  // that text belongs to the model's own template
     t.format = *f;
+    t.jinja.reset();
   } else if (!jinja || jinja->empty()) {
     std::fprintf(stderr,
                  "warning: the model has no chat template (tokenizer.chat_template); using the "
                  "built-in %s format (from its architecture, %s)\n",
-                 std::string(chat_format_name(t.format)).c_str(), model.config().arch_name.c_str());
+                 builtin.c_str(), model.config().arch_name.c_str());
+  } else if (!t.jinja) {
+    std::fprintf(
+        stderr,
+        "warning: the model's chat template uses %s, which this engine's template interpreter does not "
+        "implement; using the built-in %s format instead\n",
+        t.unsupported.c_str(), builtin.c_str());
   }
   return t;
+}
+
+std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs) {
+  std::string warning;
+  std::string text = apply_chat_template(t, msgs, true, &warning);
+  if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  return text;
 }
 
 std::unique_ptr<Model> load_model(const ModelArgs& a) {

@@ -54,6 +54,9 @@ void run_chat(const ChatArgs& a);
 // The model's chat template, or the built-in format `name` (--chat-template); a model without a template
 // is warned about, naming the format used instead.
 ChatTemplate chat_template_for(const Model& model, const std::string& name);
+// The conversation through the template with the generation prompt; a fallback to the built-in format is
+// reported on stderr.
+std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& msgs);
 
 // Resolves the model path (the default model when none is given), loads it with a progress bar on a terminal,
 // and prints a one-line description to stderr.

@@ -1,11 +1,14 @@
-// Chat template detection and rendering; the contract is in chat_template.h. Each render_* function mirrors
-// one reference Jinja template statement by statement, so a reader can check them side by side with
+// Chat template detection and rendering; the contract is in chat_template.h. The model's own template goes to
+// the interpreter (jinja.h); each render_* function is a built-in format mirroring one reference Jinja
+// template statement by statement, so a reader can check them side by side with
 // tests/data/chat/<family>.json's "template".
 #include "tokenizer/chat_template.h"
 
 #include <cstdint>
 
 #include "base/error.h"
+#include "tokenizer/jinja.h"
+#include "tokenizer/jinja_text.h"
 
 namespace tilellm {
 
@@ -13,28 +16,6 @@ namespace {
 
 bool contains(std::string_view hay, std::string_view needle) {
   return hay.find(needle) != std::string_view::npos;
-}
-
-// Decodes the UTF-8 code point starting at s[i] into cp and returns its length; 0 for a malformed sequence
-// (never whitespace, so stripping stops there).
-size_t decode_at(std::string_view s, size_t i, uint32_t& cp) {
-  const auto b = static_cast<unsigned char>(s[i]);
-  size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-  if (len == 0 || i + len > s.size()) return 0;
-  cp = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
-  for (size_t k = 1; k < len; ++k) {
-    const auto c = static_cast<unsigned char>(s[i + k]);
-    if ((c >> 6) != 0x2) return 0;
-    cp = (cp << 6) | (c & 0x3F);
-  }
-  return len;
-}
-
-// Python's str.isspace() set (see python_strip in the header).
-bool is_python_space(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-         c == 0x3000;
 }
 
 // Gemma's and Llama 2's templates index messages[0] and raise_exception on role order; both are errors the
@@ -221,24 +202,7 @@ std::string chatml_default_system(std::string_view tpl) {
 }  // namespace
 
 std::string_view python_strip(std::string_view s) {
-  size_t b = 0;
-  while (b < s.size()) {
-    uint32_t cp = 0;
-    const size_t len = decode_at(s, b, cp);
-    if (len == 0 || !is_python_space(cp)) break;
-    b += len;
-  }
-  size_t e = s.size();
-  while (e > b) {
-    // Step back to the start of the last code point (at most 4 bytes: continuation bytes are 10xxxxxx).
-    size_t start = e - 1;
-    while (start > b && e - start < 4 && (static_cast<unsigned char>(s[start]) >> 6) == 0x2) --start;
-    uint32_t cp = 0;
-    const size_t len = decode_at(s, start, cp);
-    if (len != e - start || !is_python_space(cp)) break;
-    e = start;
-  }
-  return s.substr(b, e - b);
+  return jinja::py_strip(s);
 }
 
 ChatFormat detect_chat_format(const std::optional<std::string>& jinja_template, std::string_view arch) {
@@ -278,17 +242,63 @@ std::optional<ChatFormat> chat_format_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-ChatTemplate chat_template_from_gguf(const std::optional<std::string>& jinja_template,
-                                     std::string_view arch) {
+ChatTemplate chat_template_from_gguf(const std::optional<std::string>& jinja_template, std::string_view arch,
+                                     const std::string& bos_token, const std::string& eos_token) {
   ChatTemplate t;
   t.format = detect_chat_format(jinja_template, arch);
   if (t.format == ChatFormat::ChatML && jinja_template)
     t.default_system = chatml_default_system(*jinja_template);
+  t.bos_token = bos_token;
+  t.eos_token = eos_token;
+  if (jinja_template && !jinja_template->empty()) {
+    try {
+      t.jinja = std::make_shared<const jinja::Template>(*jinja_template);
+      t.emits_bos = contains(*jinja_template, "bos_token");
+    } catch (const jinja::Unsupported& e) {
+      t.unsupported = e.construct();
+    } catch (const jinja::TemplateError& e) {
+      t.unsupported = std::string("a syntax error (") + e.what() + ")";
+    }
+  }
   return t;
 }
 
+namespace {
+
+// The model's own template: the variables Hugging Face's apply_chat_template passes.
+std::string render_own(const ChatTemplate& t, const std::vector<ChatMessage>& msgs, bool gen) {
+  jinja::Array messages;
+  for (const ChatMessage& m : msgs) {
+    messages.emplace_back(
+        jinja::Object{{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}});
+  }
+  const jinja::Value ctx(jinja::Object{{"messages", jinja::Value(std::move(messages))},
+                                       {"tools", jinja::Value::none()},
+                                       {"add_generation_prompt", jinja::Value(gen)},
+                                       {"bos_token", jinja::Value(t.bos_token)},
+                                       {"eos_token", jinja::Value(t.eos_token)}});
+  std::string text = t.jinja->render(ctx);
+  if (t.emits_bos && !t.bos_token.empty() && text.starts_with(t.bos_token)) text.erase(0, t.bos_token.size());
+  return text;
+}
+
+}  // namespace
+
 std::string apply_chat_template(const ChatTemplate& t, const std::vector<ChatMessage>& msgs,
-                                bool add_generation_prompt) {
+                                bool add_generation_prompt, std::string* warning) {
+  if (t.jinja) {
+    try {
+      return render_own(t, msgs, add_generation_prompt);
+    } catch (const jinja::Unsupported& e) {
+      if (warning) {
+        *warning = "the model's chat template uses " + e.construct() +
+                   ", which this engine's template interpreter does not implement; using the built-in " +
+                   std::string(chat_format_name(t.format)) + " format instead";
+      }
+    } catch (const jinja::TemplateError& e) {
+      fail("chat template: {}", e.what());
+    }
+  }
   switch (t.format) {
     case ChatFormat::ChatML:
       return render_chatml(t, msgs, add_generation_prompt);

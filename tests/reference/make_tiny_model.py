@@ -49,6 +49,7 @@ def main() -> None:
                     help="experts: N of them, K a token (llama: Mixtral's layout; qwen2moe default 6x2, qwen3moe 16x8)")
     ap.add_argument("--longrope", action="store_true", help="phi3: LongRoPE short/long factors and attention factor")
     ap.add_argument("--gating", type=int, default=0, help="write <arch>.expert_gating_func (1..4)")
+    ap.add_argument("--chat-template", metavar="FILE", help="write FILE's text as tokenizer.chat_template")
     a = ap.parse_args()
     moe = a.moe or {"qwen2moe": "6x2", "qwen3moe": "16x8"}.get(a.arch, "")
     n_expert, n_used = (int(v) for v in moe.split("x")) if moe else (0, 0)
@@ -108,6 +109,9 @@ def main() -> None:
     w.add_token_merges(merges)
     w.add_bos_token_id(0)
     w.add_eos_token_id(1)
+    if a.chat_template:
+        with open(a.chat_template, encoding="utf-8") as f:
+            w.add_chat_template(f.read())
 
     def mat(name: str, n_in: int, n_out: int, scale: float, n_exp: int = 0, f32: bool = False) -> None:
         shape = (n_exp, n_out, n_in) if n_exp else (n_out, n_in)

@@ -1,6 +1,7 @@
 // Chat template tests. The goldens in tests/data/chat/*.json are jinja2 renderings of each family's reference
-// template (tests/reference/make_chat_goldens.py), so every case compares the C++ renderer with the real
-// template as Hugging Face renders it, errors included.
+// template (tests/reference/make_chat_goldens.py), so every case compares both renderers — the model's own
+// template through the interpreter, and the built-in format — with the real template as Hugging Face renders
+// it, errors included. (The interpreter's own tests, tool conversations included: test_jinja.cpp.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,27 +35,50 @@ std::vector<ChatMessage> messages_of(const nlohmann::json& c) {
   return msgs;
 }
 
-// Detects the family from the golden's own template text and renders every case.
+// A case the CLI's messages can express: roles and string contents, no tools.
+bool plain(const nlohmann::json& c) {
+  if (c.contains("extra")) return false;
+  for (const auto& m : c["messages"]) {
+    if (!m["content"].is_string() || m.contains("tool_calls")) return false;
+  }
+  return true;
+}
+
+// Detects the family from the golden's own template text and renders every plain case through the model's
+// template (the interpreter) and through the built-in format.
 void check_family(const std::string& name) {
   const nlohmann::json g = load_golden(name);
   const std::string tpl = g["template"].get<std::string>();
-  const ChatTemplate t = chat_template_from_gguf(tpl, g["arch"].get<std::string>());
-  ASSERT_EQ(chat_format_name(t.format), [&] {
+  const ChatTemplate own =
+      chat_template_from_gguf(tpl, g["arch"].get<std::string>(), g["bos_token"].get<std::string>(),
+                              g["eos_token"].get<std::string>());
+  ASSERT_TRUE(own.jinja) << name << ": " << own.unsupported;
+  ASSERT_EQ(chat_format_name(own.format), [&] {
     std::string f = g["format"].get<std::string>();
     for (auto& ch : f) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     return f;
   }()) << name;
-  ASSERT_GE(g["cases"].size(), 20u);
-  for (const auto& c : g["cases"]) {
-    SCOPED_TRACE(name + " / " + c["name"].get<std::string>());
-    const auto msgs = messages_of(c);
-    const bool gen = c["add_generation_prompt"].get<bool>();
-    if (c.contains("error")) {
-      EXPECT_THROW(apply_chat_template(t, msgs, gen), Error) << "jinja raised: " << c["error"];
-    } else {
-      EXPECT_EQ(apply_chat_template(t, msgs, gen), c["expected"].get<std::string>());
+  ChatTemplate builtin = own;
+  builtin.jinja.reset();
+  size_t n = 0;
+  for (const ChatTemplate* t : {&own, static_cast<const ChatTemplate*>(&builtin)}) {
+    for (const auto& c : g["cases"]) {
+      if (!plain(c)) continue;
+      SCOPED_TRACE(name + (t->jinja ? " (own template) / " : " (built-in) / ") +
+                   c["name"].get<std::string>());
+      ++n;
+      const auto msgs = messages_of(c);
+      const bool gen = c["add_generation_prompt"].get<bool>();
+      if (c.contains("error")) {
+        EXPECT_THROW(apply_chat_template(*t, msgs, gen), Error) << "jinja raised: " << c["error"];
+      } else {
+        std::string warning;
+        EXPECT_EQ(apply_chat_template(*t, msgs, gen, &warning), c["expected"].get<std::string>());
+        EXPECT_EQ(warning, "");
+      }
     }
   }
+  EXPECT_GE(n, 40u);
 }
 
 TEST(ChatTemplate, smollm2_matches_jinja_renderings) {

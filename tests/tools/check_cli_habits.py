@@ -98,7 +98,7 @@ def main() -> int:
             check(m is not None and int(m.group(1)) == 120, f"--ignore-eos: seed {eos_seed} goes on to -n 120")
 
         r = tl("run", "-m", model, "-t", "2", "-cnv", "-p", "be brief", stdin="")
-        ok(r, "-cnv: the chat, -p its system message", "chat format")
+        ok(r, "-cnv: the chat, -p its system message", "chat template")
 
         refused(run("-p", "x", "-n", "-5"), "at least -1", "-n -5")
         refused(run("-p", "x", "--threads", "0"), "at least 1", "--threads 0")
