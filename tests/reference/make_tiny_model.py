@@ -14,8 +14,10 @@ Experts (llama.cpp's names and metadata): ffn_gate_inp [n_embd, n_expert] (kept 
 ffn_gate_exps / ffn_up_exps [n_embd, n_ff_exp, n_expert], ffn_down_exps [n_ff_exp, n_embd, n_expert] in the
 matrices' type; qwen2moe adds the shared expert (ffn_{gate,up,down}_shexp) and its gate ffn_gate_inp_shexp [n_embd].
 The router's weights are large enough that the routing differs from token to token and layer to layer.
-LongRoPE (phi3 --longrope): rope_factors_short / rope_factors_long [rope_dim/2], original context 32 of 512, and
-rope.scaling.attn_factor as Phi-3's converter computes it, sqrt(1 + ln(512/32) / ln(32)).
+LongRoPE (phi3 --longrope): rope_factors_short / rope_factors_long [rope_dim/2], original context 256 of 512, and
+rope.scaling.attn_factor as Phi-3's converter computes it, sqrt(1 + ln(512/256) / ln(256)). (256: llama.cpp rounds
+its context up to a multiple of 256 before comparing it with the original one, so a smaller original context would
+always give it the long factors.)
 """
 
 from __future__ import annotations
@@ -71,8 +73,8 @@ def main() -> None:
     w.add_name(f"tiny {a.arch if a.arch != 'phi3' else 'p3'} {a.type}")
     w.add_context_length(512)
     if a.longrope:
-        w.add_rope_scaling_orig_ctx_len(32)
-        w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(512 / 32) / np.log(32))))
+        w.add_rope_scaling_orig_ctx_len(256)
+        w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(512 / 256) / np.log(256))))
     if n_expert:
         w.add_expert_count(n_expert)
         w.add_expert_used_count(n_used)
