@@ -5,10 +5,19 @@ Speed depends on the shapes and the block types, not on the weight values, so a 
 shape benchmarks like the real one; and llama-quantize writes exactly the tensor-type mix llama.cpp would ship
 (Q4_K_M keeps some tensors in Q6_K, every type keeps the norms in F32), so both engines read the same bytes.
 
-Shapes (arch llama):
+Shapes (arch llama unless said):
     smollm2    SmolLM2-135M:  n_embd 576,  30 layers,  9 heads, 3 KV heads, n_ff 1536, vocab 49152, tied output
     tinyllama  TinyLlama-1.1B: n_embd 2048, 22 layers, 32 heads, 4 KV heads, n_ff 5632, vocab 32000
     llama7b    Llama-2-7B:     n_embd 4096, 32 layers, 32 heads, 32 KV heads, n_ff 11008, vocab 32000
+    phi3mini   Phi-3-mini-4k (phi3, 3.8B): n_embd 3072, 32 layers, 32 heads, 32 KV heads, n_ff 8192, vocab 32064;
+               q/k/v in one attn_qkv matrix and gate/up in one ffn_up matrix, as the converter writes them
+  Mixtures of experts, their real widths with fewer layers (the per-token work of a layer is the real one):
+    mixtral4l  Mixtral-8x7B's layer, 4 of its 32 layers: n_embd 4096, 32 heads, 8 KV heads, 8 experts of
+               n_ff 14336, 2 a token, vocab 32000
+    qwen3moe8l Qwen3-30B-A3B's layer (qwen3moe), 8 of its 48 layers: n_embd 2048, 32 heads of 128, 4 KV heads,
+               128 experts of 768, 8 a token, vocab 151936
+    qwen2moe8l Qwen1.5-MoE-A2.7B's layer (qwen2moe), 8 of its 24 layers: n_embd 2048, 16 heads, 60 experts of
+               1408, 4 a token, a shared expert of 5632 with its gate, vocab 151936
 
 Each is written once as an F16 source (the `gguf` Python package), then quantized with llama-quantize into
 Q4_0, Q4_1, Q8_0, Q4_K_M and F16. The tokenizer is a minimal byte-level `gpt2` one with the right vocabulary size
@@ -45,7 +54,16 @@ SHAPES = {
     "smollm2": (576, 30, 9, 3, 1536, 49152, 8192, True, 100000.0),
     "tinyllama": (2048, 22, 32, 4, 5632, 32000, 2048, False, 10000.0),
     "llama7b": (4096, 32, 32, 32, 11008, 32000, 4096, False, 10000.0),
+    "phi3mini": (3072, 32, 32, 32, 8192, 32064, 4096, False, 10000.0),
+    "mixtral4l": (4096, 4, 32, 8, 14336, 32000, 32768, False, 1000000.0),
+    "qwen3moe8l": (2048, 8, 32, 4, 6144, 151936, 40960, False, 1000000.0),
+    "qwen2moe8l": (2048, 8, 16, 16, 5632, 151936, 8192, False, 1000000.0),
 }
+# What a shape has beyond the tuple above: its architecture, experts (count, used, width, shared width) and
+# its own head size.
+ARCH = {"phi3mini": "phi3", "qwen3moe8l": "qwen3moe", "qwen2moe8l": "qwen2moe"}
+EXPERTS = {"mixtral4l": (8, 2, 14336, 0), "qwen3moe8l": (128, 8, 768, 0), "qwen2moe8l": (60, 4, 1408, 5632)}
+HEAD_DIM = {"qwen3moe8l": 128}
 # llama-quantize's type names.
 TYPES = {"q4_0": "Q4_0", "q4_1": "Q4_1", "q8_0": "Q8_0", "q4_k_m": "Q4_K_M", "f16": "F16", "bf16": "BF16"}
 
@@ -88,10 +106,12 @@ def random_blocks(rng: np.random.Generator, qtype: gguf.GGMLQuantizationType, n_
 def write_source(path: Path, shape: str, seed: int, direct: str | None = None) -> None:
     """The F16 source of a shape, or (direct) the model in that quantized type."""
     n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx, tied, rope_base = SHAPES[shape]
-    head_dim = n_embd // n_head
+    arch = ARCH.get(shape, "llama")
+    n_expert, n_used, n_ff_exp, n_ff_shexp = EXPERTS.get(shape, (0, 0, 0, 0))
+    head_dim = HEAD_DIM.get(shape, n_embd // n_head)
     rng = np.random.default_rng(seed)
     tmp = path.with_suffix(".tmp")
-    w = gguf.GGUFWriter(str(tmp), "llama")
+    w = gguf.GGUFWriter(str(tmp), arch)
     w.add_name(f"{shape} random")
     w.add_file_type(DIRECT[direct][1] if direct else gguf.LlamaFileType.MOSTLY_F16)
     w.add_context_length(n_ctx)
@@ -101,6 +121,16 @@ def write_source(path: Path, shape: str, seed: int, direct: str | None = None) -
     w.add_head_count(n_head)
     w.add_head_count_kv(n_head_kv)
     w.add_rope_dimension_count(head_dim)
+    if shape in HEAD_DIM:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    if n_expert:
+        w.add_expert_count(n_expert)
+        w.add_expert_used_count(n_used)
+        if arch != "llama":
+            w.add_expert_feed_forward_length(n_ff_exp)
+        if n_ff_shexp:
+            w.add_expert_shared_feed_forward_length(n_ff_shexp)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(rope_base)
     # Minimal byte-level BPE vocabulary: the printable ASCII characters, a few merged pairs with their merge
@@ -119,20 +149,28 @@ def write_source(path: Path, shape: str, seed: int, direct: str | None = None) -
     w.add_eos_token_id(2)
     w.add_add_bos_token(False)
 
-    def mat(name: str, n_in: int, n_out: int) -> None:
+    def mat(name: str, n_in: int, n_out: int, n_exp: int = 0) -> None:
+        """A matrix [n_out][n_in], or n_exp of them stacked (an expert tensor, GGUF shape [n_in, n_out, n_exp])."""
+        rows = n_out * max(n_exp, 1)
         if direct:
             qtype = gguf.GGMLQuantizationType.Q6_K if name == "output.weight" else DIRECT[direct][0]
             if n_in % gguf.GGML_QUANT_SIZES[qtype][0] != 0:
                 # A row that is not whole K-blocks (SmolLM2's 576): Q5_0, as llama-quantize falls back.
                 qtype = gguf.GGMLQuantizationType.Q5_0
-            w.add_tensor(name, random_blocks(rng, qtype, n_in, n_out), raw_dtype=qtype)
+            b = random_blocks(rng, qtype, n_in, rows)
+            w.add_tensor(name, b.reshape(n_exp, n_out, -1) if n_exp else b, raw_dtype=qtype)
             return
         # Scaled so that activations stay finite through the layers (the values do not matter for speed).
-        x = rng.standard_normal((n_out, n_in), dtype=np.float32) * np.float32(0.5 / np.sqrt(n_in))
-        w.add_tensor(name, x.astype(np.float16))
+        x = rng.standard_normal((rows, n_in), dtype=np.float32) * np.float32(0.5 / np.sqrt(n_in))
+        w.add_tensor(name, x.astype(np.float16).reshape(n_exp, n_out, n_in) if n_exp else x.astype(np.float16))
 
     def vec(name: str, n: int) -> None:
         w.add_tensor(name, np.ones(n, dtype=np.float32))
+
+    def f32(name: str, n_in: int, n_out: int) -> None:
+        """A small matrix kept in F32 (llama-quantize keeps the routers so)."""
+        x = rng.standard_normal((n_out, n_in), dtype=np.float32) / np.float32(np.sqrt(n_in))
+        w.add_tensor(name, x if n_out > 1 else x.reshape(-1))
 
     mat("token_embd.weight", n_embd, n_vocab)
     vec("output_norm.weight", n_embd)
@@ -141,14 +179,39 @@ def write_source(path: Path, shape: str, seed: int, direct: str | None = None) -
     for il in range(n_layer):
         p = f"blk.{il}."
         vec(p + "attn_norm.weight", n_embd)
-        mat(p + "attn_q.weight", n_embd, n_head * head_dim)
-        mat(p + "attn_k.weight", n_embd, n_head_kv * head_dim)
-        mat(p + "attn_v.weight", n_embd, n_head_kv * head_dim)
+        if arch == "phi3":
+            mat(p + "attn_qkv.weight", n_embd, (n_head + 2 * n_head_kv) * head_dim)
+        else:
+            mat(p + "attn_q.weight", n_embd, n_head * head_dim)
+            mat(p + "attn_k.weight", n_embd, n_head_kv * head_dim)
+            mat(p + "attn_v.weight", n_embd, n_head_kv * head_dim)
+        if arch == "qwen2moe":
+            for b, n in (("attn_q.bias", n_head * head_dim), ("attn_k.bias", n_head_kv * head_dim),
+                         ("attn_v.bias", n_head_kv * head_dim)):
+                w.add_tensor(p + b, np.zeros(n, dtype=np.float32))
+        if arch == "qwen3moe":
+            vec(p + "attn_q_norm.weight", head_dim)
+            vec(p + "attn_k_norm.weight", head_dim)
         mat(p + "attn_output.weight", n_head * head_dim, n_embd)
         vec(p + "ffn_norm.weight", n_embd)
-        mat(p + "ffn_gate.weight", n_embd, n_ff)
-        mat(p + "ffn_up.weight", n_embd, n_ff)
-        mat(p + "ffn_down.weight", n_ff, n_embd)
+        if n_expert:
+            ne = n_ff_exp if arch != "llama" else n_ff
+            f32(p + "ffn_gate_inp.weight", n_embd, n_expert)
+            mat(p + "ffn_gate_exps.weight", n_embd, ne, n_expert)
+            mat(p + "ffn_up_exps.weight", n_embd, ne, n_expert)
+            mat(p + "ffn_down_exps.weight", ne, n_embd, n_expert)
+            if n_ff_shexp:
+                f32(p + "ffn_gate_inp_shexp.weight", n_embd, 1)
+                mat(p + "ffn_gate_shexp.weight", n_embd, n_ff_shexp)
+                mat(p + "ffn_up_shexp.weight", n_embd, n_ff_shexp)
+                mat(p + "ffn_down_shexp.weight", n_ff_shexp, n_embd)
+        elif arch == "phi3":
+            mat(p + "ffn_up.weight", n_embd, 2 * n_ff)
+            mat(p + "ffn_down.weight", n_ff, n_embd)
+        else:
+            mat(p + "ffn_gate.weight", n_embd, n_ff)
+            mat(p + "ffn_up.weight", n_embd, n_ff)
+            mat(p + "ffn_down.weight", n_ff, n_embd)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -493,9 +493,16 @@ uint64_t weight_bytes_per_token(const Model& m, WeightsMode mode) {
     return uint64_t(x.row_bytes) * uint64_t(x.n_out);
   };
   uint64_t total = bytes(w.output) + w.tok_embd.row_bytes;
+  const uint64_t n_used = uint64_t(m.config().n_expert_used);
   for (const LayerWeights& l : w.layers) {
     total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) + bytes(l.w_up) +
              bytes(l.w_down);
+    // With experts: the router, the n_expert_used experts a token runs, and the shared expert with its gate.
+    if (!l.gate_exps.empty()) {
+      total += bytes(l.router) +
+               n_used * (bytes(l.gate_exps[0]) + bytes(l.up_exps[0]) + bytes(l.down_exps[0])) +
+               bytes(l.gate_shexp) + bytes(l.up_shexp) + bytes(l.down_shexp) + bytes(l.router_shexp);
+    }
   }
   return total;
 }
