@@ -958,14 +958,33 @@ std::vector<Value> iterate(const Value& v) {
   }
 }
 
+// Python's integers have no bound; these have 64 bits, so a result past them is refused rather than wrapped.
+int64_t checked(char op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  const bool overflow = op == '+'   ? __builtin_add_overflow(a, b, &r)
+                        : op == '-' ? __builtin_sub_overflow(a, b, &r)
+                                    : __builtin_mul_overflow(a, b, &r);
+  if (overflow) throw Unsupported("integer arithmetic beyond 64 bits");
+  return r;
+}
+
+// The most bytes a string or list repetition may make (jinja2's sandbox bounds range() the same way).
+constexpr int64_t kMaxRepeat = int64_t(1) << 26;
+
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (a.is_undefined() || b.is_undefined())
     throw TemplateError("an undefined value used with the operator '" + op + "'");
   if (a.is_number() && b.is_number()) {
     const bool fl = a.is_float() || b.is_float();
-    if (op == "+") return fl ? Value(a.as_float() + b.as_float()) : Value(a.as_int() + b.as_int());
-    if (op == "-") return fl ? Value(a.as_float() - b.as_float()) : Value(a.as_int() - b.as_int());
-    if (op == "*") return fl ? Value(a.as_float() * b.as_float()) : Value(a.as_int() * b.as_int());
+    if (op == "+") {
+      return fl ? Value(a.as_float() + b.as_float()) : Value(checked('+', a.as_int(), b.as_int()));
+    }
+    if (op == "-") {
+      return fl ? Value(a.as_float() - b.as_float()) : Value(checked('-', a.as_int(), b.as_int()));
+    }
+    if (op == "*") {
+      return fl ? Value(a.as_float() * b.as_float()) : Value(checked('*', a.as_int(), b.as_int()));
+    }
     if (op == "/") {
       if (b.as_float() == 0.0) type_error("division by zero");
       return Value(a.as_float() / b.as_float());
@@ -983,8 +1002,11 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     }
     if (op == "**") {
       if (!fl && b.as_int() >= 0) {
+        int64_t base = a.as_int(), e = b.as_int();
         int64_t r = 1;
-        for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
+        if (base == 0 || base == 1) return Value(e == 0 ? int64_t(1) : base);
+        if (base == -1) return Value(e % 2 == 0 ? int64_t(1) : int64_t(-1));
+        for (int64_t i = 0; i < e; ++i) r = checked('*', r, base);  // |base| >= 2: under 64 steps
         return Value(r);
       }
       return Value(std::pow(a.as_float(), b.as_float()));
@@ -997,6 +1019,9 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     return Value(std::move(out));
   }
   if (op == "*" && (a.is_string() || a.is_array()) && (b.is_int() || b.is_bool())) {
+    const int64_t unit = a.is_string() ? int64_t(a.as_string().size()) : int64_t(a.as_array().size()) * 16;
+    if (b.as_int() > 0 && unit > 0 && b.as_int() > kMaxRepeat / unit)
+      throw TemplateError("a repetition of more than " + std::to_string(kMaxRepeat) + " bytes");
     if (a.is_string()) {
       std::string out;
       for (int64_t i = 0; i < b.as_int(); ++i) out += a.as_string();

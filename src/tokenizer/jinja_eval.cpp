@@ -60,6 +60,9 @@ void check_names(const Body& body) {
 }
 
 class Interp {
+  static constexpr int kMaxCalls = 100;
+  int calls_ = 0;
+
  public:
   Flow exec(const Body& body, Scope& sc, std::string& out) {
     for (const auto& n : body) {
@@ -303,29 +306,37 @@ class Interp {
       case Node::Kind::Macro: {
         const Node* def = &n;
         const Scope* where = &sc;
-        sc.set(n.name, Value::function(
-                           [this, def, where](Args& a) -> Value {
-                             Scope call{{}, where};
-                             if (a.pos.size() > def->params.size())
-                               throw TemplateError("macro '" + def->name + "' takes not more than " +
-                                                   std::to_string(def->params.size()) + " arguments");
-                             for (size_t i = 0; i < def->params.size(); ++i) {
-                               Value v = a.get(i, def->params[i]);
-                               if (v.is_undefined() && def->defaults[i]) v = eval(*def->defaults[i], call);
-                               call.set(def->params[i], v);
-                             }
-                             for (const auto& [k, v] : a.kw) {
-                               bool known = false;
-                               for (const std::string& p : def->params) known |= p == k;
-                               if (!known)
-                                 throw TemplateError("macro '" + def->name + "' takes no keyword argument '" +
-                                                     k + "'");
-                             }
-                             std::string text;
-                             exec(def->body, call, text);
-                             return Value(text);
-                           },
-                           n.name));
+        sc.set(
+            n.name,
+            Value::function(
+                [this, def, where](Args& a) -> Value {
+                  // A macro calling itself without end would exhaust the stack: refused.
+                  if (++calls_ > kMaxCalls)
+                    throw TemplateError("macros nested deeper than " + std::to_string(kMaxCalls) + " calls");
+                  struct Leave {
+                    int& d;
+                    ~Leave() { --d; }
+                  } leave{calls_};
+                  Scope call{{}, where};
+                  if (a.pos.size() > def->params.size())
+                    throw TemplateError("macro '" + def->name + "' takes not more than " +
+                                        std::to_string(def->params.size()) + " arguments");
+                  for (size_t i = 0; i < def->params.size(); ++i) {
+                    Value v = a.get(i, def->params[i]);
+                    if (v.is_undefined() && def->defaults[i]) v = eval(*def->defaults[i], call);
+                    call.set(def->params[i], v);
+                  }
+                  for (const auto& [k, v] : a.kw) {
+                    bool known = false;
+                    for (const std::string& p : def->params) known |= p == k;
+                    if (!known)
+                      throw TemplateError("macro '" + def->name + "' takes no keyword argument '" + k + "'");
+                  }
+                  std::string text;
+                  exec(def->body, call, text);
+                  return Value(text);
+                },
+                n.name));
         return Flow::Normal;
       }
       case Node::Kind::Break:

@@ -63,7 +63,17 @@ class ExprParser {
     return t;
   }
 
+  // A template is data from a model file: nesting deeper than any real template is refused, not recursed.
+  struct Deeper {
+    ExprParser& p;
+    explicit Deeper(ExprParser& q) : p(q) {
+      if (++p.depth_ > kMaxDepth) p.error("expressions nested deeper than " + std::to_string(kMaxDepth));
+    }
+    ~Deeper() { --p.depth_; }
+  };
+
   ExprPtr expression() {
+    Deeper deeper(*this);
     ExprPtr e = or_expr();
     while (skip_name("if")) {
       auto c = make(Expr::Kind::Cond, line_);
@@ -100,6 +110,7 @@ class ExprParser {
   }
 
   ExprPtr not_expr() {
+    Deeper deeper(*this);
     if (skip_name("not")) {
       auto u = make(Expr::Kind::Unary, line_);
       u->name = "not";
@@ -176,6 +187,7 @@ class ExprParser {
   }
 
   ExprPtr unary(bool with_filter) {
+    Deeper deeper(*this);
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
       auto u = make(Expr::Kind::Unary, line_);
@@ -370,9 +382,11 @@ class ExprParser {
     }
   }
 
+  static constexpr int kMaxDepth = 200;
   std::vector<Token> t_;
   size_t p_ = 0;
   int line_;
+  int depth_ = 0;
 };
 
 // Builds the tree from the pieces: a recursive descent over the statements.
@@ -390,6 +404,13 @@ class TemplateParser {
   // Statements until one of `ends` (its name goes to `end`, its parser is left in `tail_`); the template's
   // end when `ends` is empty.
   Body body(const std::set<std::string>& ends, std::string& end) {
+    if (++nesting_ > kMaxNesting) {
+      throw TemplateError("statements nested deeper than " + std::to_string(kMaxNesting));
+    }
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{nesting_};
     Body out;
     while (i_ < ps_.size()) {
       const Piece& p = ps_[i_++];
@@ -413,7 +434,6 @@ class TemplateParser {
       if (ends.count(tag)) {
         end = tag;
         tail_ = std::make_unique<ExprParser>(std::move(ep));
-        tail_line_ = p.line;
         return out;
       }
       out.push_back(statement(tag, ep, p.line));
@@ -557,10 +577,11 @@ class TemplateParser {
     throw Unsupported("{% " + tag + " %}");
   }
 
+  static constexpr int kMaxNesting = 200;
   const std::vector<Piece>& ps_;
   size_t i_ = 0;
+  int nesting_ = 0;
   std::unique_ptr<ExprParser> tail_;  // the tag that ended the last body
-  int tail_line_ = 0;
 };
 
 }  // namespace

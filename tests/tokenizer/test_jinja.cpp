@@ -115,6 +115,26 @@ TEST(Jinja, syntax_errors_are_template_errors) {
   }
 }
 
+// A template comes from a model file: whatever it holds ends in an error, never in a crash or a hang.
+TEST(Jinja, hostile_templates_end_in_errors) {
+  const jinja::Value ctx = jinja::from_json(ordered_json::object());
+  const std::string deep = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
+  EXPECT_THROW(jinja::Template{deep}, jinja::TemplateError);
+  std::string nested;
+  for (int i = 0; i < 1000; ++i) nested += "{% if true %}";
+  EXPECT_THROW(jinja::Template{nested}, jinja::TemplateError);
+  EXPECT_THROW(jinja::Template{"{{ " + std::string(5000, '-') + "1 }}"}, jinja::TemplateError);
+  EXPECT_THROW(jinja::Template{"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"}.render(ctx),
+               jinja::TemplateError);
+  EXPECT_THROW(jinja::Template{"{{ 2 ** 100 }}"}.render(ctx), jinja::Unsupported);
+  EXPECT_THROW(jinja::Template{"{{ 9223372036854775807 + 1 }}"}.render(ctx), jinja::Unsupported);
+  EXPECT_THROW(jinja::Template{"{{ 'ab' * 1000000000 }}"}.render(ctx), jinja::TemplateError);
+  EXPECT_THROW(jinja::Template{"{{ range(1000000) }}"}.render(ctx), jinja::TemplateError);
+  EXPECT_THROW(jinja::Template{"{{ 1 // 0 }}"}.render(ctx), jinja::TemplateError);
+  EXPECT_THROW(jinja::Template{"{{ nope.attr }}"}.render(ctx), jinja::TemplateError);
+  EXPECT_EQ(jinja::Template{"{{ 2 ** 62 }}|{{ (-1) ** 1000001 }}"}.render(ctx), "4611686018427387904|-1");
+}
+
 TEST(Jinja, values_print_as_python_prints_them) {
   EXPECT_EQ(jinja::float_repr(1.0), "1.0");
   EXPECT_EQ(jinja::float_repr(0.1), "0.1");
