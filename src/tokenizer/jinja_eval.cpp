@@ -231,6 +231,8 @@ class Interp {
                             return a.pos[size_t(k) % a.pos.size()];
                           },
                           "loop.cycle"));
+    loop.set("changed",
+             Value::function([](Args&) -> Value { throw Unsupported("loop.changed()"); }, "loop.changed"));
     return loop;
   }
 
