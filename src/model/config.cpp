@@ -50,7 +50,8 @@ void read_experts(const GgufFile& f, ModelConfig& c) {
   }
   c.routing.norm_weights = c.arch != Arch::Qwen2Moe;
   c.routing.norm_weights = f.get_bool_or(a + "expert_weights_norm", c.routing.norm_weights);
-  const int64_t gating = f.get_int_or(a + "expert_gating_func", 1);
+  int64_t gating = f.get_int_or(a + "expert_gating_func", 1);
+  if (gating == 0) gating = 1;  // llama.cpp's "none": the architecture's own, a softmax here
   if (gating < 1 || gating > 4) {
     fail(
         "{}: '{}expert_gating_func' = {} is not supported (1 softmax, 2 sigmoid, 3 softmax of the chosen, 4 "

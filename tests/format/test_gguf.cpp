@@ -226,6 +226,36 @@ TEST(Gguf, model_rejects_tensor_it_would_ignore) {
   std::filesystem::remove(p);
 }
 
+TEST(Gguf, model_with_experts_rejects_bad_metadata_and_missing_experts_by_name) {
+  test::TinySpec s;
+  s.arch = "qwen3moe";
+  s.head_dim = 10;
+  s.n_expert = 16;
+  s.n_expert_used = 8;
+  s.omit_tensor = "blk.1.ffn_down_exps.weight";
+  expect_bind_error(s, {"blk.1.ffn_down_exps.weight", "missing"});
+  s.omit_tensor.clear();
+  s.n_expert_used = 17;
+  expect_bind_error(s, {"qwen3moe.expert_used_count' = 17", "between 1 and expert_count 16"});
+  s.n_expert = 0;
+  expect_bind_error(s, {"qwen3moe needs metadata 'qwen3moe.expert_count' > 0"});
+  // A router without experts in the metadata is a tensor the dense layer loop would ignore.
+  const std::string p = tmp_path("router.gguf");
+  auto w = test::tiny_model(test::TinySpec{});
+  w.tensor_f32("blk.0.ffn_gate_inp.weight", {48, 4}, std::vector<float>(48 * 4, 0.5f));
+  w.tensor_f32("rope_factors_long.weight", {4}, std::vector<float>(4, 2.0f));
+  w.write(p);
+  auto f = GgufFile::open(p);
+  try {
+    ModelWeights::bind(*f, ModelConfig::from_gguf(*f));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not part of the llama architecture"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(p);
+}
+
 TEST(Gguf, model_rejects_unknown_architecture) {
   test::TinySpec s;
   s.arch = "mamba";
