@@ -15,6 +15,7 @@
 #include "base/cpu_features.h"
 #include "base/cpu_set.h"
 #include "base/error.h"
+#include "runtime/telemetry/pacer.h"
 
 namespace tilellm::bench {
 namespace {
@@ -370,7 +371,8 @@ const std::vector<std::string>& field_names() {
   return names;
 }
 
-std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t seed) {
+std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t seed,
+                              telemetry::Pacer* pacer) {
   const Model& m = s.model();
   const int64_t V = m.config().n_vocab;
   const Tokenizer& tok = m.tokenizer();
@@ -397,8 +399,24 @@ std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t 
   for (int r = 0; r < reps; ++r) {
     s.truncate(t.n_depth);
     const uint64_t t0 = now_ns();
-    s.eval(prompt.data(), int64_t(prompt.size()));
-    for (int32_t id : gen) s.eval(&id, 1);
+    if (!pacer) {
+      s.eval(prompt.data(), int64_t(prompt.size()));
+      for (int32_t id : gen) s.eval(&id, 1);
+    } else {
+      // Paced: each pass is handed to the pacer, whose pauses fall inside the timed run.
+      using Clock = telemetry::Pacer::Clock;
+      Clock::time_point a = Clock::now();
+      if (!prompt.empty()) {
+        s.eval(prompt.data(), int64_t(prompt.size()));
+        const Clock::time_point b = Clock::now();
+        pacer->after_pass(a, b, int64_t(prompt.size()), false);
+      }
+      for (int32_t id : gen) {
+        a = Clock::now();
+        s.eval(&id, 1);
+        pacer->after_pass(a, Clock::now(), 1, true);
+      }
+    }
     samples.push_back(now_ns() - t0);
   }
   return samples;

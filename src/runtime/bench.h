@@ -21,6 +21,10 @@
 
 #include "runtime/session.h"
 
+namespace tilellm::telemetry {
+class Pacer;
+}
+
 namespace tilellm::bench {
 
 struct TestSpec {
@@ -98,8 +102,10 @@ std::unique_ptr<Printer> make_printer(Format f);
 const std::vector<std::string>& field_names();
 
 // Runs one test on a session whose context holds at least n_depth + n_prompt + n_gen tokens: a warm-up run,
-// then `reps` timed runs. Returns the time of each run in nanoseconds.
-std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t seed);
+// then `reps` timed runs. Returns the time of each run in nanoseconds. With a pacer (bench --pace,
+// --pace-target) every timed pass is handed to it, and its pauses count in the time.
+std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t seed,
+                              telemetry::Pacer* pacer = nullptr);
 
 // The chosen backend's start-up (its registry entry's measure_start: cold, from nothing; warm, from what the
 // cold start cached) for the device, profile, KV cache type and options of `o`, in milliseconds. The backend
