@@ -76,6 +76,8 @@ std::vector<Cell> cells(const Row& r) {
       {"weight_bytes_per_token", Kind::Int, std::to_string(r.weight_bytes_per_token)},
       {"start_cold_ms", Kind::Float, start_ms(r.start_cold_ms)},
       {"start_warm_ms", Kind::Float, start_ms(r.start_warm_ms)},
+      {"pace", Kind::Str, r.pace},
+      {"pace_target", Kind::Str, r.pace_target},
   };
 }
 
@@ -196,6 +198,9 @@ class MdPrinter final : public Printer {
   }
   std::string row(const Row& r) override {
     commit_ = r.build_commit;
+    if (r.pace != "off" || r.pace_target != "off")
+      pace_ = fmt::format("\npaced: --pace {} --pace-target {} (the pauses are inside the timed runs)\n",
+                          r.pace, r.pace_target);
     if (r.start_cold_ms >= 0) {
       start_ = fmt::format(
           "\n{} start: cold {:.1f} ms (programs built from source, self-check run), warm {}\n",
@@ -226,7 +231,7 @@ class MdPrinter final : public Printer {
     return line + "\n";
   }
   std::string footer() override {
-    return start_ + fmt::format("\nbuild: {}\n", commit_.empty() ? "unknown" : commit_);
+    return start_ + pace_ + fmt::format("\nbuild: {}\n", commit_.empty() ? "unknown" : commit_);
   }
 
  private:
@@ -241,6 +246,7 @@ class MdPrinter final : public Printer {
   }
   std::string commit_;
   std::string start_;  // the start-time line, when a row had one
+  std::string pace_;   // the pacing line, when a row was paced
 };
 
 }  // namespace
