@@ -7,159 +7,15 @@
 
 #include "runtime/telemetry/nvml.h"
 #include "runtime/telemetry/pacing.h"
+#include "svg_plot.h"
 
 namespace tilellm::cli {
 namespace {
 
 using namespace telemetry;
 
-std::string esc(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
-}
-
 std::string fmt_or_dash(double x, const char* f) {
   return std::isfinite(x) ? fmt::format(fmt::runtime(f), x) : std::string("—");
-}
-
-// One line of a plot; NaN values break it into segments.
-struct Series {
-  std::string name, color;
-  std::vector<double> x, y;
-  bool step = false;   // drawn as a staircase (a level held until the next point)
-  bool faint = false;  // thinner and lighter (the per-bin maximum beside its mean)
-};
-struct HLine {
-  double y;
-  std::string label, color;
-};
-struct PlotSpec {
-  std::string id, title, unit;
-  std::vector<Series> series;
-  std::vector<HLine> hlines;
-  size_t points() const {
-    size_t n = 0;
-    for (const Series& s : series)
-      for (double y : s.y) n += std::isfinite(y);
-    return n;
-  }
-};
-
-double nice_step(double range, int ticks) {
-  const double raw = range / ticks, mag = std::pow(10.0, std::floor(std::log10(raw))), n = raw / mag;
-  return (n < 1.5 ? 1 : n < 3 ? 2 : n < 7 ? 5 : 10) * mag;
-}
-
-std::string num_label(double v, double step) {
-  if (std::fabs(v) < step * 1e-6) v = 0;
-  const int dec = step >= 1 ? 0 : int(std::ceil(-std::log10(step)));
-  return fmt::format("{:.{}f}", v, std::min(dec, 6));
-}
-
-constexpr double kW = 920, kH = 240, kL = 66, kR = 18, kT = 30, kB = 38;
-
-std::string render_plot(const PlotSpec& p, double x_max, const std::vector<Decision>& ds, bool minutes) {
-  double lo = INFINITY, hi = -INFINITY;
-  for (const Series& s : p.series)
-    for (double y : s.y)
-      if (std::isfinite(y)) lo = std::min(lo, y), hi = std::max(hi, y);
-  for (const HLine& h : p.hlines) lo = std::min(lo, h.y), hi = std::max(hi, h.y);
-  if (lo > 0 && lo < 0.35 * hi) lo = 0;
-  if (hi - lo < 1e-9 * std::max(1.0, std::fabs(hi))) lo -= 1, hi += 1;
-  const double pad = 0.06 * (hi - lo);
-  hi += pad;
-  if (lo != 0) lo -= pad;
-  const double ystep = nice_step(hi - lo, 5);
-  lo = std::floor(lo / ystep) * ystep;
-  hi = std::ceil(hi / ystep) * ystep;
-  x_max = std::max(x_max, 1e-3);
-  const double xs = minutes ? 60.0 : 1.0, xstep = nice_step(x_max / xs, 8);
-  auto X = [&](double x) { return kL + (kW - kL - kR) * x / x_max; };
-  auto Y = [&](double y) { return kT + (kH - kT - kB) * (1.0 - (y - lo) / (hi - lo)); };
-
-  std::string o = fmt::format(
-      "<figure><svg class=\"plot\" id=\"{}\" data-points=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" "
-      "viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\"><title>{}</title>\n",
-      p.id, p.points(), kW, kH, kW, kH, esc(p.title));
-  o += fmt::format("<text x=\"{}\" y=\"18\" class=\"t\">{} ({})</text>\n", kL, esc(p.title), esc(p.unit));
-  for (double y = lo; y <= hi + ystep * 1e-6; y += ystep) {
-    o += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" class=\"g\"/>", kL,
-                     kW - kR, Y(y), Y(y));
-    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"yl\">{}</text>\n", kL - 6, Y(y) + 4,
-                     num_label(y, ystep));
-  }
-  for (double x = 0; x <= x_max / xs + xstep * 1e-6; x += xstep) {
-    o += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" class=\"g\"/>", X(x * xs),
-                     X(x * xs), kT, kH - kB);
-    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">{}</text>\n", X(x * xs), kH - kB + 15,
-                     num_label(x, xstep));
-  }
-  o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"xl\">time since start ({})</text>\n",
-                   (kL + kW - kR) / 2, kH - 4, minutes ? "min" : "s");
-  // Labels of the horizontal lines spread along the axis, so that lines close together stay readable.
-  for (size_t i = 0; i < p.hlines.size(); ++i) {
-    const HLine& h = p.hlines[i];
-    const double lx = kW - kR - 4 - double(p.hlines.size() - 1 - i) * 110.0;
-    o += fmt::format(
-        "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" class=\"h\"/><text "
-        "x=\"{:.1f}\" y=\"{:.1f}\" class=\"hl\" fill=\"{}\">{}</text>\n",
-        kL, kW - kR, Y(h.y), Y(h.y), h.color, lx, Y(h.y) - 3, h.color, esc(h.label));
-  }
-  for (const Decision& d : ds) {
-    const bool up = d.to > d.from;
-    o += fmt::format(
-        "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" class=\"{3}\"><title>{4:.2f} s: "
-        "level {5} -> {6} ({7} {8:.3g} {9}, limit {10:g})</title></line>\n",
-        X(d.t), kT, kH - kB, up ? "du" : "dd", d.t, d.from, d.to, limit_key(d.cause), d.reading,
-        limit_unit(d.cause), d.limit);
-  }
-  double legend_x = kL + 320;
-  for (const Series& s : p.series) {
-    std::string seg;
-    auto flush = [&] {
-      if (seg.empty()) return;
-      o += fmt::format("<polyline class=\"{}\" stroke=\"{}\" points=\"{}\"/>\n", s.faint ? "sf" : "s",
-                       s.color, seg);
-      seg.clear();
-    };
-    double prev_y = NAN;
-    for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.y[i])) {
-        flush();
-        prev_y = NAN;
-        continue;
-      }
-      if (s.step && std::isfinite(prev_y)) seg += fmt::format("{:.1f},{:.1f} ", X(s.x[i]), Y(prev_y));
-      seg += fmt::format("{:.1f},{:.1f} ", X(s.x[i]), Y(s.y[i]));
-      prev_y = s.y[i];
-    }
-    flush();
-    o += fmt::format(
-        "<rect x=\"{:.0f}\" y=\"10\" width=\"14\" height=\"4\" fill=\"{}\"/><text x=\"{:.0f}\" "
-        "y=\"17\" class=\"lg\">{}</text>\n",
-        legend_x, s.color, legend_x + 18, esc(s.name));
-    legend_x += 30 + 7.0 * double(s.name.size());
-  }
-  o += "</svg></figure>\n";
-  return o;
 }
 
 // Time bins over the run: their width and, per bin, what the passes and samples in it add up to.
@@ -179,8 +35,9 @@ Bins make_bins(double span) {
 }
 
 // A channel's samples, as they are when few, else averaged per bin.
-Series channel_series(const MonitorRecord& r, Channel c, const Bins& b, const char* name, const char* color) {
-  Series s{name, color, {}, {}};
+PlotSeries channel_series(const MonitorRecord& r, Channel c, const Bins& b, const char* name,
+                          const char* color) {
+  PlotSeries s{name, color, {}, {}};
   if (r.samples.size() <= 1500) {
     for (const Sample& x : r.samples) s.x.push_back(x.t), s.y.push_back(x.get(c));
     return s;
@@ -203,7 +60,7 @@ bool has_channel(const MonitorRecord& r, Channel c) {
 }
 
 void row(std::string& o, const std::string& k, const std::string& v) {
-  o += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", esc(k), v);
+  o += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", html_escape(k), v);
 }
 
 const char* kStyle = R"(
@@ -232,12 +89,12 @@ std::string render_monitor_report(const MonitorRecord& r) {
   const Bins b = make_bins(span);
 
   std::string o = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
-  o += fmt::format("<title>TileLLM monitor: {}</title>\n<style>{}</style></head><body>\n", esc(in.model),
-                   kStyle);
+  o += fmt::format("<title>TileLLM monitor: {}</title>\n<style>{}</style></head><body>\n",
+                   html_escape(in.model), kStyle);
   o += "<h1>TileLLM monitor report</h1>\n";
   o += fmt::format("<p class=\"sub\">{} ({}) on {} &middot; {} &middot; started {} &middot; commit {}</p>\n",
-                   esc(in.model), esc(in.model_type), esc(in.backend), esc(in.cpu), esc(in.started),
-                   esc(in.commit));
+                   html_escape(in.model), html_escape(in.model_type), html_escape(in.backend),
+                   html_escape(in.cpu), html_escape(in.started), html_escape(in.commit));
 
   // Summary.
   o += "<h2>Summary</h2>\n<table class=\"summary\">\n";
@@ -298,35 +155,35 @@ std::string render_monitor_report(const MonitorRecord& r) {
                                     s.bw_share_pct, in.peak_gbs, s.bw_load_pct)
                       : std::string()));
   row(o, "pacing",
-      fmt::format("--pace {} &middot; --pace-target {} &middot; {} decisions, highest level {}", esc(in.pace),
-                  esc(in.pace_target), s.decisions, s.max_level));
+      fmt::format("--pace {} &middot; --pace-target {} &middot; {} decisions, highest level {}",
+                  html_escape(in.pace), html_escape(in.pace_target), s.decisions, s.max_level));
   if (in.degrade != "off") {
     row(o, "lossy degradation",
-        fmt::format("--degrade {}: perplexity {} unmasked, {} masked ({}) over {}", esc(in.degrade),
+        fmt::format("--degrade {}: perplexity {} unmasked, {} masked ({}) over {}", html_escape(in.degrade),
                     fmt_or_dash(in.ppl_unmasked > 0 ? in.ppl_unmasked : NAN, "{:.4f}"),
                     fmt_or_dash(in.ppl_masked > 0 ? in.ppl_masked : NAN, "{:.4f}"),
                     in.ppl_unmasked > 0
                         ? fmt::format("{:+.2f}%", 100.0 * (in.ppl_masked / in.ppl_unmasked - 1.0))
                         : "—",
-                    esc(in.ppl_text)));
+                    html_escape(in.ppl_text)));
   }
   o += "</table>\n";
 
   // Settings and sources.
   o += "<h2>Run</h2>\n<table>\n";
-  row(o, "model", esc(in.model) + " (" + esc(in.model_type) + ")");
-  row(o, "backend", fmt::format("{} &middot; {} threads", esc(in.backend), in.threads));
-  row(o, "workload", fmt::format("{} &middot; {:.0f} s asked", esc(in.workload), in.duration_s));
+  row(o, "model", html_escape(in.model) + " (" + html_escape(in.model_type) + ")");
+  row(o, "backend", fmt::format("{} &middot; {} threads", html_escape(in.backend), in.threads));
+  row(o, "workload", fmt::format("{} &middot; {:.0f} s asked", html_escape(in.workload), in.duration_s));
   row(o, "sampling",
       fmt::format("{:g} Hz on its own thread &middot; {} samples{}{}", in.sample_hz, r.samples.size(),
                   in.late_samples ? fmt::format(", {} late", in.late_samples) : "",
                   in.dropped ? fmt::format(", {} records dropped", in.dropped) : ""));
   row(o, "bandwidth peak",
-      in.peak_gbs > 0 ? fmt::format("{:.2f} GB/s ({})", in.peak_gbs, esc(in.peak_source)) : "none");
+      in.peak_gbs > 0 ? fmt::format("{:.2f} GB/s ({})", in.peak_gbs, html_escape(in.peak_source)) : "none");
   if (!in.ladder.empty() && in.pace_target != "off") {
     std::string l;
     for (size_t i = 0; i < in.ladder.size(); ++i)
-      l += fmt::format("{}{}: {}", i ? "<br>" : "", i, esc(in.ladder[i]));
+      l += fmt::format("{}{}: {}", i ? "<br>" : "", i, html_escape(in.ladder[i]));
     row(o, "controller levels", l);
   }
   o += "</table>\n<table>\n<tr><th>telemetry source</th><th></th><th>what, or why absent</th></tr>\n";
@@ -338,8 +195,8 @@ std::string render_monitor_report(const MonitorRecord& r) {
                        ? fmt::format("{} kernels timed by the backend", r.kernels.size())
                        : std::string("the backend has no kernel timestamps, or --profile was not given"));
   for (const SourceStatus& x : r.sources) {
-    o += fmt::format("<tr><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>\n", esc(x.name),
-                     x.present ? "ok" : "absent", x.present ? "present" : "absent", esc(x.detail));
+    o += fmt::format("<tr><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>\n", html_escape(x.name),
+                     x.present ? "ok" : "absent", x.present ? "present" : "absent", html_escape(x.detail));
   }
   o += fmt::format(
       "<tr><td>weight bandwidth</td><td class=\"{}\">{}</td><td>{}</td></tr>\n</table>\n",
@@ -351,9 +208,15 @@ std::string render_monitor_report(const MonitorRecord& r) {
        "down "
        "(hover for the reading).</p>\n";
   std::vector<std::string> absent;
-  auto emit = [&](const PlotSpec& p, const std::string& why_absent) {
+  std::vector<TimeMark> marks;
+  for (const Decision& d : r.decisions) {
+    marks.push_back({d.t, d.to > d.from,
+                     fmt::format("{:.2f} s: level {} -> {} ({} {:.3g} {}, limit {:g})", d.t, d.from, d.to,
+                                 limit_key(d.cause), d.reading, limit_unit(d.cause), d.limit)});
+  }
+  auto emit = [&](const TimePlot& p, const std::string& why_absent) {
     if (p.points() >= 2) {
-      o += render_plot(p, span, r.decisions, minutes);
+      o += render_time_plot(p, span, marks, minutes);
     } else {
       absent.push_back(p.title + ": " + why_absent);
     }
@@ -369,12 +232,12 @@ std::string render_monitor_report(const MonitorRecord& r) {
       sum[i] += p.compute_ms, ++cnt[i];
       mx[i] = std::isnan(mx[i]) ? p.compute_ms : std::max(mx[i], double(p.compute_ms));
     }
-    Series mean{"mean per bin", "#0969da", b.mid, {}}, top{"max per bin", "#0969da", b.mid, {}};
+    PlotSeries mean{"mean per bin", "#0969da", b.mid, {}}, top{"max per bin", "#0969da", b.mid, {}};
     top.faint = true;
-    Series tps{"decode tokens/s", "#8250df", b.mid, {}};
-    Series load{"weight bytes / wall time", "#bc4c00", b.mid, {}},
+    PlotSeries tps{"decode tokens/s", "#8250df", b.mid, {}};
+    PlotSeries load{"weight bytes / wall time", "#bc4c00", b.mid, {}},
         ach{"while computing", "#0969da", b.mid, {}};
-    Series level{"level", "#cf222e", b.mid, {}};
+    PlotSeries level{"level", "#cf222e", b.mid, {}};
     level.step = true;
     for (int i = 0; i < b.n; ++i) {
       const size_t k = size_t(i);
@@ -389,23 +252,23 @@ std::string render_monitor_report(const MonitorRecord& r) {
       }
       level.y.push_back(lvl[k] >= 0 ? lvl[k] : NAN);
     }
-    PlotSpec lat{"latency", "Decode latency per token", "ms", {top, mean}, {}};
-    lat.hlines = {{s.p50_ms, fmt::format("p50 {:.3f}", s.p50_ms), "#1a7f37"},
-                  {s.p95_ms, fmt::format("p95 {:.3f}", s.p95_ms), "#9a6700"},
-                  {s.p99_ms, fmt::format("p99 {:.3f}", s.p99_ms), "#cf222e"}};
+    TimePlot lat{"latency", "Decode latency per token", "ms", {top, mean}, {}};
+    lat.lines = {{s.p50_ms, fmt::format("p50 {:.3f}", s.p50_ms), "#1a7f37"},
+                 {s.p95_ms, fmt::format("p95 {:.3f}", s.p95_ms), "#9a6700"},
+                 {s.p99_ms, fmt::format("p99 {:.3f}", s.p99_ms), "#cf222e"}};
     emit(lat, "no decode steps");
-    emit(PlotSpec{"throughput", "Decode throughput", "tokens/s", {tps}, {}}, "no decode steps");
+    emit(TimePlot{"throughput", "Decode throughput", "tokens/s", {tps}, {}}, "no decode steps");
     if (in.peak_gbs > 0) {
-      PlotSpec bw{"bandwidth", "Weight bandwidth", "% of peak", {ach, load}, {}};
+      TimePlot bw{"bandwidth", "Weight bandwidth", "% of peak", {ach, load}, {}};
       emit(bw, "");
     } else {
       absent.push_back("Weight bandwidth: no peak measured or given");
     }
-    if (in.pace_target != "off") emit(PlotSpec{"level", "Pacing controller level", "level", {level}, {}}, "");
+    if (in.pace_target != "off") emit(TimePlot{"level", "Pacing controller level", "level", {level}, {}}, "");
   }
   // Sensors.
   {
-    PlotSpec clk{"clocks", "Clocks", "MHz", {}, {}};
+    TimePlot clk{"clocks", "Clocks", "MHz", {}, {}};
     if (has_channel(r, Channel::CpuMhz))
       clk.series.push_back(channel_series(r, Channel::CpuMhz, b, "CPU", "#0969da"));
     if (has_channel(r, Channel::GpuSmMhz))
@@ -413,22 +276,22 @@ std::string render_monitor_report(const MonitorRecord& r) {
     if (has_channel(r, Channel::GpuMemMhz))
       clk.series.push_back(channel_series(r, Channel::GpuMemMhz, b, "GPU memory", "#bc4c00"));
     emit(clk, "no cpufreq, /proc/cpuinfo clock or NVML");
-    PlotSpec tmp{"temperature", "Temperature", "°C", {}, {}};
+    TimePlot tmp{"temperature", "Temperature", "°C", {}, {}};
     if (has_channel(r, Channel::CpuTempC))
       tmp.series.push_back(channel_series(r, Channel::CpuTempC, b, "CPU", "#cf222e"));
     if (has_channel(r, Channel::GpuTempC))
       tmp.series.push_back(channel_series(r, Channel::GpuTempC, b, "GPU", "#bc4c00"));
     emit(tmp, "no thermal zone, hwmon sensor or NVML");
-    PlotSpec pw{"power", "Power", "W", {}, {}};
+    TimePlot pw{"power", "Power", "W", {}, {}};
     if (has_channel(r, Channel::CpuPowerW))
       pw.series.push_back(channel_series(r, Channel::CpuPowerW, b, "CPU package", "#0969da"));
     if (has_channel(r, Channel::GpuPowerW))
       pw.series.push_back(channel_series(r, Channel::GpuPowerW, b, "GPU", "#8250df"));
     if (in.power_limit_w > 0 && has_channel(r, Channel::GpuPowerW))
-      pw.hlines.push_back({in.power_limit_w, fmt::format("GPU limit {:.0f} W", in.power_limit_w), "#57606a"});
+      pw.lines.push_back({in.power_limit_w, fmt::format("GPU limit {:.0f} W", in.power_limit_w), "#57606a"});
     emit(pw, "no RAPL, hwmon power or NVML");
     // Energy per generated token per bin: the energy counters' increase over the bin / its decode steps.
-    PlotSpec ept{"energy", "Energy per generated token", "J", {}, {}};
+    TimePlot ept{"energy", "Energy per generated token", "J", {}, {}};
     std::vector<int> steps(size_t(b.n), 0);
     for (const TokenRecord& p : r.passes) steps[size_t(b.of(p.t))] += p.decode;
     for (auto [c, name, color] : {std::tuple{Channel::CpuEnergyJ, "CPU package", "#0969da"},
@@ -442,13 +305,13 @@ std::string render_monitor_report(const MonitorRecord& r) {
         if (!std::isnan(prev)) joules[size_t(b.of(x.t))] += e - prev;
         prev = e;
       }
-      Series se{name, color, b.mid, {}};
+      PlotSeries se{name, color, b.mid, {}};
       for (int i = 0; i < b.n; ++i)
         se.y.push_back(steps[size_t(i)] ? joules[size_t(i)] / steps[size_t(i)] : NAN);
       ept.series.push_back(se);
     }
     emit(ept, "no energy counter or power reading");
-    PlotSpec ut{"utilization", "GPU utilization", "%", {}, {}};
+    TimePlot ut{"utilization", "GPU utilization", "%", {}, {}};
     if (has_channel(r, Channel::GpuUtilPct))
       ut.series.push_back(channel_series(r, Channel::GpuUtilPct, b, "kernels", "#8250df"));
     if (has_channel(r, Channel::GpuMemUtilPct))
@@ -457,7 +320,7 @@ std::string render_monitor_report(const MonitorRecord& r) {
   }
   if (!absent.empty()) {
     o += "<p class=\"note\">Not plotted (nothing to plot on this run):</p><ul class=\"note\">\n";
-    for (const std::string& a : absent) o += "<li>" + esc(a) + "</li>\n";
+    for (const std::string& a : absent) o += "<li>" + html_escape(a) + "</li>\n";
     o += "</ul>\n";
   }
 
@@ -474,7 +337,7 @@ std::string render_monitor_report(const MonitorRecord& r) {
       o += fmt::format(
           "<tr><td class=\"n\">{:.2f}</td><td>{} &rarr; {}</td><td>{}</td><td>{} {:.4g} {} {} {:g} "
           "{}</td></tr>\n",
-          d.t, d.from, d.to, esc(now), limit_key(d.cause), d.reading, limit_unit(d.cause),
+          d.t, d.from, d.to, html_escape(now), limit_key(d.cause), d.reading, limit_unit(d.cause),
           d.to > d.from ? "above its limit" : "below its release", d.to > d.from ? d.limit : d.release,
           limit_unit(d.cause));
     }
@@ -494,7 +357,7 @@ std::string render_monitor_report(const MonitorRecord& r) {
       o += fmt::format(
           "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.2f}</td><td class=\"n\">{:.2f}</td><td "
           "class=\"n\">{:.1f}%</td></tr>\n",
-          esc(k.name), k.calls, k.ns / 1e6, k.calls ? k.ns / 1e3 / double(k.calls) : 0.0,
+          html_escape(k.name), k.calls, k.ns / 1e6, k.calls ? k.ns / 1e3 / double(k.calls) : 0.0,
           total > 0 ? 100.0 * k.ns / total : 0.0);
     }
     o += "</table>\n";

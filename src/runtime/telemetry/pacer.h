@@ -1,7 +1,7 @@
 // The pacing policy (pacing.h) applied to a session, on the thread that runs it: after each forward pass
 // the generation loop calls after_pass(), which records the pass with telemetry, runs the controller when
 // telemetry has a new sample, takes the level's measures (threads, occupancy, tile mask) and sleeps the
-// pause. Allocates nothing, makes no system call but the sleep (tests/runtime/test_decode_alloc.cpp).
+// pause. Allocates nothing (tests/runtime/test_decode_alloc.cpp); a level change parks or wakes threads.
 //
 // The readings the controller compares with the limits:
 //   temp       the device's temperature when the session runs on a device backend and NVML reads one, else

@@ -6,7 +6,7 @@
 // records and decisions go into storage made at start (sized for `capacity_hint` seconds at the sampling
 // rate, and 64Ki passes), and the sampling thread alone adds a chunk when one fills. The decode thread only
 // writes a record into a lock-free single-producer ring (record_pass) and copies the latest sample under a
-// mutex (latest): no allocation, no system call (tests/runtime/test_decode_alloc.cpp).
+// mutex held only for that copy (latest): no allocation (tests/runtime/test_decode_alloc.cpp).
 //
 // Per-kernel device time is the backends' (Backend::kernel_times, with profiling on): its reading allocates
 // and waits for the device, so it is read by the caller at the end of a run, not sampled here.
