@@ -212,6 +212,11 @@ void run_monitor(MonitorArgs a) {
     telemetry::Pacer pacer(session, &tel, pacing.options);
     ladder = pacer.ladder();
     for (const telemetry::LadderStep& s : ladder) info.ladder.push_back(telemetry::describe(s));
+    for (int l = 0; l < telemetry::kLimits; ++l) {
+      if (pacing.options.limits.has(telemetry::Limit(l)))
+        std::fprintf(stderr, "pace: %s is read from %s\n", telemetry::limit_key(telemetry::Limit(l)),
+                     pacer.source(telemetry::Limit(l)));
+    }
     tel.start();
     const Clock::time_point start = Clock::now();
     const Clock::time_point deadline =

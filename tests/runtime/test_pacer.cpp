@@ -80,8 +80,8 @@ TEST_F(PacerTest, climbs_the_whole_ladder_under_a_hot_reading_and_comes_back_dow
   tel.start();
   {
     Pacer p(*s, &tel, po);
-    // 0, five pauses, 2 -> 1 thread, two occupancy steps, the mask.
-    ASSERT_EQ(p.ladder().size(), 10u);
+    // 0, ten pauses, 2 -> 1 thread, two occupancy steps, the mask.
+    ASSERT_EQ(p.ladder().size(), 15u);
     EXPECT_EQ(test::occupancy_log().mask_fraction, 0.25);
     const int top = int(p.ladder().size()) - 1;
     ASSERT_TRUE(steps_until(*s, p, [&] { return p.level() == top; })) << "stuck at level " << p.level();
@@ -101,11 +101,11 @@ TEST_F(PacerTest, climbs_the_whole_ladder_under_a_hot_reading_and_comes_back_dow
   tel.stop();
   // Every decision went up then down one level at a time, each with the reading that caused it.
   const std::vector<Decision> ds = tel.decisions();
-  ASSERT_EQ(ds.size(), 2u * 9u);
+  ASSERT_EQ(ds.size(), 2u * 14u);
   for (size_t i = 0; i < ds.size(); ++i) {
     EXPECT_EQ(std::abs(ds[i].to - ds[i].from), 1);
     EXPECT_EQ(ds[i].cause, Limit::Temp);
-    EXPECT_NEAR(ds[i].reading, i < 9 ? 95 : 30, 0.01);
+    EXPECT_NEAR(ds[i].reading, i < 14 ? 95 : 30, 0.01);
     if (i > 0) {
       EXPECT_GE(ds[i].t - ds[i - 1].t, 0.02 - 1e-9);
     }

@@ -71,17 +71,20 @@ TEST(PaceSpec, targets_parse_with_percent_and_errors_name_the_key) {
 
 TEST(PaceLadder, pauses_then_threads_then_occupancy_then_mask_each_level_stronger) {
   const std::vector<LadderStep> v = make_ladder(4, 2, true);
-  // 0, five pauses, threads 3 2 1, occupancy 1 2, the mask.
-  ASSERT_EQ(v.size(), 12u);
+  // 0, ten pauses, threads 3 2 1, occupancy 1 2, the mask.
+  ASSERT_EQ(v.size(), 17u);
   EXPECT_EQ(v[0].pause_frac, 0);
   EXPECT_EQ(v[0].threads, 4);
-  EXPECT_EQ(v[5].pause_frac, 2.0);
-  EXPECT_EQ(v[5].threads, 4);
-  EXPECT_EQ(v[8].threads, 1);
-  EXPECT_EQ(v[8].occupancy, 0);
-  EXPECT_EQ(v[10].occupancy, 2);
-  EXPECT_FALSE(v[10].tile_mask);
-  EXPECT_TRUE(v[11].tile_mask);
+  EXPECT_EQ(v[1].pause_frac, 0.0625);
+  EXPECT_EQ(v[10].pause_frac, 2.0);
+  EXPECT_EQ(v[10].threads, 4);
+  EXPECT_EQ(v[13].threads, 1);
+  EXPECT_EQ(v[13].occupancy, 0);
+  EXPECT_EQ(v[15].occupancy, 2);
+  EXPECT_FALSE(v[15].tile_mask);
+  EXPECT_TRUE(v[16].tile_mask);
+  // Neighbouring pause levels differ by at most a tenth of duty cycle (1 / (1 + pause)).
+  for (size_t i = 1; i <= 10; ++i) EXPECT_LE(1 / (1 + v[i - 1].pause_frac) - 1 / (1 + v[i].pause_frac), 0.1);
   for (size_t i = 1; i < v.size(); ++i) {
     EXPECT_GE(v[i].pause_frac, v[i - 1].pause_frac);
     EXPECT_LE(v[i].threads, v[i - 1].threads);
@@ -91,8 +94,28 @@ TEST(PaceLadder, pauses_then_threads_then_occupancy_then_mask_each_level_stronge
     EXPECT_TRUE(stronger) << "level " << i;
   }
   // Without --degrade the mask is never on the ladder; one thread has no thread steps.
-  EXPECT_EQ(make_ladder(1, 0, false).size(), 6u);
+  EXPECT_EQ(make_ladder(1, 0, false).size(), 11u);
   EXPECT_FALSE(make_ladder(2, 0, false).back().tile_mask);
+}
+
+TEST(ExpMean, smooths_a_swinging_reading_to_its_mean_and_follows_a_step) {
+  ExpMean m(1.0);
+  EXPECT_TRUE(std::isnan(m.value()));
+  EXPECT_TRUE(std::isnan(m.add(NAN, 0.0)));  // skipped: still no mean
+  EXPECT_EQ(m.add(10, 0.0), 10);             // the first value as it is
+  // 10 W and 50 W in turn every 0.1 s (a RAPL difference over one sample period): the mean stays near 30,
+  // where a limit of 40 W is never crossed.
+  double lo = 1e9, hi = -1e9;
+  for (int i = 1; i < 200; ++i) {
+    const double v = m.add(i % 2 ? 50 : 10, 0.1 * i);
+    if (i > 50) lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  EXPECT_GT(lo, 27);
+  EXPECT_LT(hi, 33);
+  // A step to 60: 1 - 1/e of the way after one time constant.
+  ExpMean s(2.0);
+  s.add(0, 0);
+  EXPECT_NEAR(s.add(60, 2.0), 60 * (1 - std::exp(-1.0)), 1e-9);
 }
 
 TEST(SimulatedSensors, are_read_through_the_real_readers) {
@@ -193,7 +216,7 @@ TEST(Controller, holds_a_temperature_cap) {
   test::SimSensors sim;
   Telemetry tel(sim_options(sim));
   const PaceLimits lim = parse_pace_target("temp=80,hold=1");
-  Controller c(lim, int(make_ladder(4, 0, false).size()) - 1);  // 8 levels above 0
+  Controller c(lim, int(make_ladder(4, 0, false).size()) - 1);  // 13 levels above 0
   Plant p;
   const Trace tr = run(c, p, sim, tel, 0, 120);
   ASSERT_FALSE(tr.decisions.empty());

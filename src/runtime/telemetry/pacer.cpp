@@ -1,6 +1,7 @@
 #include "runtime/telemetry/pacer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "base/error.h"
@@ -12,7 +13,9 @@ Pacer::Pacer(Session& s, Telemetry* tel, const PacerOptions& o)
       tel_(tel),
       opts_(o),
       ladder_(make_ladder(s.n_threads(), s.occupancy_steps(), o.tile_mask)),
-      controller_(o.limits, int(ladder_.size()) - 1) {
+      controller_(o.limits, int(ladder_.size()) - 1),
+      power_mean_(o.limits.hold_s / 2),
+      bw_mean_(o.limits.hold_s / 2) {
   if (o.tile_mask && !s.has_tile_mask())
     fail("--degrade tile-mask: the {} backend has no tile mask for this model's matrices", s.backend_name());
   if (!o.limits.any()) return;
@@ -70,11 +73,11 @@ void Pacer::apply(const LadderStep& s) {
 void Pacer::evaluate(double now_s) {
   // Readings: the newest sample's sensors, and the decode steps' own numbers.
   reading_[Limit::Temp] = sample_.get(temp_ch_);
-  reading_[Limit::Power] = sample_.get(power_ch_);
+  reading_[Limit::Power] = power_mean_.add(sample_.get(power_ch_), now_s);
   if (interval_start_ >= 0 && now_s > interval_start_ && opts_.peak_gbs > 0) {
     const double gbs =
         double(interval_steps_) * opts_.weight_bytes_per_token / (now_s - interval_start_) / 1e9;
-    reading_[Limit::Bandwidth] = 100.0 * gbs / opts_.peak_gbs;
+    reading_[Limit::Bandwidth] = bw_mean_.add(100.0 * gbs / opts_.peak_gbs, now_s);
   }
   const int n = int(std::min<int64_t>(window_n_, kWindow));
   if (n >= 16) {

@@ -6,11 +6,15 @@
 // The readings the controller compares with the limits:
 //   temp       the device's temperature when the session runs on a device backend and NVML reads one, else
 //              the hottest CPU sensor;
-//   power      likewise: NVML's power for a device backend, else the CPU package power;
+//   power      likewise: NVML's power for a device backend, else the CPU package power; smoothed;
 //   bandwidth  weight bytes of the decode steps since the last evaluation / the wall time since then (pauses
 //              included: they are what lowers it), as a percentage of the peak measured by the caller;
+//              smoothed;
 //   p99        the 99th percentile of the last 256 decode steps' compute time (pauses excluded: a pause does
 //              not make a step slower, and counting it would make every pause look like a worse p99).
+// Smoothed: an exponential mean with a time constant of half the hold time. One sample period's energy
+// difference or decode bytes swing with every request's prompt and every scheduling hiccup, while the
+// controller acts on the scale of its hold time; unsmoothed, it chased that noise from level to level.
 #pragma once
 
 #include <array>
@@ -51,8 +55,6 @@ class Pacer {
   const LadderStep& state() const { return ladder_[size_t(level())]; }
   // Where each reading comes from ("cpu_temp_c", "gpu_power_w", "decode steps"), for the log.
   const char* source(Limit l) const;
-  // The readings the controller last saw.
-  const Reading& last_reading() const { return reading_; }
   double paused_s() const { return paused_s_; }
 
  private:
@@ -78,6 +80,7 @@ class Pacer {
   int64_t interval_steps_ = 0;
   double interval_start_ = -1;
   Reading reading_;
+  ExpMean power_mean_, bw_mean_;  // the smoothed readings
   double paused_s_ = 0;
   Sample sample_;
 };

@@ -132,7 +132,7 @@ std::vector<LadderStep> make_ladder(int n_threads, int occupancy_steps, bool til
   LadderStep s;
   s.threads = std::max(1, n_threads);
   v.push_back(s);
-  for (double f : {0.125, 0.25, 0.5, 1.0, 2.0}) {
+  for (double f : {0.0625, 0.125, 0.1875, 0.25, 0.375, 0.5, 0.75, 1.0, 1.5, 2.0}) {
     s.pause_frac = f;
     v.push_back(s);
   }
@@ -157,6 +157,17 @@ std::string describe(const LadderStep& s) {
   if (s.occupancy > 0) d += fmt::format(", occupancy step {}", s.occupancy);
   if (s.tile_mask) d += ", tile mask on";
   return d;
+}
+
+double ExpMean::add(double x, double t) {
+  if (std::isnan(x)) return mean_;
+  if (std::isnan(mean_) || std::isnan(last_t_)) {
+    mean_ = x;
+  } else {
+    mean_ += (x - mean_) * (1.0 - std::exp(-std::max(0.0, t - last_t_) / tau_));
+  }
+  last_t_ = t;
+  return mean_;
 }
 
 Controller::Controller(const PaceLimits& limits, int max_level)

@@ -5,8 +5,9 @@
 // to a session.
 //
 // The ladder, from level 0 (nothing) up, each level keeping the measures of the levels below it:
-//   1..5  a pause after every decode step of 1/8, 1/4, 1/2, 1 and 2 times the median step (the duty cycle
-//         falls from 89% to 33%);
+//   1..10 a pause after every decode step of 1/16, 1/8, 3/16, 1/4, 3/8, 1/2, 3/4, 1, 3/2 and 2 times the
+//         median step (the duty cycle falls from 94% to 33% in steps of at most a tenth, so that a limit
+//         usually falls inside one level's band rather than between two levels);
 //   then  one host thread fewer per level, down to one;
 //   then  each lower GPU occupancy step the backend offers (Backend::occupancy_steps; none of today's);
 //   then  the lossy row-tile masking, only when --degrade tile-mask=F asked for it.
@@ -74,6 +75,21 @@ struct Reading {
   double v[kLimits] = {NAN, NAN, NAN, NAN};
   double& operator[](Limit l) { return v[int(l)]; }
   double operator[](Limit l) const { return v[int(l)]; }
+};
+
+// An exponential mean over time: each value x at time t moves the mean by (x - mean) * (1 - exp(-dt / tau)),
+// dt the time since the previous value; the first value is taken as it is; NaN values are skipped. What the
+// pacer smooths noisy readings with (pacer.h).
+class ExpMean {
+ public:
+  explicit ExpMean(double tau_s) : tau_(tau_s > 0 ? tau_s : 1e-3) {}
+  double add(double x, double t);  // the mean after x (NaN while there is none)
+  double value() const { return mean_; }
+
+ private:
+  double tau_;
+  double mean_ = NAN;
+  double last_t_ = NAN;
 };
 
 class Controller {

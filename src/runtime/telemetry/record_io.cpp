@@ -1,8 +1,10 @@
 // The monitor record's files (record.h): JSON, which reports are rendered from, and CSV.
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
