@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building and testing TileLLM needs on a fresh Debian 12 machine: the compiler toolchain and -dev
-# packages (apt), the Python packages the reference scripts use (pip). Safe to run again: it installs only what is
-# missing. Run as root, or with sudo available.
+# packages (apt; chromium opens monitor's HTML report headless in its test), the Python packages the reference
+# scripts use (pip). Safe to run again: it installs only what is missing. Run as root, or with sudo available.
 set -euo pipefail
 
 APT_PACKAGES=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev
               python3 python3-pip unzip pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers clinfo
               libvulkan-dev mesa-vulkan-drivers glslc
-              g++-aarch64-linux-gnu qemu-user)
+              g++-aarch64-linux-gnu qemu-user
+              chromium)
 PIP_PACKAGES=(numpy gguf jinja2)
 
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "commands.h"
 #include "common.h"
+#include "pace_args.h"
 #include "runtime/bench.h"
 
 namespace tilellm::cli {
@@ -45,6 +46,7 @@ struct BenchArgs {
   bool membw = false;
   bool profile = false;  // --profile: per-kernel device times (backends that time their kernels)
   int64_t membw_mib = 256;
+  PaceArgs pace;  // --pace, --pace-target: paced runs, comparable with unpaced ones
 };
 
 // "a,b" "c" -> a b c
@@ -246,7 +248,23 @@ void run_bench(BenchArgs a) {
           std::fprintf(stderr, "bench: %s, %d threads, %s: %d runs after a warm-up\n", path.c_str(), nt,
                        bench::test_name(t).c_str(), a.reps);
         }
-        r.samples_ns = bench::measure(session, t, a.reps, a.seed);
+        if (a.pace.pace.empty() && a.pace.pace_target.empty()) {
+          r.samples_ns = bench::measure(session, t, a.reps, a.seed);
+        } else {
+          // Paced: the pauses fall inside the timed runs; the controller's decisions are printed on stderr.
+          Pacing pacing = make_pacing(a.pace, so, double(r.weight_bytes_per_token), false, false);
+          telemetry::Pacer pacer(session, pacing.telemetry.get(), pacing.options);
+          if (pacing.telemetry) {
+            const std::vector<telemetry::LadderStep> ladder = pacer.ladder();
+            pacing.telemetry->on_decision([ladder](const telemetry::Decision& d) {
+              std::fprintf(stderr, "%s\n", decision_line(d, ladder).c_str());
+            });
+            pacing.telemetry->start();
+          }
+          r.samples_ns = bench::measure(session, t, a.reps, a.seed, &pacer);
+          r.pace = telemetry::to_string(pacing.options.fixed);
+          r.pace_target = telemetry::to_string(pacing.options.limits);
+        }
         std::fputs(printer->row(r).c_str(), stdout);
         std::fflush(stdout);
         if (a.profile) print_kernel_profile(session, t, a.reps);
@@ -299,6 +317,7 @@ void register_bench(CLI::App& app) {
       "--profile", a->profile,
       "time every device kernel (GPU backends) and print a per-kernel table on stderr after each test");
   sub->add_option("--membw-mib", a->membw_mib, "buffer size of --membw in MiB")->capture_default_str();
+  add_pace_args(sub, a->pace, false);
   sub->callback([a] { run_bench(*a); });
 }
 

@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "common.h"
 #include "kl_divergence.h"
+#include "runtime/telemetry/pacing.h"
 
 namespace tilellm::cli {
 namespace {
@@ -26,6 +27,7 @@ struct PplArgs {
   int64_t chunks = -1;
   std::string kld_base;  // --kl-divergence-base FILE
   bool kld = false;      // --kl-divergence: score against kld_base
+  std::string degrade;   // --degrade tile-mask=F: score with the lossy mask on (its cost)
 };
 
 // log softmax(logits)[target], in double.
@@ -84,7 +86,18 @@ void perplexity(PplArgs a) {
   SessionOptions so = session_options(a.model);
   so.logits_all = true;
   so.n_batch = std::min<int64_t>(std::max<int64_t>(so.n_batch, 1), n_ctx);
+  if (!a.degrade.empty()) so.tile_mask = telemetry::parse_degrade(a.degrade).tile_mask;
   Session session(*model, so);
+  if (so.tile_mask > 0) {
+    if (!session.has_tile_mask())
+      fail(
+          "--degrade tile-mask: the {} backend has no tile mask for this model's matrices (it masks tiled "
+          "feed-forward gate/up matrices)",
+          session.backend_name());
+    session.set_tile_mask(true);
+    std::fprintf(stderr, "perplexity: --degrade %s: the lossy tile mask is on for every token\n",
+                 a.degrade.c_str());
+  }
   const int64_t first = n_ctx / 2, scored = n_ctx - first - 1, rec = kld_record_size(V);
   std::fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, scoring the last %lld of each\n",
                tokens.size(), (long long)n_chunk, (long long)n_ctx, (long long)scored);
@@ -145,6 +158,10 @@ void register_perplexity(CLI::App& app) {
                 "KL-divergence of this run's token distributions from the base file's (its tokens and "
                 "context; a file llama-perplexity wrote is read too)");
 
+  sub->add_option(
+      "--degrade", a->degrade,
+      "score with monitor's lossy degradation on: tile-mask=F (the F weakest feed-forward row tiles "
+      "masked), to see its cost");
   sub->callback([a] { perplexity(*a); });
 }
 

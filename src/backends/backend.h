@@ -150,6 +150,18 @@ class Backend {
   // profiling on); empty otherwise. Reading it waits for the queued work.
   virtual std::vector<KernelTime> kernel_times() const { return {}; }
   virtual void reset_kernel_times() {}
+
+  // Measures the pacing controller may take between forward passes (runtime/telemetry/pacing.h), each
+  // offered by a backend that can:
+  // - lower occupancy: occupancy_steps() steps below full (0: none offered), set_occupancy_step(k) runs the
+  //   following passes at step k (0: full), trading speed for power without changing a result;
+  // - lossy row-tile masking (--degrade tile-mask=F): prepared at load when BackendParams::tile_mask > 0,
+  //   has_tile_mask() says whether any matrix got a mask, set_tile_mask(on) switches it for the following
+  //   passes. Results change while it is on; off, they are exactly the unmasked ones.
+  virtual int occupancy_steps() const { return 0; }
+  virtual void set_occupancy_step(int step) { (void)step; }
+  virtual bool has_tile_mask() const { return false; }
+  virtual void set_tile_mask(bool on) { (void)on; }
 };
 
 }  // namespace tilellm

@@ -82,6 +82,9 @@ struct BackendParams {
   };
   std::vector<HostArray> resident;
   const BackendOptions* options = nullptr;  // from this backend's make_options(); null: its library defaults
+  // --degrade tile-mask=F: the fraction of each feed-forward gate/up matrix's row tiles for which a backend
+  // that offers masking prepares a mask (Backend::has_tile_mask); 0: none.
+  double tile_mask = 0;
 };
 
 // A backend's start-up in milliseconds: cold (from nothing: programs compiled, kernels self-checked) and

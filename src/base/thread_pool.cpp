@@ -36,6 +36,7 @@ inline void backoff(int spins) {
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads, const std::vector<int>& cpus) : n_threads_(std::max(1, n_threads)) {
+  active_.store(n_threads_);
   if (!cpus.empty()) pin_current_thread(cpus[0]);
   workers_.reserve(size_t(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) {
@@ -53,6 +54,7 @@ ThreadPool::~ThreadPool() {
     stop_.store(true);
   }
   wake_.notify_all();
+  park_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
@@ -69,11 +71,24 @@ void ThreadPool::work_on_current(int thread_index) {
   }
 }
 
+void ThreadPool::set_active(int n) {
+  n = std::clamp(n, 1, n_threads_);
+  if (n == active_.load()) return;
+  std::unique_lock<std::mutex> lk(mu_);
+  active_.store(n);
+  wake_.notify_all();  // sleeping workers at or above n park
+  park_.notify_all();  // parked workers below n resume
+  // Workers n..size()-1 (size() - n of them) parked, every other one back in its loop: only then may a job
+  // start, so that a resumed worker has taken the current generation as seen and no worker the job counts
+  // on is still parked.
+  park_ack_.wait(lk, [&] { return parked_ == n_threads_ - n; });
+}
+
 void ThreadPool::run(int64_t n, int64_t grain, Fn fn, void* ctx) {
+  const int threads = active_.load(std::memory_order_relaxed);
   // About four chunks per thread balances uneven chunks without much counter traffic.
-  const int64_t chunk =
-      std::max<int64_t>(std::max<int64_t>(grain, 1), (n + 4 * n_threads_ - 1) / (4 * n_threads_));
-  if (n_threads_ == 1 || n <= chunk) {
+  const int64_t chunk = std::max<int64_t>(std::max<int64_t>(grain, 1), (n + 4 * threads - 1) / (4 * threads));
+  if (threads == 1 || n <= chunk) {
     fn(ctx, 0, n, 0);
     return;
   }
@@ -82,7 +97,7 @@ void ThreadPool::run(int64_t n, int64_t grain, Fn fn, void* ctx) {
   n_ = n;
   chunk_ = chunk;
   next_.store(0, std::memory_order_relaxed);
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  pending_.store(threads - 1, std::memory_order_relaxed);
   // seq_cst on generation_ and sleepers_: a worker that registered as a sleeper before this bump is seen here
   // and notified; one that registers after it sees the bump in its wait predicate.
   generation_.fetch_add(1);
@@ -97,20 +112,34 @@ void ThreadPool::run(int64_t n, int64_t grain, Fn fn, void* ctx) {
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
+    if (index >= active_.load(std::memory_order_acquire)) {
+      // Parked by set_active: wait, spinning not at all, until this thread is counted again.
+      std::unique_lock<std::mutex> lk(mu_);
+      ++parked_;
+      park_ack_.notify_all();
+      park_.wait(lk, [&] { return stop_.load() || index < active_.load(); });
+      --parked_;
+      seen = generation_.load();  // no job runs while set_active waits for this thread
+      park_ack_.notify_all();
+      if (stop_.load()) return;
+      continue;
+    }
     uint64_t g = generation_.load(std::memory_order_acquire);
     for (int spins = 0; g == seen; g = generation_.load(std::memory_order_acquire)) {
       if (stop_.load(std::memory_order_relaxed)) return;
+      if (index >= active_.load(std::memory_order_relaxed)) break;
       if (++spins < kPauseSpins + kYieldSpins) {
         backoff(spins);
         continue;
       }
       std::unique_lock<std::mutex> lk(mu_);
       sleepers_.fetch_add(1);
-      wake_.wait(lk, [&] { return stop_.load() || generation_.load() != seen; });
+      wake_.wait(lk, [&] { return stop_.load() || generation_.load() != seen || index >= active_.load(); });
       sleepers_.fetch_sub(1);
       spins = 0;
     }
     if (stop_.load(std::memory_order_relaxed)) return;
+    if (g == seen) continue;  // left the wait to park
     seen = g;
     work_on_current(index);
     pending_.fetch_sub(1, std::memory_order_acq_rel);

@@ -5,6 +5,11 @@
 // A 135M model runs hundreds of ops per token, each a few microseconds, so waking a sleeping thread per op
 // (a futex round trip each) would cost more than the op. Workers therefore spin on the job counter for a
 // while after each job and only then sleep on a condition variable; the caller spins for completion.
+//
+// Fewer threads on demand (the pacing controller's second action, runtime/telemetry/pacer.h): set_active(n)
+// lets only threads 0..n-1 take work; the others park on a condition variable of their own (they neither
+// spin nor count as sleepers a job must wake) until the count rises again. size() stays the number of
+// threads made, so scratch sized per thread at start remains valid.
 #pragma once
 
 #include <atomic>
@@ -25,7 +30,12 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
+  // Threads made (the bound of every thread_index); active(): threads that take work now.
   int size() const { return n_threads_; }
+  int active() const { return active_.load(std::memory_order_relaxed); }
+  // Lets threads [0, n) take work from the next call on (n clamped to [1, size()]). Call it from the thread
+  // that calls parallel_for, between calls; it returns once the workers have parked or resumed.
+  void set_active(int n);
 
   // Calls f(begin, end, thread_index) over [0, n) in chunks of at least `grain` items.
   template <typename F>
@@ -56,8 +66,12 @@ class ThreadPool {
   alignas(64) std::atomic<uint64_t> generation_{0};  // bumped once per job
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<int> active_{1};
+  int parked_ = 0;  // workers parked by set_active (under mu_)
   std::mutex mu_;
   std::condition_variable wake_;
+  std::condition_variable park_;      // parked workers wait here
+  std::condition_variable park_ack_;  // set_active waits here for them
 };
 
 }  // namespace tilellm

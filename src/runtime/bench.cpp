@@ -15,6 +15,7 @@
 #include "base/cpu_features.h"
 #include "base/cpu_set.h"
 #include "base/error.h"
+#include "runtime/telemetry/pacer.h"
 
 namespace tilellm::bench {
 namespace {
@@ -75,6 +76,8 @@ std::vector<Cell> cells(const Row& r) {
       {"weight_bytes_per_token", Kind::Int, std::to_string(r.weight_bytes_per_token)},
       {"start_cold_ms", Kind::Float, start_ms(r.start_cold_ms)},
       {"start_warm_ms", Kind::Float, start_ms(r.start_warm_ms)},
+      {"pace", Kind::Str, r.pace},
+      {"pace_target", Kind::Str, r.pace_target},
   };
 }
 
@@ -195,6 +198,9 @@ class MdPrinter final : public Printer {
   }
   std::string row(const Row& r) override {
     commit_ = r.build_commit;
+    if (r.pace != "off" || r.pace_target != "off")
+      pace_ = fmt::format("\npaced: --pace {} --pace-target {} (the pauses are inside the timed runs)\n",
+                          r.pace, r.pace_target);
     if (r.start_cold_ms >= 0) {
       start_ = fmt::format(
           "\n{} start: cold {:.1f} ms (programs built from source, self-check run), warm {}\n",
@@ -225,7 +231,7 @@ class MdPrinter final : public Printer {
     return line + "\n";
   }
   std::string footer() override {
-    return start_ + fmt::format("\nbuild: {}\n", commit_.empty() ? "unknown" : commit_);
+    return start_ + pace_ + fmt::format("\nbuild: {}\n", commit_.empty() ? "unknown" : commit_);
   }
 
  private:
@@ -240,6 +246,7 @@ class MdPrinter final : public Printer {
   }
   std::string commit_;
   std::string start_;  // the start-time line, when a row had one
+  std::string pace_;   // the pacing line, when a row was paced
 };
 
 }  // namespace
@@ -370,7 +377,8 @@ const std::vector<std::string>& field_names() {
   return names;
 }
 
-std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t seed) {
+std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t seed,
+                              telemetry::Pacer* pacer) {
   const Model& m = s.model();
   const int64_t V = m.config().n_vocab;
   const Tokenizer& tok = m.tokenizer();
@@ -397,8 +405,24 @@ std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t 
   for (int r = 0; r < reps; ++r) {
     s.truncate(t.n_depth);
     const uint64_t t0 = now_ns();
-    s.eval(prompt.data(), int64_t(prompt.size()));
-    for (int32_t id : gen) s.eval(&id, 1);
+    if (!pacer) {
+      s.eval(prompt.data(), int64_t(prompt.size()));
+      for (int32_t id : gen) s.eval(&id, 1);
+    } else {
+      // Paced: each pass is handed to the pacer, whose pauses fall inside the timed run.
+      using Clock = telemetry::Pacer::Clock;
+      Clock::time_point a = Clock::now();
+      if (!prompt.empty()) {
+        s.eval(prompt.data(), int64_t(prompt.size()));
+        const Clock::time_point b = Clock::now();
+        pacer->after_pass(a, b, int64_t(prompt.size()), false);
+      }
+      for (int32_t id : gen) {
+        a = Clock::now();
+        s.eval(&id, 1);
+        pacer->after_pass(a, Clock::now(), 1, true);
+      }
+    }
     samples.push_back(now_ns() - t0);
   }
   return samples;

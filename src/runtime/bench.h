@@ -10,8 +10,8 @@
 // Rows are printed as a Markdown table (llama-bench's columns), CSV, JSON (one array) or JSONL (one object
 // per line). Field names are llama-bench's (`model_filename`, `n_prompt`, `avg_ts`, `samples_ns`, ...)
 // followed by ours (`backend`, `cpu_set`, `weights_mode`, `activations`, `commit`, `weight_bytes_per_token`,
-// `start_cold_ms`, `start_warm_ms`). The start times (measure_start) are the run's, repeated
-// in every row; the Markdown table, whose columns are llama-bench's, gives them in a line below it.
+// `start_cold_ms`, `start_warm_ms`, `pace`, `pace_target`). The start times (measure_start) are the run's,
+// repeated in every row; the Markdown table, whose columns are llama-bench's, gives them in a line below it.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,10 @@
 #include <vector>
 
 #include "runtime/session.h"
+
+namespace tilellm::telemetry {
+class Pacer;
+}
 
 namespace tilellm::bench {
 
@@ -67,6 +71,9 @@ struct Row {
   // warm with the program cache off): CSV writes an empty cell, JSON null.
   double start_cold_ms = -1;
   double start_warm_ms = -1;
+  // Pacing of the timed runs (bench --pace, --pace-target; telemetry/pacing.h to_string), "off" when none.
+  std::string pace = "off";
+  std::string pace_target = "off";
 
   // llama-bench's statistics: integer mean and sample standard deviation of the times, and of the rates
   // (n_prompt + n_gen) / time per sample.
@@ -98,8 +105,10 @@ std::unique_ptr<Printer> make_printer(Format f);
 const std::vector<std::string>& field_names();
 
 // Runs one test on a session whose context holds at least n_depth + n_prompt + n_gen tokens: a warm-up run,
-// then `reps` timed runs. Returns the time of each run in nanoseconds.
-std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t seed);
+// then `reps` timed runs. Returns the time of each run in nanoseconds. With a pacer (bench --pace,
+// --pace-target) every timed pass is handed to it, and its pauses count in the time.
+std::vector<uint64_t> measure(Session& s, const TestSpec& t, int reps, uint32_t seed,
+                              telemetry::Pacer* pacer = nullptr);
 
 // The chosen backend's start-up (its registry entry's measure_start: cold, from nothing; warm, from what the
 // cold start cached) for the device, profile, KV cache type and options of `o`, in milliseconds. The backend

@@ -2,10 +2,13 @@
 
 #include <chrono>
 
+#include "runtime/telemetry/pacer.h"
+
 namespace tilellm {
 
 GenerateStats generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
-                       int64_t n_predict, const std::function<bool(int32_t)>& on_token, bool stop_at_eog) {
+                       int64_t n_predict, const std::function<bool(int32_t)>& on_token, bool stop_at_eog,
+                       telemetry::Pacer* pacer) {
   using Clock = std::chrono::steady_clock;
   GenerateStats st;
   const Tokenizer& tok = session.model().tokenizer();
@@ -15,8 +18,10 @@ GenerateStats generate(Session& session, Sampler& sampler, const std::vector<int
   for (int32_t t : prompt) sampler.accept(t);
   const auto t1 = Clock::now();
   st.prompt_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  if (pacer && !prompt.empty()) pacer->after_pass(t0, t1, int64_t(prompt.size()), false);
 
   for (int64_t i = 0; n_predict < 0 || i < n_predict; ++i) {
+    const auto s0 = Clock::now();
     const int32_t id = sampler.sample(session.logits());
     sampler.accept(id);
     if (stop_at_eog && tok.is_eog(id)) {
@@ -31,6 +36,7 @@ GenerateStats generate(Session& session, Sampler& sampler, const std::vector<int
       break;
     }
     session.eval(&id, 1);
+    if (pacer) pacer->after_pass(s0, Clock::now(), 1, true);
   }
   st.gen_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
   return st;

@@ -11,6 +11,9 @@
 #include "runtime/session.h"
 
 namespace tilellm {
+namespace telemetry {
+class Pacer;
+}
 
 struct GenerateStats {
   int64_t n_prompt = 0;
@@ -25,8 +28,10 @@ struct GenerateStats {
 // generation or a full context). on_token is called with each generated token; returning false stops
 // generation. Each prompt and generated token is passed to sampler.accept(). End-of-generation tokens are not
 // passed to on_token; with stop_at_eog false (llama.cpp's --ignore-eos) they are, and generation goes on.
+// With a pacer (telemetry/pacer.h) each forward pass is handed to it: the prompt as one pass, each decode
+// step (sampling the token and evaluating it) as another; its pauses count in gen_ms.
 GenerateStats generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
                        int64_t n_predict, const std::function<bool(int32_t)>& on_token,
-                       bool stop_at_eog = true);
+                       bool stop_at_eog = true, telemetry::Pacer* pacer = nullptr);
 
 }  // namespace tilellm

@@ -65,6 +65,7 @@ BackendParams backend_params(const SessionOptions& o) {
   p.activations = o.activations;
   p.gpu_memory = o.gpu_memory;
   p.profiling = o.profile_kernels;
+  p.tile_mask = o.tile_mask;
   p.kv_type = o.kv_type;
   p.options = o.backend_options.get();
   return p;
@@ -108,6 +109,7 @@ Session::Session(const Model& model, const SessionOptions& opts)
     hp.device_profile = "none";
     hp.gpu_memory = GpuMemory::Buffer;
     hp.profiling = false;
+    hp.tile_mask = 0;  // pacing masks the device backend only
     hp.options = nullptr;
     host_ = host_backend().make(hp);
     host_->load_weights(weights);
@@ -158,6 +160,11 @@ void Session::eval(const int32_t* tokens, int64_t n) {
   }
   n_past_ += n;
   last_n_ = n;
+}
+
+bool Session::on_host() const {
+  const BackendEntry* e = find_backend(backend_->name());
+  return e && e->host;
 }
 
 const float* Session::logits() const {

@@ -44,6 +44,9 @@ struct SessionOptions {
   PrefillMode prefill = PrefillMode::Gpu;    // device backends: where prompt batches run
   // The chosen backend's own options (its make_options(), set from its CLI group); null: its defaults.
   std::shared_ptr<const BackendOptions> backend_options;
+  // --degrade tile-mask=F: the backend prepares its lossy masks at load; they stay off until
+  // set_tile_mask(true). 0: none.
+  double tile_mask = 0;
 };
 
 // The backend fields of o as the registry takes them: device, profile, numeric and memory modes, profiling,
@@ -83,6 +86,18 @@ class Session {
   size_t host_kv_bytes() const { return kv_.bytes(); }
   // The backend's device memory line (Backend::memory_summary); empty for a backend in host memory.
   std::string device_memory_summary() const { return backend_->memory_summary(); }
+  // Whether the backend running the layer loop is the host backend (registry.h).
+  bool on_host() const;
+
+  // The pacing controller's measures (runtime/telemetry/pacer.h), taken between forward passes: host
+  // threads taking work (1..n_threads()), the backend's lower occupancy steps and its lossy tile masking
+  // (Backend: occupancy_steps, has_tile_mask).
+  int active_threads() const { return pool_.active(); }
+  void set_active_threads(int n) { pool_.set_active(n); }
+  int occupancy_steps() const { return backend_->occupancy_steps(); }
+  void set_occupancy_step(int step) { backend_->set_occupancy_step(step); }
+  bool has_tile_mask() const { return backend_->has_tile_mask(); }
+  void set_tile_mask(bool on) { backend_->set_tile_mask(on); }
 
  private:
   const Model& model_;

@@ -78,8 +78,8 @@ const char* const kLlamaBenchFields[] = {"build_commit", "cpu_info",       "mode
                                          "model_size",   "model_n_params", "n_batch",        "n_threads",
                                          "n_prompt",     "n_gen",          "n_depth",        "test_time",
                                          "avg_ns",       "stddev_ns",      "avg_ts",         "stddev_ts"};
-const char* const kOurFields[] = {"backend", "cpu_set",       "weights_mode", "activations",
-                                  "commit",  "start_cold_ms", "start_warm_ms"};
+const char* const kOurFields[] = {"backend",       "cpu_set",       "weights_mode", "activations", "commit",
+                                  "start_cold_ms", "start_warm_ms", "pace",         "pace_target"};
 
 TEST(BenchFormat, parse_int_list_reads_comma_lists) {
   EXPECT_EQ(parse_int_list("128,512", "-p"), (std::vector<int64_t>{128, 512}));

@@ -3,8 +3,10 @@
 // across the session's thread pool.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/cpu/tiled_float.h"
@@ -55,6 +57,15 @@ class CpuBackend final : public Backend {
   void add(float* acc, const float* x, int64_t n) override;
   void moe_ffn(const MoeFfn& m, const float* x, int64_t n_tok, float* acc, MoeScratch& s) override;
 
+  // --degrade tile-mask=F (tile_mask.cpp): with a fraction set before load_weights, each tiled feed-forward
+  // gate/up matrix gets a mask of its F weakest 16-row tiles (smallest sum of squared weights); while
+  // masking is on, matmuls neither read those tiles nor compute their rows, which read as zero (for a gate
+  // or up row, a zero output of that feed-forward unit). Lossy: its perplexity cost is measured by the
+  // caller. Off, results are exactly the unmasked ones.
+  void set_tile_mask_fraction(double f) { mask_fraction_ = f; }
+  bool has_tile_mask() const override;
+  void set_tile_mask(bool on) override { masking_ = on; }
+
  private:
   ThreadPool& pool_;
   ActivationMode mode_;
@@ -70,7 +81,28 @@ class CpuBackend final : public Backend {
     TiledFloat float_tiles;
     Weight rows;  // F16 mode, or int4b64/int8b0 with F32 activations: the converted matrix (in rows_data)
     AlignedBuffer rows_data;
+    std::vector<uint8_t> mask;  // [n_tiles] 1: the tile is skipped while masking (empty: never)
   };
+  // The weakest `fraction` of w's 16-row tiles, as a mask of n_tiles entries (tile_mask.cpp).
+  std::vector<uint8_t> select_tile_mask(const Weight& w, int64_t n_tiles, double fraction);
+  // run(t0, t1) over the unmasked runs of tiles in [lo, hi); the rows of masked tiles zeroed in y
+  // ([n_tok][n_out]).
+  template <class Run>
+  void masked_tiles(const Prepared& p, int64_t lo, int64_t hi, int64_t n_tok, float* y, int64_t n_out,
+                    Run&& run) const {
+    if (!masking_ || p.mask.empty()) return run(lo, hi);
+    for (int64_t t = lo; t < hi;) {
+      int64_t e = t;
+      while (e < hi && p.mask[size_t(e)] == p.mask[size_t(t)]) ++e;
+      if (!p.mask[size_t(t)]) {
+        run(t, e);
+      } else {
+        const int64_t r0 = t * kTileRows, r1 = std::min(e * kTileRows, n_out);
+        for (int64_t k = 0; k < n_tok; ++k) std::fill(y + k * n_out + r0, y + k * n_out + r1, 0.0f);
+      }
+      t = e;
+    }
+  }
   const Prepared* prepared(const Weight& w) const {
     if (prepared_.empty()) return nullptr;
     const auto it = prepared_.find(&w);
@@ -81,6 +113,8 @@ class CpuBackend final : public Backend {
   std::unordered_map<const Weight*, Prepared> prepared_;
   AlignedBuffer act_t_;        // tiled activations of the current matmul (tiled_weight.h, TiledActs)
   AlignedBuffer f32_scratch_;  // the F32 GEMM's packed activations (tiled_f32_gemm.h, scratch_floats)
+  double mask_fraction_ = 0;
+  bool masking_ = false;
 };
 
 }  // namespace tilellm

@@ -192,9 +192,12 @@ void CpuBackend::matmul_tiled(const Prepared* const* ps, float* const* ys, int n
 
   split_end_to_end(
       pool_, n, [&](int i) { return ps[i]->tiles.n_tiles; },
-      [&](int64_t total) { return tile_grain(n_tok, total, pool_.size()); },
+      [&](int64_t total) { return tile_grain(n_tok, total, pool_.active()); },
       [&](int i, int64_t lo, int64_t hi) {
-        tiled_matmul(ps[i]->tiles, acts, lo, hi, 0, n_tok, ys[i], ps[i]->tiles.n_out);
+        const TiledWeight& w = ps[i]->tiles;
+        masked_tiles(*ps[i], lo, hi, n_tok, ys[i], w.n_out, [&](int64_t t0, int64_t t1) {
+          tiled_matmul(w, acts, t0, t1, 0, n_tok, ys[i], w.n_out);
+        });
       });
 }
 
@@ -230,9 +233,12 @@ void CpuBackend::matmul_float_tiled(const Prepared* const* ps, float* const* ys,
   }
   split_end_to_end(
       pool_, n, [&](int i) { return ps[i]->float_tiles.n_tiles; },
-      [&](int64_t total) { return tile_grain(n_tok, total, pool_.size()); },
+      [&](int64_t total) { return tile_grain(n_tok, total, pool_.active()); },
       [&](int i, int64_t lo, int64_t hi) {
-        tiled_float_matmul(ps[i]->float_tiles, acts, n_tok, lo, hi, ys[i], ps[i]->float_tiles.n_out);
+        const TiledFloat& w = ps[i]->float_tiles;
+        masked_tiles(*ps[i], lo, hi, n_tok, ys[i], w.n_out, [&](int64_t t0, int64_t t1) {
+          tiled_float_matmul(w, acts, n_tok, t0, t1, ys[i], w.n_out);
+        });
       });
 }
 

@@ -47,6 +47,15 @@ void release_rows(const Weight& w) {
   if (first < last) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+// The feed-forward input matrices, which --degrade tile-mask masks: gate and up (phi3's fused gate_up is
+// named ffn_up), named as GGUF files name them.
+bool feeds_forward_input(const std::string& name) {
+  auto ends = [&](std::string_view s) {
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends("ffn_gate.weight") || ends("ffn_up.weight");
+}
+
 }  // namespace
 
 void CpuBackend::prepare_weights(const WeightSet& ws, WeightsMode mode) {
@@ -153,6 +162,9 @@ void CpuBackend::prepare_weights(const WeightSet& ws, WeightsMode mode) {
         }
         break;
     }
+    // --degrade tile-mask: the mask is chosen from the rows' exact values, before their pages are released.
+    if (mask_fraction_ > 0 && (p.tiled || p.float_tiled) && feeds_forward_input(w->name))
+      p.mask = select_tile_mask(*w, p.tiled ? p.tiles.n_tiles : p.float_tiles.n_tiles, mask_fraction_);
     // The tied output matrix is also the embedding table, whose rows are still looked up.
     if ((p.tiled || p.float_tiled) && !(ws.embedding && w->data == ws.embedding->data)) release_rows(*w);
     prepared_.emplace(w, std::move(p));

@@ -49,7 +49,12 @@ std::unique_ptr<Backend> make(const BackendParams& p) {
   }
   if (const auto* o = dynamic_cast<const CpuOptions*>(p.options); o && !o->isa.empty())
     select_cpu_isa(o->isa);
-  return std::make_unique<CpuBackend>(*p.pool, p.activations, p.max_in_elems, p.weights);
+  auto b = std::make_unique<CpuBackend>(*p.pool, p.activations, p.max_in_elems, p.weights);
+  if (p.tile_mask > 0) {
+    if (p.tile_mask >= 1) fail("--degrade tile-mask={} must be a fraction below 1", p.tile_mask);
+    b->set_tile_mask_fraction(p.tile_mask);
+  }
+  return b;
 }
 
 BackendEntry cpu_entry() {

@@ -220,7 +220,7 @@ TILELLM_AVX512 void tiles_avx512(const WeightView& wv, const float* Ap, int M, i
 
 TILELLM_AVX512 void pack_a(const float* A, int M, int K, float* Ap, ThreadPool* pool) {
   const int panels = (M + kMr - 1) / kMr;
-  if (pool && pool->size() > 1 && M >= 64) {
+  if (pool && pool->active() > 1 && M >= 64) {
     pool->parallel_for(panels, 1,
                        [&](int64_t b, int64_t e, int) { pack_a_panels(A, M, K, int(b), int(e), Ap); });
   } else {
@@ -258,7 +258,7 @@ void gemm(const TiledFloat& w, const float* A, int64_t M64, float* C, ThreadPool
   if (w.strassen_min_m > 0 && M >= w.strassen_min_m) return gemm_strassen(w, A, M, C, pool, scratch);
   const int tiles = int(w.n_tiles);
   const int groups = (tiles + kNt - 1) / kNt;
-  const bool threaded = pool && pool->size() > 1;
+  const bool threaded = pool && pool->active() > 1;
   // A is packed once per call for every thread, by all threads when it is worth a wake-up.
   pack_a(A, M, K, scratch, threaded ? pool : nullptr);
   const WeightView wv{w.tile_f32(0), w.tile_bytes / sizeof(float), K, N};

@@ -56,7 +56,7 @@ void pack_a_rows(int M, int K, int i0, int i1, float* Ap, RowFn&& row) {
 // of kMr. Without a pool: one piece.
 template <class F>
 void parallel_pieces(ThreadPool* pool, int M, int groups, F&& f, int per_thread = 3) {
-  const int threads = pool ? pool->size() : 1;
+  const int threads = pool ? pool->active() : 1;
   if (threads <= 1) {
     f(0, M, 0, groups);
     return;

@@ -87,7 +87,7 @@ size_t strassen_scratch_floats(const TiledFloat& w, int M) {
 
 void gemm_strassen(const TiledFloat& w, const float* A, int M, float* C, ThreadPool* pool, float* scratch) {
   const int K = int(w.n_in), N = int(w.n_out), Kh = int(w.s_kh), Nh = int(w.s_nh), Mh = (M + 1) / 2;
-  const bool threaded = pool && pool->size() > 1;
+  const bool threaded = pool && pool->active() > 1;
 
   // Scratch: the seven activation-side operands A11, A12, S4, A22, S1, S2, S3 (matching the weight operands
   // of Op), each Mh x Kh packed as tiled_f32_gemm_internal.h describes, one after the other; then, when M
