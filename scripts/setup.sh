@@ -4,7 +4,7 @@
 # missing. Run as root, or with sudo available.
 set -euo pipefail
 
-APT_PACKAGES=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev
+APT_PACKAGES=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev libxxhash-dev libedit-dev
               python3 python3-pip unzip pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers clinfo
               libvulkan-dev mesa-vulkan-drivers glslc
               g++-aarch64-linux-gnu qemu-user)
