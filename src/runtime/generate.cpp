@@ -2,19 +2,25 @@
 
 #include <chrono>
 
+#include "base/error.h"
+
 namespace tilellm {
 
 GenerateStats generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
-                       int64_t n_predict, const std::function<bool(int32_t)>& on_token, bool stop_at_eog) {
+                       int64_t n_predict, const std::function<bool(int32_t)>& on_token, bool stop_at_eog,
+                       const std::function<void()>& after_prompt) {
   using Clock = std::chrono::steady_clock;
   GenerateStats st;
   const Tokenizer& tok = session.model().tokenizer();
+  if (prompt.empty() && !session.has_logits())
+    fail("nothing to generate from: the prompt is empty and the session holds no logits");
   st.n_prompt = int64_t(prompt.size());
   const auto t0 = Clock::now();
   session.eval(prompt.data(), int64_t(prompt.size()));
   for (int32_t t : prompt) sampler.accept(t);
-  const auto t1 = Clock::now();
-  st.prompt_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  st.prompt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  if (after_prompt) after_prompt();
+  const auto t1 = Clock::now();  // the prompt cache's save counts in neither speed
 
   for (int64_t i = 0; n_predict < 0 || i < n_predict; ++i) {
     const int32_t id = sampler.sample(session.logits());

@@ -25,8 +25,10 @@ struct GenerateStats {
 // generation or a full context). on_token is called with each generated token; returning false stops
 // generation. Each prompt and generated token is passed to sampler.accept(). End-of-generation tokens are not
 // passed to on_token; with stop_at_eog false (llama.cpp's --ignore-eos) they are, and generation goes on.
+// after_prompt, when given, runs once the prompt is evaluated (a prompt cache is saved there). An empty
+// prompt continues from the session's logits (after load_state); a session without logits is an error.
 GenerateStats generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
                        int64_t n_predict, const std::function<bool(int32_t)>& on_token,
-                       bool stop_at_eog = true);
+                       bool stop_at_eog = true, const std::function<void()>& after_prompt = {});
 
 }  // namespace tilellm
