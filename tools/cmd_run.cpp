@@ -116,24 +116,24 @@ void run(RunArgs a) {
   }
   std::string text;  // what was generated, for the reverse prompts
   bool reversed = false;
-  const GenerateStats st = generate(
-      session, sampler, fresh, a.n_predict,
-      [&](int32_t id) {
-        const std::string piece = tok.token_to_piece(id);
-        std::fputs(out.push(piece).c_str(), stdout);
-        std::fflush(stdout);
-        if (a.reverse.empty()) return true;
-        text += piece;
-        for (const std::string& r : a.reverse) {
-          if (!r.empty() && text.size() >= r.size() && text.compare(text.size() - r.size(), r.size(), r) == 0)
-            reversed = true;
-        }
-        return !reversed;
-      },
-      !a.ignore_eos,
-      [&] {
-        if (save_cache && !fresh.empty()) session.save_state(a.prompt_cache);
-      });
+  GenerateOptions go;
+  go.n_predict = a.n_predict;
+  go.stop_at_eog = !a.ignore_eos;
+  go.after_prompt = [&] {
+    if (save_cache && !fresh.empty()) session.save_state(a.prompt_cache);
+  };
+  const GenerateStats st = generate(session, sampler, fresh, go, [&](int32_t id) {
+    const std::string piece = tok.token_to_piece(id);
+    std::fputs(out.push(piece).c_str(), stdout);
+    std::fflush(stdout);
+    if (a.reverse.empty()) return true;
+    text += piece;
+    for (const std::string& r : a.reverse) {
+      if (!r.empty() && text.size() >= r.size() && text.compare(text.size() - r.size(), r.size(), r) == 0)
+        reversed = true;
+    }
+    return !reversed;
+  });
   if (save_cache && a.prompt_cache_all) session.save_state(a.prompt_cache);
   std::fputs(out.flush().c_str(), stdout);
   std::fputs("\n", stdout);

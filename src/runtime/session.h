@@ -66,6 +66,7 @@ class Session {
 
   int64_t n_past() const { return n_past_; }
   int64_t n_ctx() const { return kv_.n_ctx(); }
+  int64_t n_batch() const { return scratch_.n_batch; }  // tokens per forward pass of a prompt
   // The tokens in the cache, positions [0, n_past()).
   const std::vector<int32_t>& tokens() const { return tokens_; }
   // Whether logits() holds the logits of the last cached token: after eval() or load_state() of a file that
@@ -82,15 +83,16 @@ class Session {
   }
 
   // Writes the cached tokens, their KV rows (from the device when the backend keeps them there) and the
-  // last logits to `path`, through a temporary file renamed at the end, so a failed save leaves no partial
-  // file. Throws tilellm::Error (kind Io) when the file cannot be written.
-  void save_state(const std::string& path);
+  // last logits to `path`, with app_data (bytes of the caller's own, e.g. a chat's messages) beside them,
+  // through a temporary file renamed at the end, so a failed save leaves no partial file. Throws
+  // tilellm::Error (kind Io) when the file cannot be written.
+  void save_state(const std::string& path, std::string_view app_data = {});
   // Replaces this session's tokens, KV rows and logits with those saved in `path` (KV rows going up to the
   // device when the backend keeps them there). The file must come from the same model (fingerprint), the
   // same context size and cache type: otherwise tilellm::Error of kind Mismatch naming both sides; a
   // truncated or damaged file (size or checksum) is kind Corrupt, an unreadable one Io. The session is
-  // unchanged when the file is refused.
-  void load_state(const std::string& path);
+  // unchanged when the file is refused. The app_data saved with it goes to *app_data when given.
+  void load_state(const std::string& path, std::string* app_data = nullptr);
   const Model& model() const { return model_; }
   const KvCache& kv_cache() const { return kv_; }
   int n_threads() const { return pool_.size(); }

@@ -15,7 +15,8 @@
 //   64      4     u32 has_logits         1: the logits of the last token follow the tokens
 //   68      4     u32 name_len           the model's name (general.name, else the file name), for messages
 //   72      name_len bytes
-//   then    i32 tokens[n_tokens]
+//   then    u64 app_len, then app_len bytes: what the caller saved beside the session (the chat's messages)
+//           i32 tokens[n_tokens]
 //           f32 logits[n_vocab]                      when has_logits
 //           KV rows: for layer < n_layer, for K then V: rows [0, n_tokens) of kv_dim elements each
 //           u64 XXH3-64 of every byte before it
@@ -45,6 +46,7 @@ constexpr char kMagic[8] = {'T', 'L', 'L', 'M', 'S', 'E', 'S', 'S'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kFixedHeader = 72;
 constexpr size_t kMaxName = 256;
+constexpr uint64_t kMaxAppData = uint64_t(1) << 32;
 constexpr size_t kSampleBytes = 4096;
 
 // Identifies a model file without reading all its weights: the file's metadata and tensor table byte for
@@ -167,7 +169,7 @@ struct Layout {
 
 }  // namespace
 
-void Session::save_state(const std::string& path) {
+void Session::save_state(const std::string& path, std::string_view app_data) {
   const int64_t n = n_past_;
   const int64_t V = model_.config().n_vocab;
   // Where the rows are current: the device's cache when the backend keeps one (then they come down, into
@@ -199,6 +201,8 @@ void Session::save_state(const std::string& path) {
   w.put<uint32_t>(has_logits_ ? 1 : 0);
   w.put<uint32_t>(uint32_t(name.size()));
   w.write(name.data(), name.size());
+  w.put<uint64_t>(app_data.size());
+  w.write(app_data.data(), app_data.size());
   w.write(tokens_.data(), size_t(n) * sizeof(int32_t));
   if (has_logits_) w.write(logits(), size_t(V) * sizeof(float));
   for (int64_t l = 0; l < kv_.n_layer(); ++l) {
@@ -207,7 +211,7 @@ void Session::save_state(const std::string& path) {
   w.commit();
 }
 
-void Session::load_state(const std::string& path) {
+void Session::load_state(const std::string& path, std::string* app_data) {
   const MappedFile f(path);
   const uint8_t* p = f.data();
   const size_t size = f.size();
@@ -256,7 +260,13 @@ void Session::load_state(const std::string& path) {
   if (n < 0 || n > want.n_ctx || has_logits > 1)
     fail_as(ErrorKind::Corrupt, "{}: damaged session file: {} tokens in a context of {}", path, n,
             want.n_ctx);
-  const size_t tokens_at = kFixedHeader + name_len;
+  const size_t app_at = kFixedHeader + name_len + sizeof(uint64_t);
+  if (size < app_at) fail_as(ErrorKind::Corrupt, "{}: truncated session file header", path);
+  const uint64_t app_len = read_at<uint64_t>(p, app_at - sizeof(uint64_t));
+  if (app_len > kMaxAppData || app_len > size - app_at)
+    fail_as(ErrorKind::Corrupt, "{}: truncated or damaged session file: {} bytes of saved data claimed", path,
+            app_len);
+  const size_t tokens_at = app_at + size_t(app_len);
   const size_t logits_at = tokens_at + size_t(n) * sizeof(int32_t);
   const size_t kv_at = logits_at + (has_logits ? size_t(want.n_vocab) * sizeof(float) : 0);
   const size_t plane_rows = size_t(n) * want.row_bytes;
@@ -294,6 +304,7 @@ void Session::load_state(const std::string& path) {
   has_logits_ = has_logits != 0;
   last_n_ = 1;
   if (has_logits_) std::memcpy(logits_.as<float>(), p + logits_at, size_t(want.n_vocab) * sizeof(float));
+  if (app_data) app_data->assign(reinterpret_cast<const char*>(p + app_at), size_t(app_len));
 }
 
 }  // namespace tilellm

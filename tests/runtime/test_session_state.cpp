@@ -104,6 +104,25 @@ TEST(SessionState, empty_session_round_trips) {
   std::filesystem::remove(file);
 }
 
+TEST(SessionState, the_callers_data_travels_with_the_session) {
+  auto m = tiny("llama", 5);
+  Session a(*m, options(32));
+  const int32_t t[3] = {4, 9, 20};
+  a.eval(t, 3);
+  const std::string file = test::state_path("app.tlss");
+  const std::string data = std::string("{\"messages\": 2}\0binary\xff", 22);
+  a.save_state(file, data);
+  Session b(*m, options(32));
+  std::string got = "old";
+  b.load_state(file, &got);
+  EXPECT_EQ(got, data);
+  EXPECT_EQ(b.tokens(), a.tokens());
+  a.save_state(file);  // none
+  b.load_state(file, &got);
+  EXPECT_EQ(got, "");
+  std::filesystem::remove(file);
+}
+
 TEST(SessionState, refuses_another_model_context_or_cache_type_and_broken_files) {
   auto m = tiny("llama", 5);
   auto other = tiny("llama", 6);  // the same architecture and metadata, other weights
