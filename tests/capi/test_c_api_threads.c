@@ -84,6 +84,7 @@ struct cancel_job {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int n;
+  int done;
   tilellm_generate_result res;
   tilellm_status status;
 };
@@ -100,7 +101,9 @@ static bool count_and_signal(int32_t token, const char* piece, size_t len, void*
 
 static void* endless(void* arg) {
   struct cancel_job* c = arg;
-  int32_t prompt[2] = {1, 504};
+  int32_t prompt[16];
+  size_t np = 0;
+  tilellm_tokenize(g_model, "Once", 4, true, false, prompt, 16, &np);
   tilellm_sampler_params samp = tilellm_sampler_default_params();
   samp.temperature = 0.0f;
   tilellm_sampler* smp = NULL;
@@ -110,8 +113,13 @@ static void* endless(void* arg) {
   gp.ignore_eos = true;
   gp.on_token = count_and_signal;
   gp.user_data = c;
-  c->status = tilellm_generate(c->session, smp, prompt, 2, &gp, &c->res);
+  c->status = tilellm_generate(c->session, smp, prompt, (int64_t)np, &gp, &c->res);
+  if (c->status != TILELLM_OK) fprintf(stderr, "generate: %s\n", tilellm_last_error());
   tilellm_sampler_free(smp);
+  pthread_mutex_lock(&c->mu);
+  c->done = 1; /* the main thread stops waiting for tokens */
+  pthread_cond_signal(&c->cv);
+  pthread_mutex_unlock(&c->mu);
   return NULL;
 }
 
@@ -166,7 +174,7 @@ int main(int argc, char** argv) {
   pthread_t g;
   pthread_create(&g, NULL, endless, &c);
   pthread_mutex_lock(&c.mu);
-  while (c.n < 3) pthread_cond_wait(&c.cv, &c.mu);
+  while (c.n < 3 && !c.done) pthread_cond_wait(&c.cv, &c.mu);
   pthread_mutex_unlock(&c.mu);
   tilellm_session_cancel(c.session);
   pthread_join(g, NULL);
