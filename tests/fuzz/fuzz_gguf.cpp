@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "base/error.h"
@@ -17,7 +18,7 @@
 
 namespace {
 
-// The file every input is written to (the reader maps files); one per process.
+// The file every input is written to (the reader maps files), removed once mapped; one per process.
 const std::string& input_path() {
   static const std::string p = "/tmp/tilellm_fuzz_gguf_" + std::to_string(::getpid()) + ".gguf";
   return p;
@@ -48,8 +49,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     return 0;
   }
+  std::unique_ptr<tilellm::GgufFile> f;
   try {
-    auto f = tilellm::GgufFile::open(input_path());
+    f = tilellm::GgufFile::open(input_path());
+  } catch (const tilellm::Error&) {
+  }
+  std::remove(input_path().c_str());  // the mapping stays; no file is left behind
+  if (!f) return 0;
+  try {
     read_everything(*f);
     try {
       const tilellm::ModelConfig c = tilellm::ModelConfig::from_gguf(*f);
