@@ -10,7 +10,8 @@ build=$2
 py=${3:-python3}
 flags="-fsanitize=thread -O1 -g1"
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=TSan -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
-  -DTILELLM_WITH_OPENCL=OFF -DTILELLM_WITH_VULKAN=OFF -DPython3_EXECUTABLE="$(command -v "$py")" >/dev/null
+  -DTILELLM_WITH_OPENCL=OFF -DTILELLM_WITH_VULKAN=OFF -DTILELLM_WITH_CUDA=OFF \
+  -DPython3_EXECUTABLE="$(command -v "$py")" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target test_c_api_threads
 model="$build/tiny-q8_0.gguf"
 "$py" "$src/tests/reference/make_tiny_model.py" "$model" --type q8_0 --seed 7

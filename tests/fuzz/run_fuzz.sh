@@ -14,7 +14,7 @@ cc=${CC_FUZZ:-clang}
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g"
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DTILELLM_FUZZ=ON -DTILELLM_BUILD_TESTS=OFF \
-  -DTILELLM_WITH_OPENCL=OFF -DTILELLM_WITH_VULKAN=OFF >/dev/null
+  -DTILELLM_WITH_OPENCL=OFF -DTILELLM_WITH_VULKAN=OFF -DTILELLM_WITH_CUDA=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target fuzz_gguf fuzz_tokenizer
 "$py" "$src/tests/fuzz/make_seeds.py" "$build/seeds/gguf" "$build/seeds/text"
 status=0
