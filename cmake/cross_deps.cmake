@@ -5,8 +5,9 @@
 # for the host only. So a cross build uses the three as header-only libraries (fmt with FMT_HEADER_ONLY) and
 # compiles GoogleTest itself, instead of installing foreign-architecture packages.
 #
-# The headers are exposed through a directory of links to exactly these three folders: putting the host's
-# /usr/include itself on the include path would let host C library headers shadow the target's.
+# The headers are exposed through a directory of links to exactly these three folders (and xxhash.h):
+# putting the host's /usr/include itself on the include path would let host C library headers shadow the
+# target's.
 set(TILELLM_HOST_INCLUDE_DIR /usr/include CACHE PATH "Host headers of fmt, nlohmann-json and CLI11")
 set(TILELLM_HOST_GTEST_SOURCE_DIR /usr/src/googletest CACHE PATH "GoogleTest sources (Debian libgtest-dev)")
 
@@ -19,6 +20,11 @@ foreach(dir fmt nlohmann CLI)
   endif()
   file(CREATE_LINK ${TILELLM_HOST_INCLUDE_DIR}/${dir} ${_tilellm_dep_headers}/${dir} SYMBOLIC)
 endforeach()
+# xxHash, used header-only (XXH_INLINE_ALL) by the session files (runtime/session_state.cpp).
+if(NOT EXISTS ${TILELLM_HOST_INCLUDE_DIR}/xxhash.h)
+  message(FATAL_ERROR "cross build: ${TILELLM_HOST_INCLUDE_DIR}/xxhash.h not found (install libxxhash-dev)")
+endif()
+file(CREATE_LINK ${TILELLM_HOST_INCLUDE_DIR}/xxhash.h ${_tilellm_dep_headers}/xxhash.h SYMBOLIC)
 
 add_library(tilellm_fmt INTERFACE)
 target_include_directories(tilellm_fmt SYSTEM INTERFACE ${_tilellm_dep_headers})

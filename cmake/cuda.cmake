@@ -1,5 +1,6 @@
 # The CUDA backend (src/backends/cuda): built into tilellm_core when CMake finds a CUDA compiler (nvcc on the
-# PATH, or /usr/local/cuda/bin/nvcc); without one the engine builds without it (the registry then says so).
+# PATH, or /usr/local/cuda/bin/nvcc) and TILELLM_WITH_CUDA is on; else the engine builds without it (the
+# registry then says so).
 # The CUDA runtime is linked statically (CUDA::cudart_static), and the runtime opens the driver
 # (libcuda.so.1) only when the backend first asks for a device, so the binary starts and runs the CPU path on
 # a machine without an NVIDIA driver or GPU (src/backends/cuda/device.h says how that is reported).
@@ -8,6 +9,12 @@
 # PTX, which the driver compiles at first start on any later GPU (Ampere, Ada, Orin, Blackwell): the kernels
 # use cp.async and int8 mma.sync, which need compute capability 8.0. TILELLM_CUDA_ARCHITECTURES overrides
 # the list (CMake's CUDA_ARCHITECTURES syntax). Sets TILELLM_CUDA.
+option(TILELLM_WITH_CUDA "Build the CUDA backend when a CUDA compiler is found" ON)
+if(NOT TILELLM_WITH_CUDA)
+  message(STATUS "TILELLM_WITH_CUDA is off: building without the CUDA backend")
+  set(TILELLM_CUDA OFF)
+  return()
+endif()
 if(CMAKE_CROSSCOMPILING)
   message(STATUS "Cross build: without the CUDA backend")
   set(TILELLM_CUDA OFF)

@@ -1,8 +1,15 @@
 # The OpenCL backend (src/backends/opencl): built into tilellm_core when the OpenCL headers (CL/cl.h) are
-# found; without them the engine builds without it (the registry then says so). The backend does not link
-# libOpenCL: it loads the ICD loader at run time (src/backends/opencl/loader.h), so the binary starts and
-# runs the CPU path on a machine without OpenCL. Its kernels (src/backends/opencl/kernels/*.cl) are embedded
-# into the binary as string literals at build time. Sets TILELLM_OPENCL (ON when the backend is built).
+# found (and TILELLM_WITH_OPENCL is on); else the engine builds without it (the registry then says so). The
+# backend does not link libOpenCL: it loads the ICD loader at run time (src/backends/opencl/loader.h), so the
+# binary starts and runs the CPU path on a machine without OpenCL. Its kernels
+# (src/backends/opencl/kernels/*.cl) are embedded into the binary as string literals at build time. Sets
+# TILELLM_OPENCL (ON when the backend is built).
+option(TILELLM_WITH_OPENCL "Build the OpenCL backend when its headers are found" ON)
+if(NOT TILELLM_WITH_OPENCL)
+  message(STATUS "TILELLM_WITH_OPENCL is off: building without the OpenCL backend")
+  set(TILELLM_OPENCL OFF)
+  return()
+endif()
 find_path(TILELLM_OPENCL_INCLUDE_DIR CL/cl.h)
 if(NOT TILELLM_OPENCL_INCLUDE_DIR)
   message(STATUS "OpenCL headers (CL/cl.h) not found: building without the OpenCL backend")

@@ -1,9 +1,16 @@
-# The Vulkan backend (src/backends/vulkan): built into tilellm_core when the Vulkan headers
-# (vulkan/vulkan.h) and glslc are found; without them the engine builds without it (the registry then says
-# so). The backend does not link libvulkan: it loads the loader at run time (src/backends/vulkan/loader.h),
-# so the binary starts and runs the CPU path on a machine without Vulkan. Each shader
-# (src/backends/vulkan/shaders/*.comp) is compiled to SPIR-V 1.3 (Vulkan 1.1) by glslc, twice when it has a
-# subgroup path (TL_SUBGROUPS 0 and 1), and embedded as word arrays (glslc -mfmt=num). Sets TILELLM_VULKAN.
+# The Vulkan backend (src/backends/vulkan): built into tilellm_core when the Vulkan headers (vulkan/vulkan.h)
+# and glslc are found (and TILELLM_WITH_VULKAN is on); else the engine builds without it (the registry then
+# says so). The backend does not link libvulkan: it loads the loader at run time
+# (src/backends/vulkan/loader.h), so the binary starts and runs the CPU path on a machine without Vulkan. Each
+# shader (src/backends/vulkan/shaders/*.comp) is compiled to SPIR-V 1.3 (Vulkan 1.1) by glslc, twice when it
+# has a subgroup path (TL_SUBGROUPS 0 and 1), and embedded as word arrays (glslc -mfmt=num). Sets
+# TILELLM_VULKAN.
+option(TILELLM_WITH_VULKAN "Build the Vulkan backend when its headers and glslc are found" ON)
+if(NOT TILELLM_WITH_VULKAN)
+  message(STATUS "TILELLM_WITH_VULKAN is off: building without the Vulkan backend")
+  set(TILELLM_VULKAN OFF)
+  return()
+endif()
 find_path(TILELLM_VULKAN_INCLUDE_DIR vulkan/vulkan.h)
 find_program(TILELLM_GLSLC glslc)
 if(NOT TILELLM_VULKAN_INCLUDE_DIR OR NOT TILELLM_GLSLC)

@@ -11,6 +11,7 @@ The layers, lowest first (a file may include its own layer's headers and any low
     model     src/model/       the layer loop, written against the op interface
     runtime   src/runtime/     session, sampler, benchmarks
     tools     tools/           the CLI: knows backends only through the registry (never a backend's folder)
+    api       src/api/         the C API (include/tilellm/tilellm.h), beside tools: neither includes the other
 
 Includes are the project's quoted ones ("dir/file.h"); system and library headers are not checked. A source
 file under src/ in a folder that is not listed here is an error too, so a new folder gets a place in the
@@ -25,7 +26,7 @@ import os
 import re
 import sys
 
-RANK = {"base": 0, "format": 1, "backends": 2, "tokenizer": 2, "model": 3, "runtime": 4, "tools": 5}
+RANK = {"base": 0, "format": 1, "backends": 2, "tokenizer": 2, "model": 3, "runtime": 4, "tools": 5, "api": 5}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCES = (".h", ".hpp", ".cpp", ".cc", ".inc", ".cu", ".cuh")
 

@@ -5,10 +5,12 @@
 set -euo pipefail
 
 APT_PACKAGES=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev
+              libxxhash-dev libedit-dev
               python3 python3-pip unzip pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers clinfo
               libvulkan-dev mesa-vulkan-drivers glslc
               g++-aarch64-linux-gnu qemu-user
-              chromium)
+              chromium
+              clang libclang-rt-14-dev)  # libFuzzer and the sanitizers' runtimes (tests/fuzz)
 PIP_PACKAGES=(numpy gguf jinja2)
 
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

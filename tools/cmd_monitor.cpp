@@ -190,13 +190,14 @@ void run_monitor(MonitorArgs a) {
     SamplerParams sp;
     sp.seed = a.seed + uint64_t(i);
     Sampler sampler(sp, int32_t(V));
-    generate(
-        session, sampler, next_prompt(i), n_gen,
-        [&](int32_t) {
-          each();
-          return Clock::now() < deadline;
-        },
-        false, pacer);
+    GenerateOptions go;
+    go.n_predict = n_gen;
+    go.stop_at_eog = false;
+    go.pacer = pacer;
+    generate(session, sampler, next_prompt(i), go, [&](int32_t) {
+      each();
+      return Clock::now() < deadline;
+    });
   };
   // A short warm-up, not recorded: first-touch faults and caches are not the workload's.
   request(-1, std::min<int64_t>(a.n_gen, 8), nullptr, Clock::time_point::max(), [] {});

@@ -1,5 +1,6 @@
 // `tilellm run`: one prompt in, streamed text out, then a one-line speed summary on stderr.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -23,9 +24,33 @@ struct RunArgs {
   int64_t n_predict = 128;
   bool chat = false;
   bool ignore_eos = false;
-  bool conversation = false;  // llama.cpp's -cnv: the chat command
+  bool conversation = false;      // llama.cpp's -cnv: the chat command
+  std::string prompt_cache;       // --prompt-cache FILE: the session after the prompt, reused by later runs
+  bool prompt_cache_all = false;  // also save it after the generation
+  bool prompt_cache_ro = false;   // use the file, never write it
   bool verbose_prompt = false;
 };
+
+// --prompt-cache: restores the file into the session when it exists and keeps the longest prefix of the
+// prompt it holds (at least one token is left to evaluate, unless the whole prompt and its logits are
+// there, as llama.cpp's prompt cache does); returns how many prompt tokens were reused.
+size_t restore_prompt_cache(Session& session, const std::string& file, const std::vector<int32_t>& prompt) {
+  if (!std::filesystem::exists(file)) {
+    std::fprintf(stderr, "prompt cache: %s does not exist yet; it will be written after the prompt\n",
+                 file.c_str());
+    return 0;
+  }
+  session.load_state(file);
+  const std::vector<int32_t>& cached = session.tokens();
+  size_t n = 0;
+  while (n < prompt.size() && n < cached.size() && prompt[n] == cached[n]) ++n;
+  if (!(n == prompt.size() && cached.size() == n && session.has_logits())) {
+    if (n == prompt.size()) --n;  // the prompt's last token is evaluated again for its logits
+    session.truncate(int64_t(n));
+  }
+  std::fprintf(stderr, "prompt cache: %s: reused %zu of %zu prompt tokens\n", file.c_str(), n, prompt.size());
+  return n;
+}
 
 // llama.cpp's --verbose-prompt: the prompt as the model sees it, then each token, on stderr.
 void print_prompt(const Tokenizer& tok, const std::string& text, const std::vector<int32_t>& ids) {
@@ -46,6 +71,10 @@ void run(RunArgs a) {
     if (!a.prompt.empty()) fail("give the prompt once: -p TEXT or -f FILE, not both");
     a.prompt = read_file(a.file);
   }
+  if ((a.prompt_cache_all || a.prompt_cache_ro) && a.prompt_cache.empty())
+    fail("--prompt-cache-all and --prompt-cache-ro go with --prompt-cache FILE");
+  if (a.prompt_cache_all && a.prompt_cache_ro)
+    fail("--prompt-cache-all writes the file and --prompt-cache-ro never does: give one of them");
   if (a.conversation) {
     // llama-cli -cnv: an interactive chat, -p (when given) its system message.
     ChatArgs c;
@@ -82,6 +111,13 @@ void run(RunArgs a) {
          session.n_ctx());
   }
   Sampler sampler(pick_seed(a.sampling), int32_t(model->config().n_vocab));
+  std::vector<int32_t> fresh = prompt;  // what is left to evaluate
+  if (!a.prompt_cache.empty()) {
+    const size_t reused = restore_prompt_cache(session, a.prompt_cache, prompt);
+    for (size_t i = 0; i < reused; ++i) sampler.accept(prompt[i]);  // as if they had been evaluated here
+    fresh.erase(fresh.begin(), fresh.begin() + long(reused));
+  }
+  const bool save_cache = !a.prompt_cache.empty() && !a.prompt_cache_ro;
   Utf8Stream out;
   const bool chat = a.chat || !a.chat_template.empty();
   if (!chat) {
@@ -90,22 +126,26 @@ void run(RunArgs a) {
   }
   std::string generated;  // for the reverse prompts
   bool reversed = false;
-  const GenerateStats st = generate(
-      session, sampler, prompt, a.n_predict,
-      [&](int32_t id) {
-        const std::string piece = tok.token_to_piece(id);
-        std::fputs(out.push(piece).c_str(), stdout);
-        std::fflush(stdout);
-        if (a.reverse.empty()) return true;
-        generated += piece;
-        for (const std::string& r : a.reverse) {
-          if (!r.empty() && generated.size() >= r.size() &&
-              generated.compare(generated.size() - r.size(), r.size(), r) == 0)
-            reversed = true;
-        }
-        return !reversed;
-      },
-      !a.ignore_eos);
+  GenerateOptions go;
+  go.n_predict = a.n_predict;
+  go.stop_at_eog = !a.ignore_eos;
+  go.after_prompt = [&] {
+    if (save_cache && !fresh.empty()) session.save_state(a.prompt_cache);
+  };
+  const GenerateStats st = generate(session, sampler, fresh, go, [&](int32_t id) {
+    const std::string piece = tok.token_to_piece(id);
+    std::fputs(out.push(piece).c_str(), stdout);
+    std::fflush(stdout);
+    if (a.reverse.empty()) return true;
+    generated += piece;
+    for (const std::string& r : a.reverse) {
+      if (!r.empty() && generated.size() >= r.size() &&
+          generated.compare(generated.size() - r.size(), r.size(), r) == 0)
+        reversed = true;
+    }
+    return !reversed;
+  });
+  if (save_cache && a.prompt_cache_all) session.save_state(a.prompt_cache);
   std::fputs(out.flush().c_str(), stdout);
   std::fputs("\n", stdout);
   std::fflush(stdout);
@@ -141,6 +181,14 @@ void register_run(CLI::App& app) {
   sub->add_flag("--ignore-eos", a->ignore_eos, "go on past end-of-generation tokens");
   sub->add_flag("--verbose-prompt", a->verbose_prompt,
                 "print the prompt as the model sees it (after the chat template) and its tokens");
+  sub->add_option("--prompt-cache", a->prompt_cache,
+                  "a file holding the session after the prompt: restored when it exists (a file from another "
+                  "model, context size or cache type is refused), the prompt's cached prefix reused, and "
+                  "written after the prompt");
+  sub->add_flag("--prompt-cache-all", a->prompt_cache_all,
+                "with --prompt-cache: also write the file after the generation (the generated text "
+                "cached too)");
+  sub->add_flag("--prompt-cache-ro", a->prompt_cache_ro, "with --prompt-cache: use the file, never write it");
   sub->add_flag("--conversation,!--no-conversation", a->conversation,
                 "llama.cpp's -cnv: an interactive chat (`tilellm chat`), -p its system message; -no-cnv: a "
                 "plain completion (the default)");

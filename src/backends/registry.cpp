@@ -21,9 +21,12 @@ struct Absent {
 constexpr Absent kAbsent[] = {
     {0, "cpu", "the host backend is missing from this build"},
     {1, "metal", "Metal is Apple's GPU API and does not exist on Linux"},
-    {2, "cuda", "this version of TileLLM has no CUDA backend yet"},
-    {3, "opencl", "it was built without the OpenCL headers (CMake found no CL/cl.h)"},
-    {7, "vulkan", "it was built without the Vulkan headers or glslc (CMake found no vulkan/vulkan.h or glslc)"},
+    {2, "cuda", "it was built without the CUDA backend (CMake found no nvcc, or TILELLM_WITH_CUDA was off)"},
+    {3, "opencl",
+     "it was built without the OpenCL backend (CMake found no CL/cl.h, or TILELLM_WITH_OPENCL was off)"},
+    {7, "vulkan",
+     "it was built without the Vulkan backend (CMake found no vulkan/vulkan.h or glslc, or "
+     "TILELLM_WITH_VULKAN was off)"},
 };
 
 const Absent* absent_by_name(std::string_view name) {

@@ -207,15 +207,15 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   f->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f->fd_ < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+  if (f->fd_ < 0) fail_as(ErrorKind::Io, "{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
-  if (fstat(f->fd_, &st) != 0) fail("{}: cannot stat: {}", path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail("{}: not a regular file", path);
+  if (fstat(f->fd_, &st) != 0) fail_as(ErrorKind::Io, "{}: cannot stat: {}", path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail_as(ErrorKind::Io, "{}: not a regular file", path);
   if (st.st_size < 24)
     fail("{}: not a GGUF file: only {} bytes, smaller than a GGUF header", path, st.st_size);
   f->size_ = static_cast<size_t>(st.st_size);
   void* m = mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, f->fd_, 0);
-  if (m == MAP_FAILED) fail("{}: cannot map: {}", path, std::strerror(errno));
+  if (m == MAP_FAILED) fail_as(ErrorKind::Io, "{}: cannot map: {}", path, std::strerror(errno));
   f->base_ = static_cast<const uint8_t*>(m);
   f->parse();
   return f;

@@ -1,5 +1,5 @@
-// GGUF (v2/v3) reader. The file is mapped read-only; metadata is parsed into GgufValue records whose strings and
-// arrays point into the mapping, and tensor records point at their bytes in the mapping.
+// GGUF (v2/v3) reader. The file is mapped read-only; metadata is parsed into GgufValue records whose strings
+// and arrays point into the mapping, and tensor records point at their bytes in the mapping.
 //
 // File layout (little-endian):
 //   magic "GGUF" | u32 version | u64 n_tensors | u64 n_kv
@@ -7,7 +7,8 @@
 //   n_tensors x { string name | u32 n_dims | u64 ne[n_dims] | u32 ggml_type | u64 offset }
 //   padding to `general.alignment` (default 32) | tensor data (each offset relative to here, aligned)
 //
-// Every read is bounds-checked; any inconsistency throws tilellm::Error naming the file, the key or tensor, and why.
+// Every read is bounds-checked; any inconsistency throws tilellm::Error naming the file, the key or tensor,
+// and why.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +60,7 @@ struct GgufTensor {
   std::string name;
   std::vector<int64_t> ne;  // ne[0] is the contiguous dimension (a row); ne[1] counts rows
   GgmlType type = GgmlType::F32;
-  uint64_t offset = 0;          // relative to the start of the data section
+  uint64_t offset = 0;            // relative to the start of the data section
   const uint8_t* data = nullptr;  // in the mapping
   size_t nbytes = 0;
   int64_t nelements() const;
@@ -78,14 +79,16 @@ class GgufFile {
   uint32_t version() const { return version_; }
   size_t file_size() const { return size_; }
   size_t alignment() const { return alignment_; }
+  // The whole mapped file, file_size() bytes (what a fingerprint of the file reads).
+  const uint8_t* bytes() const { return base_; }
 
   // Metadata, in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const GgufValue* find(std::string_view key) const;
   bool has(std::string_view key) const { return find(key) != nullptr; }
 
-  // Typed getters. The *_or forms return the fallback when the key is absent; every form throws when the key is
-  // present with an incompatible type, and the required forms throw when it is missing.
+  // Typed getters. The *_or forms return the fallback when the key is absent; every form throws when the key
+  // is present with an incompatible type, and the required forms throw when it is missing.
   std::string get_string(std::string_view key) const;
   std::optional<std::string> get_string_opt(std::string_view key) const;
   int64_t get_int(std::string_view key) const;  // any integer type (and bool)
@@ -93,8 +96,8 @@ class GgufFile {
   double get_float_or(std::string_view key, double fallback) const;  // float or integer types
   bool get_bool_or(std::string_view key, bool fallback) const;
   std::vector<std::string_view> get_string_array(std::string_view key) const;
-  std::vector<float> get_float_array(std::string_view key) const;   // float32/float64 arrays
-  std::vector<int64_t> get_int_array(std::string_view key) const;   // integer or bool arrays
+  std::vector<float> get_float_array(std::string_view key) const;  // float32/float64 arrays
+  std::vector<int64_t> get_int_array(std::string_view key) const;  // integer or bool arrays
 
   // Tensors, in file order.
   const std::vector<GgufTensor>& tensors() const { return tensors_; }

@@ -24,11 +24,10 @@ int64_t context_size(const Model& m, const SessionOptions& o) {
   const uint64_t avail = available_memory_bytes();
   if (avail > 0 && kv + rope + logits > double(avail)) {
     constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
-    fail(
-        "a context of {} tokens needs {:.2f} GiB of host memory (KV cache {:.2f} GiB, RoPE tables {:.2f} "
-        "GiB, "
-        "logits {:.2f} GiB) but {:.2f} GiB are available: lower -c",
-        n, (kv + rope + logits) / GiB, kv / GiB, rope / GiB, logits / GiB, double(avail) / GiB);
+    fail_as(ErrorKind::OutOfMemory,
+            "a context of {} tokens needs {:.2f} GiB of host memory (KV cache {:.2f} GiB, RoPE tables "
+            "{:.2f} GiB, logits {:.2f} GiB) but {:.2f} GiB are available: lower -c",
+            n, (kv + rope + logits) / GiB, kv / GiB, rope / GiB, logits / GiB, double(avail) / GiB);
   }
   return n;
 }
@@ -115,15 +114,16 @@ Session::Session(const Model& model, const SessionOptions& opts)
     host_->load_weights(weights);
   }
   if (host_ || backend_->needs_host_kv()) kv_.allocate();
+  tokens_.reserve(size_t(kv_.n_ctx()));
 }
 
 void Session::eval(const int32_t* tokens, int64_t n) {
   if (n <= 0) return;
   if (n_past_ + n > kv_.n_ctx()) {
-    fail(
-        "{} tokens do not fit in the context: {} are already in it and the "
-        "context size is {} (raise it with -c)",
-        n, n_past_, kv_.n_ctx());
+    fail_as(ErrorKind::ContextFull,
+            "{} tokens do not fit in the context: {} are already in it and the "
+            "context size is {} (raise it with -c)",
+            n, n_past_, kv_.n_ctx());
   }
   const int64_t V = model_.config().n_vocab;
   for (int64_t t = 0; t < n; ++t) {
@@ -158,8 +158,10 @@ void Session::eval(const int32_t* tokens, int64_t n) {
       host_kv_ = dev_kv_ = pos + nb;
     }
   }
+  tokens_.insert(tokens_.end(), tokens, tokens + n);  // within the capacity reserved: no allocation
   n_past_ += n;
   last_n_ = n;
+  has_logits_ = true;
 }
 
 bool Session::on_host() const {

@@ -1,6 +1,8 @@
 // A session: one conversation's state over a loaded model — the FB-KV cache, the RoPE tables, the activation
-// scratch, the thread pool, the backend that runs the layer loop (from the backend registry, by name) and the
-// logits. Everything is allocated in the constructor; eval() allocates nothing.
+// scratch, the thread pool, the backend that runs the layer loop (from the backend registry, by name), the
+// tokens in the cache and the logits. Everything is allocated in the constructor; eval() allocates nothing.
+// save_state() / load_state() write the cached tokens, their KV rows and the last logits to a file and read
+// them back (the file's layout: runtime/session_state.cpp).
 #pragma once
 
 #include <algorithm>
@@ -67,13 +69,33 @@ class Session {
 
   int64_t n_past() const { return n_past_; }
   int64_t n_ctx() const { return kv_.n_ctx(); }
+  int64_t n_batch() const { return scratch_.n_batch; }  // tokens per forward pass of a prompt
+  // The tokens in the cache, positions [0, n_past()).
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  // Whether logits() holds the logits of the last cached token: after eval() or load_state() of a file that
+  // had them; not in a new session or after truncate() forgot tokens.
+  bool has_logits() const { return has_logits_; }
   void reset() { truncate(0); }
   // Forgets every cached token from position n on (the cache rows are simply overwritten later).
   void truncate(int64_t n) {
+    if (n < n_past_) has_logits_ = false;
     n_past_ = n < n_past_ ? (n < 0 ? 0 : n) : n_past_;
+    tokens_.resize(size_t(n_past_));
     host_kv_ = std::min(host_kv_, n_past_);
     dev_kv_ = std::min(dev_kv_, n_past_);
   }
+
+  // Writes the cached tokens, their KV rows (from the device when the backend keeps them there) and the
+  // last logits to `path`, with app_data (bytes of the caller's own, e.g. a chat's messages) beside them,
+  // through a temporary file renamed at the end, so a failed save leaves no partial file. Throws
+  // tilellm::Error (kind Io) when the file cannot be written.
+  void save_state(const std::string& path, std::string_view app_data = {});
+  // Replaces this session's tokens, KV rows and logits with those saved in `path` (KV rows going up to the
+  // device when the backend keeps them there). The file must come from the same model (fingerprint), the
+  // same context size and cache type: otherwise tilellm::Error of kind Mismatch naming both sides; a
+  // truncated or damaged file (size or checksum) is kind Corrupt, an unreadable one Io. The session is
+  // unchanged when the file is refused. The app_data saved with it goes to *app_data when given.
+  void load_state(const std::string& path, std::string* app_data = nullptr);
   const Model& model() const { return model_; }
   const KvCache& kv_cache() const { return kv_; }
   int n_threads() const { return pool_.size(); }
@@ -113,8 +135,10 @@ class Session {
   // queue, whose pending uploads may still read scratch_).
   std::unique_ptr<Backend> host_;
   std::unique_ptr<Backend> backend_;
+  std::vector<int32_t> tokens_;  // [n_past_] the cached tokens; capacity n_ctx, reserved up front
   int64_t n_past_ = 0;
   int64_t last_n_ = 0;
+  bool has_logits_ = false;
   // Hybrid prefill: positions [0, host_kv_) are current in kv_, [0, dev_kv_) in the device cache.
   int64_t host_kv_ = 0;
   int64_t dev_kv_ = 0;

@@ -14,6 +14,7 @@
 
 #include "../gpu_common/compare_greedy.h"
 #include "../gpu_common/hybrid_prefill.h"
+#include "../gpu_common/session_state.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/registry.h"
 #include "cuda_test.h"
@@ -185,6 +186,14 @@ TEST(CudaModel, gemma3_greedy_equals_cpu_float_path) {
 TEST(CudaModel, hybrid_prefill_equals_the_device_path) {
   SKIP_WITHOUT_CUDA();
   test::expect_hybrid_prefill_equals_the_device_path("cuda", test::cuda_test_device(), WeightsMode::Native);
+}
+
+// Save/restore with the cache in device memory (../gpu_common/session_state.h): on the device alone and with
+// hybrid prefill.
+TEST(CudaModel, restored_session_decodes_like_the_uninterrupted_one) {
+  SKIP_WITHOUT_CUDA();
+  test::expect_device_restore_equals_uninterrupted("cuda", test::cuda_test_device(), false, 3, 6);
+  test::expect_device_restore_equals_uninterrupted("cuda", test::cuda_test_device(), true, 3, 6);
 }
 
 // The add kernel made to write acc = x (CudaBackendOptions::test_broken_kernel): the self-check names it,

@@ -23,6 +23,7 @@
 #include "../gpu_common/compare_experts.h"
 #include "../gpu_common/compare_greedy.h"
 #include "../gpu_common/hybrid_prefill.h"
+#include "../gpu_common/session_state.h"
 #include "backends/opencl/device.h"
 #include "forward_rig.h"
 #include "model/model.h"
@@ -107,6 +108,17 @@ TEST(OpenclModel, hybrid_prefill_equals_the_device_path) {
 
 TEST(OpenclModel, hybrid_prefill_int8b0_equals_the_device_path) {
   expect_hybrid_prefill_equals_the_device_path(WeightsMode::Int8B0);
+}
+
+// Save/restore with the cache in device memory (../gpu_common/session_state.h).
+TEST(OpenclModel, restored_session_decodes_like_the_uninterrupted_one) {
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  test::expect_device_restore_equals_uninterrupted("opencl", test::opencl_test_device(), false, 3, 6);
+}
+
+TEST(OpenclModel, restored_hybrid_session_decodes_like_the_uninterrupted_one) {
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  test::expect_device_restore_equals_uninterrupted("opencl", test::opencl_test_device(), true, 3, 6);
 }
 
 TEST(OpenclModel, host_kv_cache_has_storage_only_where_the_host_uses_it) {

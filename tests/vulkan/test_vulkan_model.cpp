@@ -11,6 +11,7 @@
 #include "../gpu_common/compare_experts.h"
 #include "../gpu_common/compare_greedy.h"
 #include "../gpu_common/hybrid_prefill.h"
+#include "../gpu_common/session_state.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "vulkan_test.h"
 
@@ -70,6 +71,14 @@ TEST(VulkanModel, hybrid_prefill_equals_the_device_path) {
   if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
   test::expect_hybrid_prefill_equals_the_device_path("vulkan", test::vulkan_test_device(),
                                                      WeightsMode::Native);
+}
+
+// Save/restore with the cache in device memory (../gpu_common/session_state.h; the hybrid session's host
+// copy is the session's, the same for every device backend, and checked on OpenCL). Few decode steps:
+// lavapipe takes seconds per step.
+TEST(VulkanModel, restored_session_decodes_like_the_uninterrupted_one) {
+  if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  test::expect_device_restore_equals_uninterrupted("vulkan", test::vulkan_test_device(), false, 1, 2);
 }
 
 // The add shader replaced by one that writes acc = x (tests/vulkan/broken_add.comp): the self-check names
