@@ -215,8 +215,11 @@ tilellm_status tilellm_chat_apply(const tilellm_model* model, const char* chat_t
     const Model& m = model_of(model);
     need(n_out, "n_out");
     if (n_messages > 0) need(messages, "messages");
-    ChatTemplate t =
-        chat_template_from_gguf(m.file().get_string_opt("tokenizer.chat_template"), m.config().arch_name);
+    const Tokenizer& tok = m.tokenizer();
+    auto text = [&](int32_t id) { return id >= 0 ? std::string(tok.token_text(id)) : std::string(); };
+    // The model's own template (rendered by the Jinja interpreter) unless a built-in format is named.
+    ChatTemplate t = chat_template_from_gguf(m.file().get_string_opt("tokenizer.chat_template"),
+                                             m.config().arch_name, text(tok.bos()), text(tok.eos()));
     if (chat_template && *chat_template) {
       const std::optional<ChatFormat> f = chat_format_from_name(chat_template);
       if (!f) {
@@ -225,6 +228,7 @@ tilellm_status tilellm_chat_apply(const tilellm_model* model, const char* chat_t
       }
       if (*f != t.format) t.default_system.clear();  // that text belongs to the model's own template
       t.format = *f;
+      t.jinja.reset();
     }
     std::vector<ChatMessage> msgs;
     for (size_t i = 0; i < n_messages; ++i) {
