@@ -139,7 +139,10 @@ def write_source(path: Path, shape: str, seed: int, direct: str | None = None) -
     n_merges = 8
     merges = [f"{chars[2 * i]} {chars[2 * i + 1]}" for i in range(n_merges)]
     toks = chars + [chars[2 * i] + chars[2 * i + 1] for i in range(n_merges)]
-    toks += [f"<t{i}>" for i in range(n_vocab - len(toks))]
+    # llama.cpp sets attributes of these four by name in a model named like Phi-3 (and fails to load one
+    # without them), as Phi-3's own vocabulary has them.
+    named = ["<unk>", "<s>", "</s>", "<|endoftext|>"] if arch == "phi3" else []
+    toks += named + [f"<t{i}>" for i in range(n_vocab - len(toks) - len(named))]
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
     w.add_token_list(toks)
