@@ -95,6 +95,12 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
 
   c.n_embd = req("embedding_length");
   c.n_layer = req("block_count");
+  // Every layer has tensors of its own (at least its norm): a count past the file's tensors is a corrupt
+  // file, refused before anything is sized by it.
+  if (c.n_layer > int64_t(f.tensors().size())) {
+    fail("{}: {}block_count is {} but the file has only {} tensors", f.path(), a, c.n_layer,
+         f.tensors().size());
+  }
   // A model with experts may leave the dense width out (its experts' width is a key of its own).
   const bool experts = f.get_int_or(a + "expert_count", 0) > 0;
   c.n_ff = experts && !f.has(a + "feed_forward_length") ? 0 : req("feed_forward_length");

@@ -21,6 +21,7 @@ struct TinySpec {
   uint64_t seed = 1;
   std::string omit_tensor;       // leave this tensor out (a broken file)
   std::string transpose_tensor;  // store this matrix with its two dimensions swapped (a wrong shape)
+  uint32_t block_count = 0;      // the block_count written; 0: n_layer (another: a broken file)
 };
 
 inline GgufWriter tiny_model(const TinySpec& s) {
@@ -57,7 +58,7 @@ inline GgufWriter tiny_model(const TinySpec& s) {
   w.kv_str("general.architecture", s.arch);
   w.kv_str("general.name", "tiny " + s.arch);
   w.kv_u32(a + "embedding_length", s.n_embd);
-  w.kv_u32(a + "block_count", s.n_layer);
+  w.kv_u32(a + "block_count", s.block_count ? s.block_count : s.n_layer);
   w.kv_u32(a + "feed_forward_length", s.n_ff);
   w.kv_u32(a + "attention.head_count", s.n_head);
   w.kv_u32(a + "attention.head_count_kv", s.n_head_kv);

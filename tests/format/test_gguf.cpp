@@ -260,6 +260,14 @@ TEST(Gguf, model_with_experts_rejects_bad_metadata_and_missing_experts_by_name) 
   std::filesystem::remove(p);
 }
 
+// A layer count no file's tensors could hold (found by the GGUF fuzz target: the layers' array was sized
+// by it before any tensor was looked up).
+TEST(Gguf, model_rejects_a_layer_count_past_its_tensors) {
+  test::TinySpec s;
+  s.block_count = 1000000;
+  expect_bind_error(s, {"llama.block_count is 1000000 but the file has only"});
+}
+
 TEST(Gguf, model_rejects_unknown_architecture) {
   test::TinySpec s;
   s.arch = "mamba";
