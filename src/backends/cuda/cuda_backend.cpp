@@ -90,10 +90,10 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
     mirror_dev_.push_back(rt_.alloc(a.bytes));
   }
 
-  // Decode attention: one block per 1024 positions of a head's keys, at most 32; at least the self-check's
-  // 3 splits of room for its partials (its cache has 150 positions).
-  attn_splits_ =
-      o.attention_splits > 0 ? o.attention_splits : int(std::clamp<int64_t>(o.kv_ctx / 1024, 1, 32));
+  // Decode attention: 32 blocks a head by default, each taking at least 16 keys (kernels/attention.cu), so a
+  // short context keeps few of them busy; at least the self-check's 3 splits of room for its partials (its
+  // cache has 150 positions).
+  attn_splits_ = o.attention_splits > 0 ? o.attention_splits : 32;
   // Partials: [splits][n_head][head_dim + 2]; n_head * head_dim is one token's q, at most one token's widest
   // activation, and n_head at most that too.
   const int64_t work_splits = std::max(attn_splits_, 3);

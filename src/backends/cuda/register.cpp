@@ -14,7 +14,7 @@ namespace tilellm {
 namespace {
 
 struct CudaOptions final : BackendOptions {
-  int attention_splits = 0;  // 0: from the context size
+  int attention_splits = 0;  // 0: auto (32)
 };
 
 // CUDA devices are taken as they are: the GPU-family profiles of the OpenCL and Vulkan backends clamp
@@ -97,8 +97,8 @@ BackendEntry cuda_entry() {
   OptionSpec sp;
   sp.flag = "--cuda-attn-splits";
   sp.help =
-      "blocks each head's keys are split over in decode attention: auto (one per 1024 positions of the "
-      "context, at most 32) or a number 1-64";
+      "blocks each head's keys are split over in decode attention, each taking at least 16 keys: auto (32) "
+      "or a number 1-64";
   sp.default_value = "auto";
   sp.set = [](BackendOptions& o, const std::string& v) {
     auto& c = static_cast<CudaOptions&>(o);
