@@ -12,6 +12,7 @@
 #include <set>
 #include <vector>
 
+#include "../common/forwarding_backend.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/moe.h"
 #include "base/thread_pool.h"
@@ -228,44 +229,32 @@ struct Mixture {
 };
 
 // Logs every matrix the ops are given; moe_ffn stays Backend's default.
-class WeightLog final : public Backend {
+class WeightLog final : public test::ForwardingBackend {
  public:
-  explicit WeightLog(Backend& inner) : inner_(inner) {}
+  explicit WeightLog(Backend& inner) : ForwardingBackend(inner) {}
   std::string_view name() const override { return "weight-log"; }
-  void embed(const Weight& t, const int32_t* ids, int64_t n, float s, float* out) override {
-    inner_.embed(t, ids, n, s, out);
-  }
-  void rmsnorm(const float* x, const float* w, float* y, int64_t r, int64_t n, float eps) override {
-    inner_.rmsnorm(x, w, y, r, n, eps);
-  }
   void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override {
     used.insert(&w);
-    inner_.matmul(w, x, n_tok, y);
+    inner().matmul(w, x, n_tok, y);
   }
   void matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
                      int64_t n_tok) override {
     for (int i = 0; i < n; ++i) used.insert(ws[i]);
-    inner_.matmul_shared(ws, ys, n, x, n_tok);
+    inner().matmul_shared(ws, ys, n, x, n_tok);
   }
   void matmul_glu(const Weight& g, const Weight& u, const float* x, int64_t n_tok, FfnAct act, float* out,
                   float* up) override {
     used.insert(&g);
     used.insert(&u);
-    inner_.matmul_glu(g, u, x, n_tok, act, out, up);
+    inner().matmul_glu(g, u, x, n_tok, act, out, up);
   }
+  // No attention in these tests: the mixture's inputs are given.
   void rope(float*, int64_t, int64_t, int64_t, int64_t, const int32_t*, const RopeTable&, RopeMode) override {
   }
   void kv_store(KvCache&, int64_t, const float*, const float*, const int32_t*, int64_t) override {}
   void attention(const float*, const KvCache&, int64_t, const int32_t*, int64_t, const AttnParams&,
                  float*) override {}
-  void glu(const float* g, const float* u, float* out, int64_t n, FfnAct act) override {
-    inner_.glu(g, u, out, n, act);
-  }
-  void add(float* acc, const float* x, int64_t n) override { inner_.add(acc, x, n); }
   std::set<const Weight*> used;
-
- private:
-  Backend& inner_;
 };
 
 TEST(MoeFfn, DefaultAndCpuEqualFloat64AndReadOnlyTheChosenExperts) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/forwarding_backend.h"
 #include "../gpu_common/compare_greedy.h"
 #include "../gpu_common/hybrid_prefill.h"
 #include "../gpu_common/session_state.h"
@@ -32,42 +33,18 @@ struct Worst {
 // The host backend's float path with the input of every product rounded as the CUDA backend's quantized
 // path rounds it (cuda::round_activations_q8): what that path computes, up to float summation order. For
 // models whose every matrix is in a block format (--weights int4b64 / int8b0 here).
-class RoundedCpu final : public Backend {
+class RoundedCpu final : public test::ForwardingBackend {
  public:
-  explicit RoundedCpu(std::unique_ptr<Backend> cpu) : cpu_(std::move(cpu)) {}
+  explicit RoundedCpu(std::unique_ptr<Backend> cpu) : ForwardingBackend(std::move(cpu)) {}
   std::string_view name() const override { return "rounded-cpu"; }
-  void load_weights(const WeightSet& ws) override { cpu_->load_weights(ws); }
-  void embed(const Weight& t, const int32_t* ids, int64_t n, float scale, float* out) override {
-    cpu_->embed(t, ids, n, scale, out);
-  }
-  void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps) override {
-    cpu_->rmsnorm(x, w, y, rows, n, eps);
-  }
   void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override {
     std::vector<float> xr(size_t(n_tok * w.n_in));
     cuda::round_activations_q8(x, n_tok * w.n_in, xr.data());
-    cpu_->matmul(w, xr.data(), n_tok, y);
+    inner().matmul(w, xr.data(), n_tok, y);
   }
-  void rope(float* x, int64_t n_tok, int64_t heads, int64_t hd, int64_t rd, const int32_t* pos,
-            const RopeTable& t, RopeMode m) override {
-    cpu_->rope(x, n_tok, heads, hd, rd, pos, t, m);
+  void add_rows(float* x, const float* v, int64_t rows, int64_t n) override {
+    inner().add_rows(x, v, rows, n);
   }
-  void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
-                int64_t n) override {
-    cpu_->kv_store(kv, layer, k, v, pos, n);
-  }
-  void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n,
-                 const AttnParams& p, float* out) override {
-    cpu_->attention(q, kv, layer, pos, n, p, out);
-  }
-  void glu(const float* g, const float* u, float* out, int64_t n, FfnAct act) override {
-    cpu_->glu(g, u, out, n, act);
-  }
-  void add(float* acc, const float* x, int64_t n) override { cpu_->add(acc, x, n); }
-  void add_rows(float* x, const float* v, int64_t rows, int64_t n) override { cpu_->add_rows(x, v, rows, n); }
-
- private:
-  std::unique_ptr<Backend> cpu_;
 };
 
 BackendEntry rounded_cpu_entry() {
