@@ -31,6 +31,8 @@ void gemv_bw_main(const GemvArgs& a);
 void register_bench(CLI::App& app);
 // `tilellm monitor`: a sustained workload under telemetry and pacing, and its HTML report.
 void register_monitor(CLI::App& app);
+// `tilellm serve`: the OpenAI-compatible HTTP server (tools/serve/).
+void register_serve(CLI::App& app);
 // `tilellm devices`: every backend, its devices and their capability structs.
 void register_devices(CLI::App& app);
 

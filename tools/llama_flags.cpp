@@ -13,6 +13,7 @@ const std::pair<const char*, const char*> kFlags[] = {
     {"-ngl", "--n-gpu-layers"}, {"-cnv", "--conversation"}, {"-no-cnv", "--no-conversation"},
     {"-sys", "--system"},       {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"},
     {"-fa", "--flash-attn"},    {"-mmp", "--mmap"},         {"-nkvo", "--no-kv-offload"},
+    {"-np", "--parallel"},  // llama-server's slots
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // tilellm: the command-line front end. Subcommands: run, chat, perplexity, tokenize, dump-logits, bench,
-// gemm-speed, gemv-bw, devices, monitor.
+// gemm-speed, gemv-bw, devices, monitor, serve.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   tilellm::cli::register_bench(app);
   tilellm::cli::register_monitor(app);
   tilellm::cli::register_devices(app);
+  tilellm::cli::register_serve(app);
   try {
     // llama.cpp's multi-letter options (-ngl, -cnv, -sys, -ctk, -fa, ...) under their long names here.
     const std::vector<std::string> args = tilellm::cli::translate_llama_flags(argc, argv);

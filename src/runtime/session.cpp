@@ -162,6 +162,7 @@ void Session::eval(const int32_t* tokens, int64_t n) {
   n_past_ += n;
   last_n_ = n;
   has_logits_ = true;
+  has_hidden_ = true;
 }
 
 bool Session::on_host() const {
@@ -178,6 +179,15 @@ const float* Session::logits_at(int64_t i) const {
   if (!opts_.logits_all) fail("internal: logits_at() needs a session made with logits_all");
   if (i < 0 || i >= last_n_) fail("internal: logits row {} of a batch of {}", i, last_n_);
   return logits_.as<float>() + i * model_.config().n_vocab;
+}
+
+const float* Session::hidden_states(int64_t* n) const {
+  if (!on_host())
+    fail("hidden states are read on a host backend only; this session runs on {}", backend_name());
+  if (!has_hidden_) fail("internal: hidden_states() before any eval()");
+  // eval() ran its batches of n_batch tokens; the scratch holds the last one.
+  *n = last_n_ - (last_n_ - 1) / scratch_.n_batch * scratch_.n_batch;
+  return scratch_.x.as<float>();
 }
 
 bool Session::prefill_on_host(int64_t n_tok) const {

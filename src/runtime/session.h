@@ -66,6 +66,10 @@ class Session {
   const float* logits() const;
   // With logits_all: logits of the i-th token of the last eval() call.
   const float* logits_at(int64_t i) const;
+  // The last forward pass's final residual stream, before the output norm: [n][n_embd], n the tokens of the
+  // last batch of the last eval() call (all of them when that call had at most n_batch() tokens). Only on a
+  // host backend (on_host()), whose activations live in host memory; an Error otherwise. Embeddings pool it.
+  const float* hidden_states(int64_t* n) const;
 
   int64_t n_past() const { return n_past_; }
   int64_t n_ctx() const { return kv_.n_ctx(); }
@@ -139,6 +143,7 @@ class Session {
   int64_t n_past_ = 0;
   int64_t last_n_ = 0;
   bool has_logits_ = false;
+  bool has_hidden_ = false;  // scratch_.x holds the last eval()'s final residual stream
   // Hybrid prefill: positions [0, host_kv_) are current in kv_, [0, dev_kv_) in the device cache.
   int64_t host_kv_ = 0;
   int64_t dev_kv_ = 0;

@@ -303,6 +303,7 @@ void Session::load_state(const std::string& path, std::string* app_data) {
   host_kv_ = dev_kv_ = n;
   has_logits_ = has_logits != 0;
   last_n_ = 1;
+  has_hidden_ = false;  // the scratch holds no pass of these tokens
   if (has_logits_) std::memcpy(logits_.as<float>(), p + logits_at, size_t(want.n_vocab) * sizeof(float));
   if (app_data) app_data->assign(reinterpret_cast<const char*>(p + app_at), size_t(app_len));
 }
