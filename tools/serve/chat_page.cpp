@@ -55,7 +55,7 @@ const log = $("log"), input = $("input"), statusLine = $("status");
 let messages = [];
 let controller = null;
 $("key").value = localStorage.getItem("tilellm_key") || "";
-$("key").onchange = () => localStorage.setItem("tilellm_key", $("key").value);
+$("key").oninput = () => { localStorage.setItem("tilellm_key", $("key").value); loadModel(); };
 
 function headers() {
   const h = { "Content-Type": "application/json" };
