@@ -31,22 +31,18 @@ ForwardScratch::ForwardScratch(const ModelConfig& c, int64_t nb)
       moe(c.moe() ? MoeScratch(nb, c.n_embd, std::max(c.n_ff_exp, c.n_ff_shexp), c.n_expert, c.n_expert_used)
                   : MoeScratch()) {}
 
-void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_past, float* logits,
-             int64_t n_logits) {
+namespace {
+
+// Embedding and every block over n tokens that belong to the sequences of `spans` (the tokens of span i at
+// [begin, begin + n) of the batch, at positions n_past.. of its own cache). Matmuls, norms and the FFN run
+// over all n rows at once; RoPE, the cache write and attention run per span, on that span's rows and cache.
+// Leaves the final residual stream in s.x. The backend's pass is begun (not ended) here.
+void run_blocks(ForwardContext& ctx, const int32_t* tokens, int64_t n, const SeqSpan* spans, int n_spans,
+                ForwardStep step) {
   const ModelConfig& c = ctx.model.config();
   const ModelWeights& W = ctx.model.weights();
   Backend& be = ctx.backend;
   ForwardScratch& s = ctx.s;
-  if (n <= 0 || n > s.n_batch) fail("internal: batch of {} tokens for a scratch of {}", n, s.n_batch);
-  if (n_past + n > ctx.kv.n_ctx()) {
-    fail(
-        "the context is full: {} tokens already cached + {} new exceed the "
-        "context size {}",
-        n_past, n, ctx.kv.n_ctx());
-  }
-
-  if (logits && n_logits > n) fail("internal: {} logits rows requested from a batch of {}", n_logits, n);
-
   float* x = s.x.as<float>();
   float* xn = s.xn.as<float>();
   float* q = s.q.as<float>();
@@ -57,22 +53,18 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
   float* gate = s.gate.as<float>();
   float* up = s.up.as<float>();
   int32_t* pos = s.pos.as<int32_t>();
-  for (int64_t i = 0; i < n; ++i) pos[i] = int32_t(n_past + i);
-
+  for (int i = 0; i < n_spans; ++i)
+    for (int64_t t = 0; t < spans[i].n; ++t) pos[spans[i].begin + t] = int32_t(spans[i].n_past + t);
+  step.pos = pos;
   // The op sequence below depends only on the model, n and whether logits are made: one decode step is
   // another's with new data. Not with experts: the routing, read back during the pass, picks the matrices.
-  ForwardStep step;
-  step.n_tok = n;
-  step.n_past = n_past;
-  step.n_logits = logits ? std::max<int64_t>(n_logits, 0) : 0;
-  step.pos = pos;
-  step.decode = n == 1 && step.n_logits == 1 && !c.moe();
   step.same_as_last = step.decode && s.last_backend == &be && s.last_step.decode;
   s.last_step = step;
   s.last_backend = &be;
   be.begin_forward(step);
 
-  const int64_t E = c.n_embd;
+  const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), VD = c.kv_dim_v(),
+                AD = c.n_head * c.head_dim_v;
   be.embed(W.tok_embd, tokens, n, c.embed_scale, x);
 
   for (int64_t il = 0; il < c.n_layer; ++il) {
@@ -103,14 +95,18 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
     rs.rope_dim = c.rope_dim;
     rs.table = &rope;
     rs.mode = c.rope_mode;
-    be.rope_kv_store(q, k, v, ctx.kv, il, pos, n, rs);
     AttnParams ap;
     ap.n_head = c.n_head;
     ap.n_head_kv = c.n_head_kv;
     ap.head_dim = c.head_dim;
     ap.scale = c.attn_scale;
     ap.window = local ? c.sliding_window : 0;
-    be.attention(q, ctx.kv, il, pos, n, ap, attn);
+    for (int i = 0; i < n_spans; ++i) {
+      const SeqSpan& sp = spans[i];
+      const int64_t b = sp.begin;
+      be.rope_kv_store(q + b * QD, k + b * KD, v + b * VD, *sp.kv, il, pos + b, sp.n, rs);
+      be.attention(q + b * QD, *sp.kv, il, pos + b, sp.n, ap, attn + b * AD);
+    }
     be.matmul(L.wo, attn, n, o);
     if (c.post_norms) be.rmsnorm(o, L.post_attn_norm.data(), o, n, E, c.rms_eps);
 
@@ -131,19 +127,88 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
       be.add(x, o, n * E);
     }
   }
+}
 
+// Gemma-style soft cap; rare and cheap next to the output projection, so it stays a plain loop here.
+void soft_cap(const ModelConfig& c, float* logits, int64_t rows) {
+  if (c.final_logit_softcap <= 0.0f) return;
+  const float cap = c.final_logit_softcap;
+  for (int64_t i = 0; i < rows * c.n_vocab; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+}
+
+}  // namespace
+
+void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_past, float* logits,
+             int64_t n_logits) {
+  const ModelConfig& c = ctx.model.config();
+  ForwardScratch& s = ctx.s;
+  if (n <= 0 || n > s.n_batch) fail("internal: batch of {} tokens for a scratch of {}", n, s.n_batch);
+  if (n_past + n > ctx.kv.n_ctx()) {
+    fail(
+        "the context is full: {} tokens already cached + {} new exceed the "
+        "context size {}",
+        n_past, n, ctx.kv.n_ctx());
+  }
+  if (logits && n_logits > n) fail("internal: {} logits rows requested from a batch of {}", n_logits, n);
+
+  ForwardStep step;
+  step.n_tok = n;
+  step.n_past = n_past;
+  step.n_logits = logits ? std::max<int64_t>(n_logits, 0) : 0;
+  step.decode = n == 1 && step.n_logits == 1 && !c.moe();
+  const SeqSpan span{&ctx.kv, n_past, 0, n};
+  run_blocks(ctx, tokens, n, &span, 1, step);
+
+  Backend& be = ctx.backend;
   if (!logits || n_logits <= 0) return be.end_forward();
-  const float* last = x + (n - n_logits) * E;
-  be.rmsnorm(last, W.output_norm.data(), xn, n_logits, E, c.rms_eps);
-  be.matmul(W.output, xn, n_logits, logits);
+  const int64_t E = c.n_embd;
+  const float* last = s.x.as<float>() + (n - n_logits) * E;
+  float* xn = s.xn.as<float>();
+  be.rmsnorm(last, ctx.model.weights().output_norm.data(), xn, n_logits, E, c.rms_eps);
+  be.matmul(ctx.model.weights().output, xn, n_logits, logits);
   // The pass's last op: a backend that replays a recorded step fills the logits here.
   be.end_forward();
-  if (c.final_logit_softcap > 0.0f) {
-    // Gemma-style soft cap; rare and cheap next to the output projection, so it
-    // stays a plain loop here.
-    const float cap = c.final_logit_softcap;
-    for (int64_t i = 0; i < n_logits * c.n_vocab; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+  soft_cap(c, logits, n_logits);
+}
+
+void forward_spans(ForwardContext& ctx, const int32_t* tokens, const SeqSpan* spans, int n_spans,
+                   float* logits) {
+  const ModelConfig& c = ctx.model.config();
+  ForwardScratch& s = ctx.s;
+  int64_t n = 0;
+  for (int i = 0; i < n_spans; ++i) {
+    const SeqSpan& sp = spans[i];
+    if (sp.begin != n || sp.n <= 0) fail("internal: span {} of a batch is not the next non-empty run", i);
+    if (sp.kv->n_ctx() != ctx.kv.n_ctx() || sp.kv->kv_dim() != ctx.kv.kv_dim() ||
+        sp.kv->type() != ctx.kv.type())
+      fail("internal: span {}'s cache has another geometry than the backend's", i);
+    if (sp.n_past + sp.n > sp.kv->n_ctx())
+      fail("the context is full: {} tokens already cached + {} new exceed the context size {}", sp.n_past,
+           sp.n, sp.kv->n_ctx());
+    n += sp.n;
   }
+  if (n <= 0 || n > s.n_batch) fail("internal: batch of {} tokens for a scratch of {}", n, s.n_batch);
+
+  ForwardStep step;
+  step.n_tok = n;
+  step.n_past = n_spans == 1 ? spans[0].n_past : 0;
+  step.n_logits = n_spans;
+  step.decode = n == 1 && !c.moe();
+  run_blocks(ctx, tokens, n, spans, n_spans, step);
+
+  // Each span's last row through the output norm (into consecutive rows of xn), then one output matmul.
+  Backend& be = ctx.backend;
+  const int64_t E = c.n_embd;
+  const float* x = s.x.as<float>();
+  float* xn = s.xn.as<float>();
+  for (int i = 0; i < n_spans; ++i) {
+    const SeqSpan& sp = spans[i];
+    be.rmsnorm(x + (sp.begin + sp.n - 1) * E, ctx.model.weights().output_norm.data(), xn + i * E, 1, E,
+               c.rms_eps);
+  }
+  be.matmul(ctx.model.weights().output, xn, n_spans, logits);
+  be.end_forward();
+  soft_cap(c, logits, n_spans);
 }
 
 }  // namespace tilellm

@@ -52,4 +52,21 @@ struct ForwardContext {
 void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n_tok, int64_t n_past, float* logits,
              int64_t n_logits);
 
+// One sequence's run of tokens in a batch of several sequences: tokens [begin, begin + n) of the batch, at
+// positions n_past.. of the sequence's own cache.
+struct SeqSpan {
+  KvCache* kv;
+  int64_t n_past;
+  int64_t begin;
+  int64_t n;
+};
+
+// Several sequences in one pass (continuous batching): the spans lie one after another in `tokens` (total
+// <= n_batch); every matmul, norm and FFN runs over all their rows at once, RoPE, the cache write and
+// attention per span, on its own cache. logits: [n_spans][n_vocab], the last token of each span. The caches
+// are passed to the backend's ops one by one, so this needs a backend whose cache ops work on the host cache
+// they are handed (the host backend); ctx.kv gives the geometry every span's cache must share.
+void forward_spans(ForwardContext& ctx, const int32_t* tokens, const SeqSpan* spans, int n_spans,
+                   float* logits);
+
 }  // namespace tilellm

@@ -4,78 +4,16 @@
 
 #include "backends/registry.h"
 #include "base/error.h"
-#include "base/memory_info.h"
+#include "runtime/session_params.h"
 
 namespace tilellm {
-namespace {
-
-// The context's size, refused before anything is allocated when the host memory it takes (the KV cache when
-// the host holds it, the RoPE tables, the logits of every position when asked for) is more than the machine
-// has available.
-int64_t context_size(const Model& m, const SessionOptions& o) {
-  const ModelConfig& c = m.config();
-  const int64_t n = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
-  if (n > (int64_t(1) << 24)) fail("context size {} is too large (at most {})", n, int64_t(1) << 24);
-  const BackendEntry* be = find_backend(o.backend);
-  const double elem = o.kv_type == GgmlType::F32 ? 4.0 : 2.0;
-  const double kv = (!be || be->host) ? 2.0 * double(c.n_layer) * double(n) * double(c.kv_dim()) * elem : 0.0;
-  const double rope = (c.swa_own_rope ? 2.0 : 1.0) * double(n) * double(c.rope_dim) * 4.0;
-  const double logits = o.logits_all ? double(n) * double(c.n_vocab) * 4.0 : 0.0;
-  const uint64_t avail = available_memory_bytes();
-  if (avail > 0 && kv + rope + logits > double(avail)) {
-    constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
-    fail_as(ErrorKind::OutOfMemory,
-            "a context of {} tokens needs {:.2f} GiB of host memory (KV cache {:.2f} GiB, RoPE tables "
-            "{:.2f} GiB, logits {:.2f} GiB) but {:.2f} GiB are available: lower -c",
-            n, (kv + rope + logits) / GiB, kv / GiB, rope / GiB, logits / GiB, double(avail) / GiB);
-  }
-  return n;
-}
-
-// What the session asks of a backend: backend_params(o), and the sizes of one forward pass over n_batch
-// tokens (the widest op input, the largest output including the logits, the longest norm vector or RoPE row),
-// the KV cache's geometry (the caller adds the activation arrays a device backend may keep in its memory).
-BackendParams model_backend_params(const Model& m, const SessionOptions& o, ThreadPool& pool,
-                                   const KvCache& kv, int64_t n_batch) {
-  const ModelConfig& c = m.config();
-  BackendParams p = backend_params(o);
-  p.pool = &pool;
-  p.max_tokens = n_batch;
-  // With experts the ops also see the router's logits and one token's chosen experts side by side.
-  const int64_t widest = std::max({c.n_embd, c.ffn_width(), c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim(),
-                                   c.n_expert, c.n_expert_used * c.n_ff_exp});
-  p.max_in_elems = n_batch * widest;
-  p.max_out_elems = std::max(p.max_in_elems, (o.logits_all ? n_batch : 1) * c.n_vocab);
-  p.max_width = std::max({c.n_embd, c.head_dim, c.rope_dim});
-  p.kv_layers = kv.n_layer();
-  p.kv_ctx = kv.n_ctx();
-  p.kv_dim = kv.kv_dim();
-  p.kv_type = kv.type();
-  return p;
-}
-
-}  // namespace
-
-BackendParams backend_params(const SessionOptions& o) {
-  BackendParams p;
-  p.device = o.device;
-  p.device_profile = o.device_profile;
-  p.weights = o.weights;
-  p.activations = o.activations;
-  p.gpu_memory = o.gpu_memory;
-  p.profiling = o.profile_kernels;
-  p.tile_mask = o.tile_mask;
-  p.kv_type = o.kv_type;
-  p.options = o.backend_options.get();
-  return p;
-}
 
 Session::Session(const Model& model, const SessionOptions& opts)
     : model_(model),
       opts_(opts),
       pool_(opts.n_threads > 0 ? opts.n_threads : ThreadPool::default_threads(), opts.cpus),
       // The geometry only: the storage comes below, when a backend's ops read or write the host cache.
-      kv_(model.config().n_layer, context_size(model, opts), model.config().n_head_kv,
+      kv_(model.config().n_layer, session_context_size(model, opts), model.config().n_head_kv,
           model.config().head_dim, opts.kv_type, false),
       rope_global_(kv_.n_ctx(), model.config().rope_dim, model.config().rope_base,
                    model.config().rope_freq_scale, model.weights().rope_factors(model.config(), kv_.n_ctx()),
@@ -96,14 +34,14 @@ Session::Session(const Model& model, const SessionOptions& opts)
         device_backend_names());
   }
   const WeightSet weights = model.weights().weight_set();
-  BackendParams p = model_backend_params(model, opts, pool_, kv_, scratch_.n_batch);
+  BackendParams p = session_backend_params(model, opts, pool_, kv_, scratch_.n_batch);
   for (AlignedBuffer* a : scratch_.activations()) p.resident.push_back({a->as<void>(), a->size()});
   backend_ = entry.make(p);
   backend_->load_weights(weights);
   if (!entry.host && opts.prefill != PrefillMode::Gpu) {
     // Hybrid prefill: prompts run on the host backend's tiles, in the same --weights mode, over the host
     // cache. (Made after the device backend, whose upload reads the file pages the tiles then release.)
-    BackendParams hp = model_backend_params(model, opts, pool_, kv_, scratch_.n_batch);
+    BackendParams hp = session_backend_params(model, opts, pool_, kv_, scratch_.n_batch);
     hp.device = 0;
     hp.device_profile = "none";
     hp.gpu_memory = GpuMemory::Buffer;

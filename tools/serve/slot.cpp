@@ -28,19 +28,20 @@ size_t partial_stop(const std::string& text, const std::vector<std::string>& sto
 
 }  // namespace
 
-Slot::Slot(const Model& model, const SessionOptions& opts)
+Slot::Slot(const Model& model, Engine& engine, int seq)
     : model_(model),
       tok_(model.tokenizer()),
-      session_(model, opts),
+      engine_(engine),
+      seq_(seq),
       pooled_(size_t(model.config().n_embd)),
       counts_(size_t(model.config().n_vocab)),
       penalized_(size_t(model.config().n_vocab)) {
-  seen_.reserve(size_t(session_.n_ctx()));
+  seen_.reserve(size_t(engine.n_ctx()));
   text_.reserve(4096);
 }
 
 size_t Slot::common_prefix(const std::vector<int32_t>& prompt) const {
-  const std::vector<int32_t>& cached = session_.tokens();
+  const std::vector<int32_t>& cached = engine_.tokens(seq_);
   size_t n = 0;
   while (n < prompt.size() && n < cached.size() && prompt[n] == cached[n]) ++n;
   return n;
@@ -53,7 +54,7 @@ void Slot::start(std::shared_ptr<Job> job) {
   // Embeddings pool the hidden states of every prompt token: nothing can be reused.
   size_t keep = job_->kind == Job::Kind::Embed ? 0 : common_prefix(job_->prompt);
   if (keep == job_->prompt.size()) --keep;  // the last prompt token is evaluated again for its logits
-  session_.truncate(int64_t(keep));
+  engine_.truncate(seq_, int64_t(keep));
   n_done_ = keep;
   result_.n_cached = int64_t(keep);
   std::fill(pooled_.begin(), pooled_.end(), 0.0);
@@ -70,61 +71,72 @@ void Slot::start(std::shared_ptr<Job> job) {
   t_start_ = std::chrono::steady_clock::now();
 }
 
-bool Slot::step(JobResult* done) {
-  if (!job_) return false;
+bool Slot::next_entry(int64_t budget, Engine::Entry* e) {
+  if (job_->cancel.load()) {
+    end(Finish::Cancelled);
+    return false;
+  }
+  e->seq = seq_;
+  if (in_prompt()) {
+    e->tokens = job_->prompt.data() + n_done_;
+    e->n = std::min<int64_t>(budget, int64_t(job_->prompt.size() - n_done_));
+  } else {
+    e->tokens = &next_token_;
+    e->n = 1;
+  }
+  n_fed_ = e->n;
+  return true;
+}
+
+void Slot::after_eval(int i) {
   try {
-    if (job_->cancel.load()) {
-      end(Finish::Cancelled);
-    } else if (n_done_ < job_->prompt.size()) {
-      prompt_step();
-    } else {
-      generate_step();
+    if (!in_prompt()) return sample(engine_.logits(i));
+    n_done_ += size_t(n_fed_);
+    if (job_->kind == Job::Kind::Embed) {
+      // Mean pooling of the final hidden states after the model's output norm (what the output matrix sees).
+      const ModelConfig& c = model_.config();
+      const float* w = model_.weights().output_norm.data();
+      int64_t rows = 0;
+      const float* h = engine_.hidden_states(i, &rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* x = h + r * c.n_embd;
+        double ss = 0;
+        for (int64_t k = 0; k < c.n_embd; ++k) ss += double(x[k]) * x[k];
+        const double scale = 1.0 / std::sqrt(ss / double(c.n_embd) + double(c.rms_eps));
+        for (int64_t k = 0; k < c.n_embd; ++k) pooled_[size_t(k)] += double(x[k]) * scale * w[k];
+      }
     }
+    if (in_prompt()) return;
+    result_.prompt_ms = ms_since(t_start_);
+    if (job_->kind == Job::Kind::Generate) return sample(engine_.logits(i));
+    double norm = 0;
+    for (double& v : pooled_) {
+      v /= double(job_->prompt.size());
+      norm += v * v;
+    }
+    norm = std::sqrt(norm);
+    result_.embedding.resize(pooled_.size());
+    for (size_t k = 0; k < pooled_.size(); ++k)
+      result_.embedding[k] = float(norm > 0 ? pooled_[k] / norm : 0.0);
+    end(Finish::Stop);
   } catch (const Error& e) {
     end(Finish::Error, e.what());
   }
-  if (result_.finish == Finish::Running) return false;
-  *done = result_;
+}
+
+void Slot::fail(const std::string& error) {
+  end(Finish::Error, error);
+}
+
+bool Slot::take_result(JobResult* r) {
+  if (!job_ || result_.finish == Finish::Running) return false;
+  *r = result_;
   job_->finish(result_);
   job_.reset();
   return true;
 }
 
-void Slot::prompt_step() {
-  const size_t n = std::min(size_t(session_.n_batch()), job_->prompt.size() - n_done_);
-  session_.eval(job_->prompt.data() + n_done_, int64_t(n));
-  n_done_ += n;
-  if (job_->kind == Job::Kind::Embed) {
-    // Mean pooling of the final hidden states after the model's output norm (what the output matrix sees).
-    const ModelConfig& c = model_.config();
-    const float* w = model_.weights().output_norm.data();
-    int64_t rows = 0;
-    const float* h = session_.hidden_states(&rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* x = h + r * c.n_embd;
-      double ss = 0;
-      for (int64_t i = 0; i < c.n_embd; ++i) ss += double(x[i]) * x[i];
-      const double scale = 1.0 / std::sqrt(ss / double(c.n_embd) + double(c.rms_eps));
-      for (int64_t i = 0; i < c.n_embd; ++i) pooled_[size_t(i)] += double(x[i]) * scale * w[i];
-    }
-  }
-  if (n_done_ < job_->prompt.size()) return;
-  result_.prompt_ms = ms_since(t_start_);
-  if (job_->kind != Job::Kind::Embed) return;
-  double norm = 0;
-  for (double& v : pooled_) {
-    v /= double(job_->prompt.size());
-    norm += v * v;
-  }
-  norm = std::sqrt(norm);
-  result_.embedding.resize(pooled_.size());
-  for (size_t i = 0; i < pooled_.size(); ++i)
-    result_.embedding[i] = float(norm > 0 ? pooled_[i] / norm : 0.0);
-  end(Finish::Stop);
-}
-
-const float* Slot::penalized_logits() {
-  const float* logits = session_.logits();
+const float* Slot::penalized_logits(const float* logits) {
   const GenParams& p = job_->params;
   if ((p.presence_penalty == 0 && p.frequency_penalty == 0) || seen_.empty()) return logits;
   std::copy(logits, logits + penalized_.size(), penalized_.begin());
@@ -134,10 +146,10 @@ const float* Slot::penalized_logits() {
   return penalized_.data();
 }
 
-void Slot::generate_step() {
+void Slot::sample(const float* logits) {
   if (n_gen_ == 0) t_first_ = std::chrono::steady_clock::now();
   Sampler& sampler = *job_->sampler;
-  const int32_t id = sampler.sample(penalized_logits());
+  const int32_t id = sampler.sample(penalized_logits(logits));
   sampler.accept(id);
   if (tok_.is_eog(id) && !job_->params.ignore_eos) {
     text_ += utf8_.flush();
@@ -146,12 +158,14 @@ void Slot::generate_step() {
   ++n_gen_;
   if (counts_[size_t(id)]++ == 0) seen_.push_back(id);
   text_ += utf8_.push(tok_.token_to_piece(id));
-  const bool at_limit = n_gen_ >= job_->params.max_tokens || session_.n_past() + 1 >= session_.n_ctx();
+  // The token is evaluated next step unless the budget or the context ends the reply here.
+  const bool at_limit =
+      n_gen_ >= job_->params.max_tokens || int64_t(engine_.tokens(seq_).size()) + 1 >= engine_.n_ctx();
   if (at_limit) text_ += utf8_.flush();
   emit(at_limit);
   if (result_.finish != Finish::Running) return;
   if (at_limit) return end(Finish::Length);
-  session_.eval(&id, 1);
+  next_token_ = id;
 }
 
 void Slot::emit(bool final) {
@@ -176,8 +190,8 @@ void Slot::emit(bool final) {
 }
 
 void Slot::end(Finish f, const std::string& error) {
-  if (job_->kind == Job::Kind::Generate && f != Finish::Error && f != Finish::Cancelled &&
-      sent_ < text_.size()) {
+  const bool delivered = f == Finish::Stop || f == Finish::Length;
+  if (job_->kind == Job::Kind::Generate && delivered && sent_ < text_.size()) {
     job_->append(text_.substr(sent_));  // text held back for a stop string that never came
     sent_ = text_.size();
   }
@@ -185,7 +199,7 @@ void Slot::end(Finish f, const std::string& error) {
   result_.error = error;
   result_.n_gen = n_gen_;
   if (n_gen_ > 0) result_.gen_ms = ms_since(t_first_);
-  if (n_done_ < job_->prompt.size() || result_.prompt_ms == 0) result_.prompt_ms = ms_since(t_start_);
+  if (in_prompt()) result_.prompt_ms = ms_since(t_start_);
 }
 
 }  // namespace tilellm::serve

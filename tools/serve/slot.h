@@ -1,6 +1,8 @@
-// One parallel slot: a Session of its own (its KV cache of n_ctx cells, scratch and backend, all allocated
-// when the server starts) and the state of the job it works on. The decode thread advances it one step at a
-// time — one prompt batch (at most n_batch tokens) or one generated token — so that the slots take turns.
+// One parallel slot: sequence `seq` of the Engine (its KV cache allocated when the server starts) and the
+// state of the job it works on. The SlotPool's decode thread drives every slot through the same step: it asks
+// each busy slot for the tokens it wants evaluated (a prompt chunk, or the token sampled last step), runs
+// them all in one Engine step, then lets each slot read its logits (sample the next token, stream its text,
+// and perhaps finish).
 //
 // Between jobs the slot keeps its cached tokens: a new job whose prompt starts with them (a chat's follow-up
 // turn) evaluates only the rest.
@@ -11,42 +13,53 @@
 #include <string>
 #include <vector>
 
+#include "engine.h"
 #include "job.h"
 #include "model/model.h"
-#include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tilellm::serve {
 
 class Slot {
  public:
-  Slot(const Model& model, const SessionOptions& opts);
+  Slot(const Model& model, Engine& engine, int seq);
 
   bool busy() const { return job_ != nullptr; }
-  const Session& session() const { return session_; }
+  int seq() const { return seq_; }
+  const std::shared_ptr<Job>& job() const { return job_; }
   // Tokens at the start of `prompt` already in this slot's cache.
   size_t common_prefix(const std::vector<int32_t>& prompt) const;
   // Takes a job: keeps the cached prefix it shares (all but the prompt's last token, whose logits are
   // needed), forgets the rest.
   void start(std::shared_ptr<Job> job);
-  // One step. Returns the finished job's result when this step ended it (the slot is then free again).
-  bool step(JobResult* done);
-  const std::shared_ptr<Job>& job() const { return job_; }
+  // Whether the job still has prompt tokens to evaluate.
+  bool in_prompt() const { return n_done_ < job_->prompt.size(); }
+  // The tokens to evaluate in this step, at most `budget` of them (>= 1); false when the job was cancelled
+  // (it is then finished, see take_result).
+  bool next_entry(int64_t budget, Engine::Entry* e);
+  // After the step: entry i's logits and hidden states are in the engine.
+  void after_eval(int i);
+  // The step failed: the job ends with this error.
+  void fail(const std::string& error);
+  // The finished job's result, once (the slot is then free); false while it runs.
+  bool take_result(JobResult* r);
 
  private:
-  void prompt_step();
-  void generate_step();
+  void sample(const float* logits);
   // The text generated so far that no stop string can still claim; cuts at a stop string found.
   void emit(bool final);
   void end(Finish f, const std::string& error = {});
-  const float* penalized_logits();
+  const float* penalized_logits(const float* logits);
 
   const Model& model_;
   const Tokenizer& tok_;
-  Session session_;
+  Engine& engine_;
+  const int seq_;
   std::shared_ptr<Job> job_;
   JobResult result_;
   size_t n_done_ = 0;           // prompt tokens of the job in the cache
+  int64_t n_fed_ = 0;           // tokens of the entry handed out this step
+  int32_t next_token_ = 0;      // the token sampled last, evaluated in the next step
   std::vector<double> pooled_;  // [n_embd] embedding jobs: sum of the normed hidden states
 
   Utf8Stream utf8_;

@@ -1,12 +1,18 @@
 #include "slot_pool.h"
 
+#include "base/error.h"
+
 namespace tilellm::serve {
 
 SlotPool::SlotPool(const Model& model, const SessionOptions& opts, int n_slots, int max_queue,
                    Metrics& metrics)
-    : metrics_(metrics), max_queue_(max_queue), kv_used_(size_t(n_slots)) {
-  for (int i = 0; i < n_slots; ++i) slots_.push_back(std::make_unique<Slot>(model, opts));
-  n_ctx_ = slots_.front()->session().n_ctx();
+    : metrics_(metrics),
+      max_queue_(max_queue),
+      engine_(make_engine(model, opts, n_slots)),
+      entries_(size_t(n_slots)),
+      owners_(size_t(n_slots)),
+      kv_used_(size_t(n_slots)) {
+  for (int i = 0; i < n_slots; ++i) slots_.push_back(std::make_unique<Slot>(model, *engine_, i));
   thread_ = std::thread([this] { run(); });
 }
 
@@ -44,14 +50,8 @@ PoolGauges SlotPool::gauges() const {
   g.queue_depth = int(queue_.size());
   g.queue_capacity = max_queue_;
   for (int64_t n : kv_used_) g.kv_cells_used += n;
-  g.kv_cells_total = n_ctx_ * int64_t(slots_.size());
+  g.kv_cells_total = engine_->n_ctx() * int64_t(slots_.size());
   return g;
-}
-
-size_t SlotPool::kv_bytes() const {
-  size_t n = 0;
-  for (const auto& s : slots_) n += s->session().host_kv_bytes();
-  return n;
 }
 
 void SlotPool::admit() {
@@ -79,6 +79,48 @@ void SlotPool::admit() {
   }
 }
 
+void SlotPool::finished(const JobResult& r) {
+  --busy_;
+  if (r.finish == Finish::Cancelled) metrics_.requests_cancelled++;
+  if (r.finish != Finish::Stop && r.finish != Finish::Length) return;
+  metrics_.prompt_tokens += uint64_t(r.n_prompt);
+  metrics_.prompt_tokens_reused += uint64_t(r.n_cached);
+  metrics_.generated_tokens += uint64_t(r.n_gen);
+  metrics_.prompt_us += uint64_t(r.prompt_ms * 1000.0);
+  metrics_.gen_us += uint64_t(r.gen_ms * 1000.0);
+  if (r.embedding.empty()) {
+    metrics_.completions++;
+  } else {
+    metrics_.embeddings++;
+  }
+}
+
+void SlotPool::step() {
+  // Generating slots first (one token each), then prompt chunks from what the step's budget leaves.
+  int n = 0;
+  int64_t budget = engine_->step_budget();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto& s : slots_) {
+      if (!s->busy() || s->in_prompt() != (pass == 1) || budget <= 0) continue;
+      if (!s->next_entry(std::min(budget, engine_->entry_budget()), &entries_[size_t(n)])) continue;
+      budget -= entries_[size_t(n)].n;
+      owners_[size_t(n++)] = s.get();
+    }
+  }
+  try {
+    engine_->eval(entries_.data(), n);
+    for (int i = 0; i < n; ++i) owners_[size_t(i)]->after_eval(i);
+  } catch (const Error& e) {
+    for (int i = 0; i < n; ++i) owners_[size_t(i)]->fail(e.what());
+  }
+  std::lock_guard<std::mutex> lk(m_);
+  for (auto& s : slots_) {
+    kv_used_[size_t(s->seq())] = int64_t(engine_->tokens(s->seq()).size());
+    JobResult r;
+    if (s->take_result(&r)) finished(r);
+  }
+}
+
 void SlotPool::run() {
   for (;;) {
     {
@@ -92,28 +134,7 @@ void SlotPool::run() {
       admit();
       if (stopping_ && busy_ == 0) return;
     }
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      Slot& s = *slots_[i];
-      JobResult r;
-      const bool finished = s.step(&r);
-      std::lock_guard<std::mutex> lk(m_);
-      kv_used_[i] = s.session().n_past();
-      if (!finished) continue;
-      --busy_;
-      if (r.finish == Finish::Cancelled) metrics_.requests_cancelled++;
-      if (r.finish == Finish::Stop || r.finish == Finish::Length) {
-        metrics_.prompt_tokens += uint64_t(r.n_prompt);
-        metrics_.prompt_tokens_reused += uint64_t(r.n_cached);
-        metrics_.generated_tokens += uint64_t(r.n_gen);
-        metrics_.prompt_us += uint64_t(r.prompt_ms * 1000.0);
-        metrics_.gen_us += uint64_t(r.gen_ms * 1000.0);
-        if (r.embedding.empty()) {
-          metrics_.completions++;
-        } else {
-          metrics_.embeddings++;
-        }
-      }
-    }
+    step();
   }
 }
 

@@ -1,11 +1,12 @@
-// The parallel slots and the bounded queue in front of them, stepped by one decode thread.
+// The parallel slots and the bounded queue in front of them, stepped by one decode thread (continuous
+// batching).
 //
-// Each step of the decode thread admits waiting jobs into free slots (the slot whose cache shares the longest
-// prefix with the job's prompt, so a conversation's follow-up finds its own KV), then advances every busy
-// slot by one step — a prompt batch or one token — one slot after another. A slot's Session runs its own
-// forward pass: the slots' tokens are not batched into one pass (the engine's forward pass takes one
-// sequence; docs/SERVE.md says what batching across slots would need). A job that waits or runs can be
-// cancelled at any time (Job::cancel); its slot is free after the next step.
+// Each step admits waiting jobs into free slots (the slot whose cache shares the longest prefix with the
+// job's prompt, so a conversation's follow-up finds its own KV), then evaluates, in one Engine step, one
+// token for every slot that is generating and, in what is left of the step's token budget, a chunk of the
+// prompt of every slot that is still reading one (so a long prompt never stalls the others for more than a
+// step). A job that waits or runs can be cancelled at any time (Job::cancel); its slot is free at the next
+// step.
 #pragma once
 
 #include <condition_variable>
@@ -23,8 +24,8 @@ namespace tilellm::serve {
 
 class SlotPool {
  public:
-  // Makes n_slots sessions of opts.n_ctx cells each (every KV cache allocated here) and starts the decode
-  // thread. max_queue: jobs that may wait for a slot.
+  // Makes the engine of n_slots sequences of opts.n_ctx cells each (every KV cache allocated here) and starts
+  // the decode thread. max_queue: jobs that may wait for a slot.
   SlotPool(const Model& model, const SessionOptions& opts, int n_slots, int max_queue, Metrics& metrics);
   ~SlotPool();
   SlotPool(const SlotPool&) = delete;
@@ -35,18 +36,23 @@ class SlotPool {
   // Cancels every waiting and running job and ends the decode thread (each job finishes Cancelled).
   void stop();
   PoolGauges gauges() const;
-  int64_t n_ctx() const { return n_ctx_; }
+  int64_t n_ctx() const { return engine_->n_ctx(); }
   // Bytes of the slots' host KV caches, summed (0 where the caches live on a device).
-  size_t kv_bytes() const;
+  size_t kv_bytes() const { return engine_->kv_bytes(); }
+  bool batched() const { return engine_->batched(); }
 
  private:
   void run();
   void admit();  // under m_
+  void step();
+  void finished(const JobResult& r);  // under m_
 
   Metrics& metrics_;
   const int max_queue_;
-  int64_t n_ctx_ = 0;
+  std::unique_ptr<Engine> engine_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<Engine::Entry> entries_;  // [n_slots] this step's entries
+  std::vector<Slot*> owners_;           // [n_slots] the slot of each entry
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
