@@ -8,11 +8,16 @@ queue: the client waits Retry-After and sends the request again (counted apart).
 failures (anything but 200 and 503), 503s, p50/p99 latency of a request, generated tokens and the aggregate
 tokens/s (all generated tokens over the wall time), and the server's RSS after warm-up and at the end.
 
+With --peer LLAMA_SERVER the same load runs against llama-server (tests/reference/llama_cpp_env.sh
+build-server) after each tilellm run, with the same model, slots (-np N), context per slot (-c N x CTX, which
+llama-server divides among its slots), threads and client load, and the table gets its rows and the ratios.
+
 Exit status 1 when a request failed (other than 503) or the RSS at the end exceeds the one after warm-up by
 more than --rss-slack percent; so CI runs it small (tests/tools, CMakeLists.txt).
 
     bench/serve_load.py TILELLM_BINARY [--model M] [--parallel 1 4 8] [--clients 32] [--requests 300]
-                        [--max-tokens 32] [--ctx 1024] [--max-queue 64] [--json OUT]
+                        [--max-tokens 32] [--ctx 1024] [--max-queue 64] [--threads T] [--peer LLAMA_SERVER]
+                        [--json OUT]
 """
 
 from __future__ import annotations
@@ -20,15 +25,46 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
-from serve_harness import Server  # noqa: E402
+from serve_harness import ENV, Server  # noqa: E402
 
 TOPICS = ["rivers", "bread", "stars", "trains", "music", "chess", "tea", "rain", "bees", "glass", "maps", "salt"]
+
+
+class PeerServer(Server):
+    """llama-server under the same load: a free port chosen here (it takes no port 0), ready once /health is 200."""
+
+    def __init__(self, binary: str, model: str, n: int, ctx: int, threads: int):
+        super().__init__(binary, model, [])
+        with socket.socket() as sk:
+            sk.bind(("127.0.0.1", 0))
+            port = sk.getsockname()[1]
+        self.cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-np", str(n), "-c",
+                    str(n * ctx), "--no-webui"] + (["-t", str(threads)] if threads else [])
+        self.url = f"http://127.0.0.1:{port}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
+        self.reader = threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True)
+        self.reader.start()
+        deadline = time.time() + self.start_timeout
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=5) as r:
+                    if r.status == 200:
+                        return
+            except Exception:
+                time.sleep(0.2)
+        self.proc.kill()
+        raise RuntimeError(f"llama-server did not start: {' '.join(self.cmd)}")
 
 
 def run_one(s: Server, i: int, max_tokens: int, stats: dict, lock: threading.Lock) -> None:
@@ -98,38 +134,49 @@ def main() -> int:
     ap.add_argument("--max-queue", type=int, default=64)
     ap.add_argument("--threads", type=int, default=0, help="-t of the server (0: its default)")
     ap.add_argument("--rss-slack", type=float, default=5.0, help="percent the RSS may grow after warm-up")
+    ap.add_argument("--peer", help="llama-server binary to run the same load against")
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args()
 
     rows, ok = [], True
-    print(f"{'N':>3} {'requests':>8} {'failed':>6} {'503s':>5} {'p50 s':>7} {'p99 s':>7} {'tokens':>7} "
-          f"{'tok/s':>7} {'RSS warm MiB':>12} {'RSS end MiB':>11}")
+    print(f"{'server':>12} {'N':>3} {'requests':>8} {'failed':>6} {'503s':>5} {'p50 s':>7} {'p99 s':>7} "
+          f"{'tokens':>7} {'tok/s':>7} {'RSS warm MiB':>12} {'RSS end MiB':>11}")
     for n in a.parallel:
         args = ["--parallel", str(n), "-c", str(a.ctx), "--max-queue", str(a.max_queue)]
         if a.threads:
             args += ["-t", str(a.threads)]
-        with Server(a.binary, a.model, args) as s:
-            warm = run_round(s, 0, a.clients, a.clients, a.max_tokens)
-            rss_warm = s.rss_kib()
-            st = run_round(s, a.clients, a.requests, a.clients, a.max_tokens)
-            rss_end = s.rss_kib()
-            rc = s.stop()
-        failures = warm["failures"] + st["failures"]
-        row = {"parallel": n, "requests": a.requests, "failed": len(failures), "rejected_503": st["rejected"],
-               "p50_s": pct(st["latencies"], 50), "p99_s": pct(st["latencies"], 99), "tokens": st["tokens"],
-               "tokens_per_s": st["tokens"] / st["wall"], "rss_warm_mib": rss_warm / 1024,
-               "rss_end_mib": rss_end / 1024, "exit_status": rc}
-        rows.append(row)
-        print(f"{n:>3} {a.requests:>8} {len(failures):>6} {st['rejected']:>5} {row['p50_s']:>7.2f} "
-              f"{row['p99_s']:>7.2f} {st['tokens']:>7} {row['tokens_per_s']:>7.1f} {row['rss_warm_mib']:>12.1f} "
-              f"{row['rss_end_mib']:>11.1f}")
-        for f in failures[:5]:
-            print(f"    failed: {f}")
-        if failures or rc != 0:
-            ok = False
-        if rss_end > rss_warm * (1 + a.rss_slack / 100):
-            print(f"    RSS grew by {100 * (rss_end / rss_warm - 1):.1f}% after warm-up (allowed {a.rss_slack}%)")
-            ok = False
+        servers = [("tilellm", Server(a.binary, a.model, args))]
+        if a.peer:
+            servers.append(("llama-server", PeerServer(a.peer, a.model, n, a.ctx, a.threads)))
+        for name, server in servers:
+            with server as s:
+                warm = run_round(s, 0, a.clients, a.clients, a.max_tokens)
+                rss_warm = s.rss_kib()
+                st = run_round(s, a.clients, a.requests, a.clients, a.max_tokens)
+                rss_end = s.rss_kib()
+                rc = s.stop()
+            failures = warm["failures"] + st["failures"]
+            row = {"server": name, "parallel": n, "requests": a.requests, "failed": len(failures),
+                   "rejected_503": st["rejected"], "p50_s": pct(st["latencies"], 50),
+                   "p99_s": pct(st["latencies"], 99), "tokens": st["tokens"], "tokens_per_s": st["tokens"] / st["wall"],
+                   "rss_warm_mib": rss_warm / 1024, "rss_end_mib": rss_end / 1024, "exit_status": rc}
+            rows.append(row)
+            print(f"{name:>12} {n:>3} {a.requests:>8} {len(failures):>6} {st['rejected']:>5} {row['p50_s']:>7.2f} "
+                  f"{row['p99_s']:>7.2f} {st['tokens']:>7} {row['tokens_per_s']:>7.1f} {row['rss_warm_mib']:>12.1f} "
+                  f"{row['rss_end_mib']:>11.1f}")
+            for f in failures[:5]:
+                print(f"    failed: {f}")
+            if name != "tilellm":
+                continue  # the peer's own failures are reported, not judged
+            if failures or rc != 0:
+                ok = False
+            if rss_end > rss_warm * (1 + a.rss_slack / 100):
+                print(f"    RSS grew by {100 * (rss_end / rss_warm - 1):.1f}% after warm-up (allowed {a.rss_slack}%)")
+                ok = False
+        if a.peer:
+            t, p = rows[-2], rows[-1]
+            print(f"{'ratio':>12} {n:>3}   tokens/s {t['tokens_per_s'] / p['tokens_per_s']:.2f}x llama-server's, "
+                  f"p99 {t['p99_s'] / p['p99_s']:.2f}x, p50 {t['p50_s'] / p['p50_s']:.2f}x")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -11,6 +11,8 @@
 #   tests/reference/llama_cpp_env.sh check           # print versions and verify the Python bindings load
 #   tests/reference/llama_cpp_env.sh build-vulkan    # llama-bench with the Vulkan backend (build-vulkan/)
 #   tests/reference/llama_cpp_env.sh build-cuda      # llama-bench with the CUDA backend (build-cuda/)
+#   tests/reference/llama_cpp_env.sh build-server    # llama-server on the CPU (build-server/), the peer of
+#                                                    # bench/serve_load.py (docs/SERVE.md)
 #
 # The GPU peers (docs/PERF.md, docs/VULKAN.md) are static llama-bench binaries, built here and carried to the
 # GPU machine: Vulkan against headers of Vulkan 1.4 (TILELLM_VULKAN_HEADERS, an include folder holding
@@ -96,6 +98,17 @@ _tl_build_gpu() {  # $1: vulkan or cuda
     fi
 }
 
+_tl_build_server() {
+    set -euo pipefail
+    _tl_sdist
+    local flags=""
+    if [ "$(uname -m)" = x86_64 ]; then flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"; fi
+    cmake -S "$LLAMA_CPP_DIR" -B "$LLAMA_CPP_DIR/build-server" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+        -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON \
+        -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags"
+    cmake --build "$LLAMA_CPP_DIR/build-server" -j"${JOBS:-2}" --target llama-server
+}
+
 _tl_check() {
     echo "llama-cpp-python: $LLAMA_CPP_PY_VERSION ($LLAMA_CPP_PY_DIR)"
     echo "llama.cpp build:  $LLAMA_CPP_BIN"
@@ -112,6 +125,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
         check) _tl_check ;;
         build-vulkan) _tl_build_gpu vulkan ;;
         build-cuda) _tl_build_gpu cuda ;;
-        *) echo "usage: $0 [build|check|build-vulkan|build-cuda]   (or: source $0)" >&2; exit 2 ;;
+        build-server) _tl_build_server ;;
+        *) echo "usage: $0 [build|check|build-vulkan|build-cuda|build-server]   (or: source $0)" >&2; exit 2 ;;
     esac
 fi

@@ -20,6 +20,7 @@ class BatchedEngine final : public Engine {
   const float* hidden_states(int i, int64_t* n) const override { return s_.hidden_states(i, n); }
   size_t kv_bytes() const override { return s_.kv_bytes(); }
   bool batched() const override { return true; }
+  bool on_host() const override { return true; }
 
  private:
   BatchSession s_;
@@ -52,6 +53,7 @@ class SessionsEngine final : public Engine {
     return b;
   }
   bool batched() const override { return false; }
+  bool on_host() const override { return sessions_[0]->on_host(); }
 
  private:
   std::vector<std::unique_ptr<Session>> sessions_;

@@ -37,6 +37,8 @@ class Engine {
   virtual size_t kv_bytes() const = 0;
   // Whether a step is one forward pass (true) or one per sequence.
   virtual bool batched() const = 0;
+  // Whether the model runs on the host backend (hidden states, and so embeddings, are read there only).
+  virtual bool on_host() const = 0;
 };
 
 // n_seq sequences of opts.n_ctx tokens each: batched on the host backend, a Session each otherwise.

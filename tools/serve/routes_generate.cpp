@@ -127,6 +127,11 @@ void HttpServer::Impl::add_generate_routes() {
     guarded(res, [&] {
       EmbeddingRequest r = parse_embedding(parse_body(req.body));
       check_model(r.model);
+      if (!pool.on_host())
+        throw ApiError(501,
+                       "embeddings pool hidden states read on the host backend; this server runs the model "
+                       "on a device backend (--backend cpu serves them)",
+                       "", "not_implemented");
       std::vector<std::vector<int32_t>> inputs = r.token_inputs;
       for (const std::string& t : r.texts) inputs.push_back(model.tokenizer().encode(t, true, false));
       const int32_t n_vocab = model.tokenizer().n_vocab();

@@ -40,6 +40,7 @@ class SlotPool {
   // Bytes of the slots' host KV caches, summed (0 where the caches live on a device).
   size_t kv_bytes() const { return engine_->kv_bytes(); }
   bool batched() const { return engine_->batched(); }
+  bool on_host() const { return engine_->on_host(); }
 
  private:
   void run();
