@@ -7,6 +7,8 @@
 // runs inside a signal handler.
 #include <pthread.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -51,15 +53,22 @@ void run_serve(const ServeArgs& a) {
     std::fprintf(stderr, "warning: listening on %s without --api-key: anyone who reaches it may use it\n",
                  a.serve.host.c_str());
 
+  // Stops the pool, then the listener: again until listen() has returned, since a stop that comes before
+  // the listener runs would be lost.
+  std::atomic<bool> served{false};
   std::thread signals([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    std::fprintf(stderr, "%s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (!served.load()) std::fprintf(stderr, "%s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     pool.stop();
-    http.stop();
+    while (!served.load()) {
+      http.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   });
   std::fprintf(stderr, "listening on http://%s:%d\n", a.serve.host.c_str(), port);
   http.listen();
+  served.store(true);
   // listen() also returns when the listener fails: wake the signal thread so that it stops the rest.
   pthread_kill(signals.native_handle(), SIGTERM);
   signals.join();

@@ -29,8 +29,7 @@ constexpr int kMaxWindow = 1 << 24;
 
 }  // namespace
 
-Sampler::Sampler(const SamplerParams& p, int32_t n_vocab) : params_(p), n_vocab_(n_vocab) {
-  if (n_vocab <= 0) fail("sampler: n_vocab must be > 0, got {}", n_vocab);
+void Sampler::check(const SamplerParams& p) {
   if (!std::isfinite(p.temperature)) fail("sampler: temperature must be finite, got {}", p.temperature);
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) fail("sampler: top_p must be in (0, 1], got {}", p.top_p);
   if (std::isnan(p.min_p) || p.min_p > 1.0f) fail("sampler: min_p must be <= 1 (<= 0: off), got {}", p.min_p);
@@ -43,6 +42,11 @@ Sampler::Sampler(const SamplerParams& p, int32_t n_vocab) : params_(p), n_vocab_
         "{}",
         kMaxWindow, p.repeat_last_n);
   }
+}
+
+Sampler::Sampler(const SamplerParams& p, int32_t n_vocab) : params_(p), n_vocab_(n_vocab) {
+  if (n_vocab <= 0) fail("sampler: n_vocab must be > 0, got {}", n_vocab);
+  check(p);
 
   penalty_on_ = p.repeat_penalty != 1.0f && p.repeat_last_n > 0;
   cand_.resize(static_cast<size_t>(n_vocab));

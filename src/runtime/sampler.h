@@ -67,6 +67,8 @@ class Sampler {
  public:
   // Validates `p` (tilellm::Error naming the bad field and value) and allocates all buffers.
   Sampler(const SamplerParams& p, int32_t n_vocab);
+  // The constructor's checks of `p` alone, allocating nothing.
+  static void check(const SamplerParams& p);
 
   // Picks a token from `logits` (n_vocab floats, finite or -inf; not modified; a NaN is reported as an Error
   // naming its id, since it means a broken forward pass). Does not record the token: call accept() with it,

@@ -9,7 +9,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,8 +49,6 @@ class Job {
   const Kind kind;
   const std::vector<int32_t> prompt;
   const GenParams params;
-  // The sampler made (and its parameters checked) on the HTTP thread; the decode thread takes it.
-  std::optional<Sampler> sampler;
   std::atomic<bool> cancel{false};
 
   // Decode thread: text that may be sent (stop strings already cut), then the end.

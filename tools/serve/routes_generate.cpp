@@ -33,7 +33,6 @@ void HttpServer::Impl::add_generate_routes() {
   // Prompt tokens checked against the limits, a sampler for the job, then queued and answered.
   auto generate = [this](const GenRequest& r, std::vector<int32_t> prompt, bool chat,
                          httplib::Response& res) {
-    check_model(r.model);
     const int64_t n_ctx = pool.n_ctx();
     if (prompt.empty()) throw ApiError(400, "the prompt is empty", chat ? "messages" : "prompt");
     if (int64_t(prompt.size()) >= n_ctx)
@@ -49,16 +48,16 @@ void HttpServer::Impl::add_generate_routes() {
                          " (--max-tokens)",
                      "max_tokens", "invalid_value");
     if (params.max_tokens == 0) params.max_tokens = opts.max_tokens;  // the context may end it sooner
+    Sampler::check(params.sampler);
     auto job = std::make_shared<Job>(Job::Kind::Generate, std::move(prompt), params);
-    job->sampler.emplace(params.sampler, int32_t(model.config().n_vocab));  // checks the parameters
     if (!pool.submit(job)) {
       metrics.requests_rejected++;
       throw queue_full(pool);
     }
-    ReplyHead head{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++), model_id, created, chat};
-    head.created =
+    const int64_t now =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
+    const ReplyHead head{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++), model_id, now, chat};
     if (!r.stream) {
       std::string text;
       const JobResult res_ = job->wait(&text);

@@ -64,14 +64,19 @@ void Slot::start(std::shared_ptr<Job> job) {
   n_gen_ = 0;
   for (int32_t id : seen_) counts_[size_t(id)] = 0;
   seen_.clear();
-  if (job_->sampler) {
-    job_->sampler->reset();
-    for (int32_t t : job_->prompt) job_->sampler->accept(t);  // the repetition window sees the prompt
-  }
   t_start_ = std::chrono::steady_clock::now();
+  sampler_.reset();
+  if (job_->kind != Job::Kind::Generate) return;
+  try {
+    sampler_.emplace(job_->params.sampler, int32_t(model_.config().n_vocab));
+    for (int32_t t : job_->prompt) sampler_->accept(t);  // the repetition window sees the prompt
+  } catch (const Error& e) {
+    end(Finish::Error, e.what());  // the slot is free again at the end of the step
+  }
 }
 
 bool Slot::next_entry(int64_t budget, Engine::Entry* e) {
+  if (result_.finish != Finish::Running) return false;  // ended at start()
   if (job_->cancel.load()) {
     end(Finish::Cancelled);
     return false;
@@ -148,7 +153,7 @@ const float* Slot::penalized_logits(const float* logits) {
 
 void Slot::sample(const float* logits) {
   if (n_gen_ == 0) t_first_ = std::chrono::steady_clock::now();
-  Sampler& sampler = *job_->sampler;
+  Sampler& sampler = *sampler_;
   const int32_t id = sampler.sample(penalized_logits(logits));
   sampler.accept(id);
   if (tok_.is_eog(id) && !job_->params.ignore_eos) {

@@ -10,12 +10,14 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine.h"
 #include "job.h"
 #include "model/model.h"
+#include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tilellm::serve {
@@ -35,7 +37,7 @@ class Slot {
   // Whether the job still has prompt tokens to evaluate.
   bool in_prompt() const { return n_done_ < job_->prompt.size(); }
   // The tokens to evaluate in this step, at most `budget` of them (>= 1); false when the job was cancelled
-  // (it is then finished, see take_result).
+  // or has already ended (it is then finished, see take_result).
   bool next_entry(int64_t budget, Engine::Entry* e);
   // After the step: entry i's logits and hidden states are in the engine.
   void after_eval(int i);
@@ -56,6 +58,9 @@ class Slot {
   Engine& engine_;
   const int seq_;
   std::shared_ptr<Job> job_;
+  // The job's sampler, made when it starts, always on the decode thread: its buffers (n_vocab candidates)
+  // come and go in the same place, request after request.
+  std::optional<Sampler> sampler_;
   JobResult result_;
   size_t n_done_ = 0;           // prompt tokens of the job in the cache
   int64_t n_fed_ = 0;           // tokens of the entry handed out this step
