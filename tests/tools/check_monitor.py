@@ -22,16 +22,15 @@ import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_check import Checks, tiny_model  # noqa: E402
+from png_read import read_png  # noqa: E402
 
 PLOTS = ["latency", "throughput", "bandwidth", "level", "clocks", "temperature", "power", "energy", "utilization"]
 
@@ -72,39 +71,9 @@ class SimSensors:
 
 def png_info(path: str) -> tuple[int, int, float]:
     """Width, height and the share of pixels that are not white, of an 8-bit RGB(A) PNG."""
-    data = open(path, "rb").read()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    pos, idat, w = 8, b"", 0
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            w, h, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", body)
-            assert depth == 8 and ctype in (2, 6) and interlace == 0, (depth, ctype, interlace)
-            bpp = 4 if ctype == 6 else 3
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + n
-    raw, stride = zlib.decompress(idat), w * bpp
-    prev, colored, i = bytearray(stride), 0, 0
-    for _ in range(h):
-        f, line = raw[i], bytearray(raw[i + 1:i + 1 + stride])
-        i += 1 + stride
-        for x in range(stride):
-            a = line[x - bpp] if x >= bpp else 0
-            b, c = prev[x], prev[x - bpp] if x >= bpp else 0
-            if f == 1:
-                line[x] = (line[x] + a) & 255
-            elif f == 2:
-                line[x] = (line[x] + b) & 255
-            elif f == 3:
-                line[x] = (line[x] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        colored += sum(1 for x in range(0, stride, bpp) if line[x] < 240 or line[x + 1] < 240 or line[x + 2] < 240)
-        prev = line
+    w, h, bpp, rows = read_png(path)
+    colored = sum(1 for line in rows for x in range(0, w * bpp, bpp)
+                  if line[x] < 240 or line[x + 1] < 240 or line[x + 2] < 240)
     return w, h, colored / float(w * h)
 
 

@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from cli_check import Checks  # noqa: E402
+from png_read import read_png  # noqa: E402
 from serve_harness import Server  # noqa: E402
 
 from selenium import webdriver  # noqa: E402
@@ -35,41 +36,8 @@ KEY = "page-key"
 
 
 def png_region_colours(path: str, box: tuple[int, int, int, int]) -> int:
-    """Distinct colours inside box (x, y, w, h) of a PNG, read with the standard library only."""
-    import struct
-    import zlib
-    data = open(path, "rb").read()
-    pos, idat, width, height = 8, b"", 0, 0
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            width, height, depth, ctype = struct.unpack(">IIBB", chunk[:10])
-            assert depth == 8 and ctype in (2, 6), "8-bit RGB(A) expected"
-            bpp = 3 if ctype == 2 else 4
-        elif kind == b"IDAT":
-            idat += chunk
-        pos += 12 + n
-    raw = zlib.decompress(idat)
-    stride = width * bpp
-    rows, prev = [], bytearray(stride)
-    for y in range(height):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        rows.append(bytes(line))
-        prev = line
+    """Distinct colours inside box (x, y, w, h) of a PNG."""
+    width, height, bpp, rows = read_png(path)
     x, y, w, h = box
     colours = set()
     for yy in range(max(0, y), min(height, y + h)):
