@@ -22,9 +22,10 @@ namespace tilellm {
 // One forward pass as the layer loop is about to run it (Backend::begin_forward). A decode step is one token
 // with its logits whose ops do not depend on data read back during the pass (so a model with experts, whose
 // routing chooses the matrices, has none); same_as_last says that the ops about to run are the ones of the
-// previous forward pass with the same shapes and arguments but for the data (the tokens, positions, and the
-// KV rows they read): a backend may record a decode step once and replay it (CUDA graphs, Vulkan command
-// buffers), reading the step's positions from its own memory. pos: [n_tok] int32, the host array the ops of
+// last decode step this backend ran, with the same shapes and arguments but for the data (the tokens,
+// positions, and the KV rows they read), whatever other passes (prompts) ran since: a backend may record a
+// decode step once and replay it (CUDA graphs, Vulkan command buffers), reading the step's positions from its
+// own memory. pos: [n_tok] int32, the host array the ops of
 // this pass will be given (ForwardScratch::pos), already filled.
 struct ForwardStep {
   int64_t n_tok = 0;

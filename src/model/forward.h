@@ -27,9 +27,8 @@ struct ForwardScratch {
   AlignedBuffer pos;   // [n_batch] int32 positions
   MoeScratch moe;      // a model with experts: the mixture's host arrays (backends/moe.h); else empty
 
-  // The last forward pass's shape and backend, from which the next one's ForwardStep::same_as_last follows.
-  ForwardStep last_step;
-  const Backend* last_backend = nullptr;
+  // The backend of the last decode step, from which the next one's ForwardStep::same_as_last follows.
+  const Backend* last_decode_backend = nullptr;
 
   // The float arrays (x .. up), which only ops read and write: a backend with its own memory may keep them
   // there between ops (the OpenCL backend mirrors them on the device).

@@ -118,6 +118,7 @@ class RegistrySession : public ::testing::Test {
 TEST_F(RegistrySession, a_session_on_the_recording_backend_runs_the_model_as_the_cpu_does) {
   const std::vector<int32_t> prompt = {1, 5, 9, 17, 3, 40, 2, 11, 60, 7, 30};  // 11 tokens: batches of 8 + 3
   const std::vector<int32_t> next = {12, 13, 14};
+  const std::vector<int32_t> more = {50, 51};  // a second prompt after the decode steps, then one step more
   Session cpu(*model_, options("cpu"));
   test::recording().clear();
   SessionOptions ro = options("recording");
@@ -135,14 +136,22 @@ TEST_F(RegistrySession, a_session_on_the_recording_backend_runs_the_model_as_the
     rec.eval(&t, 1);
     EXPECT_TRUE(std::equal(cpu.logits(), cpu.logits() + V, rec.logits())) << "after token " << t;
   }
+  for (const std::vector<int32_t>& toks : {more, std::vector<int32_t>{52}}) {
+    cpu.eval(toks.data(), int64_t(toks.size()));
+    rec.eval(toks.data(), int64_t(toks.size()));
+    EXPECT_TRUE(std::equal(cpu.logits(), cpu.logits() + V, rec.logits()));
+  }
 
-  // Five forward passes, each begun and ended: the prompt's two batches, then three decode steps.
+  // Seven forward passes, each begun and ended: the prompt's two batches, three decode steps, the second
+  // prompt, and a decode step that repeats the last decode step's ops (the prompt between them changes
+  // nothing of a decode step).
   const test::Recording& r = test::recording();
-  ASSERT_EQ(r.steps.size(), 5u);
-  EXPECT_EQ(r.ended, 5);
-  const int64_t n_tok[5] = {8, 3, 1, 1, 1}, n_past[5] = {0, 8, 11, 12, 13};
-  const bool decode[5] = {false, false, true, true, true}, same[5] = {false, false, false, true, true};
-  for (size_t i = 0; i < 5; ++i) {
+  ASSERT_EQ(r.steps.size(), 7u);
+  EXPECT_EQ(r.ended, 7);
+  const int64_t n_tok[7] = {8, 3, 1, 1, 1, 2, 1}, n_past[7] = {0, 8, 11, 12, 13, 14, 16};
+  const bool decode[7] = {false, false, true, true, true, false, true};
+  const bool same[7] = {false, false, false, true, true, false, true};
+  for (size_t i = 0; i < 7; ++i) {
     SCOPED_TRACE(i);
     EXPECT_EQ(r.steps[i].n_tok, n_tok[i]);
     EXPECT_EQ(r.steps[i].n_past, n_past[i]);
@@ -168,10 +177,11 @@ TEST_F(RegistrySession, a_session_on_the_recording_backend_runs_the_model_as_the
       passes.back().push_back(op);
     }
   }
-  ASSERT_EQ(passes.size(), 5u);
+  ASSERT_EQ(passes.size(), 7u);
   EXPECT_EQ(passes[0].front(), "embed");
   EXPECT_EQ(passes[3], passes[2]);
   EXPECT_EQ(passes[4], passes[3]);
+  EXPECT_EQ(passes[6], passes[4]);
   EXPECT_NE(passes[0], passes[1]);  // no logits in the first batch: one matmul fewer
 }
 

@@ -43,7 +43,8 @@ void CudaBackend::begin_forward(const ForwardStep& step) {
     rt_.step_input(kPosSlot, step.pos, pos_bytes, pos_dev_, 0);
     return;
   }
-  rt_.drop_capture();
+  // A prompt (or a profiled step) runs eagerly; the decode capture is kept for the next decode step, which
+  // replays it when the mirrors are as the capture began (otherwise it captures again).
   dev_positions(step.pos, step.n_tok);
 }
 
