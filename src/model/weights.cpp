@@ -26,22 +26,28 @@ void check_type(const GgufFile& f, const GgufTensor& t) {
   }
 }
 
-Weight matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out) {
-  const GgufTensor& t = find_tensor(f, name);
-  if (t.ne.size() != 2 || t.ne[0] != n_in || t.ne[1] != n_out) {
-    fail("{}: tensor '{}' has shape {}, the architecture requires [{}, {}]", f.path(), name, shape_str(t.ne),
-         n_in, n_out);
-  }
+// The tensor's bytes in the mapped file as n_rows rows of n_in weights (its shape already checked).
+Weight mapped_rows(const GgufFile& f, const GgufTensor& t, const std::string& name, int64_t n_in,
+                   int64_t n_rows) {
   check_type(f, t);
   Weight w;
   w.name = name;
   w.type = t.type;
   w.data = t.data;
   w.n_in = n_in;
-  w.n_out = n_out;
+  w.n_out = n_rows;
   w.row_bytes = row_size(t.type, n_in);
   w.file_mapped = true;
   return w;
+}
+
+Weight matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out) {
+  const GgufTensor& t = find_tensor(f, name);
+  if (t.ne.size() != 2 || t.ne[0] != n_in || t.ne[1] != n_out) {
+    fail("{}: tensor '{}' has shape {}, the architecture requires [{}, {}]", f.path(), name, shape_str(t.ne),
+         n_in, n_out);
+  }
+  return mapped_rows(f, t, name, n_in, n_out);
 }
 
 // Rows [r0, r0 + n) of a matrix, as a matrix of its own (a fused tensor's parts share its bytes).
@@ -62,15 +68,7 @@ std::vector<Weight> experts(const GgufFile& f, const std::string& name, int64_t 
     fail("{}: tensor '{}' has shape {}, the architecture requires [{}, {}, {}]", f.path(), name,
          shape_str(t.ne), n_in, n_out, n_expert);
   }
-  check_type(f, t);
-  Weight all;
-  all.name = name;
-  all.type = t.type;
-  all.data = t.data;
-  all.n_in = n_in;
-  all.n_out = n_out * n_expert;
-  all.row_bytes = row_size(t.type, n_in);
-  all.file_mapped = true;
+  const Weight all = mapped_rows(f, t, name, n_in, n_out * n_expert);
   std::vector<Weight> out;
   for (int64_t e = 0; e < n_expert; ++e)
     out.push_back(rows(all, e * n_out, n_out, std::to_string(e).c_str()));
