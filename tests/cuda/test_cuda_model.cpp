@@ -12,16 +12,16 @@
 #include <string>
 #include <vector>
 
-#include "../common/forwarding_backend.h"
 #include "../gpu_common/compare_greedy.h"
+#include "../gpu_common/compare_tiny.h"
 #include "../gpu_common/hybrid_prefill.h"
+#include "../gpu_common/rounded_cpu.h"
 #include "../gpu_common/session_state.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/registry.h"
 #include "cuda_test.h"
 #include "model/model.h"
 #include "runtime/session.h"
-#include "tiny_files.h"
 
 namespace tilellm {
 namespace {
@@ -30,73 +30,26 @@ struct Worst {
   double rel = 0.0;
 };
 
-// The host backend's float path with the input of every product rounded as the CUDA backend's quantized
-// path rounds it (cuda::round_activations_q8): what that path computes, up to float summation order. For
-// models whose every matrix is in a block format (--weights int4b64 / int8b0 here).
-class RoundedCpu final : public test::ForwardingBackend {
- public:
-  explicit RoundedCpu(std::unique_ptr<Backend> cpu) : ForwardingBackend(std::move(cpu)) {}
-  std::string_view name() const override { return "rounded-cpu"; }
-  void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override {
-    std::vector<float> xr(size_t(n_tok * w.n_in));
-    cuda::round_activations_q8(x, n_tok * w.n_in, xr.data());
-    inner().matmul(w, xr.data(), n_tok, y);
-  }
-  void add_rows(float* x, const float* v, int64_t rows, int64_t n) override {
-    inner().add_rows(x, v, rows, n);
-  }
-};
-
+// The reference of the quantized path (../gpu_common/rounded_cpu.h): every product's input rounded.
 BackendEntry rounded_cpu_entry() {
-  BackendEntry e;
-  e.name = "rounded-cpu";
-  e.mnn_type = 98;
-  e.summary =
-      "the host backend's float path on activations rounded as the CUDA backend rounds them (tests only)";
-  e.devices = [](const std::string&) {
-    return std::vector<DeviceInfo>{{"the host", "rounded", "  (none)\n"}};
-  };
-  e.make = [](const BackendParams& p) -> std::unique_ptr<Backend> {
-    BackendParams hp = p;
-    hp.activations = ActivationMode::F32;
-    return std::make_unique<RoundedCpu>(host_backend().make(hp));
-  };
-  return e;
+  return test::rounded_cpu_entry("rounded-cpu", 98, false);
 }
 TILELLM_REGISTER_BACKEND(rounded_cpu_entry);
 
-// The same tokens through a CPU float-path session and a CUDA session: a prompt of 9, then 8 greedy decode
-// steps (the CPU's choice fed to both); every step's logits within `bound` of the largest CPU logit.
+// The tiny models on CUDA against the CPU float path, or for the quantized mode against the float path on the
+// same roundings (../gpu_common/compare_tiny.h).
 void compare_tiny(const std::string& arch, ActivationMode mode, WeightsMode weights, GgmlType kv_type,
                   double bound, Worst& worst) {
-  auto model = Model::load(test::cuda_tiny_model(arch));
-  SessionOptions so = test::float_options(kv_type);
-  so.weights = weights;
-  if (mode == ActivationMode::Quantized) so.backend = "rounded-cpu";
-  Session cpu(*model, so);
-  so.backend = "cuda";
-  so.device = test::cuda_test_device();
-  so.activations = mode;
-  Session gpu(*model, so);
-  const int64_t V = model->config().n_vocab;
-  std::vector<int32_t> prompt = {0, 12, 5, 44, 66, 3, 19, 27, 8};
-  cpu.eval(prompt.data(), int64_t(prompt.size()));
-  gpu.eval(prompt.data(), int64_t(prompt.size()));
-  for (int step = 0; step <= 8; ++step) {
-    const float* lc = cpu.logits();
-    const float* lg = gpu.logits();
-    double diff = 0.0, mag = 0.0;
-    for (int64_t i = 0; i < V; ++i) {
-      diff = std::max(diff, std::abs(double(lc[i]) - lg[i]));
-      mag = std::max(mag, std::abs(double(lc[i])));
-    }
-    worst.rel = std::max(worst.rel, diff / mag);
-    ASSERT_LE(diff, bound * mag) << arch << " step " << step;
-    if (step == 8) break;
-    const int32_t tok = test::argmax(lc, V);
-    cpu.eval(&tok, 1);
-    gpu.eval(&tok, 1);
-  }
+  test::TinyCase c;
+  c.arch = arch;
+  c.backend = "cuda";
+  c.device = test::cuda_test_device();
+  c.reference = mode == ActivationMode::Quantized ? "rounded-cpu" : "cpu";
+  c.activations = mode;
+  c.weights = weights;
+  c.kv_type = kv_type;
+  c.bound = bound;
+  worst.rel = std::max(worst.rel, test::compare_tiny(c));
 }
 
 TEST(CudaModel, tiny_llama_and_gemma3_equal_the_cpu_float_path) {

@@ -1,9 +1,9 @@
 // Decode without per-token launches: the first decode step is captured as a CUDA graph, each following one
-// replays it (cuda_backend.h). Checked on a tiny random llama model (tiny_files.h) over 32 decode steps in
-// both activation modes: the logits of every replayed step equal, bit for bit, those of the same steps run
-// eagerly (a backend with profiling on never captures); one capture is made and 31 steps replay; and nothing
-// is allocated while the replayed steps run, neither on the device (the runtime's allocations) nor on the
-// host (operator new, counted by alloc_counter.cpp).
+// replays it (cuda_backend.h). Checked on a tiny random llama model (../gpu_common/compare_tiny.h) over 32
+// decode steps in both activation modes: the logits of every replayed step equal, bit for bit, those of the
+// same steps run eagerly (a backend with profiling on never captures); one capture is made and 31 steps
+// replay; and nothing is allocated while the replayed steps run, neither on the device (the runtime's
+// allocations) nor on the host (operator new, counted by alloc_counter.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "../common/alloc_counter.h"
+#include "../gpu_common/compare_tiny.h"
 #include "backends/cuda/cuda_backend.h"
 #include "cuda_test.h"
 #include "model/forward.h"
 #include "model/model.h"
-#include "tiny_files.h"
 
 namespace tilellm {
 namespace {
@@ -61,7 +61,7 @@ struct Rig {
 
 void expect_replay_bit_exact_without_allocations(ActivationMode mode) {
   SKIP_WITHOUT_CUDA();
-  auto model = Model::load(test::cuda_tiny_model("llama"));
+  auto model = Model::load(test::gpu_tiny_model("llama"));
   Rig replayed(*model, 64, false, mode), eager(*model, 64, true, mode);
   ASSERT_TRUE(replayed.be->cpu_fallbacks().empty()) << "a kernel failed its self-check";
   const int32_t prompt[5] = {1, 50, 34, 28, 25};

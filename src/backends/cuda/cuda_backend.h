@@ -51,12 +51,6 @@
 
 namespace tilellm {
 
-namespace cuda {
-// The quantized path's rounding of n activations (n % 32 == 0), as the kernels make it (kernels/common.cuh
-// quantize_block): each block of 32 becomes d * round(x / d), d = max|x| / 127. out may be x.
-void round_activations_q8(const float* x, int64_t n, float* out);
-}  // namespace cuda
-
 struct CudaBackendOptions {
   int device = 0;
   int64_t max_tokens = 64;    // most tokens in one op call

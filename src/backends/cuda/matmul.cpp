@@ -2,9 +2,8 @@
 // F32/F16 formats and for --activations f32, the quantized path (int8 activations, kernels/quantize.cu)
 // for the block formats otherwise. q/k/v of one format are one launch in decode, and so are gate/up with
 // their activation. A kernel that failed its self-check hands its op to the host backend.
-#include <cmath>
-
 #include "backends/cuda/cuda_backend.h"
+#include "backends/q8_round.h"
 #include "base/error.h"
 
 namespace tilellm {
@@ -32,24 +31,12 @@ int CudaBackend::q8_of(const float* dx, int64_t n_tok, int64_t n) {
   return 0;
 }
 
-// The host's copy of the kernels' rounding (common.cuh quantize_block), operation for operation.
-void cuda::round_activations_q8(const float* x, int64_t n, float* out) {
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const float* v = x + 32 * b;
-    float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(v[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int j = 0; j < 32; ++j) out[32 * b + j] = d * std::round(v[j] * id);
-  }
-}
-
 void CudaBackend::rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const {
   if (!quantized(find_weight(w, "rounded_matmul_input").fmt)) {
     for (int64_t i = 0; i < n_tok * w.n_in; ++i) out[i] = x[i];
     return;
   }
-  cuda::round_activations_q8(x, n_tok * w.n_in, out);
+  round_activations_q8(x, n_tok * w.n_in, out);
 }
 
 void CudaBackend::record_matmul(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy) {

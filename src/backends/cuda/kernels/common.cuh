@@ -208,7 +208,7 @@ __device__ __forceinline__ float block_max(float v, float* red) {
 
 // The activations' int8 rounding (kernels.h "Q8"), by the 32 lanes of a warp holding one block of 32
 // consecutive values (lane l holds element l of the block): q = round(v / d) with d = max|v| / 127, written
-// as v * (1 / d) so that the host's reference (cuda_backend.cpp: rounded_matmul_input) repeats it bit for
+// as v * (1 / d) so that the host's reference (backends/q8_round.h) repeats it bit for
 // bit. qi: v's index in q8.q; bi: the block's index in q8.d (token * blocks a row + block).
 __device__ __forceinline__ void quantize_block(float v, int64_t qi, int64_t bi, const Q8& q8) {
   const int lane = threadIdx.x & 31;
