@@ -1,22 +1,32 @@
 // The whole model on Vulkan against the CPU backend's float path (../gpu_common/compare_greedy.h): SmolLM2
 // under the device as it is and under constrained profiles, Gemma 3 (sliding-window layers, GELU, an
-// embedding table larger than lavapipe's 128 MiB storage range, so split over buffers), and the self-check
+// embedding table larger than lavapipe's 128 MiB storage range, so split over buffers), the integer decode
+// products against the float path on the same roundings, and the self-check
 // catching a deliberately broken shader, whose op then runs on the CPU with the output unchanged.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
 #include "../common/paths.h"
 #include "../gpu_common/compare_experts.h"
 #include "../gpu_common/compare_greedy.h"
+#include "../gpu_common/compare_tiny.h"
 #include "../gpu_common/hybrid_prefill.h"
+#include "../gpu_common/rounded_cpu.h"
 #include "../gpu_common/session_state.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "vulkan_test.h"
 
 namespace tilellm {
 namespace {
+
+// The reference of the integer decode path: one-token products' inputs rounded (../gpu_common/rounded_cpu.h).
+BackendEntry rounded_cpu_decode_entry() {
+  return test::rounded_cpu_entry("rounded-cpu-decode", 97, true);
+}
+TILELLM_REGISTER_BACKEND(rounded_cpu_decode_entry);
 
 const uint32_t kBrokenAdd[] = {
 #include "broken_add.inc"
@@ -52,6 +62,42 @@ TEST(VulkanModel, smollm2_greedy_equals_cpu_float_path_f32_cache_powervr_cxt) {
 
 TEST(VulkanModel, smollm2_greedy_equals_cpu_float_path_no_16bit_int8b0) {
   compare("no-16bit", GgmlType::F32, 1e-4, test::kSmolLM2, "smollm2.json", 1, WeightsMode::Int8B0);
+}
+
+// The integer decode products (--activations q8, where the device has integer dot products) against the
+// float path fed the same roundings of each one-token product's input (../gpu_common/rounded_cpu.h), on the
+// tiny random models with every matrix in a block format. The two agree to float summation order (~1e-7 of
+// the largest logit) until a sum in another order moves an activation across a rounding boundary (one step
+// of 1/127 of its block's largest value): from then on the logits differ by ~1e-2 (measured 1.1e-2 here).
+// Leaving the rounding out altogether moves them by 3e-3 to 0.14 (the unrounded reference, printed). So:
+// every step within 2e-2, and the median step within 1e-5 — a rounding that differed anywhere but at rare
+// boundaries would fail the second.
+TEST(VulkanModel, tiny_models_integer_decode_equals_the_float_path_on_the_same_roundings) {
+  if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  for (const char* arch : {"llama", "gemma3"}) {
+    for (WeightsMode m : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+      test::TinyCase c;
+      c.arch = arch;
+      c.backend = "vulkan";
+      c.device = test::vulkan_test_device();
+      c.reference = "rounded-cpu-decode";
+      c.activations = ActivationMode::Quantized;
+      c.weights = m;
+      c.bound = 2e-2;
+      std::vector<double> steps;
+      const double worst = test::compare_tiny(c, &steps);
+      std::sort(steps.begin(), steps.end());
+      const double median = steps[steps.size() / 2];
+      EXPECT_LE(median, 1e-5) << arch << " --weights " << weights_mode_name(m);
+      c.reference = "cpu";  // not rounded: what the rounding moves
+      c.bound = 1.0;
+      const double unrounded = test::compare_tiny(c);
+      std::printf(
+          "%s --weights %s, integer decode: worst relative logit difference %.3g, median %.3g; against the "
+          "unrounded path %.3g\n",
+          arch, weights_mode_name(m), worst, median, unrounded);
+    }
+  }
 }
 
 TEST(VulkanModel, gemma3_greedy_equals_cpu_float_path_f32_cache) {

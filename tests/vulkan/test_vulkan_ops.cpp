@@ -82,12 +82,15 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
   }
 
   // y = W x on both backends, each output within the reordered-sum bound of the reference (ref_w: the
-  // weights' exact float values; w itself for the native types).
+  // weights' exact float values; w itself for the native types), the reference fed the input as the
+  // backend rounds it (the integer decode path: rounded_matmul_input; the float path: x itself).
   void check_matmul(VulkanBackend& vk, const Weight& w, const Weight& ref_w, int64_t n_tok, uint32_t seed) {
-    const std::vector<float> x = rand_floats(size_t(n_tok * w.n_in), seed);
-    std::vector<float> ref(size_t(n_tok * w.n_out)), got(ref.size(), NAN);
-    cpu_->matmul(ref_w, x.data(), n_tok, ref.data());
+    std::vector<float> x = rand_floats(size_t(n_tok * w.n_in), seed);
+    std::vector<float> ref(size_t(n_tok * w.n_out)), got(ref.size(), NAN), xr(x.size());
+    vk.rounded_matmul_input(w, x.data(), n_tok, xr.data());
     vk.matmul(w, x.data(), n_tok, got.data());
+    x = xr;
+    cpu_->matmul(ref_w, x.data(), n_tok, ref.data());
     std::vector<float> row(size_t(w.n_in));
     for (int64_t r = 0; r < w.n_out; ++r) {
       dequantize_row(ref_w.type, ref_w.row(r), row.data(), w.n_in);
@@ -148,6 +151,7 @@ TEST_P(VulkanOps, matvec_shapes) {
   uint32_t seed = 300;
   for (const Shape& s : shapes) {
     VulkanBackendOptions o = options();
+    o.activations = ActivationMode::F32;  // the float matvec (the integer one: matvec_q8_inputs)
     o.matvec_rows = s.rows, o.matvec_parts = s.parts, o.matvec_local = s.local, o.matvec_unroll = s.unroll;
     o.matvec_groups = s.groups;
     VulkanBackend vk(o);
@@ -166,6 +170,60 @@ TEST_P(VulkanOps, matvec_shapes) {
       vc.upload_weight(cw.w);
       check_matmul(vc, cw.w, cw.we, 1, seed++);
     }
+  }
+}
+
+// The integer decode matvec (shaders/matvec_q8.comp, --activations q8) where the device has integer dot
+// products: every block format at input lengths of one block, of fewer blocks than a work-group's
+// invocations, and of several rounds of them (160 blocks: 128 invocations take two), 37 rows (a partial
+// group of 8); the input rounded as the host's reference rounds it, ties and zero blocks included (the
+// rounding is checked by the products: one code off is ~50x the bound here).
+TEST_P(VulkanOps, matvec_q8_inputs) {
+  VulkanBackendOptions o = options();
+  {
+    VulkanBackend probe(o);
+    if (!probe.caps().integer_dot) GTEST_SKIP() << "no integer dot products under " << GetParam();
+  }
+  const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
+                            GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K};
+  uint32_t seed = 500;
+  VulkanBackend vk(o);
+  std::vector<OwnedWeight> kept;
+  for (GgmlType t : types) {
+    for (int64_t blocks : {1, 9, 160}) {
+      const int64_t n_in = type_traits(t).block_size == 256 ? 256 * ((blocks + 7) / 8) : 32 * blocks;
+      kept.push_back(make_weight(t, n_in, 37, seed++));
+      const Weight& w = kept.back().w;
+      vk.upload_weight(w);
+      std::vector<float> x = rand_floats(size_t(n_in), seed), xr(x.size());
+      vk.rounded_matmul_input(w, x.data(), 1, xr.data());
+      EXPECT_NE(x, xr) << type_name(t) << " " << n_in << ": the integer path was not taken";
+      check_matmul(vk, w, w, 1, seed++);
+    }
+  }
+  // Exact ties (x / d = k + 0.5 for the block's d = 1) round away from zero; an all-zero block has d = 0.
+  {
+    OwnedWeight ow = make_weight(GgmlType::Q8_0, 96, 9, seed++);
+    vk.upload_weight(ow.w);
+    std::vector<float> x(96, 0.0f), xr(96), ref(9), got(9);
+    for (int j = 0; j < 32; ++j) x[size_t(j)] = j == 0 ? 127.0f : float(j % 7) - 3.5f;
+    for (int j = 64; j < 96; ++j) x[size_t(j)] = float(j % 5) * 0.25f - 0.5f;
+    vk.rounded_matmul_input(ow.w, x.data(), 1, xr.data());
+    EXPECT_EQ(xr[1], -3.0f);  // d = 127 / 127 = 1: -2.5 -> -3
+    EXPECT_EQ(xr[4], 1.0f);   // 0.5 -> 1
+    EXPECT_EQ(xr[40], 0.0f);  // the zero block
+    vk.matmul(ow.w, x.data(), 1, got.data());
+    cpu_->matmul(ow.w, xr.data(), 1, ref.data());
+    for (int r = 0; r < 9; ++r)
+      EXPECT_NEAR(got[size_t(r)], ref[size_t(r)], 1e-4 * std::abs(ref[size_t(r)]) + 1e-6);
+  }
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+    VulkanBackendOptions oc = o;
+    oc.weights = mode;
+    VulkanBackend vc(oc);
+    const ConvertedWeight cw(mode, 160 * 32, 11, seed++);
+    vc.upload_weight(cw.w);
+    check_matmul(vc, cw.w, cw.we, 1, seed++);
   }
 }
 

@@ -54,6 +54,7 @@ void apply_profile(Capabilities& c, const DeviceProfile& p) {
   c.storage8 = c.storage8 && p.storage8;
   c.int8 = c.int8 && p.storage8;
   c.integer_dot = c.integer_dot && p.integer_dot;
+  c.integer_dot_accelerated = c.integer_dot_accelerated && c.integer_dot;
   c.coopmat_khr = c.coopmat_khr && p.coopmat;
   c.coopmat_nv2 = c.coopmat_nv2 && p.coopmat;
   c.max_alloc_bytes = std::min(c.max_alloc_bytes, p.max_alloc_bytes);
@@ -135,7 +136,14 @@ Capabilities query_capabilities(VkPhysicalDevice d) {
   ssc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES;
   VkPhysicalDeviceDriverProperties drv{};
   drv.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+  VkPhysicalDeviceShaderIntegerDotProductProperties idp{};
+  idp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES;
+  const bool dot_listed = v13 || has(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   void** tail = &m3.pNext;
+  if (dot_listed) {
+    *tail = &idp;
+    tail = &idp.pNext;
+  }
   const bool size_control = v13 || has(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   if (size_control) {
     *tail = &ssc;
@@ -189,6 +197,8 @@ Capabilities query_capabilities(VkPhysicalDevice d) {
   s8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
   VkPhysicalDeviceSubgroupSizeControlFeatures sscf{};
   sscf.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idf{};
+  idf.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
   VkPhysicalDeviceFeatures2 f2{};
   f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   f2.pNext = &s16;
@@ -205,13 +215,18 @@ Capabilities query_capabilities(VkPhysicalDevice d) {
     *ftail = &sscf;
     ftail = &sscf.pNext;
   }
+  if (dot_listed) {
+    *ftail = &idf;
+    ftail = &idf.pNext;
+  }
   vk.vkGetPhysicalDeviceFeatures2(d, &f2);
   c.storage16 = s16.storageBuffer16BitAccess;
   c.float16 = f16.shaderFloat16;
   c.int8 = f16.shaderInt8;
   c.storage8 = s8.storageBuffer8BitAccess;
   c.subgroup_size_control = sscf.subgroupSizeControl && sscf.computeFullSubgroups;
-  c.integer_dot = v13 || has("VK_KHR_shader_integer_dot_product");
+  c.integer_dot = dot_listed && idf.shaderIntegerDotProduct;
+  c.integer_dot_accelerated = c.integer_dot && idp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
   c.coopmat_khr = has("VK_KHR_cooperative_matrix");
   c.coopmat_nv2 = has("VK_NV_cooperative_matrix2");
 
@@ -263,8 +278,10 @@ std::string describe(const Capabilities& c) {
                    c.max_group_count[0], c.max_group_count[1], c.max_group_count[2]);
   s += fmt::format("  16-bit storage: {} | fp16 arithmetic: {} | 8-bit storage: {} | int8: {}\n",
                    yes(c.storage16), yes(c.float16), yes(c.storage8), yes(c.int8));
-  s += fmt::format("  integer dot product: {} | cooperative matrix: KHR {}, NV2 {}\n", yes(c.integer_dot),
-                   yes(c.coopmat_khr), yes(c.coopmat_nv2));
+  s += fmt::format(
+      "  integer dot product: {} (4x8-bit packed, mixed signs, accelerated: {}) | cooperative "
+      "matrix: KHR {}, NV2 {}\n",
+      yes(c.integer_dot), yes(c.integer_dot_accelerated), yes(c.coopmat_khr), yes(c.coopmat_nv2));
   s += fmt::format("  max allocation: {} MiB | max storage buffer range: {} MiB | image 2D: {}\n",
                    c.max_alloc_bytes >> 20, c.max_storage_range >> 20, c.image2d_max);
   s += fmt::format("  timestamps: {} ({} ns a tick)\n", yes(c.timestamps), c.timestamp_period_ns);

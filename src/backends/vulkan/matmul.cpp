@@ -1,7 +1,10 @@
-// Vulkan matmul (shaders/matmul.comp, and matvec.comp for one token of a block format): per device format,
-// decode (1 token) on the matvec's row groups, prompts on 4-row x 4-token tiles; a matvec pipeline that
-// failed the self-check hands decode to the matmul one, and the host backend multiplies only when neither is
-// left.
+// Vulkan matmul (shaders/matmul.comp, and for one token of a block format matvec_q8.comp on the integer path
+// or matvec.comp on the float one): per device format, decode (1 token) on the matvecs' row groups, prompts
+// on 4-row x 4-token tiles; an integer matvec that failed the self-check hands decode to the float matvec,
+// a float matvec that failed to the matmul one, and the host backend multiplies only when none is left.
+#include <algorithm>
+
+#include "backends/q8_round.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "base/error.h"
 
@@ -10,10 +13,14 @@ namespace tilellm {
 void VulkanBackend::record_matmul(const DeviceWeight& dw, int64_t n_tok, const vulkan::Buffer& x,
                                   const vulkan::Buffer& y) {
   const int f = int(dw.fmt);
-  const bool one = n_tok == 1 && !p_matvec_[f].on_cpu;
-  const vulkan::Pipeline& p = one ? p_matvec_[f] : p_matmul_[f];
+  const bool q8 = uses_q8(dw, n_tok);
+  const bool one = n_tok == 1 && (q8 || !p_matvec_[f].on_cpu);
+  const vulkan::Pipeline& p = q8 ? *dw.q8 : one ? p_matvec_[f] : p_matmul_[f];
   // Rows and tokens of one work-group.
-  const int64_t group_rows = !one ? kPrefillRows : device_format_is_block(dw.fmt) ? mv_rows_ : kDecodeRows;
+  const int64_t group_rows = q8                               ? kQ8Rows
+                             : !one                           ? kPrefillRows
+                             : device_format_is_block(dw.fmt) ? mv_rows_
+                                                              : kDecodeRows;
   const int64_t group_tokens = one ? 1 : 4;
   // One dispatch per buffer of rows; each writes its rows' columns of y.
   for (size_t b = 0; b < dw.bufs.size(); ++b) {
@@ -25,7 +32,7 @@ void VulkanBackend::record_matmul(const DeviceWeight& dw, int64_t n_tok, const v
     // Row groups past the device's x limit continue in z (the shader joins them).
     uint64_t row_groups = (uint64_t(rows) + group_rows - 1) / group_rows;
     // The block formats' matvec may take several row groups a work-group (--vk-matvec's GROUPS).
-    if (one && device_format_is_block(dw.fmt) && mv_groups_ > 0)
+    if (one && !q8 && device_format_is_block(dw.fmt) && mv_groups_ > 0)
       row_groups = std::min<uint64_t>(row_groups, mv_groups_);
     const uint32_t gx = uint32_t(std::min<uint64_t>(row_groups, caps().max_group_count[0]));
     const uint32_t gz = uint32_t((row_groups + gx - 1) / gx);
@@ -38,7 +45,7 @@ void VulkanBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float
   if (replaying(y)) return;
   const DeviceWeight& dw = find_weight(w, "matmul");
   const int f = int(dw.fmt);
-  const bool host = p_matmul_[f].on_cpu && (n_tok > 1 || p_matvec_[f].on_cpu);
+  const bool host = p_matmul_[f].on_cpu && (n_tok > 1 || (p_matvec_[f].on_cpu && !uses_q8(dw, n_tok)));
   if (host) {
     host_in(x, n_tok * w.n_in);
     host_out(y, n_tok * w.n_out);
@@ -50,14 +57,20 @@ void VulkanBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float
   dev_done(y, n_tok * w.n_out, dy);
 }
 
+void VulkanBackend::rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const {
+  if (uses_q8(find_weight(w, "rounded_matmul_input"), n_tok)) return round_activations_q8(x, w.n_in, out);
+  std::copy(x, x + n_tok * w.n_in, out);
+}
+
 void VulkanBackend::matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
                                   int64_t n_tok) {
   // A replayed step only counts its ops (matmul does); more than 4 products are not kept together.
   bool together = mode_ != StepMode::Replaying && n <= 4;
   for (int i = 0; i < n && together; ++i) {
     const DeviceWeight& dw = find_weight(*ws[i], "matmul");
-    together = !p_matmul_[int(dw.fmt)].on_cpu && (n_tok > 1 || !p_matvec_[int(dw.fmt)].on_cpu) &&
-               ys[i] != x && is_mirror_start(ys[i], n_tok * ws[i]->n_out);
+    together = !p_matmul_[int(dw.fmt)].on_cpu &&
+               (n_tok > 1 || uses_q8(dw, n_tok) || !p_matvec_[int(dw.fmt)].on_cpu) && ys[i] != x &&
+               is_mirror_start(ys[i], n_tok * ws[i]->n_out);
   }
   if (!together) return Backend::matmul_shared(ws, ys, n, x, n_tok);
   check_tokens(n_tok, "matmul");

@@ -66,6 +66,7 @@ VulkanBackendOptions backend_options(const BackendParams& p) {
   g.profiling = p.profiling;
   g.self_check = p.self_check;
   g.weights = p.weights;
+  g.activations = p.activations;
   g.max_tokens = p.max_tokens;
   g.max_in_elems = p.max_in_elems;
   g.max_out_elems = p.max_out_elems;
@@ -83,7 +84,7 @@ VulkanBackendOptions backend_options(const BackendParams& p) {
   return g;
 }
 
-// The device computes the float path whatever activation mode is asked. Weights in images are not
+// Weights in images are not
 // implemented on this backend yet: refused by name rather than silently held as buffers.
 std::unique_ptr<Backend> make(const BackendParams& p) {
   if (p.gpu_memory == GpuMemory::Image)

@@ -80,17 +80,34 @@ Runtime::Runtime(int device, std::string_view profile, bool profiling) : profili
   di.pQueueCreateInfos = &qi;
   // Profiling asks the driver for its statistics of every pipeline (registers, spills) where it offers
   // them: what bench --profile prints beside the kernel times.
+  const char* exts[2];
+  uint32_t n_ext = 0;
+  void* features = nullptr;  // the chain of feature structs, each put in front
   const char* stats_ext = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe{};
   pe.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
   pe.pipelineExecutableInfo = VK_TRUE;
   if (profiling_ && has_device_extension(phys_, stats_ext) &&
       vk.vkGetInstanceProcAddr(instance(), "vkGetPipelineExecutableStatisticsKHR")) {
-    di.enabledExtensionCount = 1;
-    di.ppEnabledExtensionNames = &stats_ext;
-    di.pNext = &pe;
+    exts[n_ext++] = stats_ext;
+    pe.pNext = features;
+    features = &pe;
     pipeline_stats_ = true;
   }
+  // The decode matvec's integer path (shaders/matvec_q8.comp) uses OpSDot/OpSUDot: the feature is enabled
+  // where the (profile-clamped) capabilities have it; before 1.3 it is an extension.
+  VkPhysicalDeviceShaderIntegerDotProductFeatures dot{};
+  dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+  dot.shaderIntegerDotProduct = VK_TRUE;
+  if (caps_.integer_dot) {
+    if (caps_.api_version < VK_API_VERSION_1_3)
+      exts[n_ext++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    dot.pNext = features;
+    features = &dot;
+  }
+  di.pNext = features;
+  di.enabledExtensionCount = n_ext;
+  di.ppEnabledExtensionNames = n_ext ? exts : nullptr;
   check(vk.vkCreateDevice(phys_, &di, nullptr, &dev_), "vkCreateDevice");
   vk.vkGetDeviceQueue(dev_, family_, 0, &queue_);
 

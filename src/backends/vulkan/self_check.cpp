@@ -28,15 +28,43 @@ constexpr double kTolerance = 1e-3;
 void VulkanBackend::verdict(vulkan::Pipeline& p, double err) {
   if (err <= kTolerance) return;
   p.on_cpu = true;
+  const bool q8 = p.name.rfind("matvec_q8_", 0) == 0;
   const bool matvec = p.name.rfind("matvec_", 0) == 0;
   std::fprintf(
       stderr,
       "warning: Vulkan pipeline %s failed its self-check on %s (profile %s): error %.3g of the largest "
       "value; %s from now on\n",
       p.name.c_str(), caps().name.c_str(), caps().profile.c_str(), err,
-      matvec                    ? "one-token products use the matmul pipeline"
+      q8                        ? "one-token products of its format take the float matvec"
+      : matvec                  ? "one-token products use the matmul pipeline"
       : p.name == "add_rmsnorm" ? "the separate add and rmsnorm run instead"
                                 : "its op runs on the CPU");
+}
+
+// The products of uploaded weight w against the host's on ref_w (w's exact values): n_tok tokens (the
+// matmul), then one (the float matvec, and the integer one where the weight has it, on the input it rounds).
+void VulkanBackend::check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x,
+                                   int64_t n_tok) {
+  const DeviceWeight& dw = find_weight(w, "self-check");
+  const int f = int(dw.fmt);
+  std::vector<float> ref(size_t(n_tok * w.n_out)), got(ref.size());
+  cpu_->matmul(ref_w, x.data(), n_tok, ref.data());
+  matmul(w, x.data(), n_tok, got.data());
+  verdict(p_matmul_[f], relative_error(ref, got));
+  ref.resize(size_t(w.n_out));
+  got.resize(ref.size());
+  cpu_->matmul(ref_w, x.data(), 1, ref.data());
+  q8_paused_ = true;
+  matmul(w, x.data(), 1, got.data());
+  q8_paused_ = false;
+  verdict(p_matvec_[f], relative_error(ref, got));
+  if (!uses_q8(dw, 1)) return;
+  std::vector<float> xr(size_t(w.n_in));
+  rounded_matmul_input(w, x.data(), 1, xr.data());
+  cpu_->matmul(ref_w, xr.data(), 1, ref.data());
+  matmul(w, x.data(), 1, got.data());
+  verdict(*dw.q8, relative_error(ref, got));
+  if (dw.q8->on_cpu) q8_failed_[f] = true;
 }
 
 void VulkanBackend::run_self_check() {
@@ -65,13 +93,7 @@ void VulkanBackend::run_self_check() {
     verdict(p_embed_[int(f)], relative_error(ref, got));
     const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
     // 5 tokens and 11 rows: partial tiles of the 4 x 4 and the 8-row decode groups.
-    for (int64_t nt : {n_tok, int64_t(1)}) {
-      ref.assign(size_t(nt * n_out), 0.0f);
-      got.assign(ref.size(), 0.0f);
-      cpu_->matmul(w, x.data(), nt, ref.data());
-      matmul(w, x.data(), nt, got.data());
-      verdict(nt == 1 ? p_matvec_[int(f)] : p_matmul_[int(f)], relative_error(ref, got));
-    }
+    check_products(w, w, x, n_tok);
     weights_.erase(w.data);
   }
   for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
@@ -90,15 +112,9 @@ void VulkanBackend::run_self_check() {
     Weight we = w;
     we.data = reinterpret_cast<const uint8_t*>(exact.data());
     weights_.emplace(w.data, make_device_weight(w, mode));
-    const DeviceFormat f = weights_.at(w.data).fmt;
     const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
-    for (int64_t nt : {n_tok, int64_t(1)}) {
-      std::vector<float> ref(size_t(nt * n_out)), got(ref.size());
-      // The host backend holds the float rows as F32: it multiplies by the conversion's exact values.
-      cpu_->matmul(we, x.data(), nt, ref.data());
-      matmul(w, x.data(), nt, got.data());
-      verdict(nt == 1 ? p_matvec_[int(f)] : p_matmul_[int(f)], relative_error(ref, got));
-    }
+    // The host backend holds the float rows as F32: it multiplies by the conversion's exact values.
+    check_products(w, we, x, n_tok);
     weights_.erase(w.data);
   }
   {

@@ -4,6 +4,7 @@
 #include "backends/vulkan/vulkan_backend.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -183,6 +184,7 @@ std::vector<vulkan::Pipeline*> VulkanBackend::all_pipelines() {
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_embed_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_[f]);
+  for (auto& [key, p] : p_matvec_q8_) v.push_back(&p);
   for (vulkan::Pipeline* p : {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_rope_kv_store_,
                               &p_attention_, &p_glu_silu_, &p_glu_gelu_, &p_add_})
     v.push_back(p);
@@ -208,6 +210,7 @@ VulkanBackend::DeviceWeight VulkanBackend::make_device_weight(const Weight& w, W
   dw.fmt = device_format_for(w, mode);
   DeviceRowWriter rows(w, dw.fmt);
   dw.row_bytes = rows.row_bytes();
+  dw.q8 = q8_pipeline(dw.fmt, dw.n_in);
   const uint64_t limit = std::min(caps().max_alloc_bytes, caps().max_storage_range);
   // The shaders address bytes within a buffer with 32-bit offsets.
   uint64_t max_buf = std::min<uint64_t>(limit, std::numeric_limits<uint32_t>::max());
@@ -234,6 +237,26 @@ VulkanBackend::DeviceWeight VulkanBackend::make_device_weight(const Weight& w, W
   }
   rt_.finish();
   return dw;
+}
+
+vulkan::Pipeline* VulkanBackend::q8_pipeline(DeviceFormat f, int64_t n_in) {
+  const vulkan::Capabilities& c = caps();
+  if (opts_.activations != ActivationMode::Quantized || !c.integer_dot || !device_format_is_block(f) ||
+      q8_failed_[int(f)] || n_in % 32 != 0)
+    return nullptr;
+  const auto key = std::make_pair(int(f), n_in);
+  if (auto it = p_matvec_q8_.find(key); it != p_matvec_q8_.end()) return &it->second;
+  // An invocation a block of the input, up to 128 (more only idle on short rows); the shared memory holds
+  // the rounded input (44 bytes a block: codes, d, the halves' sums) and the reduction (8 floats an
+  // invocation). A longer input than that memory takes takes the float matvec.
+  const uint64_t blocks = uint64_t(n_in) / 32;
+  const uint32_t local = pow2_at_most(
+      std::min<uint64_t>({std::max<uint64_t>(32, std::bit_ceil(blocks)), 128, c.max_invocations}));
+  if (blocks * 44 + uint64_t(local) * kQ8Rows * 4 > c.shared_memory_bytes) return nullptr;
+  vulkan::Pipeline p =
+      rt_.pipeline("matvec_q8", subgroups_, 3, kMatmulPush, local, {uint32_t(f), kQ8Rows, uint32_t(blocks)});
+  p.name = fmt::format("matvec_q8_{}_{}", device_format_name(f), n_in);
+  return &p_matvec_q8_.emplace(key, std::move(p)).first->second;
 }
 
 void VulkanBackend::upload_weight(const Weight& w) {

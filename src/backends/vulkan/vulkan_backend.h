@@ -1,7 +1,9 @@
 // The Vulkan backend: every op of backends/backend.h on a Vulkan 1.1 device, one host file and one compute
 // shader per op (embedding, rmsnorm, matmul with matvec for one token of a block format, rope, kv_store,
 // rope_kv_store, attention, glu, add), each the CPU backend's float path computed on the device (exact
-// dequantized weights, float32 arithmetic).
+// dequantized weights, float32 arithmetic) — except one-token products of the block formats under
+// --activations q8 (the default) on a device with integer dot products: matvec_q8.comp rounds the
+// activations to int8 as the CUDA backend does and multiplies in integers.
 //
 // Memory (all allocated in the constructor and load_weights; nothing is allocated while ops run):
 //  - Weights: one device buffer each, keyed by the host Weight's data pointer, in the device formats every
@@ -30,10 +32,13 @@
 //  - Self-check: at construction every pipeline runs a small random case against the host backend (float
 //    path); a pipeline that fails is replaced by the host backend for its op, with a warning naming it.
 //  - Shader variants come from the capability struct only: the subgroup reductions where compute shaders
-//    have subgroup arithmetic, the local sizes from the invocation and shared-memory limits.
+//    have subgroup arithmetic, the local sizes from the invocation and shared-memory limits, the integer
+//    decode products (activations rounded to int8 per block of 32, --activations q8) where the device has
+//    integer dot products.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -55,6 +60,9 @@ struct VulkanBackendOptions {
   int64_t max_out_elems = 0;     // largest op output in floats (also covers the logits)
   int64_t max_width = 0;         // longest norm weight vector / RoPE table row, in floats
   WeightsMode weights = WeightsMode::Native;
+  // Quantized: one-token products of the block formats in integers (shaders/matvec_q8.comp) where the
+  // device has integer dot products; F32: the float path everywhere.
+  ActivationMode activations = ActivationMode::Quantized;
   int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
   GgmlType kv_type = GgmlType::F16;
   uint64_t kv_max_buffer_bytes = 0;  // most bytes in one KV buffer; 0: the device's limits
@@ -110,6 +118,9 @@ class VulkanBackend final : public Backend {
   void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) override;
   void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
   void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override;
+  // One token of a block format on the integer path: x rounded as matvec_q8.comp rounds it
+  // (backends/q8_round.h); otherwise x as it is.
+  void rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const override;
   // The products with one input (q/k/v, gate/up) recorded without barriers between them when every output
   // is a mirrored array of its own (nothing to copy after one of them); else one by one.
   void matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
@@ -145,6 +156,9 @@ class VulkanBackend final : public Backend {
     GgmlType host_type;
     size_t row_bytes;
     int64_t n_in, n_out;
+    // The integer decode pipeline for this format and input length (p_matvec_q8_), or null: the float
+    // matvec then takes one token.
+    vulkan::Pipeline* q8 = nullptr;
   };
   DeviceWeight make_device_weight(const Weight& w, WeightsMode mode);
   const DeviceWeight& find_weight(const Weight& w, const char* op) const;
@@ -153,9 +167,20 @@ class VulkanBackend final : public Backend {
   vulkan::Pipeline p_embed_[kDeviceFormats], p_matmul_[kDeviceFormats], p_matvec_[kDeviceFormats];
   vulkan::Pipeline p_rmsnorm_, p_add_rmsnorm_, p_rope_, p_kv_store_, p_rope_kv_store_, p_attention_,
       p_glu_silu_, p_glu_gelu_, p_add_;
+  // The integer decode matvecs (shaders/matvec_q8.comp), one per (format, input length): its shared
+  // memory holds the rounded activations of one input. Made with the weights that need them, before any
+  // op runs; none for a format whose check failed, or an input too long for the shared memory.
+  std::map<std::pair<int, int64_t>, vulkan::Pipeline> p_matvec_q8_;
+  bool q8_failed_[kDeviceFormats] = {};
+  bool q8_paused_ = false;  // the self-check's float-matvec case: the integer path left out
+  vulkan::Pipeline* q8_pipeline(DeviceFormat f, int64_t n_in);
+  bool uses_q8(const DeviceWeight& dw, int64_t n_tok) const {
+    return n_tok == 1 && dw.q8 && !dw.q8->on_cpu && !q8_paused_;
+  }
   std::vector<vulkan::Pipeline*> all_pipelines();
   bool kv_on_cpu() const { return p_kv_store_.on_cpu || p_attention_.on_cpu; }
   void run_self_check();
+  void check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x, int64_t n_tok);
   void verdict(vulkan::Pipeline& p, double err);
 
   // Recording helpers (the shaders' bindings and push constants).
@@ -220,6 +245,8 @@ class VulkanBackend final : public Backend {
   // Rows a matmul work-group computes (shaders/matmul.comp's TL_ROWS): prompts (with 4 tokens), and decode
   // of the float formats; the block formats' decode groups (shaders/matvec.comp) take mv_rows_.
   static constexpr uint32_t kPrefillRows = 4, kDecodeRows = 4;
+  // Rows a work-group of the integer decode matvec computes (shaders/matvec_q8.comp's TL_ROWS).
+  static constexpr uint32_t kQ8Rows = 8;
   uint32_t mv_rows_ = 4, mv_groups_ = 0;
 
   std::unordered_map<const uint8_t*, DeviceWeight> weights_, tables_;

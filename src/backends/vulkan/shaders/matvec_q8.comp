@@ -1,0 +1,195 @@
+#version 450
+// y = W x for one token (decode) in the block formats, in integers: the quantized activation path
+// (--activations q8, the default; backends/modes.h), used where the device has shaderIntegerDotProduct.
+// W: [n_rows] device rows of row_bytes (rows row0 .. row0 + n_rows of the matrix, as matvec.comp; formats
+// in quants.glsl); x: [n_in] floats; y: [n_out] (written at row0 + r).
+//
+// Activations: each work-group first rounds x to int8 per block of 32 into shared memory, as the CUDA
+// backend's kernels and backends/q8_round.h do it (d = max|x| / 127, q = round(x / d) half away from zero,
+// s = d * sum q per half of 16), operation for operation, so the host reference multiplies by exactly
+// these values. Its first weights are loaded before that work, so the rounding runs while they arrive.
+//
+// Products: invocation i takes blocks i, i + L, ... of each of the group's TL_ROWS rows (16 code bytes of a
+// nibble block, 32 of a byte block: one or two 16-byte loads, neighbouring invocations reading neighbouring
+// blocks); a block's codes c times the activation codes q as packed 4 x 8-bit dot products (OpSDotKHR and
+// OpSUDotKHR: four products and their sum an instruction), and the block's integer sum scaled once:
+// sum_j (d c_j + m) (dx q_j) = d dx sum_j c_j q_j + m s. One reduction of the rows' sums ends the group.
+//
+// Specialization constants: 0 the local size L, 1 TL_FMT, 2 TL_ROWS (<= 8), 3 TL_XBLOCKS (blocks of 32 the
+// shared activations hold: n_in / 32 at most; the host builds one pipeline per input length).
+#define TL_RED_WIDTH 8
+#extension GL_EXT_spirv_intrinsics : require
+#include "common.glsl"
+
+layout(std430, binding = 0) readonly buffer W { uint w[]; };
+layout(std430, binding = 0) readonly buffer W4 { uvec4 w4[]; };
+layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
+layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform P { uint row_bytes, n_in, n_rows, n_tok, n_out, row0; } pc;
+layout(constant_id = 2) const uint TL_ROWS = 8;
+layout(constant_id = 3) const uint TL_XBLOCKS = 128;
+
+#include "quants.glsl"
+
+// SPV_KHR_integer_dot_product (Debian's glslang has no GLSL extension for it): capabilities DotProductKHR
+// (6019) and DotProductInput4x8BitPackedKHR (6018); the last operand 0 is PackedVectorFormat4x8Bit.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int tl_sdot(uint a, uint b, spirv_literal int packed_format);  // OpSDotKHR: signed x signed
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
+int tl_sudot(uint a, uint b, spirv_literal int packed_format);  // OpSUDotKHR: signed a x unsigned b
+
+shared uint xq[TL_XBLOCKS * 8u];  // the activation codes, 4 a word (lowest byte first)
+shared float xd[TL_XBLOCKS];      // each block's d
+shared vec2 xs[TL_XBLOCKS];       // d * sum q over each half of 16
+
+const bool kNibbles = TL_FMT == 2u || TL_FMT == 3u || TL_FMT == 5u || TL_FMT == 8u;
+
+// x / 127 and 1 / x correctly rounded (the host's and CUDA's IEEE division; a Vulkan division may be off by
+// 2.5 ulp): an estimate and one fused correction, which rounds correctly for every normal input here.
+float div127(float x) {
+  precise float q = x * (1.0 / 127.0);
+  precise float r = fma(-q, 127.0, x);
+  precise float res = fma(r, 1.0 / 127.0, q);
+  return res;
+}
+float reciprocal(float x) {
+  precise float r = 1.0 / x;
+  precise float e = fma(-x, r, 1.0);
+  precise float res = fma(r, e, r);
+  return res;
+}
+// round(v) half away from zero (C's roundf; GLSL's round may take either way at .5).
+int round_away(float v) {
+  const float a = abs(v), t = trunc(a);
+  const int q = int(t) + (a - t >= 0.5 ? 1 : 0);
+  return v < 0.0 ? -q : q;
+}
+
+void quantize_block(uint b) {
+  vec4 v[8];
+  float amax = 0.0;
+  [[unroll]] for (uint k = 0; k < 8u; ++k) {
+    v[k] = x4[8u * b + k];
+    const vec4 a = abs(v[k]);
+    amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+  }
+  const float d = div127(amax);
+  const float id = d != 0.0 ? reciprocal(d) : 0.0;
+  ivec2 sum = ivec2(0);
+  [[unroll]] for (uint k = 0; k < 8u; ++k) {
+    precise const vec4 s = v[k] * id;
+    const ivec4 q = ivec4(round_away(s.x), round_away(s.y), round_away(s.z), round_away(s.w));
+    sum[k / 4u] += q.x + q.y + q.z + q.w;
+    xq[8u * b + k] = uint(q.x & 255) | uint(q.y & 255) << 8 | uint(q.z & 255) << 16 | uint(q.w & 255) << 24;
+  }
+  xd[b] = d;
+  xs[b] = vec2(d * float(sum.x), d * float(sum.y));
+}
+
+// (d, m) of block b of the row at `row` (n elements), with w = d c + m for the codes c as the dot products
+// take them (the signed byte formats' codes as they are, m = 0); KQ8 has a pair per half of 16: the second
+// half's in dm2.
+void block_scales(uint row, uint b, uint n, out vec2 dm, out vec2 dm2) {
+  const uint nb = n / 32u;
+  dm2 = vec2(0.0);
+  if (TL_FMT == 2u) {
+    const float d = tl_half(row + 16u * nb + 2u * b);
+    dm = vec2(d, -8.0 * d);
+  } else if (TL_FMT == 3u || TL_FMT == 5u) {
+    const uint s = row + 16u * nb + 4u * (TL_FMT == 3u ? b : b / 2u);
+    dm = vec2(tl_half(s), tl_half(s + 2u));
+  } else if (TL_FMT == 8u) {
+    const uint s = row + 16u * nb + 8u * b;
+    dm = vec2(tl_f32(s), tl_f32(s + 4u));
+  } else if (TL_FMT == 4u) {
+    dm = vec2(tl_half(row + 32u * nb + 2u * b), 0.0);
+  } else if (TL_FMT == 6u) {
+    dm = vec2(tl_half(row + 32u * nb), tl_half(row + 32u * nb + 2u));
+  } else {  // KQ8
+    const uint g = row + n + 16u * b;
+    dm = vec2(tl_f32(g), tl_f32(g + 4u));
+    dm2 = vec2(tl_f32(g + 8u), tl_f32(g + 12u));
+  }
+}
+
+// A block of one row as loaded: its codes and scales.
+struct RowBlock {
+  uvec4 c0, c1;  // c1: the byte formats' second 16 bytes
+  vec2 dm, dm2;
+};
+
+void load_block(uint row, uint b, uint n, out RowBlock rb) {
+  const uint codes = row + (kNibbles ? 16u : 32u) * b;  // 16-byte aligned
+  rb.c0 = w4[codes >> 4];
+  rb.c1 = kNibbles ? uvec4(0u) : w4[(codes >> 4) + 1u];
+  block_scales(row, b, n, rb.dm, rb.dm2);
+}
+
+// The block's contribution: d dx (sum c q) + m s (each half on its own for KQ8).
+float block_dot(RowBlock rb, uint b) {
+  const uint x = 8u * b;
+  int lo = 0, hi = 0;
+  [[unroll]] for (uint t = 0; t < 4u; ++t) {
+    if (kNibbles) {
+      // word t: weights 4t .. 4t + 3 in its low nibbles, 16 + 4t ... in its high ones
+      lo += tl_sudot(xq[x + t], rb.c0[t] & 0x0F0F0F0Fu, 0);
+      hi += tl_sudot(xq[x + 4u + t], (rb.c0[t] >> 4) & 0x0F0F0F0Fu, 0);
+    } else if (TL_FMT == 6u) {  // unsigned bytes
+      lo += tl_sudot(xq[x + t], rb.c0[t], 0);
+      hi += tl_sudot(xq[x + 4u + t], rb.c1[t], 0);
+    } else {  // signed bytes
+      lo += tl_sdot(xq[x + t], rb.c0[t], 0);
+      hi += tl_sdot(xq[x + 4u + t], rb.c1[t], 0);
+    }
+  }
+  const float dx = xd[b];
+  const vec2 s = xs[b];
+  if (TL_FMT == 7u) return rb.dm.x * dx * float(lo) + rb.dm.y * s.x + rb.dm2.x * dx * float(hi) + rb.dm2.y * s.y;
+  return rb.dm.x * dx * float(lo + hi) + rb.dm.y * (s.x + s.y);
+}
+
+void main() {
+  const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
+  const uint n = pc.n_in, nb = n / 32u;
+  const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.z;
+  uint g = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x;
+  // The first block of every row of the first row group, loaded before the activations are rounded.
+  RowBlock first[TL_RED_WIDTH];
+  uint row[TL_RED_WIDTH];
+  [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
+    row[r] = min(g * TL_ROWS + r, pc.n_rows - 1u) * pc.row_bytes;
+    if (r < TL_ROWS && lid < nb) load_block(row[r], lid, n, first[r]);
+  }
+  for (uint b = lid; b < nb; b += ls) quantize_block(b);
+  barrier();
+  // Row groups past the device's x limit continue in z; a group may take several (uniform per group).
+  bool have_first = true;
+  for (; g * TL_ROWS < pc.n_rows; g += stride) {
+    const uint r0 = g * TL_ROWS;
+    float acc[TL_RED_WIDTH];
+    [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
+      acc[r] = 0.0;
+      row[r] = min(r0 + r, pc.n_rows - 1u) * pc.row_bytes;
+    }
+    for (uint b = lid; b < nb; b += ls) {
+      [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
+        if (r < TL_ROWS) {
+          RowBlock rb;
+          if (have_first && b == lid) {
+            rb = first[r];
+          } else {
+            load_block(row[r], b, n, rb);
+          }
+          acc[r] += block_dot(rb, b);
+        }
+      }
+    }
+    have_first = false;
+    tl_group_sums(acc, TL_ROWS);
+    if (lid == 0u) {
+      [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
+        if (r < TL_ROWS && r0 + r < pc.n_rows) y[pc.row0 + r0 + r] = acc[r];
+      }
+    }
+  }
+}
