@@ -2,7 +2,8 @@
 // (vulkan_backend.h). Checked on SmolLM2 over 32 decode steps: the logits of every replayed step equal, bit
 // for bit, those of the same steps recorded anew (a backend with profiling on never captures); one capture
 // is made and 31 steps replay; and nothing is allocated while the replayed steps run, neither on the device
-// (the runtime's buffer allocations) nor on the host (operator new, counted in this program).
+// (the runtime's buffer allocations) nor on the host (operator new, counted in this program). A second
+// prompt after them leaves the capture: the 4 decode steps after it replay it too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -99,6 +100,19 @@ TEST(VulkanReplay, decode_replays_one_capture_bit_exact_and_allocates_nothing) {
   EXPECT_EQ(allocs, 0u) << "device allocations during them";
   EXPECT_EQ(replayed.be->captured_steps(), 1u);
   EXPECT_EQ(replayed.be->replayed_steps(), 31u);
+  // A prompt between decode steps (a chat's next turn) leaves the capture: the steps after it replay it.
+  const int32_t turn[3] = {504, 282, 253};
+  replayed.run(turn, 3, 37);
+  recorded.run(turn, 3, 37);
+  ASSERT_EQ(replayed.logits, recorded.logits) << "the second prompt";
+  for (int step = 0; step < 4; ++step) {
+    replayed.run(&tok, 1, 40 + step);
+    recorded.run(&tok, 1, 40 + step);
+    ASSERT_EQ(replayed.logits, recorded.logits) << "step " << step << " after the second prompt";
+    tok = int32_t(std::max_element(recorded.logits.begin(), recorded.logits.end()) - recorded.logits.begin());
+  }
+  EXPECT_EQ(replayed.be->captured_steps(), 1u);
+  EXPECT_EQ(replayed.be->replayed_steps(), 35u);
   EXPECT_EQ(recorded.be->captured_steps(), 0u);
 }
 

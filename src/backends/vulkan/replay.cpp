@@ -68,7 +68,8 @@ void VulkanBackend::begin_forward(const ForwardStep& step) {
     rt_.step_input(kPosSlot, step.pos, size_t(step.n_tok) * 4, pos_dev_, 0);
     return;
   }
-  rt_.drop_capture();
+  // A prompt pass (or a profiled step) records as usual and leaves a kept capture alone: it reads its step
+  // inputs afresh when replayed, and the mirrors' state it assumes is checked before a replay.
   dev_positions(step.pos, step.n_tok);
 }
 
