@@ -10,14 +10,24 @@
 
 namespace tilellm {
 
+void VulkanBackend::record_quantize(const vulkan::Buffer& x, int64_t n) {
+  if (n % 32 != 0) fail("internal: Vulkan integer products of an input of {} (not whole blocks of 32)", n);
+  if (n > opts_.max_in_elems)
+    fail("internal: Vulkan integer products of an input of {} past {}", n, opts_.max_in_elems);
+  const uint32_t pc = uint32_t(n);
+  uint32_t gx = 0, gy = 0;
+  elementwise_groups(n / 32, p_quantize_.local_size, gx, gy);
+  rt_.dispatch(p_quantize_, {&x, &q8x_}, &pc, gx, gy);
+}
+
 void VulkanBackend::record_matmul(const DeviceWeight& dw, int64_t n_tok, const vulkan::Buffer& x,
                                   const vulkan::Buffer& y) {
   const int f = int(dw.fmt);
   const bool q8 = uses_q8(dw, n_tok);
   const bool one = n_tok == 1 && (q8 || !p_matvec_[f].on_cpu);
-  const vulkan::Pipeline& p = q8 ? *dw.q8 : one ? p_matvec_[f] : p_matmul_[f];
+  const vulkan::Pipeline& p = q8 ? p_matvec_q8_[f] : one ? p_matvec_[f] : p_matmul_[f];
   // Rows and tokens of one work-group.
-  const int64_t group_rows = q8                               ? kQ8Rows
+  const int64_t group_rows = q8                               ? q8_rows_
                              : !one                           ? kPrefillRows
                              : device_format_is_block(dw.fmt) ? mv_rows_
                                                               : kDecodeRows;
@@ -32,11 +42,12 @@ void VulkanBackend::record_matmul(const DeviceWeight& dw, int64_t n_tok, const v
     // Row groups past the device's x limit continue in z (the shader joins them).
     uint64_t row_groups = (uint64_t(rows) + group_rows - 1) / group_rows;
     // The block formats' matvec may take several row groups a work-group (--vk-matvec's GROUPS).
-    if (one && !q8 && device_format_is_block(dw.fmt) && mv_groups_ > 0)
+    if (one && device_format_is_block(dw.fmt) && mv_groups_ > 0)
       row_groups = std::min<uint64_t>(row_groups, mv_groups_);
     const uint32_t gx = uint32_t(std::min<uint64_t>(row_groups, caps().max_group_count[0]));
     const uint32_t gz = uint32_t((row_groups + gx - 1) / gx);
-    rt_.dispatch(p, {&dw.bufs[b], &x, &y}, &pc, gx, uint32_t((n_tok + group_tokens - 1) / group_tokens), gz);
+    rt_.dispatch(p, {&dw.bufs[b], q8 ? &q8x_ : &x, &y}, &pc, gx,
+                 uint32_t((n_tok + group_tokens - 1) / group_tokens), gz);
   }
 }
 
@@ -53,6 +64,7 @@ void VulkanBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float
   }
   const vulkan::Buffer& dx = dev_in(x, n_tok * w.n_in, in_a_, "matmul");
   const vulkan::Buffer& dy = dev_out(y, n_tok * w.n_out, out_, "matmul");
+  if (uses_q8(dw, n_tok)) record_quantize(dx, w.n_in);
   record_matmul(dw, n_tok, dx, dy);
   dev_done(y, n_tok * w.n_out, dy);
 }
@@ -81,6 +93,10 @@ void VulkanBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
     step_ops_ += 1;
     dy[i] = &dev_out(ys[i], n_tok * ws[i]->n_out, out_, "matmul");
   }
+  // One rounding of the shared input serves every integer product of it.
+  bool q8 = false;
+  for (int i = 0; i < n; ++i) q8 = q8 || uses_q8(find_weight(*ws[i], "matmul"), n_tok);
+  if (q8) record_quantize(dx, ws[0]->n_in);
   rt_.begin_independent();
   for (int i = 0; i < n; ++i) record_matmul(find_weight(*ws[i], "matmul"), n_tok, dx, *dy[i]);
   rt_.end_independent();

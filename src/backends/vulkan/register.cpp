@@ -135,7 +135,8 @@ BackendEntry vulkan_entry() {
   mv.help =
       "the decode matvec's work-group: ROWSxPARTSxLOCALxUNROLL[xGROUPS] (rows a group, parts a block of 32 "
       "weights is split into, invocations, parts each loads at once, and optionally the most groups a "
-      "dispatch has, each then taking several row groups), or auto (4x2x64x4)";
+      "dispatch has, each then taking several row groups), or auto (4x2x64x4); the integer matvec of "
+      "--activations q8 takes ROWS, LOCAL and GROUPS (auto: 2 rows, 64 invocations)";
   mv.default_value = "auto";
   mv.set = [](BackendOptions& o, const std::string& v) { set_matvec(static_cast<VulkanOptions&>(o), v); };
   e.options.push_back(std::move(mv));

@@ -4,7 +4,6 @@
 #include "backends/vulkan/vulkan_backend.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -65,6 +64,13 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   // unroll <= 4).
   mv_rows_ = std::clamp<uint32_t>(o.matvec_rows ? o.matvec_rows : 4, 1, 8);
   mv_groups_ = o.matvec_groups;
+  // The integer decode matvec: 2 rows a group, 64 invocations (an invocation a block of 32 inputs): the
+  // fastest of 1 to 8 rows and 64 to 256 invocations for the 7B model on the H200 (docs/PERF.md);
+  // --vk-matvec's ROWS and LOCAL when given.
+  const bool q8 = o.activations == ActivationMode::Quantized && c.integer_dot;
+  q8_rows_ = std::clamp<uint32_t>(o.matvec_rows ? o.matvec_rows : 2, 1, 8);
+  const uint32_t q8_local =
+      pow2_at_most(std::min<uint64_t>({o.matvec_local ? o.matvec_local : 64, inv, shared / (8 * 4)}));
   const uint32_t mv_parts = pow2_at_most(std::clamp<uint32_t>(o.matvec_parts ? o.matvec_parts : 2, 1, 8));
   const uint32_t mv_unroll = std::clamp<uint32_t>(o.matvec_unroll ? o.matvec_unroll : 4, 1, 4);
   const uint32_t mvb_local =
@@ -83,6 +89,10 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
       p_matvec_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mv_local_, {fu, 1, kDecodeRows});
     }
     p_matvec_[f].name = fmt::format("matvec_{}", device_format_name(DeviceFormat(f)));
+    if (q8 && device_format_is_block(DeviceFormat(f))) {
+      p_matvec_q8_[f] = rt_.pipeline("matvec_q8", sg, 3, kMatmulPush, q8_local, {fu, q8_rows_});
+      p_matvec_q8_[f].name = fmt::format("matvec_q8_{}", device_format_name(DeviceFormat(f)));
+    }
     p_embed_[f] = rt_.pipeline("embedding", false, 3, kEmbedPush, elem_local_, {fu});
     p_embed_[f].name = fmt::format("embed_{}", device_format_name(DeviceFormat(f)));
   }
@@ -104,6 +114,10 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   p_glu_gelu_.name = "glu_gelu";
   p_add_ = rt_.pipeline("add", false, 2, kElemPush, elem_local_);
   p_add_.name = "add";
+  if (q8) {
+    p_quantize_ = rt_.pipeline("quantize", false, 2, kElemPush, elem_local_);
+    p_quantize_.name = "quantize_q8";
+  }
   if (!o.test_pipeline.empty()) {
     vulkan::Pipeline* slot = nullptr;
     for (vulkan::Pipeline* p : all_pipelines()) {
@@ -125,6 +139,7 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   in_b_ = rt_.alloc(floats(opts_.max_in_elems));
   out_ = rt_.alloc(floats(opts_.max_out_elems));
   vec_ = rt_.alloc(floats(opts_.max_width));
+  if (q8) q8x_ = rt_.alloc(size_t(opts_.max_in_elems) + size_t(opts_.max_in_elems / 32) * 12);
   pos_dev_ = rt_.alloc(size_t(opts_.max_tokens) * 4);
   pos_held_.assign(size_t(opts_.max_tokens), 0);
   ids_dev_ = rt_.alloc(size_t(opts_.max_tokens) * 4);
@@ -184,9 +199,9 @@ std::vector<vulkan::Pipeline*> VulkanBackend::all_pipelines() {
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_embed_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_[f]);
-  for (auto& [key, p] : p_matvec_q8_) v.push_back(&p);
+  for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_q8_[f]);
   for (vulkan::Pipeline* p : {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_rope_kv_store_,
-                              &p_attention_, &p_glu_silu_, &p_glu_gelu_, &p_add_})
+                              &p_attention_, &p_glu_silu_, &p_glu_gelu_, &p_add_, &p_quantize_})
     v.push_back(p);
   return v;
 }
@@ -210,7 +225,6 @@ VulkanBackend::DeviceWeight VulkanBackend::make_device_weight(const Weight& w, W
   dw.fmt = device_format_for(w, mode);
   DeviceRowWriter rows(w, dw.fmt);
   dw.row_bytes = rows.row_bytes();
-  dw.q8 = q8_pipeline(dw.fmt, dw.n_in);
   const uint64_t limit = std::min(caps().max_alloc_bytes, caps().max_storage_range);
   // The shaders address bytes within a buffer with 32-bit offsets.
   uint64_t max_buf = std::min<uint64_t>(limit, std::numeric_limits<uint32_t>::max());
@@ -237,26 +251,6 @@ VulkanBackend::DeviceWeight VulkanBackend::make_device_weight(const Weight& w, W
   }
   rt_.finish();
   return dw;
-}
-
-vulkan::Pipeline* VulkanBackend::q8_pipeline(DeviceFormat f, int64_t n_in) {
-  const vulkan::Capabilities& c = caps();
-  if (opts_.activations != ActivationMode::Quantized || !c.integer_dot || !device_format_is_block(f) ||
-      q8_failed_[int(f)] || n_in % 32 != 0)
-    return nullptr;
-  const auto key = std::make_pair(int(f), n_in);
-  if (auto it = p_matvec_q8_.find(key); it != p_matvec_q8_.end()) return &it->second;
-  // An invocation a block of the input, up to 128 (more only idle on short rows); the shared memory holds
-  // the rounded input (44 bytes a block: codes, d, the halves' sums) and the reduction (8 floats an
-  // invocation). A longer input than that memory takes takes the float matvec.
-  const uint64_t blocks = uint64_t(n_in) / 32;
-  const uint32_t local = pow2_at_most(
-      std::min<uint64_t>({std::max<uint64_t>(32, std::bit_ceil(blocks)), 128, c.max_invocations}));
-  if (blocks * 44 + uint64_t(local) * kQ8Rows * 4 > c.shared_memory_bytes) return nullptr;
-  vulkan::Pipeline p =
-      rt_.pipeline("matvec_q8", subgroups_, 3, kMatmulPush, local, {uint32_t(f), kQ8Rows, uint32_t(blocks)});
-  p.name = fmt::format("matvec_q8_{}_{}", device_format_name(f), n_in);
-  return &p_matvec_q8_.emplace(key, std::move(p)).first->second;
 }
 
 void VulkanBackend::upload_weight(const Weight& w) {

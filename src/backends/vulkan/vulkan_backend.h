@@ -38,7 +38,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -156,9 +155,6 @@ class VulkanBackend final : public Backend {
     GgmlType host_type;
     size_t row_bytes;
     int64_t n_in, n_out;
-    // The integer decode pipeline for this format and input length (p_matvec_q8_), or null: the float
-    // matvec then takes one token.
-    vulkan::Pipeline* q8 = nullptr;
   };
   DeviceWeight make_device_weight(const Weight& w, WeightsMode mode);
   const DeviceWeight& find_weight(const Weight& w, const char* op) const;
@@ -167,16 +163,16 @@ class VulkanBackend final : public Backend {
   vulkan::Pipeline p_embed_[kDeviceFormats], p_matmul_[kDeviceFormats], p_matvec_[kDeviceFormats];
   vulkan::Pipeline p_rmsnorm_, p_add_rmsnorm_, p_rope_, p_kv_store_, p_rope_kv_store_, p_attention_,
       p_glu_silu_, p_glu_gelu_, p_add_;
-  // The integer decode matvecs (shaders/matvec_q8.comp), one per (format, input length): its shared
-  // memory holds the rounded activations of one input. Made with the weights that need them, before any
-  // op runs; none for a format whose check failed, or an input too long for the shared memory.
-  std::map<std::pair<int, int64_t>, vulkan::Pipeline> p_matvec_q8_;
-  bool q8_failed_[kDeviceFormats] = {};
+  // The integer decode matvecs (shaders/matvec_q8.comp) per block format, where the device has integer dot
+  // products and --activations q8; their input rounded first by p_quantize_ into q8x_.
+  vulkan::Pipeline p_matvec_q8_[kDeviceFormats], p_quantize_;
   bool q8_paused_ = false;  // the self-check's float-matvec case: the integer path left out
-  vulkan::Pipeline* q8_pipeline(DeviceFormat f, int64_t n_in);
   bool uses_q8(const DeviceWeight& dw, int64_t n_tok) const {
-    return n_tok == 1 && dw.q8 && !dw.q8->on_cpu && !q8_paused_;
+    const vulkan::Pipeline& p = p_matvec_q8_[int(dw.fmt)];
+    return n_tok == 1 && p.pipeline && !p.on_cpu && !q8_paused_;
   }
+  // Rounds the one-token input x of n floats into q8x_ (quantize.comp's layout).
+  void record_quantize(const vulkan::Buffer& x, int64_t n);
   std::vector<vulkan::Pipeline*> all_pipelines();
   bool kv_on_cpu() const { return p_kv_store_.on_cpu || p_attention_.on_cpu; }
   void run_self_check();
@@ -245,9 +241,9 @@ class VulkanBackend final : public Backend {
   // Rows a matmul work-group computes (shaders/matmul.comp's TL_ROWS): prompts (with 4 tokens), and decode
   // of the float formats; the block formats' decode groups (shaders/matvec.comp) take mv_rows_.
   static constexpr uint32_t kPrefillRows = 4, kDecodeRows = 4;
-  // Rows a work-group of the integer decode matvec computes (shaders/matvec_q8.comp's TL_ROWS).
-  static constexpr uint32_t kQ8Rows = 8;
   uint32_t mv_rows_ = 4, mv_groups_ = 0;
+  // Rows a work-group of the integer decode matvec computes (shaders/matvec_q8.comp's TL_ROWS).
+  uint32_t q8_rows_ = 2;
 
   std::unordered_map<const uint8_t*, DeviceWeight> weights_, tables_;
   std::unique_ptr<ThreadPool> cpu_pool_;
@@ -256,6 +252,7 @@ class VulkanBackend final : public Backend {
 
   vulkan::Buffer in_a_, in_b_, out_,
       vec_;                        // scratch: [max_in_elems], [max_in_elems], [max_out_elems], [max_width]
+  vulkan::Buffer q8x_;             // a one-token input rounded: [n / 4] code words, [n / 32] d, [n / 16] s
   vulkan::Buffer pos_dev_;         // [max_tokens] int32: the pass's positions
   std::vector<int32_t> pos_held_;  // what pos_dev_ holds (pos_n_ entries)
   int64_t pos_n_ = -1;

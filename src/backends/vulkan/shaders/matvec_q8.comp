@@ -2,12 +2,10 @@
 // y = W x for one token (decode) in the block formats, in integers: the quantized activation path
 // (--activations q8, the default; backends/modes.h), used where the device has shaderIntegerDotProduct.
 // W: [n_rows] device rows of row_bytes (rows row0 .. row0 + n_rows of the matrix, as matvec.comp; formats
-// in quants.glsl); x: [n_in] floats; y: [n_out] (written at row0 + r).
+// in quants.glsl); x: the input as quantize.comp rounds it; y: [n_out] (written at row0 + r).
 //
-// Activations: each work-group first rounds x to int8 per block of 32 into shared memory, as the CUDA
-// backend's kernels and backends/q8_round.h do it (d = max|x| / 127, q = round(x / d) half away from zero,
-// s = d * sum q per half of 16), operation for operation, so the host reference multiplies by exactly
-// these values. Its first weights are loaded before that work, so the rounding runs while they arrive.
+// Activations: the input rounded to int8 per block of 32 by quantize.comp beforehand (its layout there), once
+// for all the products that read it.
 //
 // Products: invocation i takes blocks i, i + L, ... of each of the group's TL_ROWS rows (16 code bytes of a
 // nibble block, 32 of a byte block: one or two 16-byte loads, neighbouring invocations reading neighbouring
@@ -15,19 +13,18 @@
 // OpSUDotKHR: four products and their sum an instruction), and the block's integer sum scaled once:
 // sum_j (d c_j + m) (dx q_j) = d dx sum_j c_j q_j + m s. One reduction of the rows' sums ends the group.
 //
-// Specialization constants: 0 the local size L, 1 TL_FMT, 2 TL_ROWS (<= 8), 3 TL_XBLOCKS (blocks of 32 the
-// shared activations hold: n_in / 32 at most; the host builds one pipeline per input length).
+// Specialization constants: 0 the local size L, 1 TL_FMT, 2 TL_ROWS (<= 8).
 #define TL_RED_WIDTH 8
 #extension GL_EXT_spirv_intrinsics : require
 #include "common.glsl"
 
 layout(std430, binding = 0) readonly buffer W { uint w[]; };
 layout(std430, binding = 0) readonly buffer W4 { uvec4 w4[]; };
-layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
+layout(std430, binding = 1) readonly buffer XQ4 { uvec4 xq4[]; };
+layout(std430, binding = 1) readonly buffer XQF { float xqf[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P { uint row_bytes, n_in, n_rows, n_tok, n_out, row0; } pc;
 layout(constant_id = 2) const uint TL_ROWS = 8;
-layout(constant_id = 3) const uint TL_XBLOCKS = 128;
 
 #include "quants.glsl"
 
@@ -38,52 +35,22 @@ int tl_sdot(uint a, uint b, spirv_literal int packed_format);  // OpSDotKHR: sig
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
 int tl_sudot(uint a, uint b, spirv_literal int packed_format);  // OpSUDotKHR: signed a x unsigned b
 
-shared uint xq[TL_XBLOCKS * 8u];  // the activation codes, 4 a word (lowest byte first)
-shared float xd[TL_XBLOCKS];      // each block's d
-shared vec2 xs[TL_XBLOCKS];       // d * sum q over each half of 16
-
 const bool kNibbles = TL_FMT == 2u || TL_FMT == 3u || TL_FMT == 5u || TL_FMT == 8u;
 
-// x / 127 and 1 / x correctly rounded (the host's and CUDA's IEEE division; a Vulkan division may be off by
-// 2.5 ulp): an estimate and one fused correction, which rounds correctly for every normal input here.
-float div127(float x) {
-  precise float q = x * (1.0 / 127.0);
-  precise float r = fma(-q, 127.0, x);
-  precise float res = fma(r, 1.0 / 127.0, q);
-  return res;
-}
-float reciprocal(float x) {
-  precise float r = 1.0 / x;
-  precise float e = fma(-x, r, 1.0);
-  precise float res = fma(r, e, r);
-  return res;
-}
-// round(v) half away from zero (C's roundf; GLSL's round may take either way at .5).
-int round_away(float v) {
-  const float a = abs(v), t = trunc(a);
-  const int q = int(t) + (a - t >= 0.5 ? 1 : 0);
-  return v < 0.0 ? -q : q;
-}
+// The rounded input's block b: its codes (words 0..3 and 4..7), d and the halves' sums.
+struct XBlock {
+  uvec4 lo, hi;
+  float d;
+  vec2 s;
+};
 
-void quantize_block(uint b) {
-  vec4 v[8];
-  float amax = 0.0;
-  [[unroll]] for (uint k = 0; k < 8u; ++k) {
-    v[k] = x4[8u * b + k];
-    const vec4 a = abs(v[k]);
-    amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
-  }
-  const float d = div127(amax);
-  const float id = d != 0.0 ? reciprocal(d) : 0.0;
-  ivec2 sum = ivec2(0);
-  [[unroll]] for (uint k = 0; k < 8u; ++k) {
-    precise const vec4 s = v[k] * id;
-    const ivec4 q = ivec4(round_away(s.x), round_away(s.y), round_away(s.z), round_away(s.w));
-    sum[k / 4u] += q.x + q.y + q.z + q.w;
-    xq[8u * b + k] = uint(q.x & 255) | uint(q.y & 255) << 8 | uint(q.z & 255) << 16 | uint(q.w & 255) << 24;
-  }
-  xd[b] = d;
-  xs[b] = vec2(d * float(sum.x), d * float(sum.y));
+XBlock load_x(uint b, uint nb) {
+  XBlock x;
+  x.lo = xq4[2u * b];
+  x.hi = xq4[2u * b + 1u];
+  x.d = xqf[8u * nb + b];
+  x.s = vec2(xqf[9u * nb + 2u * b], xqf[9u * nb + 2u * b + 1u]);
+  return x;
 }
 
 // (d, m) of block b of the row at `row` (n elements), with w = d c + m for the codes c as the dot products
@@ -126,65 +93,50 @@ void load_block(uint row, uint b, uint n, out RowBlock rb) {
 }
 
 // The block's contribution: d dx (sum c q) + m s (each half on its own for KQ8).
-float block_dot(RowBlock rb, uint b) {
-  const uint x = 8u * b;
+float block_dot(RowBlock rb, XBlock x) {
   int lo = 0, hi = 0;
   [[unroll]] for (uint t = 0; t < 4u; ++t) {
     if (kNibbles) {
       // word t: weights 4t .. 4t + 3 in its low nibbles, 16 + 4t ... in its high ones
-      lo += tl_sudot(xq[x + t], rb.c0[t] & 0x0F0F0F0Fu, 0);
-      hi += tl_sudot(xq[x + 4u + t], (rb.c0[t] >> 4) & 0x0F0F0F0Fu, 0);
+      lo += tl_sudot(x.lo[t], rb.c0[t] & 0x0F0F0F0Fu, 0);
+      hi += tl_sudot(x.hi[t], (rb.c0[t] >> 4) & 0x0F0F0F0Fu, 0);
     } else if (TL_FMT == 6u) {  // unsigned bytes
-      lo += tl_sudot(xq[x + t], rb.c0[t], 0);
-      hi += tl_sudot(xq[x + 4u + t], rb.c1[t], 0);
+      lo += tl_sudot(x.lo[t], rb.c0[t], 0);
+      hi += tl_sudot(x.hi[t], rb.c1[t], 0);
     } else {  // signed bytes
-      lo += tl_sdot(xq[x + t], rb.c0[t], 0);
-      hi += tl_sdot(xq[x + 4u + t], rb.c1[t], 0);
+      lo += tl_sdot(x.lo[t], rb.c0[t], 0);
+      hi += tl_sdot(x.hi[t], rb.c1[t], 0);
     }
   }
-  const float dx = xd[b];
-  const vec2 s = xs[b];
-  if (TL_FMT == 7u) return rb.dm.x * dx * float(lo) + rb.dm.y * s.x + rb.dm2.x * dx * float(hi) + rb.dm2.y * s.y;
-  return rb.dm.x * dx * float(lo + hi) + rb.dm.y * (s.x + s.y);
+  if (TL_FMT == 7u)
+    return rb.dm.x * x.d * float(lo) + rb.dm.y * x.s.x + rb.dm2.x * x.d * float(hi) + rb.dm2.y * x.s.y;
+  return rb.dm.x * x.d * float(lo + hi) + rb.dm.y * (x.s.x + x.s.y);
 }
 
 void main() {
   const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
   const uint n = pc.n_in, nb = n / 32u;
-  const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.z;
-  uint g = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x;
-  // The first block of every row of the first row group, loaded before the activations are rounded.
-  RowBlock first[TL_RED_WIDTH];
-  uint row[TL_RED_WIDTH];
-  [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
-    row[r] = min(g * TL_ROWS + r, pc.n_rows - 1u) * pc.row_bytes;
-    if (r < TL_ROWS && lid < nb) load_block(row[r], lid, n, first[r]);
-  }
-  for (uint b = lid; b < nb; b += ls) quantize_block(b);
-  barrier();
   // Row groups past the device's x limit continue in z; a group may take several (uniform per group).
-  bool have_first = true;
-  for (; g * TL_ROWS < pc.n_rows; g += stride) {
+  const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.z;
+  for (uint g = gl_WorkGroupID.x + gl_WorkGroupID.z * gl_NumWorkGroups.x; g * TL_ROWS < pc.n_rows; g += stride) {
     const uint r0 = g * TL_ROWS;
     float acc[TL_RED_WIDTH];
+    uint row[TL_RED_WIDTH];
     [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
       acc[r] = 0.0;
       row[r] = min(r0 + r, pc.n_rows - 1u) * pc.row_bytes;
     }
     for (uint b = lid; b < nb; b += ls) {
+      // Every row's block loaded before any is used: TL_ROWS loads of 16 or 32 bytes in flight.
+      RowBlock rb[TL_RED_WIDTH];
       [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
-        if (r < TL_ROWS) {
-          RowBlock rb;
-          if (have_first && b == lid) {
-            rb = first[r];
-          } else {
-            load_block(row[r], b, n, rb);
-          }
-          acc[r] += block_dot(rb, b);
-        }
+        if (r < TL_ROWS) load_block(row[r], b, n, rb[r]);
+      }
+      const XBlock x = load_x(b, nb);
+      [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
+        if (r < TL_ROWS) acc[r] += block_dot(rb[r], x);
       }
     }
-    have_first = false;
     tl_group_sums(acc, TL_ROWS);
     if (lid == 0u) {
       [[unroll]] for (uint r = 0; r < TL_RED_WIDTH; ++r) {
