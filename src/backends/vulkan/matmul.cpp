@@ -10,7 +10,8 @@
 
 namespace tilellm {
 
-void VulkanBackend::record_quantize(const vulkan::Buffer& x, int64_t n) {
+void VulkanBackend::record_quantize(const vulkan::Buffer& x, int64_t n, Q8Held held) {
+  if (held.src == x.get() && held.n == n) return;
   if (n % 32 != 0) fail("internal: Vulkan integer products of an input of {} (not whole blocks of 32)", n);
   if (n > opts_.max_in_elems)
     fail("internal: Vulkan integer products of an input of {} past {}", n, opts_.max_in_elems);
@@ -53,7 +54,9 @@ void VulkanBackend::record_matmul(const DeviceWeight& dw, int64_t n_tok, const v
 
 void VulkanBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float* y) {
   check_tokens(n_tok, "matmul");
+  const Q8Held held = q8_held_;
   if (replaying(y)) return;
+  q8_held_ = held;  // kept through dev_in, which clears it if it writes the buffer held
   const DeviceWeight& dw = find_weight(w, "matmul");
   const int f = int(dw.fmt);
   const bool host = p_matmul_[f].on_cpu && (n_tok > 1 || (p_matvec_[f].on_cpu && !uses_q8(dw, n_tok)));
@@ -64,8 +67,10 @@ void VulkanBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float
   }
   const vulkan::Buffer& dx = dev_in(x, n_tok * w.n_in, in_a_, "matmul");
   const vulkan::Buffer& dy = dev_out(y, n_tok * w.n_out, out_, "matmul");
-  if (uses_q8(dw, n_tok)) record_quantize(dx, w.n_in);
+  const bool q8 = uses_q8(dw, n_tok);
+  if (q8) record_quantize(dx, w.n_in, q8_held_);
   record_matmul(dw, n_tok, dx, dy);
+  if (q8 && dy.get() != dx.get()) q8_held_ = {dx.get(), w.n_in};  // the next product of x needs no rounding
   dev_done(y, n_tok * w.n_out, dy);
 }
 
@@ -86,6 +91,7 @@ void VulkanBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   }
   if (!together) return Backend::matmul_shared(ws, ys, n, x, n_tok);
   check_tokens(n_tok, "matmul");
+
   const vulkan::Buffer& dx = dev_in(x, n_tok * ws[0]->n_in, in_a_, "matmul");
   // Each output is its own mirror (checked above): dev_out returns that mirror's buffer.
   const vulkan::Buffer* dy[4] = {};
@@ -96,11 +102,14 @@ void VulkanBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   // One rounding of the shared input serves every integer product of it.
   bool q8 = false;
   for (int i = 0; i < n; ++i) q8 = q8 || uses_q8(find_weight(*ws[i], "matmul"), n_tok);
-  if (q8) record_quantize(dx, ws[0]->n_in);
+  if (q8) record_quantize(dx, ws[0]->n_in, q8_held_);
   rt_.begin_independent();
   for (int i = 0; i < n; ++i) record_matmul(find_weight(*ws[i], "matmul"), n_tok, dx, *dy[i]);
   rt_.end_independent();
   for (int i = 0; i < n; ++i) dev_done(ys[i], n_tok * ws[i]->n_out, *dy[i]);
+  bool overwritten = false;
+  for (int i = 0; i < n; ++i) overwritten = overwritten || dy[i]->get() == dx.get();
+  if (q8 && !overwritten) q8_held_ = {dx.get(), ws[0]->n_in};
 }
 
 }  // namespace tilellm

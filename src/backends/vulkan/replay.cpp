@@ -96,6 +96,7 @@ void VulkanBackend::end_forward() {
 
 bool VulkanBackend::replaying(float* out0, float* out1) {
   ++step_ops_;
+  q8_held_ = {};  // any op may write the buffer q8x_ was rounded from
   if (mode_ != StepMode::Replaying) return false;
   for (float* p : {out0, out1}) {
     if (p && !find_mirror(p, 1, "replay")) rt_.set_deferred_destination(deferred_k_++, p);

@@ -39,6 +39,7 @@ VulkanBackend::Mirror* VulkanBackend::find_mirror(const void* p, size_t bytes, c
 
 void VulkanBackend::upload_dirty(Mirror& m) {
   if (m.host_lo == m.host_hi) return;
+  if (m.dev.get() == q8_held_.src) q8_held_ = {};  // its rounding no longer matches it
   rt_.upload(m.dev, m.host_lo, m.host + m.host_lo, m.host_hi - m.host_lo);
   m.host_lo = m.host_hi = 0;
 }
@@ -67,7 +68,10 @@ const vulkan::Buffer& VulkanBackend::dev_in(const float* p, int64_t n, const vul
     upload_dirty(*m);
     const size_t off = size_t(reinterpret_cast<const uint8_t*>(p) - m->host);
     if (off == 0) return m->dev;
-    rt_.copy(m->dev, off, staging, 0, bytes);
+  }
+  if (staging.get() == q8_held_.src) q8_held_ = {};
+  if (Mirror* m = find_mirror(p, bytes, op)) {
+    rt_.copy(m->dev, size_t(reinterpret_cast<const uint8_t*>(p) - m->host), staging, 0, bytes);
     return staging;
   }
   rt_.upload(staging, 0, p, bytes);

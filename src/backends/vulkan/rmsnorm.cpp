@@ -1,4 +1,6 @@
-// Vulkan RMSNorm and the residual add fused with it (shaders/rmsnorm.comp): one work-group per row.
+// Vulkan RMSNorm and the residual add fused with it (shaders/rmsnorm.comp): one work-group per row. Under
+// the integer decode products, one row's output is also rounded for them (the _q8 pipelines: q8x_ then
+// holds y's rounding, and the products that read y skip their quantize dispatch).
 #include "backends/vulkan/vulkan_backend.h"
 #include "base/error.h"
 
@@ -20,8 +22,11 @@ void VulkanBackend::rmsnorm(const float* x, const float* w, float* y, int64_t n_
     uint32_t n;
     float eps;
   } pc{uint32_t(n), eps};
-  rt_.dispatch(p_rmsnorm_, {&dx, &dx, &dw, &dy}, &pc, uint32_t(n_rows));
+  const bool q8 = norm_rounds(p_rmsnorm_q8_, n_rows, n);
+  rt_.dispatch(q8 ? p_rmsnorm_q8_ : p_rmsnorm_, {&dx, &dx, &dw, &dy, q8x_.get() ? &q8x_ : &vec_}, &pc,
+               uint32_t(n_rows));
   dev_done(y, total, dy);
+  if (q8) q8_held_ = {dy.get(), n};
 }
 
 void VulkanBackend::add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows,
@@ -38,9 +43,12 @@ void VulkanBackend::add_rmsnorm(float* acc, const float* x, const float* w, floa
     uint32_t n;
     float eps;
   } pc{uint32_t(n), eps};
-  rt_.dispatch(p_add_rmsnorm_, {&da, &dx, &dw, &dy}, &pc, uint32_t(n_rows));
+  const bool q8 = norm_rounds(p_add_rmsnorm_q8_, n_rows, n);
+  rt_.dispatch(q8 ? p_add_rmsnorm_q8_ : p_add_rmsnorm_, {&da, &dx, &dw, &dy, q8x_.get() ? &q8x_ : &vec_}, &pc,
+               uint32_t(n_rows));
   dev_done(acc, total, da);
   dev_done(y, total, dy);
+  if (q8) q8_held_ = {dy.get(), n};
 }
 
 }  // namespace tilellm

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "backends/check_cases.h"
+#include "backends/q8_round.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "base/error.h"
 #include "base/fp16.h"
@@ -38,7 +39,8 @@ void VulkanBackend::verdict(vulkan::Pipeline& p, double err) {
       q8                        ? "one-token products of its format take the float matvec"
       : matvec                  ? "one-token products use the matmul pipeline"
       : p.name == "add_rmsnorm" ? "the separate add and rmsnorm run instead"
-                                : "its op runs on the CPU");
+      : p.name == "rmsnorm_q8" || p.name == "add_rmsnorm_q8" ? "the products round its output themselves"
+                                                             : "its op runs on the CPU");
 }
 
 // The products of uploaded weight w against the host's on ref_w (w's exact values): n_tok tokens (the
@@ -64,6 +66,42 @@ void VulkanBackend::check_products(const Weight& w, const Weight& ref_w, const s
   cpu_->matmul(ref_w, xr.data(), 1, ref.data());
   matmul(w, x.data(), 1, got.data());
   verdict(p_matvec_q8_[f], relative_error(ref, got));
+}
+
+// The norms that round their output for the integer products (rmsnorm.comp's TL_Q8): one row of 96, its
+// output and the rounding they leave in q8x_ against the host's rounding of that output.
+void VulkanBackend::check_norm_rounding(std::mt19937& rng) {
+  const int64_t n = 96, nb = n / 32;
+  const size_t un = 96;
+  const std::vector<float> x = random_floats(un, rng), w = random_floats(un, rng), r = random_floats(un, rng);
+  for (vulkan::Pipeline* p : {&p_rmsnorm_q8_, &p_add_rmsnorm_q8_}) {
+    std::vector<float> ref(un), got(un), acc = x;
+    if (p == &p_rmsnorm_q8_) {
+      cpu_->rmsnorm(x.data(), w.data(), ref.data(), 1, n, 1e-5f);
+      rmsnorm(x.data(), w.data(), got.data(), 1, n, 1e-5f);
+    } else {
+      std::vector<float> acc_ref = x;
+      cpu_->add(acc_ref.data(), r.data(), n);
+      cpu_->rmsnorm(acc_ref.data(), w.data(), ref.data(), 1, n, 1e-5f);
+      add_rmsnorm(acc.data(), r.data(), w.data(), got.data(), 1, n, 1e-5f);
+    }
+    // q8x_: [n / 4] code words, [nb] d, [nb] (s, s) (shaders/q8.glsl).
+    std::vector<uint32_t> words(size_t(n / 4 + 3 * nb));
+    rt_.download(q8x_, 0, words.data(), words.size() * 4);
+    std::vector<float> want(un), seen(un), s_want(un / 16), s_seen(un / 16);
+    round_activations_q8(got.data(), n, want.data());
+    for (int64_t j = 0; j < n; ++j) {
+      float d;
+      std::memcpy(&d, &words[size_t(n / 4 + j / 32)], 4);
+      const int code = int(int8_t(uint8_t(words[size_t(j / 4)] >> (8 * (j % 4)))));
+      seen[size_t(j)] = d * float(code);
+      s_want[size_t(j / 16)] += float(code);
+      if (j % 16 == 15) s_want[size_t(j / 16)] *= d;
+    }
+    std::memcpy(s_seen.data(), &words[size_t(n / 4 + nb)], s_seen.size() * 4);
+    verdict(*p,
+            std::max({relative_error(ref, got), relative_error(want, seen), relative_error(s_want, s_seen)}));
+  }
 }
 
 void VulkanBackend::run_self_check() {
@@ -130,6 +168,7 @@ void VulkanBackend::run_self_check() {
     add_rmsnorm(acc_got.data(), r.data(), w.data(), got.data(), rows, n, 1e-5f);
     verdict(p_add_rmsnorm_, std::max(relative_error(acc_ref, acc_got), relative_error(ref, got)));
   }
+  if (p_rmsnorm_q8_.pipeline) check_norm_rounding(rng);
   {
     const int64_t n_tok = 3, heads = 2, hd = 16;
     const RopeTable table(8, hd, 10000.0f, 1.0f);

@@ -96,10 +96,16 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
     p_embed_[f] = rt_.pipeline("embedding", false, 3, kEmbedPush, elem_local_, {fu});
     p_embed_[f].name = fmt::format("embed_{}", device_format_name(DeviceFormat(f)));
   }
-  p_rmsnorm_ = rt_.pipeline("rmsnorm", sg, 4, kNormPush, red_local_, {0});
+  p_rmsnorm_ = rt_.pipeline("rmsnorm", sg, 5, kNormPush, red_local_, {0, 0});
   p_rmsnorm_.name = "rmsnorm";
-  p_add_rmsnorm_ = rt_.pipeline("rmsnorm", sg, 4, kNormPush, red_local_, {1});
+  p_add_rmsnorm_ = rt_.pipeline("rmsnorm", sg, 5, kNormPush, red_local_, {1, 0});
   p_add_rmsnorm_.name = "add_rmsnorm";
+  if (q8) {
+    p_rmsnorm_q8_ = rt_.pipeline("rmsnorm", sg, 5, kNormPush, red_local_, {0, 1});
+    p_rmsnorm_q8_.name = "rmsnorm_q8";
+    p_add_rmsnorm_q8_ = rt_.pipeline("rmsnorm", sg, 5, kNormPush, red_local_, {1, 1});
+    p_add_rmsnorm_q8_.name = "add_rmsnorm_q8";
+  }
   p_rope_ = rt_.pipeline("rope", false, 3, kRopePush, elem_local_);
   p_rope_.name = "rope";
   p_kv_store_ = rt_.pipeline("kv_store", false, 4, kKvPush, elem_local_, {kv_f16 ? 1u : 0u});
@@ -200,8 +206,9 @@ std::vector<vulkan::Pipeline*> VulkanBackend::all_pipelines() {
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_q8_[f]);
-  for (vulkan::Pipeline* p : {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_rope_kv_store_,
-                              &p_attention_, &p_glu_silu_, &p_glu_gelu_, &p_add_, &p_quantize_})
+  for (vulkan::Pipeline* p :
+       {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_rope_kv_store_, &p_attention_, &p_glu_silu_,
+        &p_glu_gelu_, &p_add_, &p_quantize_, &p_rmsnorm_q8_, &p_add_rmsnorm_q8_})
     v.push_back(p);
   return v;
 }

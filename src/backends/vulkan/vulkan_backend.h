@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -171,11 +172,25 @@ class VulkanBackend final : public Backend {
     const vulkan::Pipeline& p = p_matvec_q8_[int(dw.fmt)];
     return n_tok == 1 && p.pipeline && !p.on_cpu && !q8_paused_;
   }
-  // Rounds the one-token input x of n floats into q8x_ (quantize.comp's layout).
-  void record_quantize(const vulkan::Buffer& x, int64_t n);
+  // Rounds the one-token input x of n floats into q8x_ (quantize.comp's layout), unless q8x_ already holds
+  // x's rounding (`held`: what it held when the op began).
+  struct Q8Held {
+    VkBuffer src = nullptr;  // q8x_ holds the rounding of this buffer's first n floats (nullptr: nothing)
+    int64_t n = 0;
+  };
+  Q8Held q8_held_;
+  void record_quantize(const vulkan::Buffer& x, int64_t n, Q8Held held);
+  // RMSNorm (and the add before it) rounding its output too, for the integer products that read it: one
+  // row of whole blocks of 32 (shaders/rmsnorm.comp's TL_Q8). The ops then leave q8_held_ set; every op
+  // clears it when it starts (replaying()).
+  vulkan::Pipeline p_rmsnorm_q8_, p_add_rmsnorm_q8_;
+  bool norm_rounds(const vulkan::Pipeline& fused, int64_t n_rows, int64_t n) const {
+    return fused.pipeline && !fused.on_cpu && n_rows == 1 && n % 32 == 0 && n <= opts_.max_in_elems;
+  }
   std::vector<vulkan::Pipeline*> all_pipelines();
   bool kv_on_cpu() const { return p_kv_store_.on_cpu || p_attention_.on_cpu; }
   void run_self_check();
+  void check_norm_rounding(std::mt19937& rng);
   void check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x, int64_t n_tok);
   void verdict(vulkan::Pipeline& p, double err);
 
