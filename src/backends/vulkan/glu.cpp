@@ -1,4 +1,6 @@
-// Vulkan gated linear unit (shaders/glu.comp): SiLU or GELU-tanh times up, elementwise.
+// Vulkan gated linear unit (shaders/glu.comp): SiLU or GELU-tanh times up, elementwise; under the integer
+// decode products, an output of whole blocks of 32 that fits q8x_ (one token's) is also rounded for the
+// product that reads it (shaders/glu_q8.comp, an invocation a block; q8_held_ then names the output).
 #include "backends/vulkan/vulkan_backend.h"
 
 namespace tilellm {
@@ -17,6 +19,14 @@ void VulkanBackend::glu(const float* gate, const float* up, float* out, int64_t 
   const vulkan::Buffer& dout = out == gate ? dg : dev_out(out, n, out_, "glu");
   const uint32_t pc = uint32_t(n);
   uint32_t gx = 0, gy = 0;
+  vulkan::Pipeline& pq = act == FfnAct::SiLU ? p_glu_silu_q8_ : p_glu_gelu_q8_;
+  if (norm_rounds(pq, 1, n)) {
+    elementwise_groups(n / 32, pq.local_size, gx, gy);
+    rt_.dispatch(pq, {&dg, &du, &dout, &q8x_}, &pc, gx, gy);
+    dev_done(out, n, dout);
+    q8_held_ = {dout.get(), n};
+    return;
+  }
   elementwise_groups(n, p.local_size, gx, gy);
   rt_.dispatch(p, {&dg, &du, &dout}, &pc, gx, gy);
   dev_done(out, n, dout);

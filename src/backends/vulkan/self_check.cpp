@@ -39,8 +39,8 @@ void VulkanBackend::verdict(vulkan::Pipeline& p, double err) {
       q8                        ? "one-token products of its format take the float matvec"
       : matvec                  ? "one-token products use the matmul pipeline"
       : p.name == "add_rmsnorm" ? "the separate add and rmsnorm run instead"
-      : p.name == "rmsnorm_q8" || p.name == "add_rmsnorm_q8" ? "the products round its output themselves"
-                                                             : "its op runs on the CPU");
+      : p.name.ends_with("_q8") ? "the products round its output themselves"
+                                : "its op runs on the CPU");
 }
 
 // The products of uploaded weight w against the host's on ref_w (w's exact values): n_tok tokens (the
@@ -68,22 +68,27 @@ void VulkanBackend::check_products(const Weight& w, const Weight& ref_w, const s
   verdict(p_matvec_q8_[f], relative_error(ref, got));
 }
 
-// The norms that round their output for the integer products (rmsnorm.comp's TL_Q8): one row of 96, its
-// output and the rounding they leave in q8x_ against the host's rounding of that output.
-void VulkanBackend::check_norm_rounding(std::mt19937& rng) {
+// The ops that round their output for the integer products (rmsnorm.comp's TL_Q8, glu_q8.comp): one row of
+// 96, its output against the host's, and the rounding they leave in q8x_ against the host's rounding of
+// that output.
+void VulkanBackend::check_fused_rounding(std::mt19937& rng) {
   const int64_t n = 96, nb = n / 32;
   const size_t un = 96;
   const std::vector<float> x = random_floats(un, rng), w = random_floats(un, rng), r = random_floats(un, rng);
-  for (vulkan::Pipeline* p : {&p_rmsnorm_q8_, &p_add_rmsnorm_q8_}) {
+  for (vulkan::Pipeline* p : {&p_rmsnorm_q8_, &p_add_rmsnorm_q8_, &p_glu_silu_q8_, &p_glu_gelu_q8_}) {
     std::vector<float> ref(un), got(un), acc = x;
     if (p == &p_rmsnorm_q8_) {
       cpu_->rmsnorm(x.data(), w.data(), ref.data(), 1, n, 1e-5f);
       rmsnorm(x.data(), w.data(), got.data(), 1, n, 1e-5f);
-    } else {
+    } else if (p == &p_add_rmsnorm_q8_) {
       std::vector<float> acc_ref = x;
       cpu_->add(acc_ref.data(), r.data(), n);
       cpu_->rmsnorm(acc_ref.data(), w.data(), ref.data(), 1, n, 1e-5f);
       add_rmsnorm(acc.data(), r.data(), w.data(), got.data(), 1, n, 1e-5f);
+    } else {
+      const FfnAct act = p == &p_glu_silu_q8_ ? FfnAct::SiLU : FfnAct::GeluTanh;
+      cpu_->glu(x.data(), r.data(), ref.data(), n, act);
+      glu(x.data(), r.data(), got.data(), n, act);
     }
     // q8x_: [n / 4] code words, [nb] d, [nb] (s, s) (shaders/q8.glsl).
     std::vector<uint32_t> words(size_t(n / 4 + 3 * nb));
@@ -168,7 +173,7 @@ void VulkanBackend::run_self_check() {
     add_rmsnorm(acc_got.data(), r.data(), w.data(), got.data(), rows, n, 1e-5f);
     verdict(p_add_rmsnorm_, std::max(relative_error(acc_ref, acc_got), relative_error(ref, got)));
   }
-  if (p_rmsnorm_q8_.pipeline) check_norm_rounding(rng);
+  if (p_rmsnorm_q8_.pipeline) check_fused_rounding(rng);
   {
     const int64_t n_tok = 3, heads = 2, hd = 16;
     const RopeTable table(8, hd, 10000.0f, 1.0f);

@@ -105,6 +105,10 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
     p_rmsnorm_q8_.name = "rmsnorm_q8";
     p_add_rmsnorm_q8_ = rt_.pipeline("rmsnorm", sg, 5, kNormPush, red_local_, {1, 1});
     p_add_rmsnorm_q8_.name = "add_rmsnorm_q8";
+    p_glu_silu_q8_ = rt_.pipeline("glu_q8", false, 4, kElemPush, elem_local_, {0});
+    p_glu_silu_q8_.name = "glu_silu_q8";
+    p_glu_gelu_q8_ = rt_.pipeline("glu_q8", false, 4, kElemPush, elem_local_, {1});
+    p_glu_gelu_q8_.name = "glu_gelu_q8";
   }
   p_rope_ = rt_.pipeline("rope", false, 3, kRopePush, elem_local_);
   p_rope_.name = "rope";
@@ -206,9 +210,9 @@ std::vector<vulkan::Pipeline*> VulkanBackend::all_pipelines() {
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_q8_[f]);
-  for (vulkan::Pipeline* p :
-       {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_rope_kv_store_, &p_attention_, &p_glu_silu_,
-        &p_glu_gelu_, &p_add_, &p_quantize_, &p_rmsnorm_q8_, &p_add_rmsnorm_q8_})
+  for (vulkan::Pipeline* p : {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_rope_kv_store_,
+                              &p_attention_, &p_glu_silu_, &p_glu_gelu_, &p_add_, &p_quantize_,
+                              &p_rmsnorm_q8_, &p_add_rmsnorm_q8_, &p_glu_silu_q8_, &p_glu_gelu_q8_})
     v.push_back(p);
   return v;
 }

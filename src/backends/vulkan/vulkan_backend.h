@@ -184,13 +184,15 @@ class VulkanBackend final : public Backend {
   // row of whole blocks of 32 (shaders/rmsnorm.comp's TL_Q8). The ops then leave q8_held_ set; every op
   // clears it when it starts (replaying()).
   vulkan::Pipeline p_rmsnorm_q8_, p_add_rmsnorm_q8_;
+  // The gated unit doing the same for the down projection (shaders/glu_q8.comp).
+  vulkan::Pipeline p_glu_silu_q8_, p_glu_gelu_q8_;
   bool norm_rounds(const vulkan::Pipeline& fused, int64_t n_rows, int64_t n) const {
     return fused.pipeline && !fused.on_cpu && n_rows == 1 && n % 32 == 0 && n <= opts_.max_in_elems;
   }
   std::vector<vulkan::Pipeline*> all_pipelines();
   bool kv_on_cpu() const { return p_kv_store_.on_cpu || p_attention_.on_cpu; }
   void run_self_check();
-  void check_norm_rounding(std::mt19937& rng);
+  void check_fused_rounding(std::mt19937& rng);
   void check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x, int64_t n_tok);
   void verdict(vulkan::Pipeline& p, double err);
 
