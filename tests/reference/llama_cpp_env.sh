@@ -17,8 +17,9 @@
 # The GPU peers (docs/PERF.md, docs/VULKAN.md) are static llama-bench binaries, built here and carried to the
 # GPU machine: Vulkan against headers of Vulkan 1.4 (TILELLM_VULKAN_HEADERS, an include folder holding
 # vulkan/vulkan.h: Debian trixie's libvulkan-dev 1.4.309, unpacked with dpkg -x, as bookworm's 1.3.239
-# lacks VK_EXT_layer_settings) and Debian's glslc (which knows no cooperative-matrix extension: the build
-# then reports "matrix cores: none"); CUDA with the CUDA toolkit's nvcc for sm_90 (the H200), which on 2
+# lacks VK_EXT_layer_settings), Debian's glslc (which knows no cooperative-matrix extension: the build
+# then reports "matrix cores: none") and Debian's spirv-headers (its CMake package, which ggml-vulkan looks
+# up); CUDA with the CUDA toolkit's nvcc for sm_90 (the H200), which on 2
 # cores takes about an hour (-j1 at low priority beside other work).
 #
 # Exports
