@@ -35,6 +35,19 @@ inline int32_t argmax(const float* v, int64_t n) {
   return int32_t(std::max_element(v, v + n) - v);
 }
 
+// The largest |ref - got| over n logits, and the largest |ref|.
+struct LogitDiff {
+  double max_diff = 0.0, max_abs = 0.0;
+};
+inline LogitDiff logit_diff(const float* ref, const float* got, int64_t n) {
+  LogitDiff d;
+  for (int64_t i = 0; i < n; ++i) {
+    d.max_diff = std::max(d.max_diff, std::abs(double(ref[i]) - got[i]));
+    d.max_abs = std::max(d.max_abs, std::abs(double(ref[i])));
+  }
+  return d;
+}
+
 // The CPU float path's session (--activations f32) at this file's size: 64 positions, 2 threads.
 inline SessionOptions float_options(GgmlType kv_type) {
   SessionOptions so;
@@ -94,11 +107,7 @@ inline void compare_greedy(const GreedyCase& g) {
     for (int step = 0; step < kGenerate; ++step) {
       const float* lc = cpu.logits();
       const float* lg = gpu.logits();
-      double max_diff = 0.0, max_abs = 0.0;
-      for (int64_t i = 0; i < V; ++i) {
-        max_diff = std::max(max_diff, std::abs(double(lc[i]) - lg[i]));
-        max_abs = std::max(max_abs, std::abs(double(lc[i])));
-      }
+      const auto [max_diff, max_abs] = logit_diff(lc, lg, V);
       worst = std::max(worst, max_diff / max_abs);
       ASSERT_LE(max_diff, rel_bound * max_abs) << "prompt " << c << " step " << step;
       const int32_t tc = argmax(lc, V), tg = argmax(lg, V);

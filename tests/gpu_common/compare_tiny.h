@@ -67,11 +67,7 @@ inline double compare_tiny(const TinyCase& c, std::vector<double>* steps = nullp
   for (int step = 0; step <= 8; ++step) {
     const float* lc = ref.logits();
     const float* lg = gpu.logits();
-    double diff = 0.0, mag = 0.0;
-    for (int64_t i = 0; i < V; ++i) {
-      diff = std::max(diff, std::abs(double(lc[i]) - lg[i]));
-      mag = std::max(mag, std::abs(double(lc[i])));
-    }
+    const auto [diff, mag] = logit_diff(lc, lg, V);
     worst = std::max(worst, diff / mag);
     if (steps) steps->push_back(diff / mag);
     EXPECT_LE(diff, c.bound * mag) << c.arch << " step " << step;

@@ -105,6 +105,18 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
     }
   }
 
+  // One token through 11 rows of n_in inputs converted to int4b64 and to int8b0 (backends made from o).
+  void check_converted_decode(const VulkanBackendOptions& o, int64_t n_in, uint32_t& seed) {
+    for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+      VulkanBackendOptions oc = o;
+      oc.weights = mode;
+      VulkanBackend vc(oc);
+      const ConvertedWeight cw(mode, n_in, 11, seed++);
+      vc.upload_weight(cw.w);
+      check_matmul(vc, cw.w, cw.we, 1, seed++);
+    }
+  }
+
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Backend> cpu_;
 };
@@ -162,14 +174,7 @@ TEST_P(VulkanOps, matvec_shapes) {
       vk.upload_weight(kept.back().w);
       check_matmul(vk, kept.back().w, kept.back().w, 1, seed++);
     }
-    for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
-      VulkanBackendOptions oc = o;
-      oc.weights = mode;
-      VulkanBackend vc(oc);
-      const ConvertedWeight cw(mode, 27 * 32, 11, seed++);
-      vc.upload_weight(cw.w);
-      check_matmul(vc, cw.w, cw.we, 1, seed++);
-    }
+    check_converted_decode(o, 27 * 32, seed);
   }
 }
 
@@ -217,14 +222,7 @@ TEST_P(VulkanOps, matvec_q8_inputs) {
     for (int r = 0; r < 9; ++r)
       EXPECT_NEAR(got[size_t(r)], ref[size_t(r)], 1e-4 * std::abs(ref[size_t(r)]) + 1e-6);
   }
-  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
-    VulkanBackendOptions oc = o;
-    oc.weights = mode;
-    VulkanBackend vc(oc);
-    const ConvertedWeight cw(mode, 160 * 32, 11, seed++);
-    vc.upload_weight(cw.w);
-    check_matmul(vc, cw.w, cw.we, 1, seed++);
-  }
+  check_converted_decode(o, 160 * 32, seed);
 }
 
 // --weights int4b64 / int8b0 / f16 / f32: rows converted at upload, against the CPU's float path on the
