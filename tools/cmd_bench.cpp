@@ -174,6 +174,30 @@ void print_kernel_profile(const Session& session, const bench::TestSpec& t, int 
   }
 }
 
+// --profile, tests that generate: the host's time per decoded token, from a second session without kernel
+// timestamps (a profiled pass records every step, so it would time recording rather than what decode
+// runs): a token of prompt, then the test's decode steps, each pass's wall time inside the backend less the
+// time it waited for the device. Only backends that measure it (Backend::pass_times) print the line.
+void print_host_time(const Model& model, SessionOptions so, const bench::TestSpec& t) {
+  if (t.n_gen <= 0) return;
+  so.profile_kernels = false;
+  so.n_ctx = std::max<int64_t>(so.n_ctx, t.n_gen + 1);
+  Session session(model, so);
+  const int32_t tok = 1;
+  session.eval(&tok, 1);
+  session.reset_pass_times();
+  for (int i = 0; i < t.n_gen; ++i) session.eval(&tok, 1);
+  const Backend::PassTimes p = session.pass_times();
+  if (p.decode_passes == 0) return;
+  const double n = double(p.decode_passes);
+  std::fprintf(
+      stderr,
+      "host time per decoded token: %.1f us (%.1f us a pass in the backend, %.1f us of it waiting for "
+      "the device; %llu decode passes, %llu replayed from a recording)\n",
+      (p.wall_ns - p.wait_ns) / n / 1e3, p.wall_ns / n / 1e3, p.wait_ns / n / 1e3,
+      static_cast<unsigned long long>(p.decode_passes), static_cast<unsigned long long>(p.replayed));
+}
+
 void run_bench(BenchArgs a) {
   take_pg_from_p(a.n_prompt, a.pg);
   const bench::Format format = bench::parse_format(a.output);
@@ -222,7 +246,10 @@ void run_bench(BenchArgs a) {
         apply_backend_args(a.backend, so);
         so.weights = parse_weights_mode(a.weights);
         so.profile_kernels = a.profile;
-        Session session(*model, so);
+        // Held by pointer so that --profile's second session (print_host_time) does not share the device
+        // with it.
+        auto held = std::make_unique<Session>(*model, so);
+        Session& session = *held;
         session.reset_kernel_times();  // the self-check's launches are not the test's
 
         bench::Row r;
@@ -267,7 +294,11 @@ void run_bench(BenchArgs a) {
         }
         std::fputs(printer->row(r).c_str(), stdout);
         std::fflush(stdout);
-        if (a.profile) print_kernel_profile(session, t, a.reps);
+        if (a.profile) {
+          print_kernel_profile(session, t, a.reps);
+          held.reset();
+          print_host_time(*model, so, t);
+        }
       }
     }
   }
@@ -315,7 +346,8 @@ void register_bench(CLI::App& app) {
                 "measure memory bandwidth instead (memcpy read+write and pure read, per -t thread count)");
   sub->add_flag(
       "--profile", a->profile,
-      "time every device kernel (GPU backends) and print a per-kernel table on stderr after each test");
+      "time every device kernel (GPU backends) and print a per-kernel table on stderr after each test, and "
+      "for generation tests the host time per decoded token (backends that measure it)");
   sub->add_option("--membw-mib", a->membw_mib, "buffer size of --membw in MiB")->capture_default_str();
   add_pace_args(sub, a->pace, false);
   sub->callback([a] { run_bench(*a); });

@@ -152,6 +152,16 @@ class Backend {
   virtual std::vector<KernelTime> kernel_times() const { return {}; }
   virtual void reset_kernel_times() {}
 
+  // The host's share of decode passes, for a backend that measures it (Vulkan): decode passes since the last
+  // reset, those replayed from a recording, their wall time from begin_forward() to the return of
+  // end_forward(), and the part of it spent waiting for the device. Zeros otherwise.
+  struct PassTimes {
+    uint64_t decode_passes = 0, replayed = 0;
+    double wall_ns = 0, wait_ns = 0;
+  };
+  virtual PassTimes pass_times() const { return {}; }
+  virtual void reset_pass_times() {}
+
   // Measures the pacing controller may take between forward passes (runtime/telemetry/pacing.h), each
   // offered by a backend that can:
   // - lower occupancy: occupancy_steps() steps below full (0: none offered), set_occupancy_step(k) runs the

@@ -108,6 +108,8 @@ class Session {
   // Device time per kernel since the last reset (backends that time their kernels); empty otherwise.
   std::vector<KernelTime> kernel_times() const { return backend_->kernel_times(); }
   void reset_kernel_times() { backend_->reset_kernel_times(); }
+  Backend::PassTimes pass_times() const { return backend_->pass_times(); }
+  void reset_pass_times() { backend_->reset_pass_times(); }
   // Bytes of the host KV cache's storage: 0 when the cache lives only on a device.
   size_t host_kv_bytes() const { return kv_.bytes(); }
   // The backend's device memory line (Backend::memory_summary); empty for a backend in host memory.

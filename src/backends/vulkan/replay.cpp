@@ -38,6 +38,9 @@ void VulkanBackend::set_mirror_state(const std::vector<size_t>& s) {
 
 void VulkanBackend::begin_forward(const ForwardStep& step) {
   check_tokens(step.n_tok, "begin_forward");
+  pass_t0_ = std::chrono::steady_clock::now();
+  pass_wait0_ = rt_.waited_ns();
+  pass_is_decode_ = step.decode;
   if (mode_ != StepMode::Normal) {
     // The last pass ended in an error before end_forward: its capture is not kept.
     if (rt_.capturing()) rt_.end_capture();
@@ -91,6 +94,14 @@ void VulkanBackend::end_forward() {
     rt_.replay();
     set_mirror_state(capture_end_state_);
     ++replayed_;
+  }
+  if (pass_is_decode_) {
+    pass_times_.decode_passes += 1;
+    pass_times_.replayed += m == StepMode::Replaying ? 1 : 0;
+    pass_times_.wall_ns += double(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - pass_t0_)
+            .count());
+    pass_times_.wait_ns += double(rt_.waited_ns() - pass_wait0_);
   }
 }
 

@@ -2,6 +2,7 @@
 #include "backends/vulkan/runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "backends/vulkan/error.h"
@@ -516,14 +517,17 @@ void Runtime::finish() {
 
 namespace {
 
-// Submits one command buffer and waits for it.
-void submit_one(VkQueue q, VkDevice dev, VkFence fence, VkCommandBuffer cmd) {
+// Submits one command buffer and waits for it; adds the time blocked in the wait to waited_ns.
+void submit_one(VkQueue q, VkDevice dev, VkFence fence, VkCommandBuffer cmd, uint64_t& waited_ns) {
   VkSubmitInfo si{};
   si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd;
   check(vk.vkQueueSubmit(q, 1, &si, fence), "vkQueueSubmit");
+  const auto t0 = std::chrono::steady_clock::now();
   check(vk.vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  waited_ns += uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   check(vk.vkResetFences(dev, 1, &fence), "vkResetFences");
 }
 
@@ -534,7 +538,7 @@ void Runtime::submit_and_wait() {
   if (!recording_) begin();
   check(vk.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
   recording_ = false;
-  submit_one(queue_, dev_, fence_, cmd_);
+  submit_one(queue_, dev_, fence_, cmd_, waited_ns_);
   check(vk.vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
   check(vk.vkResetDescriptorPool(dev_, desc_pool_, 0), "vkResetDescriptorPool");
   desc_sets_left_ = kDescriptorSets;
@@ -577,7 +581,7 @@ bool Runtime::end_capture() {
   if (capture_.recording) {
     check(vk.vkEndCommandBuffer(capture_.cmd), "vkEndCommandBuffer");
     capture_.recording = false;
-    submit_one(queue_, dev_, fence_, capture_.cmd);
+    submit_one(queue_, dev_, fence_, capture_.cmd, waited_ns_);
     ring_used_ = 0;  // the capture's staged uploads have been read
   }
   for (const Deferred& d : capture_.deferred)
@@ -599,7 +603,7 @@ void Runtime::drop_capture() {
 void Runtime::replay() {
   if (!capture_.kept) fail("internal: Vulkan replay without a kept capture");
   finish();
-  submit_one(queue_, dev_, fence_, capture_.cmd);
+  submit_one(queue_, dev_, fence_, capture_.cmd, waited_ns_);
   for (const Deferred& d : capture_.deferred)
     std::memcpy(d.dst, static_cast<const uint8_t*>(capture_readback_.mapped()) + d.readback_offset, d.bytes);
 }

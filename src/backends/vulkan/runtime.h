@@ -125,6 +125,8 @@ class Runtime {
   // Deferred downloads of the capture, in order: where replay() copies download k (set by the op that
   // made it, each step).
   size_t deferred_downloads() const { return capture_.deferred.size(); }
+  // Time the host has spent blocked waiting for submitted work, since the runtime was made.
+  uint64_t waited_ns() const { return waited_ns_; }
   void set_deferred_destination(size_t k, void* dst);
   // The step-input buffer ([kStepInputBytes] host-visible): `bytes` at `slot_offset` from src, and a
   // recorded copy of them into dst at offset.
@@ -184,6 +186,7 @@ class Runtime {
     size_t readback_used = 0;
     std::vector<Deferred> deferred;
   } capture_;
+  uint64_t waited_ns_ = 0;
   Buffer step_in_, capture_readback_;  // host-visible: step inputs; deferred downloads
 };
 

@@ -37,6 +37,7 @@
 //    integer dot products.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -144,6 +145,8 @@ class VulkanBackend final : public Backend {
   uint64_t captured_steps() const { return captured_; }
   std::vector<KernelTime> kernel_times() const override { return rt_.kernel_times(); }
   void reset_kernel_times() override { rt_.reset_kernel_times(); }
+  PassTimes pass_times() const override { return pass_times_; }
+  void reset_pass_times() override { pass_times_ = {}; }
 
  private:
   // A matrix in buffers of whole rows: bufs[b] holds rows [b * rows_per_buf, ...) as [rows][row_bytes] in
@@ -292,6 +295,11 @@ class VulkanBackend final : public Backend {
   size_t deferred_k_ = 0;
   std::vector<size_t> capture_begin_state_, capture_end_state_;
   uint64_t replayed_ = 0, captured_ = 0;
+  // Decode passes' host time (pass_times()): the pass's start and the runtime's wait total then.
+  PassTimes pass_times_;
+  std::chrono::steady_clock::time_point pass_t0_;
+  uint64_t pass_wait0_ = 0;
+  bool pass_is_decode_ = false;
   std::vector<Mirror> mirrors_;
   std::unordered_map<const float*, vulkan::Buffer> norms_;
 
