@@ -177,7 +177,8 @@ void print_kernel_profile(const Session& session, const bench::TestSpec& t, int 
 // --profile, tests that generate: the host's time per decoded token, from a second session without kernel
 // timestamps (a profiled pass records every step, so it would time recording rather than what decode
 // runs): a token of prompt, then the test's decode steps, each pass's wall time inside the backend less the
-// time it waited for the device. Only backends that measure it (Backend::pass_times) print the line.
+// time it waited for the device. Only for backends that measure it (Backend::pass_times counted the test's
+// own decode passes).
 void print_host_time(const Model& model, SessionOptions so, const bench::TestSpec& t) {
   if (t.n_gen <= 0) return;
   so.profile_kernels = false;
@@ -296,8 +297,9 @@ void run_bench(BenchArgs a) {
         std::fflush(stdout);
         if (a.profile) {
           print_kernel_profile(session, t, a.reps);
+          const bool measures_host = session.pass_times().decode_passes > 0;  // backends that count passes
           held.reset();
-          print_host_time(*model, so, t);
+          if (measures_host) print_host_time(*model, so, t);
         }
       }
     }

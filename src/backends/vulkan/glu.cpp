@@ -20,7 +20,7 @@ void VulkanBackend::glu(const float* gate, const float* up, float* out, int64_t 
   const uint32_t pc = uint32_t(n);
   uint32_t gx = 0, gy = 0;
   vulkan::Pipeline& pq = act == FfnAct::SiLU ? p_glu_silu_q8_ : p_glu_gelu_q8_;
-  if (norm_rounds(pq, 1, n)) {
+  if (rounds_output(pq, 1, n)) {
     elementwise_groups(n / 32, pq.local_size, gx, gy);
     rt_.dispatch(pq, {&dg, &du, &dout, &q8x_}, &pc, gx, gy);
     dev_done(out, n, dout);

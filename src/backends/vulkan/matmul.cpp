@@ -91,7 +91,6 @@ void VulkanBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   }
   if (!together) return Backend::matmul_shared(ws, ys, n, x, n_tok);
   check_tokens(n_tok, "matmul");
-
   const vulkan::Buffer& dx = dev_in(x, n_tok * ws[0]->n_in, in_a_, "matmul");
   // Each output is its own mirror (checked above): dev_out returns that mirror's buffer.
   const vulkan::Buffer* dy[4] = {};

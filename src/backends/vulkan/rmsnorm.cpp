@@ -22,7 +22,7 @@ void VulkanBackend::rmsnorm(const float* x, const float* w, float* y, int64_t n_
     uint32_t n;
     float eps;
   } pc{uint32_t(n), eps};
-  const bool q8 = norm_rounds(p_rmsnorm_q8_, n_rows, n);
+  const bool q8 = rounds_output(p_rmsnorm_q8_, n_rows, n);
   rt_.dispatch(q8 ? p_rmsnorm_q8_ : p_rmsnorm_, {&dx, &dx, &dw, &dy, q8x_.get() ? &q8x_ : &vec_}, &pc,
                uint32_t(n_rows));
   dev_done(y, total, dy);
@@ -43,7 +43,7 @@ void VulkanBackend::add_rmsnorm(float* acc, const float* x, const float* w, floa
     uint32_t n;
     float eps;
   } pc{uint32_t(n), eps};
-  const bool q8 = norm_rounds(p_add_rmsnorm_q8_, n_rows, n);
+  const bool q8 = rounds_output(p_add_rmsnorm_q8_, n_rows, n);
   rt_.dispatch(q8 ? p_add_rmsnorm_q8_ : p_add_rmsnorm_, {&da, &dx, &dw, &dy, q8x_.get() ? &q8x_ : &vec_}, &pc,
                uint32_t(n_rows));
   dev_done(acc, total, da);

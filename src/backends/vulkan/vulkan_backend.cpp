@@ -109,6 +109,8 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
     p_glu_silu_q8_.name = "glu_silu_q8";
     p_glu_gelu_q8_ = rt_.pipeline("glu_q8", false, 4, kElemPush, elem_local_, {1});
     p_glu_gelu_q8_.name = "glu_gelu_q8";
+    p_quantize_ = rt_.pipeline("quantize", false, 2, kElemPush, elem_local_);
+    p_quantize_.name = "quantize_q8";
   }
   p_rope_ = rt_.pipeline("rope", false, 3, kRopePush, elem_local_);
   p_rope_.name = "rope";
@@ -124,10 +126,6 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   p_glu_gelu_.name = "glu_gelu";
   p_add_ = rt_.pipeline("add", false, 2, kElemPush, elem_local_);
   p_add_.name = "add";
-  if (q8) {
-    p_quantize_ = rt_.pipeline("quantize", false, 2, kElemPush, elem_local_);
-    p_quantize_.name = "quantize_q8";
-  }
   if (!o.test_pipeline.empty()) {
     vulkan::Pipeline* slot = nullptr;
     for (vulkan::Pipeline* p : all_pipelines()) {

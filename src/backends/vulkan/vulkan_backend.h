@@ -2,8 +2,8 @@
 // shader per op (embedding, rmsnorm, matmul with matvec for one token of a block format, rope, kv_store,
 // rope_kv_store, attention, glu, add), each the CPU backend's float path computed on the device (exact
 // dequantized weights, float32 arithmetic) — except one-token products of the block formats under
-// --activations q8 (the default) on a device with integer dot products: matvec_q8.comp rounds the
-// activations to int8 as the CUDA backend does and multiplies in integers.
+// --activations q8 (the default) on a device with integer dot products: their input rounded to int8 per
+// block of 32 as the CUDA backend rounds it (shaders/q8.glsl), the products in integers (matvec_q8.comp).
 //
 // Memory (all allocated in the constructor and load_weights; nothing is allocated while ops run):
 //  - Weights: one device buffer each, keyed by the host Weight's data pointer, in the device formats every
@@ -189,7 +189,8 @@ class VulkanBackend final : public Backend {
   vulkan::Pipeline p_rmsnorm_q8_, p_add_rmsnorm_q8_;
   // The gated unit doing the same for the down projection (shaders/glu_q8.comp).
   vulkan::Pipeline p_glu_silu_q8_, p_glu_gelu_q8_;
-  bool norm_rounds(const vulkan::Pipeline& fused, int64_t n_rows, int64_t n) const {
+  // Whether an op with an output-rounding variant `fused` rounds this output (n_rows rows of n).
+  bool rounds_output(const vulkan::Pipeline& fused, int64_t n_rows, int64_t n) const {
     return fused.pipeline && !fused.on_cpu && n_rows == 1 && n % 32 == 0 && n <= opts_.max_in_elems;
   }
   std::vector<vulkan::Pipeline*> all_pipelines();
