@@ -1,4 +1,4 @@
-// The program binary cache (backends/opencl/program_cache.h): a second start loads the programs and the
+// The program binary cache (backends/program_cache.h): a second start loads the programs and the
 // self-check's verdict from disk, and the kernels so loaded compute what the source-built ones compute; a
 // corrupt, truncated, mismatching or driver-rejected entry is rebuilt and overwritten; an unwritable or
 // missing directory never fails a start; a cached verdict of a broken kernel applies its fallback without
@@ -24,7 +24,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/opencl/kernels.h"
 #include "backends/opencl/opencl_backend.h"
-#include "backends/opencl/program_cache.h"
+#include "backends/program_cache.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "base/thread_pool.h"
@@ -36,7 +36,7 @@ namespace tilellm {
 namespace {
 
 namespace fs = std::filesystem;
-using Mode = opencl::ProgramCacheOptions::Mode;
+using Mode = ProgramCacheOptions::Mode;
 
 bool have_device() {
   static const bool have = !opencl::list_devices().empty();
@@ -290,11 +290,11 @@ TEST_F(OpenclProgramCache, binary_the_driver_rejects_is_rebuilt) {
   std::memcpy(&key_bytes, good.data() + 16, 8);
   const std::string key(good.begin() + 40, good.begin() + 40 + std::ptrdiff_t(key_bytes));
   std::string why;
-  ASSERT_TRUE(opencl::decode_entry(good, key, why)) << why;
-  opencl::CacheEntry bad;
+  ASSERT_TRUE(decode_entry(good, key, why)) << why;
+  CacheEntry bad;
   bad.binaries = {std::vector<uint8_t>(4096, 0x5a)};
   bad.checked = true;
-  write_file(entry, opencl::encode_entry(key, bad));
+  write_file(entry, encode_entry(key, bad));
   std::string err;
   auto be = start(cached(dir_.path), &err);
   EXPECT_FALSE(be->programs_from_cache());
@@ -440,22 +440,22 @@ TEST_F(OpenclProgramCache, bench_start_times_are_cold_then_warm_from_the_entry_c
 // makes it atomic): every load finds a whole entry, one of the two written, and never reports a damaged one.
 TEST(OpenclProgramCacheFile, concurrent_stores_and_loads_never_see_a_partial_entry) {
   TempDir dir;
-  const opencl::ProgramCache cache({Mode::On, dir.path.string()}, "one key");
-  opencl::CacheEntry a, b;
+  const ProgramCache cache({Mode::On, dir.path.string()}, "one key", "opencl", "OpenCL program cache");
+  CacheEntry a, b;
   a.binaries = {std::vector<uint8_t>(3 << 20, 0xa1)};  // MiBs, so that a write takes a while
   b.binaries = {std::vector<uint8_t>((3 << 20) + 17, 0xb2)};
   b.checked = true;
   ASSERT_TRUE(cache.store(a));
   ::testing::internal::CaptureStderr();
   std::vector<std::thread> writers;
-  for (const opencl::CacheEntry* e : {&a, &b}) {
+  for (const CacheEntry* e : {&a, &b}) {
     writers.emplace_back([&cache, e] {
       for (int i = 0; i < 20; ++i) cache.store(*e);
     });
   }
   int loads = 0, whole = 0;
   for (; loads < 200; ++loads) {
-    const std::optional<opencl::CacheEntry> got = cache.load();
+    const std::optional<CacheEntry> got = cache.load();
     if (got && (got->binaries == a.binaries || got->binaries == b.binaries)) ++whole;
   }
   for (std::thread& t : writers) t.join();
@@ -467,15 +467,15 @@ TEST(OpenclProgramCacheFile, concurrent_stores_and_loads_never_see_a_partial_ent
 // The file format without a device: a round trip, and every single flipped byte and every truncation of an
 // entry rejected.
 TEST(OpenclProgramCacheFile, every_flipped_byte_and_truncation_is_rejected) {
-  opencl::CacheEntry e;
+  CacheEntry e;
   e.binaries = {std::vector<uint8_t>(301, 7), std::vector<uint8_t>{1, 2, 3}};
   for (size_t i = 0; i < e.binaries[0].size(); ++i) e.binaries[0][i] = uint8_t(i * 31 + 5);
   e.checked = true;
   e.failed = {{"rmsnorm", 0.97}, {"matvec_q4_0", INFINITY}};
   const std::string key = "version 1:x\nprogram 5:abcde\n";
-  const std::vector<uint8_t> file = opencl::encode_entry(key, e);
+  const std::vector<uint8_t> file = encode_entry(key, e);
   std::string why;
-  const auto back = opencl::decode_entry(file, key, why);
+  const auto back = decode_entry(file, key, why);
   ASSERT_TRUE(back) << why;
   EXPECT_EQ(back->binaries, e.binaries);
   EXPECT_TRUE(back->checked);
@@ -484,23 +484,23 @@ TEST(OpenclProgramCacheFile, every_flipped_byte_and_truncation_is_rejected) {
   EXPECT_EQ(back->failed[0].error, 0.97);
   EXPECT_EQ(back->failed[1].kernel, "matvec_q4_0");
   EXPECT_TRUE(std::isinf(back->failed[1].error));
-  EXPECT_FALSE(opencl::decode_entry(file, "version 1:x\nprogram 5:abcdf\n", why));
+  EXPECT_FALSE(decode_entry(file, "version 1:x\nprogram 5:abcdf\n", why));
   EXPECT_EQ(why, "made for another device, driver, profile or source");
 
   for (size_t i = 0; i < file.size(); ++i) {
     for (uint8_t bit : {uint8_t(1), uint8_t(0x80)}) {
       std::vector<uint8_t> f = file;
       f[i] ^= bit;
-      EXPECT_FALSE(opencl::decode_entry(f, key, why)) << "byte " << i;
+      EXPECT_FALSE(decode_entry(f, key, why)) << "byte " << i;
     }
   }
   for (size_t n = 0; n < file.size(); ++n) {
     const std::vector<uint8_t> f(file.begin(), file.begin() + std::ptrdiff_t(n));
-    EXPECT_FALSE(opencl::decode_entry(f, key, why)) << "length " << n;
+    EXPECT_FALSE(decode_entry(f, key, why)) << "length " << n;
   }
   std::vector<uint8_t> longer = file;
   longer.push_back(0);
-  EXPECT_FALSE(opencl::decode_entry(longer, key, why));
+  EXPECT_FALSE(decode_entry(longer, key, why));
 }
 
 TEST(OpenclProgramCacheFile, default_directory_follows_the_environment) {
@@ -514,18 +514,18 @@ TEST(OpenclProgramCacheFile, default_directory_follows_the_environment) {
     ~Env() { had ? setenv(name.c_str(), old.c_str(), 1) : unsetenv(name.c_str()); }
   };
   Env a("TILELLM_CACHE_DIR", nullptr), b("XDG_CACHE_HOME", nullptr), c("HOME", "/home/u");
-  EXPECT_EQ(opencl::default_cache_dir(), "/home/u/.cache/tilellm/opencl");
+  EXPECT_EQ(default_cache_dir("opencl"), "/home/u/.cache/tilellm/opencl");
   {
     Env x("XDG_CACHE_HOME", "/xdg");
-    EXPECT_EQ(opencl::default_cache_dir(), "/xdg/tilellm/opencl");
+    EXPECT_EQ(default_cache_dir("opencl"), "/xdg/tilellm/opencl");
     Env t("TILELLM_CACHE_DIR", "/t/cl");
-    EXPECT_EQ(opencl::default_cache_dir(), "/t/cl");
+    EXPECT_EQ(default_cache_dir("opencl"), "/t/cl");
   }
   Env h("HOME", nullptr);
-  EXPECT_EQ(opencl::default_cache_dir(), "");
+  EXPECT_EQ(default_cache_dir("opencl"), "");
   // With no directory to use, the cache is off (with a warning) rather than writing somewhere unexpected.
   ::testing::internal::CaptureStderr();
-  const opencl::ProgramCache cache(opencl::ProgramCacheOptions{Mode::On, ""}, "key");
+  const ProgramCache cache(ProgramCacheOptions{Mode::On, ""}, "key", "opencl", "OpenCL program cache");
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(cache.enabled());
   EXPECT_FALSE(cache.load());

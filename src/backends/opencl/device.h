@@ -154,10 +154,10 @@ class Runtime {
   // test hook builds a deliberately broken kernel this way.
   ProgramHandle build_source(std::string_view label, std::string_view body,
                              const std::string& extra_defines = "") const;
-  // The steps of build() and build_source(), for the program binary cache (program_cache.h): the op files
-  // concatenated, the full source text compiled (generated header, helpers, then `body`), the build options,
-  // a build from that text, a build from a binary this device's driver returned before (throws tilellm::Error
-  // when the driver rejects it), and a built program's binary.
+  // The steps of build() and build_source(), for the program binary cache (backends/program_cache.h): the op
+  // files concatenated, the full source text compiled (generated header, helpers, then `body`), the build
+  // options, a build from that text, a build from a binary this device's driver returned before (throws
+  // tilellm::Error when the driver rejects it), and a built program's binary.
   static std::string op_sources(const std::vector<std::string_view>& ops);
   std::string program_text(std::string_view body, const std::string& extra_defines = "") const;
   std::string build_options() const;

@@ -98,8 +98,8 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
                                              "matmul_int8b0", "matmul_kq8",  "matmul_kq4",  "rope",
                                              "kv_store",      "attention",   "glu",         "add"};
   std::string defines;
-  std::unique_ptr<opencl::ProgramCache> cache;
-  std::optional<opencl::CacheEntry> entry;
+  std::unique_ptr<ProgramCache> cache;
+  std::optional<CacheEntry> entry;
   for (;;) {
     defines = fmt::format("#define TL_KV_F16 {}\n#define TL_MM_TILE {}\n#define TL_GEMM {}\n", kv_f16 ? 1 : 0,
                           kMatmulTile, gemm_.on() ? 1 : 0);
@@ -121,8 +121,9 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
       labels.push_back("test hook " + o.test_kernel_name);
       texts.push_back(rt_.program_text(o.test_kernel_source, defines));
     }
-    cache = std::make_unique<opencl::ProgramCache>(
-        o.cache, program_cache_key(caps(), rt_.build_options(), texts, o.test_kernel_name));
+    cache = std::make_unique<ProgramCache>(
+        o.cache, program_cache_key(caps(), rt_.build_options(), texts, o.test_kernel_name), "opencl",
+        "OpenCL program cache");
     entry = cache->load();
     std::vector<opencl::ProgramHandle> programs;
     if (entry && entry->binaries.size() == texts.size()) {
@@ -251,7 +252,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   // Stored after the self-check, whose verdict goes with the binaries: a new entry after a build from source,
   // or the cached binaries with a new verdict (the entry had none, or the check was forced).
   if (cache->enabled() && (!programs_from_cache_ || self_check_ran_)) {
-    opencl::CacheEntry e;
+    CacheEntry e;
     if (programs_from_cache_) {
       e.binaries = std::move(entry->binaries);
     } else {

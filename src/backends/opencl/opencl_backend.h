@@ -21,7 +21,8 @@
 //    registry's cpu backend, float path); a kernel that fails is replaced by the host backend for its op,
 //    with a warning naming it (self_check.cpp).
 //  - The OpenCL runtime is the ICD loader opened at run time (loader.h): the binary does not link it.
-//  - Program binary cache (program_cache.h), when the options turn it on: the programs' binaries and the
+//  - Program binary cache (backends/program_cache.h), when the options turn it on: the programs' binaries and
+//  the
 //    self-check's verdict are stored after the first start on a device and loaded at the next, which then
 //    neither compiles nor re-runs the self-check (the cached verdict's fallbacks apply, with their warnings).
 //  - Activations are device-resident. The Backend interface passes host float pointers, and the CPU backend
@@ -55,7 +56,7 @@
 #include "backends/device_rows.h"
 #include "backends/modes.h"
 #include "backends/opencl/device.h"
-#include "backends/opencl/program_cache.h"
+#include "backends/program_cache.h"
 #include "base/thread_pool.h"
 
 namespace tilellm {
@@ -79,7 +80,7 @@ struct OpenclBackendOptions {
   bool self_check = true;
   // The program binary cache. Off unless asked for, so that a backend a test or a library caller makes
   // touches no disk; the CLI turns it on (--cl-cache).
-  opencl::ProgramCacheOptions cache;
+  ProgramCacheOptions cache;
   // With the cache on and a cached verdict, the self-check is skipped and that verdict applied; false: the
   // self-check runs anyway and its verdict replaces the cached one.
   bool reuse_verdict = true;
@@ -289,7 +290,7 @@ class OpenclBackend final : public Backend {
   void run_self_check();
   // Marks the kernels a cached verdict names as failed (with the self-check's warnings); false, marking
   // nothing, when it names a kernel this backend does not have.
-  bool apply_cached_verdict(const std::vector<opencl::CacheEntry::Failed>& failed);
+  bool apply_cached_verdict(const std::vector<CacheEntry::Failed>& failed);
   void warn_cpu_fallback(const opencl::Kernel& k, double err, bool cached) const;
   // Enqueues y = W x, x and y on the device from offset 0.
   void enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
@@ -371,7 +372,7 @@ class OpenclBackend final : public Backend {
   opencl::ProgramHandle program_;
   opencl::ProgramHandle test_program_;  // the test hook's replacement kernel, when set
   bool programs_from_cache_ = false, self_check_ran_ = false, verdict_from_cache_ = false;
-  std::vector<opencl::CacheEntry::Failed> failed_;  // the self-check's verdict: kernels that failed it
+  std::vector<CacheEntry::Failed> failed_;  // the self-check's verdict: kernels that failed it
   // k_matvec_: the one-token (decode) products, used for n_tok == 1 unless they failed the self-check (then
   // k_matmul_ serves decode too).
   // k_embed_: the formats an embedding table keeps (not the --weights conversions: their slots stay empty).

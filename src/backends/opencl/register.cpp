@@ -2,7 +2,6 @@
 // loads (loader.h) and lists a device; its own option --cl-cache (the program binary cache); the factory,
 // the start-time measurement of `bench` and the memory probes of `gemv-bw`.
 #include <chrono>
-#include <cstdlib>
 
 #include "backends/opencl/bandwidth.h"
 #include "backends/opencl/device.h"
@@ -15,36 +14,12 @@ namespace tilellm {
 namespace {
 
 struct OpenclOptions final : BackendOptions {
-  opencl::ProgramCacheOptions
-      cache;  // library default: off (a backend a test or a library makes touches no disk)
+  ProgramCacheOptions cache;  // library default: off (a backend a test or a library makes touches no disk)
 };
 
-// --cl-cache as cache options: "on" (the default location), "off", "refresh" (rebuild, re-check and rewrite
-// the entry) or a directory (on, there). Empty: $TILELLM_CL_CACHE (the same values, and 0/1), else on.
-opencl::ProgramCacheOptions parse_cl_cache(const std::string& cl_cache) {
-  using Mode = opencl::ProgramCacheOptions::Mode;
-  std::string v = cl_cache;
-  const char* where = "--cl-cache";
-  if (v.empty()) {
-    const char* e = std::getenv("TILELLM_CL_CACHE");
-    v = e && *e ? e : "on";
-    where = "TILELLM_CL_CACHE";
-  }
-  opencl::ProgramCacheOptions c;
-  if (v == "on" || v == "1") {
-    c.mode = Mode::On;
-  } else if (v == "off" || v == "0") {
-    c.mode = Mode::Off;
-  } else if (v == "refresh") {
-    c.mode = Mode::Refresh;
-  } else if (v.find('/') != std::string::npos || v == ".") {
-    c.mode = Mode::On;
-    c.dir = v;
-  } else {
-    // A bare word is more likely a mistyped mode than a directory in the working directory.
-    fail("{}: '{}' is not on, off, refresh or a directory (write ./{} for one here)", where, v, v);
-  }
-  return c;
+// --cl-cache as cache options (program_cache.h parse_cache_option); $TILELLM_CL_CACHE when empty.
+ProgramCacheOptions parse_cl_cache(const std::string& cl_cache) {
+  return parse_cache_option(cl_cache, "--cl-cache", "TILELLM_CL_CACHE");
 }
 
 std::string unavailable() {
@@ -99,7 +74,7 @@ std::unique_ptr<Backend> make(const BackendParams& p) {
 // verdict), not allocations that scale with the model. Cold: the cache bypassed but written, so the warm
 // start finds the entry.
 StartTimes measure_start(const BackendParams& p) {
-  using Mode = opencl::ProgramCacheOptions::Mode;
+  using Mode = ProgramCacheOptions::Mode;
   OpenclBackendOptions g = backend_options(p);
   g.kv_layers = 0;
   g.resident.clear();

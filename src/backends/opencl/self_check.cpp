@@ -44,9 +44,9 @@ void OpenclBackend::warn_cpu_fallback(const opencl::Kernel& k, double err, bool 
                        : "its op runs on the CPU");
 }
 
-bool OpenclBackend::apply_cached_verdict(const std::vector<opencl::CacheEntry::Failed>& failed) {
+bool OpenclBackend::apply_cached_verdict(const std::vector<CacheEntry::Failed>& failed) {
   std::vector<opencl::Kernel*> marked;
-  for (const opencl::CacheEntry::Failed& f : failed) {
+  for (const CacheEntry::Failed& f : failed) {
     opencl::Kernel* hit = nullptr;
     for (opencl::Kernel* k : all_kernels()) {
       if (k->name == f.kernel) hit = k;

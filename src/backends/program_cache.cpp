@@ -1,5 +1,5 @@
-// The OpenCL program binary cache's files: naming, the entry format, atomic writes (see program_cache.h).
-#include "backends/opencl/program_cache.h"
+// The GPU backends' program cache files: naming, the entry format, atomic writes (see program_cache.h).
+#include "backends/program_cache.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 
 #include "base/error.h"
 
-namespace tilellm::opencl {
+namespace tilellm {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'L', 'C', 'L', 'B', 'I', 'N', '\0'};
@@ -64,14 +64,40 @@ std::string hex64(uint64_t h) {
 
 }  // namespace
 
-std::string default_cache_dir() {
+ProgramCacheOptions parse_cache_option(const std::string& value, const char* flag, const char* env_var) {
+  using Mode = ProgramCacheOptions::Mode;
+  std::string v = value;
+  const char* where = flag;
+  if (v.empty()) {
+    const char* e = std::getenv(env_var);
+    v = e && *e ? e : "on";
+    where = env_var;
+  }
+  ProgramCacheOptions c;
+  if (v == "on" || v == "1") {
+    c.mode = Mode::On;
+  } else if (v == "off" || v == "0") {
+    c.mode = Mode::Off;
+  } else if (v == "refresh") {
+    c.mode = Mode::Refresh;
+  } else if (v.find('/') != std::string::npos || v == ".") {
+    c.mode = Mode::On;
+    c.dir = v;
+  } else {
+    // A bare word is more likely a mistyped mode than a directory in the working directory.
+    fail("{}: '{}' is not on, off, refresh or a directory (write ./{} for one here)", where, v, v);
+  }
+  return c;
+}
+
+std::string default_cache_dir(std::string_view backend) {
   auto env = [](const char* name) -> std::string {
     const char* v = std::getenv(name);
     return v && *v ? v : "";
   };
   if (std::string d = env("TILELLM_CACHE_DIR"); !d.empty()) return d;
-  if (std::string d = env("XDG_CACHE_HOME"); !d.empty()) return d + "/tilellm/opencl";
-  if (std::string d = env("HOME"); !d.empty()) return d + "/.cache/tilellm/opencl";
+  if (std::string d = env("XDG_CACHE_HOME"); !d.empty()) return d + "/tilellm/" + std::string(backend);
+  if (std::string d = env("HOME"); !d.empty()) return d + "/.cache/tilellm/" + std::string(backend);
   return "";
 }
 
@@ -122,7 +148,7 @@ std::optional<CacheEntry> decode_entry(const std::vector<uint8_t>& file, std::st
   Reader hdr{file.data(), file.size()};
   char magic[8];
   if (!hdr.take(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof magic) != 0) {
-    why = file.size() < kHeaderBytes ? "truncated" : "not a TileLLM OpenCL cache file";
+    why = file.size() < kHeaderBytes ? "truncated" : "not a TileLLM cache file";
     return std::nullopt;
   }
   const uint32_t version = hdr.get<uint32_t>(), zero = hdr.get<uint32_t>();
@@ -180,17 +206,20 @@ std::optional<CacheEntry> decode_entry(const std::vector<uint8_t>& file, std::st
   return e;
 }
 
-ProgramCache::ProgramCache(const ProgramCacheOptions& o, std::string key)
-    : mode_(o.mode), key_(std::move(key)) {
+ProgramCache::ProgramCache(const ProgramCacheOptions& o, std::string key, std::string_view backend,
+                           std::string_view what)
+    : mode_(o.mode), key_(std::move(key)), what_(what) {
   if (o.mode == ProgramCacheOptions::Mode::Off) return;
-  dir_ = o.dir.empty() ? default_cache_dir() : o.dir;
+  dir_ = o.dir.empty() ? default_cache_dir(backend) : o.dir;
   if (dir_.empty()) {
-    std::fprintf(stderr,
-                 "warning: OpenCL program cache: no directory ($TILELLM_CACHE_DIR, $XDG_CACHE_HOME and $HOME "
-                 "are unset); programs are built from source\n");
+    std::fprintf(
+        stderr,
+        "warning: %s: no directory ($TILELLM_CACHE_DIR, $XDG_CACHE_HOME and $HOME are unset); programs "
+        "are built from source\n",
+        what_.c_str());
     return;
   }
-  path_ = dir_ + "/opencl-" + hex64(cache_hash(key_.data(), key_.size())) + ".bin";
+  path_ = dir_ + "/" + std::string(backend) + "-" + hex64(cache_hash(key_.data(), key_.size())) + ".bin";
 }
 
 std::optional<CacheEntry> ProgramCache::load() const {
@@ -212,7 +241,7 @@ std::optional<CacheEntry> ProgramCache::load() const {
     }
   }
   if (!e)
-    std::fprintf(stderr, "note: OpenCL program cache: %s: %s; rebuilding it\n", path_.c_str(), why.c_str());
+    std::fprintf(stderr, "note: %s: %s: %s; rebuilding it\n", what_.c_str(), path_.c_str(), why.c_str());
   return e;
 }
 
@@ -220,9 +249,8 @@ bool ProgramCache::store(const CacheEntry& e) const {
   if (!enabled()) return false;
   auto warn = [this](const std::string& why) {
     std::fprintf(stderr,
-                 "warning: OpenCL program cache: cannot write %s (%s); programs are built from source at "
-                 "the next start too\n",
-                 path_.c_str(), why.c_str());
+                 "warning: %s: cannot write %s (%s); programs are built from source at the next start too\n",
+                 what_.c_str(), path_.c_str(), why.c_str());
     return false;
   };
   std::error_code ec;
@@ -255,4 +283,4 @@ bool ProgramCache::store(const CacheEntry& e) const {
   return true;
 }
 
-}  // namespace tilellm::opencl
+}  // namespace tilellm

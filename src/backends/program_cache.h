@@ -1,12 +1,12 @@
-// The OpenCL program binary cache: the binaries a driver built from our kernel sources, and the self-check's
-// verdict on them, kept on disk so that the next start loads them (clCreateProgramWithBinary) instead of
-// compiling and checking again.
+// The GPU backends' program cache: what a driver built from our kernel sources (OpenCL program binaries, a
+// Vulkan pipeline cache's data), and the self-check's verdict on them, kept on disk so that the next start
+// loads them (clCreateProgramWithBinary, vkCreatePipelineCache) instead of compiling and checking again.
 //
-// One file per cache key, `opencl-<16 hex digits>.bin` in the cache directory. The key is a text naming
-// everything that can change a binary or its verdict (opencl_backend.cpp builds it: format version, platform
-// and device names and versions, driver version, device profile, build options, the full program sources
-// with their generated header, the test hook); the file name is a hash of it, and the file holds the whole
-// text, compared byte for byte on load, so a hash collision is a mismatch, never a wrong binary.
+// One file per cache key, `<backend>-<16 hex digits>.bin` in the cache directory. The key is a text naming
+// everything that can change a binary or its verdict (each backend builds it: e.g. OpenCL's format version,
+// platform and device names and versions, driver version, device profile, build options, the full program
+// sources with their generated header, the test hook); the file name is a hash of it, and the file holds the
+// whole text, compared byte for byte on load, so a hash collision is a mismatch, never a wrong binary.
 //
 // File layout (host byte order; a file from a host of the other order fails the magic check):
 //   [8]  magic "TLCLBIN\0"
@@ -20,7 +20,7 @@
 // a temporary file in the same directory that is then renamed over the entry, so a concurrent reader sees the
 // old file or the new one, never half of one.
 //
-// This header needs no OpenCL headers: the session's options carry ProgramCacheOptions in every build.
+// This header needs no GPU API headers: the session's options carry ProgramCacheOptions in every build.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tilellm::opencl {
+namespace tilellm {
 
 struct ProgramCacheOptions {
   enum class Mode {
@@ -41,9 +41,14 @@ struct ProgramCacheOptions {
   std::string dir;  // empty: default_cache_dir()
 };
 
-// $TILELLM_CACHE_DIR, else $XDG_CACHE_HOME/tilellm/opencl, else $HOME/.cache/tilellm/opencl; empty when none
-// of those variables is set.
-std::string default_cache_dir();
+// A cache option's value as options: "on" (the default location), "off", "refresh" (rebuild, re-check and
+// rewrite the entry) or a directory (on, there). Empty: $env_var (the same values, and 0/1), else on. Throws
+// tilellm::Error naming `flag` (or the variable) for anything else.
+ProgramCacheOptions parse_cache_option(const std::string& value, const char* flag, const char* env_var);
+
+// $TILELLM_CACHE_DIR, else $XDG_CACHE_HOME/tilellm/<backend>, else $HOME/.cache/tilellm/<backend>; empty when
+// none of those variables is set.
+std::string default_cache_dir(std::string_view backend);
 
 // What is stored under one key.
 struct CacheEntry {
@@ -70,7 +75,10 @@ std::optional<CacheEntry> decode_entry(const std::vector<uint8_t>& file, std::st
 // One cache key's file in the cache directory.
 class ProgramCache {
  public:
-  ProgramCache(const ProgramCacheOptions& o, std::string key);
+  // backend: the files' prefix and default folder ("opencl", "vulkan"); what: the cache's name in messages
+  // ("OpenCL program cache").
+  ProgramCache(const ProgramCacheOptions& o, std::string key, std::string_view backend,
+               std::string_view what);
   // Whether lookups and stores happen at all (off, or no directory could be named).
   bool enabled() const { return !path_.empty(); }
   const std::string& path() const { return path_; }
@@ -83,8 +91,8 @@ class ProgramCache {
 
  private:
   ProgramCacheOptions::Mode mode_;
-  std::string key_;
+  std::string key_, what_;
   std::string dir_, path_;  // empty when disabled
 };
 
-}  // namespace tilellm::opencl
+}  // namespace tilellm
