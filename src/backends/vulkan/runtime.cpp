@@ -164,6 +164,7 @@ Runtime::~Runtime() {
   capture_readback_ = Buffer();
   vk.vkDestroyDescriptorPool(dev_, capture_.pool, nullptr);
   if (queries_) vk.vkDestroyQueryPool(dev_, queries_, nullptr);
+  if (pipeline_cache_) vk.vkDestroyPipelineCache(dev_, pipeline_cache_, nullptr);
   vk.vkDestroyDescriptorPool(dev_, desc_pool_, nullptr);
   vk.vkDestroyFence(dev_, fence_, nullptr);
   vk.vkDestroyCommandPool(dev_, cmd_pool_, nullptr);
@@ -221,6 +222,32 @@ Buffer Runtime::alloc(size_t bytes, bool host_visible) {
   check(vk.vkBindBufferMemory(dev_, b.buf_, b.mem_, 0), "vkBindBufferMemory");
   if (host_visible) check(vk.vkMapMemory(dev_, b.mem_, 0, VK_WHOLE_SIZE, 0, &b.mapped_), "vkMapMemory");
   return b;
+}
+
+bool Runtime::use_pipeline_cache(const std::vector<uint8_t>& initial) {
+  if (pipeline_cache_) vk.vkDestroyPipelineCache(dev_, pipeline_cache_, nullptr);
+  pipeline_cache_ = nullptr;
+  VkPipelineCacheCreateInfo ci{};
+  ci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
+  ci.initialDataSize = initial.size();
+  ci.pInitialData = initial.empty() ? nullptr : initial.data();
+  // A driver ignores data it did not write (the header names vendor, device and cache UUID); one that
+  // refuses it outright gets an empty cache instead.
+  if (vk.vkCreatePipelineCache(dev_, &ci, nullptr, &pipeline_cache_) == VK_SUCCESS) return !initial.empty();
+  ci.initialDataSize = 0;
+  ci.pInitialData = nullptr;
+  check(vk.vkCreatePipelineCache(dev_, &ci, nullptr, &pipeline_cache_), "vkCreatePipelineCache");
+  return false;
+}
+
+std::vector<uint8_t> Runtime::pipeline_cache_data() const {
+  if (!pipeline_cache_) return {};
+  size_t n = 0;
+  check(vk.vkGetPipelineCacheData(dev_, pipeline_cache_, &n, nullptr), "vkGetPipelineCacheData");
+  std::vector<uint8_t> data(n);
+  check(vk.vkGetPipelineCacheData(dev_, pipeline_cache_, &n, data.data()), "vkGetPipelineCacheData");
+  data.resize(n);
+  return data;
 }
 
 Pipeline Runtime::pipeline(std::string_view shader, bool subgroups, uint32_t n_buffers, uint32_t push_bytes,
@@ -285,7 +312,7 @@ Pipeline Runtime::pipeline_from(std::string_view name, const std::vector<uint32_
   ci.stage.pSpecializationInfo = &spec;
   ci.layout = p.layout;
   if (pipeline_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
-  const VkResult r = vk.vkCreateComputePipelines(dev_, nullptr, 1, &ci, nullptr, &p.pipeline);
+  const VkResult r = vk.vkCreateComputePipelines(dev_, pipeline_cache_, 1, &ci, nullptr, &p.pipeline);
   vk.vkDestroyShaderModule(dev_, mod, nullptr);
   if (r != VK_SUCCESS) {
     destroy(p);

@@ -76,6 +76,10 @@ class Runtime {
   Buffer alloc(size_t bytes, bool host_visible = false);
   // The pipeline of embedded shader `shader` (its SPIR-V; subgroups: the variant with the subgroup
   // reductions), `extra` specialization constants at ids 1.. after the local size.
+  // The pipeline cache the following pipelines are made through, seeded with `initial` (a previous run's
+  // pipeline_cache_data(); empty: a cold cache). True when the driver took the data.
+  bool use_pipeline_cache(const std::vector<uint8_t>& initial);
+  std::vector<uint8_t> pipeline_cache_data() const;
   Pipeline pipeline(std::string_view shader, bool subgroups, uint32_t n_buffers, uint32_t push_bytes,
                     uint32_t local_size, const std::vector<uint32_t>& extra = {});
   // A pipeline from SPIR-V words given here (the self-check's test hook builds a broken shader this way).
@@ -187,6 +191,7 @@ class Runtime {
     std::vector<Deferred> deferred;
   } capture_;
   uint64_t waited_ns_ = 0;
+  VkPipelineCache pipeline_cache_ = nullptr;
   Buffer step_in_, capture_readback_;  // host-visible: step inputs; deferred downloads
 };
 

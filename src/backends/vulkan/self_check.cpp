@@ -26,21 +26,49 @@ constexpr double kTolerance = 1e-3;
 
 }  // namespace
 
-void VulkanBackend::verdict(vulkan::Pipeline& p, double err) {
-  if (err <= kTolerance) return;
-  p.on_cpu = true;
+namespace {
+
+// The warning for a pipeline that failed its self-check (now, or in the cached verdict).
+void warn_failed(const vulkan::Pipeline& p, const vulkan::Capabilities& c, double err, bool cached) {
   const bool q8 = p.name.rfind("matvec_q8_", 0) == 0;
   const bool matvec = p.name.rfind("matvec_", 0) == 0;
   std::fprintf(
       stderr,
-      "warning: Vulkan pipeline %s failed its self-check on %s (profile %s): error %.3g of the largest "
+      "warning: Vulkan pipeline %s failed its self-check%s on %s (profile %s): error %.3g of the largest "
       "value; %s from now on\n",
-      p.name.c_str(), caps().name.c_str(), caps().profile.c_str(), err,
+      p.name.c_str(), cached ? " (cached verdict)" : "", c.name.c_str(), c.profile.c_str(), err,
       q8                        ? "one-token products of its format take the float matvec"
       : matvec                  ? "one-token products use the matmul pipeline"
       : p.name == "add_rmsnorm" ? "the separate add and rmsnorm run instead"
       : p.name.ends_with("_q8") ? "the products round its output themselves"
                                 : "its op runs on the CPU");
+}
+
+}  // namespace
+
+void VulkanBackend::verdict(vulkan::Pipeline& p, double err) {
+  if (err <= kTolerance) return;
+  p.on_cpu = true;
+  failed_.push_back({p.name, err});
+  warn_failed(p, caps(), err, false);
+}
+
+bool VulkanBackend::apply_cached_verdict(const std::vector<CacheEntry::Failed>& failed) {
+  std::vector<vulkan::Pipeline*> marked;
+  for (const CacheEntry::Failed& f : failed) {
+    vulkan::Pipeline* hit = nullptr;
+    for (vulkan::Pipeline* p : all_pipelines()) {
+      if (p->pipeline && p->name == f.kernel) hit = p;
+    }
+    if (!hit) return false;
+    marked.push_back(hit);
+  }
+  for (size_t i = 0; i < marked.size(); ++i) {
+    marked[i]->on_cpu = true;
+    warn_failed(*marked[i], caps(), failed[i].error, true);
+  }
+  failed_ = failed;
+  return true;
 }
 
 // The products of uploaded weight w against the host's on ref_w (w's exact values): n_tok tokens (the

@@ -20,4 +20,8 @@ struct ShaderCode {
 // The embedded shader `name` (its subgroup variant when asked), or null.
 const ShaderCode* find_shader(std::string_view name, bool subgroups);
 
+// A hash of every embedded shader's name, variant and words (the pipeline cache's key: a rebuilt shader
+// makes the cached pipelines and verdict another key's).
+uint64_t shaders_hash();
+
 }  // namespace tilellm::vulkan

@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <unordered_set>
 
 #include "backends/registry.h"
+#include "backends/vulkan/shaders.h"
 #include "base/error.h"
 
 namespace tilellm {
@@ -46,6 +48,20 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
     fail("Vulkan backend: KV cache type {} is not f16 or f32", type_name(o.kv_type));
   if (o.kv_layers > 0 && kv_f16 && o.kv_dim % 2 != 0)
     fail("Vulkan backend: an f16 KV cache needs an even row width (kv_dim {}); use --kv-type f32", o.kv_dim);
+
+  // The pipeline cache on disk: the driver's data seeds the pipelines made below; the verdict, if any,
+  // replaces the self-check at the end.
+  std::unique_ptr<ProgramCache> cache;
+  CacheEntry cached;        // what the cache held (binaries[0]: the pipeline cache data)
+  bool have_entry = false;  // a valid entry was loaded
+  if (o.cache.mode != ProgramCacheOptions::Mode::Off) {
+    cache = std::make_unique<ProgramCache>(o.cache, pipeline_cache_key(), "vulkan", "Vulkan pipeline cache");
+    if (std::optional<CacheEntry> e = cache->load(); e && e->binaries.size() == 1) {
+      cached = std::move(*e);
+      have_entry = true;
+    }
+  }
+  pipelines_from_cache_ = rt_.use_pipeline_cache(have_entry ? cached.binaries[0] : std::vector<uint8_t>{});
 
   // Variants from the capabilities: subgroup reductions where the device has them; local sizes within the
   // invocation limit and the shared memory each reduction needs (floats per invocation: matmul 16,
@@ -194,7 +210,36 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   hp.weights = o.weights;
   hp.max_in_elems = o.max_in_elems;
   cpu_ = host_backend().make(hp);
-  if (o.self_check) run_self_check();
+  if (o.self_check) {
+    verdict_from_cache_ = have_entry && cached.checked && apply_cached_verdict(cached.failed);
+    if (!verdict_from_cache_) run_self_check();
+  }
+  // A new entry when there was none (or a refresh), or when this start checked what an unchecked one held.
+  if (cache && cache->enabled() && (!have_entry || (o.self_check && !verdict_from_cache_))) {
+    CacheEntry e;
+    e.binaries.push_back(rt_.pipeline_cache_data());
+    e.checked = o.self_check;
+    e.failed = failed_;
+    cache->store(e);
+  }
+}
+
+std::string VulkanBackend::pipeline_cache_key() const {
+  const vulkan::Capabilities& c = caps();
+  const VulkanBackendOptions& o = opts_;
+  std::string k = "tilellm vulkan pipeline cache 1\n";
+  k += fmt::format("device {} | vendor 0x{:04x} device 0x{:04x} | driver {} {} {} | api {}\n", c.name,
+                   c.vendor_id, c.device_id, c.driver_name, c.driver_info, c.driver_version, c.api_version);
+  k += fmt::format("profile {} | subgroups {} | activations {} | kv {} | matvec {} {} {} {} {}\n", c.profile,
+                   o.subgroups, o.activations == ActivationMode::Quantized ? "q8" : "f32",
+                   type_name(o.kv_type), o.matvec_rows, o.matvec_parts, o.matvec_local, o.matvec_unroll,
+                   o.matvec_groups);
+  k += fmt::format("shaders {:016x}\n", vulkan::shaders_hash());
+  if (!o.test_pipeline.empty()) {
+    k += fmt::format("test hook {} {:016x}\n", o.test_pipeline,
+                     cache_hash(o.test_spirv.data(), o.test_spirv.size() * 4));
+  }
+  return k;
 }
 
 VulkanBackend::~VulkanBackend() {

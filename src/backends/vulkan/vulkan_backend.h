@@ -48,6 +48,7 @@
 #include "backends/backend.h"
 #include "backends/device_rows.h"
 #include "backends/modes.h"
+#include "backends/program_cache.h"
 #include "backends/vulkan/runtime.h"
 #include "base/thread_pool.h"
 
@@ -87,6 +88,10 @@ struct VulkanBackendOptions {
   // and push constants) before the self-check, so a test can show a broken shader caught.
   std::string test_pipeline;
   std::vector<uint32_t> test_spirv;
+  // The pipeline cache on disk (backends/program_cache.h: the driver's pipeline cache data and the
+  // self-check's verdict). Off unless asked for, so that a backend a test or a library caller makes touches
+  // no disk; the CLI turns it on (--vk-cache).
+  ProgramCacheOptions cache;
 };
 
 class VulkanBackend final : public Backend {
@@ -105,6 +110,10 @@ class VulkanBackend final : public Backend {
 
   // Names of the pipelines that failed the self-check (their ops run on the host backend).
   std::vector<std::string> cpu_fallbacks() const;
+  // Which start path this backend took: the driver took cached pipeline data (else every pipeline was built
+  // cold), and the self-check's verdict came from the cache (else it ran here, or was turned off).
+  bool pipelines_from_cache() const { return pipelines_from_cache_; }
+  bool verdict_from_cache() const { return verdict_from_cache_; }
   size_t kv_buffers() const { return kv_bufs_.size(); }
   // Buffers an uploaded matrix is split over (1 unless it exceeds one buffer's limits).
   size_t weight_buffers(const Weight& w) const { return find_weight(w, "weight_buffers").bufs.size(); }
@@ -199,6 +208,12 @@ class VulkanBackend final : public Backend {
   void check_fused_rounding(std::mt19937& rng);
   void check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x, int64_t n_tok);
   void verdict(vulkan::Pipeline& p, double err);
+  // The cache's key: everything that can change a pipeline or its verdict.
+  std::string pipeline_cache_key() const;
+  // Marks the pipelines of a cached verdict; false (nothing marked) when one of them is not a pipeline here.
+  bool apply_cached_verdict(const std::vector<CacheEntry::Failed>& failed);
+  std::vector<CacheEntry::Failed> failed_;  // the self-check's verdict: pipelines that failed it
+  bool pipelines_from_cache_ = false, verdict_from_cache_ = false;
 
   // Recording helpers (the shaders' bindings and push constants).
   void record_rope_kv_store(const vulkan::Buffer& cache, uint32_t layer_off, int64_t n_ctx, int64_t n_tok,
