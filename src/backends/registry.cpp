@@ -1,6 +1,7 @@
 #include "backends/registry.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "base/error.h"
 
@@ -51,6 +52,29 @@ std::string built_list() {
 }
 
 }  // namespace
+
+StartTimes time_cold_and_warm_start(const ProgramCacheOptions& cache,
+                                    const std::function<bool(const ProgramCacheOptions&)>& start) {
+  using Mode = ProgramCacheOptions::Mode;
+  auto timed = [&start](const ProgramCacheOptions& c, bool* hit) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool from_cache = start(c);
+    if (hit) *hit = from_cache;
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  StartTimes t;
+  ProgramCacheOptions c = cache;
+  const bool on = c.mode != Mode::Off;
+  if (on) c.mode = Mode::Refresh;
+  t.cold_ms = timed(c, nullptr);
+  if (on) {
+    c.mode = Mode::On;
+    bool hit = false;
+    const double ms = timed(c, &hit);
+    if (hit) t.warm_ms = ms;
+  }
+  return t;
+}
 
 void register_backend(BackendEntry e) {
   for (const BackendEntry& o : entries()) {

@@ -21,6 +21,7 @@
 
 #include "backends/backend.h"
 #include "backends/modes.h"
+#include "backends/program_cache.h"
 #include "base/thread_pool.h"
 #include "format/ggml_types.h"
 
@@ -93,6 +94,13 @@ struct StartTimes {
   double cold_ms = -1;
   double warm_ms = -1;
 };
+
+// The cold and warm start of a backend with a program cache (backends/program_cache.h): start(cache) makes
+// the backend with those cache options and returns whether it took its programs and verdict from the cache.
+// Cold: the cache bypassed but rewritten (refresh), so that the warm start, with the cache on, finds the
+// entry; no warm time when the cache is off or that start missed it.
+StartTimes time_cold_and_warm_start(const ProgramCacheOptions& cache,
+                                    const std::function<bool(const ProgramCacheOptions&)>& start);
 
 // Memory-bandwidth probes of a backend's device for gemv-bw: what a plain read and a plain copy of a buffer
 // reach there, measured beside the GEMV rows in the same run.

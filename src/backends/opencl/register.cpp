@@ -1,7 +1,6 @@
 // The OpenCL backend's registry entry (backends/registry.h): MNN type 3, available when the OpenCL ICD loader
 // loads (loader.h) and lists a device; its own option --cl-cache (the program binary cache); the factory,
 // the start-time measurement of `bench` and the memory probes of `gemv-bw`.
-#include <chrono>
 
 #include "backends/opencl/bandwidth.h"
 #include "backends/opencl/device.h"
@@ -74,7 +73,6 @@ std::unique_ptr<Backend> make(const BackendParams& p) {
 // verdict), not allocations that scale with the model. Cold: the cache bypassed but written, so the warm
 // start finds the entry.
 StartTimes measure_start(const BackendParams& p) {
-  using Mode = ProgramCacheOptions::Mode;
   OpenclBackendOptions g = backend_options(p);
   g.kv_layers = 0;
   g.resident.clear();
@@ -82,25 +80,11 @@ StartTimes measure_start(const BackendParams& p) {
   g.max_tokens = 4;
   g.max_in_elems = g.max_out_elems = 4096;
   g.max_width = 64;
-  auto start_ms = [&g](bool* from_cache) {
-    const auto t0 = std::chrono::steady_clock::now();
+  return time_cold_and_warm_start(g.cache, [&g](const ProgramCacheOptions& c) {
+    g.cache = c;
     OpenclBackend be(g);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (from_cache) *from_cache = be.programs_from_cache() && be.verdict_from_cache();
-    return ms;
-  };
-  StartTimes t;
-  const bool cache_on = g.cache.mode != Mode::Off;
-  if (cache_on) g.cache.mode = Mode::Refresh;
-  t.cold_ms = start_ms(nullptr);
-  if (cache_on) {
-    g.cache.mode = Mode::On;
-    bool from_cache = false;
-    const double ms = start_ms(&from_cache);
-    if (from_cache) t.warm_ms = ms;
-  }
-  return t;
+    return be.programs_from_cache() && be.verdict_from_cache();
+  });
 }
 
 BackendEntry opencl_entry() {

@@ -2,7 +2,6 @@
 // loads (loader.h), an instance can be made and it lists a Vulkan 1.1 device; its own options --vk-subgroups,
 // --vk-matvec and --vk-cache (the pipeline cache on disk); the factory, the start-time measurement of `bench`
 // (cold and warm) and the memory probes of `gemv-bw`.
-#include <chrono>
 #include <cstdio>
 
 #include "backends/registry.h"
@@ -100,7 +99,6 @@ std::unique_ptr<Backend> make(const BackendParams& p) {
 // Opening the device, building the pipelines and the self-check (or its cached verdict), sized only for
 // the self-check. Cold: the cache bypassed but written, so the warm start finds the entry.
 StartTimes measure_start(const BackendParams& p) {
-  using Mode = ProgramCacheOptions::Mode;
   VulkanBackendOptions g = backend_options(p);
   g.kv_layers = 0;
   g.resident.clear();
@@ -108,25 +106,11 @@ StartTimes measure_start(const BackendParams& p) {
   g.max_tokens = 4;
   g.max_in_elems = g.max_out_elems = 4096;
   g.max_width = 64;
-  auto start_ms = [&g](bool* from_cache) {
-    const auto t0 = std::chrono::steady_clock::now();
+  return time_cold_and_warm_start(g.cache, [&g](const ProgramCacheOptions& c) {
+    g.cache = c;
     VulkanBackend be(g);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (from_cache) *from_cache = be.pipelines_from_cache() && be.verdict_from_cache();
-    return ms;
-  };
-  StartTimes t;
-  const bool cache_on = g.cache.mode != Mode::Off;
-  if (cache_on) g.cache.mode = Mode::Refresh;
-  t.cold_ms = start_ms(nullptr);
-  if (cache_on) {
-    g.cache.mode = Mode::On;
-    bool from_cache = false;
-    const double ms = start_ms(&from_cache);
-    if (from_cache) t.warm_ms = ms;
-  }
-  return t;
+    return be.pipelines_from_cache() && be.verdict_from_cache();
+  });
 }
 
 BackendEntry vulkan_entry() {
