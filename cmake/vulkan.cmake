@@ -37,11 +37,18 @@ foreach(src ${TILELLM_VULKAN_SHADERS})
   if(NOT has_sg EQUAL -1)
     set(variants 0 1)
   endif()
+  # Shaders with cooperative matrices (shaders/coopmat.glsl) skip glslc's optimizer, which in Debian
+  # bookworm's spirv-tools does not know the capability and refuses the module.
+  string(FIND "${text}" "coopmat.glsl" has_cm)
+  set(opt -O)
+  if(NOT has_cm EQUAL -1)
+    set(opt "")
+  endif()
   foreach(sg ${variants})
     set(out ${spv_dir}/${name}_${sg}.inc)
     add_custom_command(
       OUTPUT ${out}
-      COMMAND ${TILELLM_GLSLC} --target-env=vulkan1.1 -O -fshader-stage=compute -I ${shader_dir}
+      COMMAND ${TILELLM_GLSLC} --target-env=vulkan1.1 ${opt} -fshader-stage=compute -I ${shader_dir}
               -DTL_SUBGROUPS=${sg} -mfmt=num -o ${out} ${src}
       DEPENDS ${src} ${TILELLM_VULKAN_INCLUDES}
       COMMENT "glslc ${name}.comp (subgroups ${sg})"

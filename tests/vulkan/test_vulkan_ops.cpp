@@ -83,8 +83,11 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
 
   // y = W x on both backends, each output within the reordered-sum bound of the reference (ref_w: the
   // weights' exact float values; w itself for the native types), the reference fed the input as the
-  // backend rounds it (the integer decode path: rounded_matmul_input; the float path: x itself).
-  void check_matmul(VulkanBackend& vk, const Weight& w, const Weight& ref_w, int64_t n_tok, uint32_t seed) {
+  // backend rounds it (the integer decode path: rounded_matmul_input; the float path: x itself). fp16: the
+  // products take weights and inputs rounded to fp16 (cooperative matrices), each product then within
+  // 2^-10 of its magnitude, plus 2^-25 for an fp16 subnormal times an operand below 8.
+  void check_matmul(VulkanBackend& vk, const Weight& w, const Weight& ref_w, int64_t n_tok, uint32_t seed,
+                    bool fp16 = false) {
     std::vector<float> x = rand_floats(size_t(n_tok * w.n_in), seed);
     std::vector<float> ref(size_t(n_tok * w.n_out)), got(ref.size(), NAN), xr(x.size());
     vk.rounded_matmul_input(w, x.data(), n_tok, xr.data());
@@ -99,7 +102,8 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
         for (int64_t j = 0; j < w.n_in; ++j)
           mag += std::abs(double(row[size_t(j)]) * x[size_t(t * w.n_in + j)]);
         const size_t i = size_t(t * w.n_out + r);
-        ASSERT_NEAR(got[i], ref[i], 4.0 * double(w.n_in) * kU * mag + 1e-30)
+        const double half = fp16 ? 0x1p-10 * mag + double(w.n_in) * 0x1p-22 : 0.0;
+        ASSERT_NEAR(got[i], ref[i], 4.0 * double(w.n_in) * kU * mag + half + 1e-30)
             << w.name << " row " << r << " token " << t << " of " << n_tok << " (" << GetParam() << ")";
       }
     }
@@ -143,6 +147,42 @@ TEST_P(VulkanOps, matmul_and_embedding_of_every_weight_type) {
     vk->embed(ow.w, ids, 4, 0.75f, got.data());
     for (size_t i = 0; i < ref.size(); ++i)
       ASSERT_NEAR(got[i], ref[i], 1e-6 * std::abs(ref[i])) << type_name(t) << " element " << i;
+  }
+}
+
+// Prompts past a tile of the cooperative-matrix GEMM (shaders/matmul_coopmat.comp: 64 rows x 64 tokens, 64
+// inputs a step): 16 tokens (the fewest it takes), 64, 70 and 130 (partial token tiles), 37 and 100 rows
+// (partial row tiles), inputs of 5 and 16 blocks (a half step) and float rows of 77; on the device's
+// cooperative matrices where it lists them (bounds for fp16 products), else on the float tiles. Under
+// "none" only: every other profile turns cooperative matrices off.
+TEST_P(VulkanOps, prompts_on_cooperative_matrices) {
+  if (GetParam() != "none") GTEST_SKIP() << "cooperative matrices run under the profile none only";
+  VulkanBackendOptions o = options();
+  o.max_tokens = 130;
+  o.max_in_elems = o.max_out_elems = 130 * 512;
+  VulkanBackend vk(o);
+  const bool cm = vk.caps().coopmat_f16;
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::Q4_0, GgmlType::Q4_1,
+                            GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K};
+  uint32_t seed = 900;
+  std::vector<OwnedWeight> kept;
+  for (GgmlType t : types) {
+    const int64_t bs = type_traits(t).block_size;
+    for (int64_t n_out : {37, 100}) {
+      const int64_t n_in = bs == 1 ? 77 : bs == 256 ? 512 : n_out == 37 ? 160 : 512;
+      kept.push_back(make_weight(t, n_in, n_out, seed++));
+      vk.upload_weight(kept.back().w);
+      for (int64_t n_tok : {16, 64, 70, 130})
+        check_matmul(vk, kept.back().w, kept.back().w, n_tok, seed++, cm);
+    }
+  }
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+    VulkanBackendOptions oc = o;
+    oc.weights = mode;
+    VulkanBackend vc(oc);
+    const ConvertedWeight cw(mode, 160, 70, seed++);
+    vc.upload_weight(cw.w);
+    check_matmul(vc, cw.w, cw.we, 70, seed++, cm);
   }
 }
 

@@ -1,5 +1,6 @@
 // Vulkan attention (shaders/attention.comp): one work-group per (head, token), online softmax over chunks of
-// keys of the work-group's size.
+// keys of the work-group's size. Under the integer decode products, one token's output is also rounded for
+// the output projection (p_attention_q8_, heads of whole blocks of 32: q8_held_ then names the output).
 #include "backends/vulkan/vulkan_backend.h"
 #include "base/error.h"
 
@@ -8,7 +9,7 @@ namespace tilellm {
 void VulkanBackend::record_attention(const vulkan::Buffer& cache, uint32_t layer_off, int64_t n_ctx,
                                      int64_t kv_dim, int64_t n_tok, const AttnParams& p,
                                      const vulkan::Buffer& q, const vulkan::Buffer& pos,
-                                     const vulkan::Buffer& out) {
+                                     const vulkan::Buffer& out, bool q8) {
   // K rows 16 bytes at a time when every row of every head starts at a multiple of 16 bytes.
   const int64_t per16 = opts_.kv_type == GgmlType::F16 ? 8 : 4;
   const uint32_t vec = kv_dim % per16 == 0 && p.head_dim % per16 == 0 ? 1 : 0;
@@ -25,7 +26,8 @@ void VulkanBackend::record_attention(const vulkan::Buffer& cache, uint32_t layer
        uint32_t(p.window),
        p.scale,
        vec};
-  rt_.dispatch(p_attention_, {&q, &cache, &pos, &out}, &pc, uint32_t(p.n_head), uint32_t(n_tok));
+  rt_.dispatch(q8 ? p_attention_q8_ : p_attention_, {&q, &cache, &pos, &out, q8x_.get() ? &q8x_ : &vec_}, &pc,
+               uint32_t(p.n_head), uint32_t(n_tok));
 }
 
 void VulkanBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
@@ -49,8 +51,10 @@ void VulkanBackend::attention(const float* q, const KvCache& kv, int64_t layer, 
   const vulkan::Buffer& dout = dev_out(out, n, out_, "attention");
   uint32_t off = 0;
   const vulkan::Buffer& cache = kv_buffer(layer, off);
-  record_attention(cache, off, opts_.kv_ctx, opts_.kv_dim, n_tok, p, dq, dev_positions(pos, n_tok), dout);
+  const bool q8 = attention_rounds(n_tok, p);
+  record_attention(cache, off, opts_.kv_ctx, opts_.kv_dim, n_tok, p, dq, dev_positions(pos, n_tok), dout, q8);
   dev_done(out, n, dout);
+  if (q8) q8_held_ = {dout.get(), n};
 }
 
 }  // namespace tilellm

@@ -57,6 +57,7 @@ void apply_profile(Capabilities& c, const DeviceProfile& p) {
   c.integer_dot_accelerated = c.integer_dot_accelerated && c.integer_dot;
   c.coopmat_khr = c.coopmat_khr && p.coopmat;
   c.coopmat_nv2 = c.coopmat_nv2 && p.coopmat;
+  c.coopmat_f16 = c.coopmat_f16 && p.coopmat && p.float16;
   c.max_alloc_bytes = std::min(c.max_alloc_bytes, p.max_alloc_bytes);
   c.max_storage_range = std::min(c.max_storage_range, p.max_storage_range);
 }
@@ -107,6 +108,25 @@ const char* type_name(VkPhysicalDeviceType t) {
     default:
       return "other";
   }
+}
+
+// Whether the cooperative-matrix property list has the shape matmul_coopmat.comp uses (device.h).
+bool coopmat_f16_listed(VkPhysicalDevice d) {
+  using Fn = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopmatProperties*);
+  const auto fn = reinterpret_cast<Fn>(
+      vk.vkGetInstanceProcAddr(instance(), "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (!fn) return false;
+  uint32_t n = 0;
+  if (fn(d, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<CoopmatProperties> ps(n);
+  if (fn(d, &n, ps.data()) != VK_SUCCESS) return false;
+  for (const CoopmatProperties& p : ps) {
+    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == kComponentFloat16 &&
+        p.BType == kComponentFloat16 && p.CType == kComponentFloat32 && p.ResultType == kComponentFloat32 &&
+        p.scope == kScopeSubgroup && !p.saturatingAccumulation)
+      return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -219,6 +239,11 @@ Capabilities query_capabilities(VkPhysicalDevice d) {
     *ftail = &idf;
     ftail = &idf.pNext;
   }
+  CoopmatFeatures cmf;
+  if (has("VK_KHR_cooperative_matrix")) {
+    *ftail = &cmf;
+    ftail = &cmf.pNext;
+  }
   vk.vkGetPhysicalDeviceFeatures2(d, &f2);
   c.storage16 = s16.storageBuffer16BitAccess;
   c.float16 = f16.shaderFloat16;
@@ -229,6 +254,7 @@ Capabilities query_capabilities(VkPhysicalDevice d) {
   c.integer_dot_accelerated = c.integer_dot && idp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
   c.coopmat_khr = has("VK_KHR_cooperative_matrix");
   c.coopmat_nv2 = has("VK_NV_cooperative_matrix2");
+  c.coopmat_f16 = c.coopmat_khr && cmf.cooperativeMatrix && c.float16 && coopmat_f16_listed(d);
 
   uint32_t nq = 0;
   vk.vkGetPhysicalDeviceQueueFamilyProperties(d, &nq, nullptr);
@@ -280,8 +306,9 @@ std::string describe(const Capabilities& c) {
                    yes(c.storage16), yes(c.float16), yes(c.storage8), yes(c.int8));
   s += fmt::format(
       "  integer dot product: {} (4x8-bit packed, mixed signs, accelerated: {}) | cooperative "
-      "matrix: KHR {}, NV2 {}\n",
-      yes(c.integer_dot), yes(c.integer_dot_accelerated), yes(c.coopmat_khr), yes(c.coopmat_nv2));
+      "matrix: KHR {} (16x16x16 fp16 with fp32 sums: {}), NV2 {}\n",
+      yes(c.integer_dot), yes(c.integer_dot_accelerated), yes(c.coopmat_khr), yes(c.coopmat_f16),
+      yes(c.coopmat_nv2));
   s += fmt::format("  max allocation: {} MiB | max storage buffer range: {} MiB | image 2D: {}\n",
                    c.max_alloc_bytes >> 20, c.max_storage_range >> 20, c.image2d_max);
   s += fmt::format("  timestamps: {} ({} ns a tick)\n", yes(c.timestamps), c.timestamp_period_ns);

@@ -13,6 +13,26 @@
 
 namespace tilellm::vulkan {
 
+// VK_KHR_cooperative_matrix's structures (Vulkan 1.3.255 headers; Debian bookworm's 1.3.239 lack them), with
+// the registry's values, so that the query builds against either.
+constexpr VkStructureType kCoopmatFeaturesType = VkStructureType(1000506000);
+constexpr VkStructureType kCoopmatPropertiesType = VkStructureType(1000506001);
+constexpr uint32_t kComponentFloat16 = 0, kComponentFloat32 = 1, kScopeSubgroup = 3;
+struct CoopmatFeatures {
+  VkStructureType sType = kCoopmatFeaturesType;
+  void* pNext = nullptr;
+  VkBool32 cooperativeMatrix = VK_FALSE;
+  VkBool32 cooperativeMatrixRobustBufferAccess = VK_FALSE;
+};
+struct CoopmatProperties {
+  VkStructureType sType = kCoopmatPropertiesType;
+  void* pNext = nullptr;
+  uint32_t MSize = 0, NSize = 0, KSize = 0;
+  uint32_t AType = 0, BType = 0, CType = 0, ResultType = 0;  // VkComponentTypeKHR
+  VkBool32 saturatingAccumulation = VK_FALSE;
+  uint32_t scope = 0;  // VkScopeKHR
+};
+
 struct MemoryHeap {
   uint64_t bytes = 0;
   bool device_local = false;
@@ -42,11 +62,15 @@ struct Capabilities {
   bool integer_dot_accelerated = false;  // ...4x8BitPackedMixedSignednessAccelerated (printed only)
   bool coopmat_khr = false;              // VK_KHR_cooperative_matrix listed
   bool coopmat_nv2 = false;              // VK_NV_cooperative_matrix2 listed
-  uint64_t max_alloc_bytes = 0;          // maxMemoryAllocationSize
-  uint64_t max_storage_range = 0;        // maxStorageBufferRange: the most bytes one binding may address
-  uint32_t image2d_max = 0;              // maxImageDimension2D
-  float timestamp_period_ns = 0;         // ns per timestamp tick
-  bool timestamps = false;               // the compute queue writes timestamps (timestampValidBits > 0)
+  // The cooperativeMatrix feature, and the property list has a subgroup-scope 16 x 16 x 16 shape with fp16
+  // A and B and fp32 C and result (shaders/matmul_coopmat.comp's; every NVIDIA, AMD RDNA3 and Intel Arc
+  // driver that has the extension lists it).
+  bool coopmat_f16 = false;
+  uint64_t max_alloc_bytes = 0;    // maxMemoryAllocationSize
+  uint64_t max_storage_range = 0;  // maxStorageBufferRange: the most bytes one binding may address
+  uint32_t image2d_max = 0;        // maxImageDimension2D
+  float timestamp_period_ns = 0;   // ns per timestamp tick
+  bool timestamps = false;         // the compute queue writes timestamps (timestampValidBits > 0)
   std::vector<MemoryHeap> heaps;
   bool unified_memory = false;      // a device-local heap is host-visible (mobile SoCs, CPU drivers)
   uint64_t device_local_bytes = 0;  // the largest device-local heap

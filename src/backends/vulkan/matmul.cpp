@@ -1,7 +1,9 @@
 // Vulkan matmul (shaders/matmul.comp, and for one token of a block format matvec_q8.comp on the integer path
-// or matvec.comp on the float one): per device format, decode (1 token) on the matvecs' row groups, prompts
-// on 4-row x 4-token tiles; an integer matvec that failed the self-check hands decode to the float matvec,
-// a float matvec that failed to the matmul one, and the host backend multiplies only when none is left.
+// or matvec.comp on the float one; prompts on matmul_coopmat.comp where the device has cooperative
+// matrices): per device format, decode (1 token) on the matvecs' row groups, prompts on 64 x 64 tiles of
+// cooperative matrices or 4-row x 4-token float tiles; an integer matvec that failed the self-check hands
+// decode to the float matvec, a float matvec that failed to the matmul one, a cooperative-matrix GEMM to
+// the float tiles, and the host backend multiplies only when none is left.
 #include <algorithm>
 
 #include "backends/q8_round.h"
@@ -26,13 +28,15 @@ void VulkanBackend::record_matmul(const DeviceWeight& dw, int64_t n_tok, const v
   const int f = int(dw.fmt);
   const bool q8 = uses_q8(dw, n_tok);
   const bool one = n_tok == 1 && (q8 || !p_matvec_[f].on_cpu);
-  const vulkan::Pipeline& p = q8 ? p_matvec_q8_[f] : one ? p_matvec_[f] : p_matmul_[f];
+  const bool cm = uses_coopmat(dw, n_tok);
+  const vulkan::Pipeline& p = q8 ? p_matvec_q8_[f] : one ? p_matvec_[f] : cm ? p_matmul_cm_[f] : p_matmul_[f];
   // Rows and tokens of one work-group.
   const int64_t group_rows = q8                               ? q8_rows_
+                             : cm                             ? kCoopmatTile
                              : !one                           ? kPrefillRows
                              : device_format_is_block(dw.fmt) ? mv_rows_
                                                               : kDecodeRows;
-  const int64_t group_tokens = one ? 1 : 4;
+  const int64_t group_tokens = one ? 1 : cm ? kCoopmatTile : 4;
   // One dispatch per buffer of rows; each writes its rows' columns of y.
   for (size_t b = 0; b < dw.bufs.size(); ++b) {
     const int64_t r0 = int64_t(b) * dw.rows_per_buf, rows = std::min(dw.rows_per_buf, dw.n_out - r0);
@@ -59,7 +63,8 @@ void VulkanBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float
   q8_held_ = held;  // kept through dev_in, which clears it if it writes the buffer held
   const DeviceWeight& dw = find_weight(w, "matmul");
   const int f = int(dw.fmt);
-  const bool host = p_matmul_[f].on_cpu && (n_tok > 1 || (p_matvec_[f].on_cpu && !uses_q8(dw, n_tok)));
+  const bool host = p_matmul_[f].on_cpu && !uses_coopmat(dw, n_tok) &&
+                    (n_tok > 1 || (p_matvec_[f].on_cpu && !uses_q8(dw, n_tok)));
   if (host) {
     host_in(x, n_tok * w.n_in);
     host_out(y, n_tok * w.n_out);
@@ -85,7 +90,7 @@ void VulkanBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   bool together = mode_ != StepMode::Replaying && n <= 4;
   for (int i = 0; i < n && together; ++i) {
     const DeviceWeight& dw = find_weight(*ws[i], "matmul");
-    together = !p_matmul_[int(dw.fmt)].on_cpu &&
+    together = (!p_matmul_[int(dw.fmt)].on_cpu || uses_coopmat(dw, n_tok)) &&
                (n_tok > 1 || uses_q8(dw, n_tok) || !p_matvec_[int(dw.fmt)].on_cpu) && ys[i] != x &&
                is_mirror_start(ys[i], n_tok * ws[i]->n_out);
   }

@@ -1,7 +1,7 @@
 // The Vulkan backend's registry entry (backends/registry.h): MNN type 7, available when the Vulkan loader
 // loads (loader.h), an instance can be made and it lists a Vulkan 1.1 device; its own options --vk-subgroups,
-// --vk-matvec and --vk-cache (the pipeline cache on disk); the factory, the start-time measurement of `bench`
-// (cold and warm) and the memory probes of `gemv-bw`.
+// --vk-coopmat, --vk-matvec and --vk-cache (the pipeline cache on disk); the factory, the start-time
+// measurement of `bench` (cold and warm) and the memory probes of `gemv-bw`.
 #include <cstdio>
 
 #include "backends/registry.h"
@@ -16,6 +16,7 @@ namespace {
 
 struct VulkanOptions final : BackendOptions {
   bool subgroups = true;      // the subgroup reductions where the device has them
+  bool coopmat = true;        // prompts on cooperative matrices where the device has them
   ProgramCacheOptions cache;  // library default: off (a backend a test or a library makes touches no disk)
   uint32_t matvec_rows = 0, matvec_parts = 0, matvec_local = 0, matvec_unroll = 0, matvec_groups = 0;
 };
@@ -79,6 +80,7 @@ VulkanBackendOptions backend_options(const BackendParams& p) {
   for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
   if (const auto* o = dynamic_cast<const VulkanOptions*>(p.options)) {
     g.subgroups = o->subgroups;
+    g.coopmat = o->coopmat;
     g.cache = o->cache;
     g.matvec_rows = o->matvec_rows, g.matvec_parts = o->matvec_parts;
     g.matvec_local = o->matvec_local, g.matvec_unroll = o->matvec_unroll, g.matvec_groups = o->matvec_groups;
@@ -132,6 +134,18 @@ BackendEntry vulkan_entry() {
     static_cast<VulkanOptions&>(o).subgroups = v == "auto";
   };
   e.options.push_back(std::move(sg));
+  OptionSpec cm;
+  cm.flag = "--vk-coopmat";
+  cm.help =
+      "prompts on cooperative matrices (fp16 tensor-core products with fp32 sums) where the device lists "
+      "them (auto), or on the float tiles everywhere (off)";
+  cm.default_value = "auto";
+  cm.choices = {"auto", "off"};
+  cm.set = [](BackendOptions& o, const std::string& v) {
+    if (v != "auto" && v != "off") fail("--vk-coopmat: '{}' is not auto or off", v);
+    static_cast<VulkanOptions&>(o).coopmat = v == "auto";
+  };
+  e.options.push_back(std::move(cm));
   OptionSpec mv;
   mv.flag = "--vk-matvec";
   mv.help =

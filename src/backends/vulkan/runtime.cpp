@@ -7,6 +7,7 @@
 
 #include "backends/vulkan/error.h"
 #include "backends/vulkan/shaders.h"
+#include "backends/vulkan/spirv_coopmat.h"
 
 namespace tilellm::vulkan {
 namespace {
@@ -81,7 +82,7 @@ Runtime::Runtime(int device, std::string_view profile, bool profiling) : profili
   di.pQueueCreateInfos = &qi;
   // Profiling asks the driver for its statistics of every pipeline (registers, spills) where it offers
   // them: what bench --profile prints beside the kernel times.
-  const char* exts[2];
+  const char* exts[4];
   uint32_t n_ext = 0;
   void* features = nullptr;  // the chain of feature structs, each put in front
   const char* stats_ext = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
@@ -105,6 +106,20 @@ Runtime::Runtime(int device, std::string_view profile, bool profiling) : profili
       exts[n_ext++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
     dot.pNext = features;
     features = &dot;
+  }
+  // The prompt GEMM on cooperative matrices (shaders/matmul_coopmat.comp): the extension, its feature and
+  // fp16 arithmetic (the matrices' and the shared tiles' type), where the capabilities have them.
+  CoopmatFeatures cm;
+  cm.cooperativeMatrix = VK_TRUE;
+  VkPhysicalDeviceShaderFloat16Int8Features f16{};
+  f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+  f16.shaderFloat16 = VK_TRUE;
+  if (caps_.coopmat_f16) {
+    exts[n_ext++] = "VK_KHR_cooperative_matrix";
+    if (caps_.api_version < VK_API_VERSION_1_2) exts[n_ext++] = VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME;
+    cm.pNext = features;
+    f16.pNext = &cm;
+    features = &f16;
   }
   di.pNext = features;
   di.enabledExtensionCount = n_ext;
@@ -256,7 +271,9 @@ Pipeline Runtime::pipeline(std::string_view shader, bool subgroups, uint32_t n_b
   if (!code) {
     fail("internal: no embedded Vulkan shader '{}'{}", shader, subgroups ? " with subgroup reductions" : "");
   }
-  std::vector<uint32_t> words(code->words, code->words + code->n_words);
+  // glslang 11's cooperative-matrix types made valid (spirv_coopmat.h); other shaders pass unchanged.
+  const std::vector<uint32_t> words =
+      resolve_cooperative_matrix_types(std::vector<uint32_t>(code->words, code->words + code->n_words));
   return pipeline_from(subgroups ? std::string(shader) + "+subgroups" : std::string(shader), words, n_buffers,
                        push_bytes, local_size, extra);
 }

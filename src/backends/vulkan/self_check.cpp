@@ -4,7 +4,9 @@
 // miscompile a shader (a known hazard on mobile GPUs) thus cost speed, not correctness.
 //
 // Tolerance: 1e-3 of the largest reference magnitude of the case (correct shaders agree to ~1e-6 of it; a
-// broken one is off by a sizeable fraction, and a NaN always fails).
+// broken one is off by a sizeable fraction, and a NaN always fails); 4e-3 for the products on cooperative
+// matrices, whose inputs are rounded to fp16 (at most 3.4e-4 of the largest value on these cases' sizes
+// with uniform random inputs, computed in float64).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,7 +24,7 @@
 namespace tilellm {
 namespace {
 
-constexpr double kTolerance = 1e-3;
+constexpr double kTolerance = 1e-3, kHalfTolerance = 4e-3;
 
 }  // namespace
 
@@ -37,17 +39,18 @@ void warn_failed(const vulkan::Pipeline& p, const vulkan::Capabilities& c, doubl
       "warning: Vulkan pipeline %s failed its self-check%s on %s (profile %s): error %.3g of the largest "
       "value; %s from now on\n",
       p.name.c_str(), cached ? " (cached verdict)" : "", c.name.c_str(), c.profile.c_str(), err,
-      q8                        ? "one-token products of its format take the float matvec"
-      : matvec                  ? "one-token products use the matmul pipeline"
-      : p.name == "add_rmsnorm" ? "the separate add and rmsnorm run instead"
-      : p.name.ends_with("_q8") ? "the products round its output themselves"
-                                : "its op runs on the CPU");
+      q8                                        ? "one-token products of its format take the float matvec"
+      : matvec                                  ? "one-token products use the matmul pipeline"
+      : p.name.rfind("matmul_coopmat_", 0) == 0 ? "prompts use the float matmul pipeline"
+      : p.name == "add_rmsnorm"                 ? "the separate add and rmsnorm run instead"
+      : p.name.ends_with("_q8")                 ? "the products round its output themselves"
+                                                : "its op runs on the CPU");
 }
 
 }  // namespace
 
-void VulkanBackend::verdict(vulkan::Pipeline& p, double err) {
-  if (err <= kTolerance) return;
+void VulkanBackend::verdict(vulkan::Pipeline& p, double err, bool half) {
+  if (err <= (half ? kHalfTolerance : kTolerance)) return;
   p.on_cpu = true;
   failed_.push_back({p.name, err});
   warn_failed(p, caps(), err, false);
@@ -72,7 +75,8 @@ bool VulkanBackend::apply_cached_verdict(const std::vector<CacheEntry::Failed>& 
 }
 
 // The products of uploaded weight w against the host's on ref_w (w's exact values): n_tok tokens (the
-// matmul), then one (the float matvec, and the integer one where the weight has it, on the input it rounds).
+// matmul), kCoopmatCheckTokens where the cooperative-matrix GEMM is built, then one (the float matvec, and
+// the integer one where the weight has it, on the input it rounds). x holds kCoopmatCheckTokens tokens.
 void VulkanBackend::check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x,
                                    int64_t n_tok) {
   const DeviceWeight& dw = find_weight(w, "self-check");
@@ -81,6 +85,13 @@ void VulkanBackend::check_products(const Weight& w, const Weight& ref_w, const s
   cpu_->matmul(ref_w, x.data(), n_tok, ref.data());
   matmul(w, x.data(), n_tok, got.data());
   verdict(p_matmul_[f], relative_error(ref, got));
+  if (p_matmul_cm_[f].pipeline) {
+    ref.resize(size_t(kCoopmatCheckTokens * w.n_out));
+    got.resize(ref.size());
+    cpu_->matmul(ref_w, x.data(), kCoopmatCheckTokens, ref.data());
+    matmul(w, x.data(), kCoopmatCheckTokens, got.data());
+    verdict(p_matmul_cm_[f], relative_error(ref, got), true);
+  }
   ref.resize(size_t(w.n_out));
   got.resize(ref.size());
   cpu_->matmul(ref_w, x.data(), 1, ref.data());
@@ -98,9 +109,9 @@ void VulkanBackend::check_products(const Weight& w, const Weight& ref_w, const s
 
 // The ops that round their output for the integer products (rmsnorm.comp's TL_Q8, glu_q8.comp): one row of
 // 96, its output against the host's, and the rounding they leave in q8x_ against the host's rounding of
-// that output.
+// that output (rounding_error; attention's TL_Q8 is checked with the KV ops).
 void VulkanBackend::check_fused_rounding(std::mt19937& rng) {
-  const int64_t n = 96, nb = n / 32;
+  const int64_t n = 96;
   const size_t un = 96;
   const std::vector<float> x = random_floats(un, rng), w = random_floats(un, rng), r = random_floats(un, rng);
   for (vulkan::Pipeline* p : {&p_rmsnorm_q8_, &p_add_rmsnorm_q8_, &p_glu_silu_q8_, &p_glu_gelu_q8_}) {
@@ -118,23 +129,28 @@ void VulkanBackend::check_fused_rounding(std::mt19937& rng) {
       cpu_->glu(x.data(), r.data(), ref.data(), n, act);
       glu(x.data(), r.data(), got.data(), n, act);
     }
-    // q8x_: [n / 4] code words, [nb] d, [nb] (s, s) (shaders/q8.glsl).
-    std::vector<uint32_t> words(size_t(n / 4 + 3 * nb));
-    rt_.download(q8x_, 0, words.data(), words.size() * 4);
-    std::vector<float> want(un), seen(un), s_want(un / 16), s_seen(un / 16);
-    round_activations_q8(got.data(), n, want.data());
-    for (int64_t j = 0; j < n; ++j) {
-      float d;
-      std::memcpy(&d, &words[size_t(n / 4 + j / 32)], 4);
-      const int code = int(int8_t(uint8_t(words[size_t(j / 4)] >> (8 * (j % 4)))));
-      seen[size_t(j)] = d * float(code);
-      s_want[size_t(j / 16)] += float(code);
-      if (j % 16 == 15) s_want[size_t(j / 16)] *= d;
-    }
-    std::memcpy(s_seen.data(), &words[size_t(n / 4 + nb)], s_seen.size() * 4);
-    verdict(*p,
-            std::max({relative_error(ref, got), relative_error(want, seen), relative_error(s_want, s_seen)}));
+    verdict(*p, std::max(relative_error(ref, got), rounding_error(got)));
   }
+}
+
+double VulkanBackend::rounding_error(const std::vector<float>& out) {
+  const int64_t n = int64_t(out.size()), nb = n / 32;
+  const size_t un = out.size();
+  // q8x_: [n / 4] code words, [nb] d, [nb] (s, s) (shaders/q8.glsl).
+  std::vector<uint32_t> words(size_t(n / 4 + 3 * nb));
+  rt_.download(q8x_, 0, words.data(), words.size() * 4);
+  std::vector<float> want(un), seen(un), s_want(un / 16), s_seen(un / 16);
+  round_activations_q8(out.data(), n, want.data());
+  for (int64_t j = 0; j < n; ++j) {
+    float d;
+    std::memcpy(&d, &words[size_t(n / 4 + j / 32)], 4);
+    const int code = int(int8_t(uint8_t(words[size_t(j / 4)] >> (8 * (j % 4)))));
+    seen[size_t(j)] = d * float(code);
+    s_want[size_t(j / 16)] += float(code);
+    if (j % 16 == 15) s_want[size_t(j / 16)] *= d;
+  }
+  std::memcpy(s_seen.data(), &words[size_t(n / 4 + nb)], s_seen.size() * 4);
+  return std::max(relative_error(want, seen), relative_error(s_want, s_seen));
 }
 
 void VulkanBackend::run_self_check() {
@@ -161,7 +177,7 @@ void VulkanBackend::run_self_check() {
     cpu_->embed(w, ids, 3, 0.5f, ref.data());
     embed(w, ids, 3, 0.5f, got.data());
     verdict(p_embed_[int(f)], relative_error(ref, got));
-    const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+    const std::vector<float> x = random_floats(size_t(kCoopmatCheckTokens * n_in), rng);
     // 5 tokens and 11 rows: partial tiles of the 4 x 4 and the 8-row decode groups.
     check_products(w, w, x, n_tok);
     weights_.erase(w.data);
@@ -182,7 +198,7 @@ void VulkanBackend::run_self_check() {
     Weight we = w;
     we.data = reinterpret_cast<const uint8_t*>(exact.data());
     weights_.emplace(w.data, make_device_weight(w, mode));
-    const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+    const std::vector<float> x = random_floats(size_t(kCoopmatCheckTokens * n_in), rng);
     // The host backend holds the float rows as F32: it multiplies by the conversion's exact values.
     check_products(w, we, x, n_tok);
     weights_.erase(w.data);
@@ -329,6 +345,20 @@ void VulkanBackend::run_self_check() {
       err = std::max(err, relative_error(want_o, have_o));
     }
     verdict(p_attention_, err);
+    if (p_attention_q8_.pipeline) {
+      // One token, its output rounded: 2 query heads of 32 (whole blocks) over the cache's rows read as one
+      // KV head of 32, at position 149 (two chunks).
+      AttnParams p1 = p;
+      p1.n_head = 2, p1.n_head_kv = 1, p1.head_dim = kv_dim, p1.window = 0;
+      const int32_t pos1[1] = {149};
+      const std::vector<float> q = random_floats(size_t(p1.n_head * p1.head_dim), rng);
+      std::vector<float> want_o(q.size()), have_o(q.size());
+      cpu_->attention(q.data(), ref, 0, pos1, 1, p1, want_o.data());
+      rt_.upload(in_a_, 0, q.data(), q.size() * sizeof(float));
+      record_attention(cache, 0, n_ctx, kv_dim, 1, p1, in_a_, dev_positions(pos1, 1), out_, true);
+      rt_.download(out_, 0, have_o.data(), have_o.size() * sizeof(float));
+      verdict(p_attention_q8_, std::max(relative_error(want_o, have_o), rounding_error(have_o)));
+    }
   }
   rt_.finish();
 }

@@ -91,11 +91,19 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   const uint32_t mv_unroll = std::clamp<uint32_t>(o.matvec_unroll ? o.matvec_unroll : 4, 1, 4);
   const uint32_t mvb_local =
       pow2_at_most(std::min<uint64_t>({o.matvec_local ? o.matvec_local : 64, inv, shared / (8 * 4)}));
+  // Prompts on cooperative matrices: four subgroups a work-group, 35 KiB of shared tiles
+  // (shaders/matmul_coopmat.comp).
+  const bool coopmat = o.coopmat && c.coopmat_f16 && c.subgroup_basic && c.subgroup_size >= 1 &&
+                       4 * c.subgroup_size <= inv && shared >= 36 * 1024;
   const bool sg = subgroups_;
   for (int f = 0; f < kDeviceFormats; ++f) {
     const uint32_t fu = uint32_t(f);
     p_matmul_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mm_local_, {fu, 4, kPrefillRows});
     p_matmul_[f].name = fmt::format("matmul_{}", device_format_name(DeviceFormat(f)));
+    if (coopmat) {
+      p_matmul_cm_[f] = rt_.pipeline("matmul_coopmat", false, 3, kMatmulPush, 4 * c.subgroup_size, {fu});
+      p_matmul_cm_[f].name = fmt::format("matmul_coopmat_{}", device_format_name(DeviceFormat(f)));
+    }
     if (device_format_is_block(DeviceFormat(f))) {
       const bool nibbles = device_format_nibbles(DeviceFormat(f));
       p_matvec_[f] =
@@ -134,8 +142,12 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   p_kv_store_.name = "kv_store";
   p_rope_kv_store_ = rt_.pipeline("rope_kv_store", false, 6, kRopeKvPush, elem_local_, {kv_f16 ? 1u : 0u});
   p_rope_kv_store_.name = "rope_kv_store";
-  p_attention_ = rt_.pipeline("attention", sg, 4, kAttnPush, attn_local_, {kv_f16 ? 1u : 0u});
+  p_attention_ = rt_.pipeline("attention", sg, 5, kAttnPush, attn_local_, {kv_f16 ? 1u : 0u, 0});
   p_attention_.name = "attention";
+  if (q8) {
+    p_attention_q8_ = rt_.pipeline("attention", sg, 5, kAttnPush, attn_local_, {kv_f16 ? 1u : 0u, 1});
+    p_attention_q8_.name = "attention_q8";
+  }
   p_glu_silu_ = rt_.pipeline("glu", false, 3, kElemPush, elem_local_, {0});
   p_glu_silu_.name = "glu_silu";
   p_glu_gelu_ = rt_.pipeline("glu", false, 3, kElemPush, elem_local_, {1});
@@ -159,6 +171,10 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, 4096);
   opts_.max_out_elems = std::max<int64_t>(opts_.max_out_elems, 4096);
   opts_.max_width = std::max<int64_t>(opts_.max_width, 512);
+  if (coopmat) {  // and the cooperative-matrix case, a tile and a part of 256-wide rows
+    opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, kCoopmatCheckTokens);
+    opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, kCoopmatCheckTokens * 256);
+  }
   in_a_ = rt_.alloc(floats(opts_.max_in_elems));
   in_b_ = rt_.alloc(floats(opts_.max_in_elems));
   out_ = rt_.alloc(floats(opts_.max_out_elems));
@@ -230,10 +246,10 @@ std::string VulkanBackend::pipeline_cache_key() const {
   std::string k = "tilellm vulkan pipeline cache 1\n";
   k += fmt::format("device {} | vendor 0x{:04x} device 0x{:04x} | driver {} {} {} | api {}\n", c.name,
                    c.vendor_id, c.device_id, c.driver_name, c.driver_info, c.driver_version, c.api_version);
-  k += fmt::format("profile {} | subgroups {} | activations {} | kv {} | matvec {} {} {} {} {}\n", c.profile,
-                   o.subgroups, o.activations == ActivationMode::Quantized ? "q8" : "f32",
-                   type_name(o.kv_type), o.matvec_rows, o.matvec_parts, o.matvec_local, o.matvec_unroll,
-                   o.matvec_groups);
+  k += fmt::format(
+      "profile {} | subgroups {} | activations {} | kv {} | matvec {} {} {} {} {} | coopmat {}\n", c.profile,
+      o.subgroups, o.activations == ActivationMode::Quantized ? "q8" : "f32", type_name(o.kv_type),
+      o.matvec_rows, o.matvec_parts, o.matvec_local, o.matvec_unroll, o.matvec_groups, o.coopmat);
   k += fmt::format("shaders {:016x}\n", vulkan::shaders_hash());
   if (!o.test_pipeline.empty()) {
     k += fmt::format("test hook {} {:016x}\n", o.test_pipeline,
@@ -253,9 +269,11 @@ std::vector<vulkan::Pipeline*> VulkanBackend::all_pipelines() {
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_q8_[f]);
-  for (vulkan::Pipeline* p : {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_rope_kv_store_,
-                              &p_attention_, &p_glu_silu_, &p_glu_gelu_, &p_add_, &p_quantize_,
-                              &p_rmsnorm_q8_, &p_add_rmsnorm_q8_, &p_glu_silu_q8_, &p_glu_gelu_q8_})
+  for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_cm_[f]);
+  for (vulkan::Pipeline* p :
+       {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_rope_kv_store_, &p_attention_, &p_glu_silu_,
+        &p_glu_gelu_, &p_add_, &p_quantize_, &p_rmsnorm_q8_, &p_add_rmsnorm_q8_, &p_glu_silu_q8_,
+        &p_glu_gelu_q8_, &p_attention_q8_})
     v.push_back(p);
   return v;
 }

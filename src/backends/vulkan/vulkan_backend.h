@@ -79,6 +79,9 @@ struct VulkanBackendOptions {
   // split into, invocations a group, parts each invocation loads at once; 0: the default. matvec_groups > 0:
   // at most that many groups a dispatch, each taking several row groups (0: one group per row group).
   uint32_t matvec_rows = 0, matvec_parts = 0, matvec_local = 0, matvec_unroll = 0, matvec_groups = 0;
+  // Prompts on cooperative matrices (shaders/matmul_coopmat.comp) where the device has them; off: the
+  // float tiles of matmul.comp (--vk-coopmat).
+  bool coopmat = true;
   struct HostArray {
     void* data;
     size_t bytes;
@@ -180,6 +183,16 @@ class VulkanBackend final : public Backend {
   // products and --activations q8; their input rounded first by p_quantize_ into q8x_.
   vulkan::Pipeline p_matvec_q8_[kDeviceFormats], p_quantize_;
   bool q8_paused_ = false;  // the self-check's float-matvec case: the integer path left out
+  // Prompts of at least kCoopmatMinTokens tokens on cooperative matrices (shaders/matmul_coopmat.comp:
+  // tiles of kCoopmatTile rows x kCoopmatTile tokens), where the device has the shape
+  // (Capabilities::coopmat_f16); fp16 products, so their self-check bound is kHalfTolerance.
+  vulkan::Pipeline p_matmul_cm_[kDeviceFormats];
+  static constexpr int64_t kCoopmatTile = 64, kCoopmatMinTokens = 16;
+  static constexpr int64_t kCoopmatCheckTokens = kCoopmatTile + 6;  // the self-check's: a tile and a part
+  bool uses_coopmat(const DeviceWeight& dw, int64_t n_tok) const {
+    const vulkan::Pipeline& p = p_matmul_cm_[int(dw.fmt)];
+    return n_tok >= kCoopmatMinTokens && p.pipeline && !p.on_cpu;
+  }
   bool uses_q8(const DeviceWeight& dw, int64_t n_tok) const {
     const vulkan::Pipeline& p = p_matvec_q8_[int(dw.fmt)];
     return n_tok == 1 && p.pipeline && !p.on_cpu && !q8_paused_;
@@ -196,8 +209,9 @@ class VulkanBackend final : public Backend {
   // row of whole blocks of 32 (shaders/rmsnorm.comp's TL_Q8). The ops then leave q8_held_ set; every op
   // clears it when it starts (replaying()).
   vulkan::Pipeline p_rmsnorm_q8_, p_add_rmsnorm_q8_;
-  // The gated unit doing the same for the down projection (shaders/glu_q8.comp).
-  vulkan::Pipeline p_glu_silu_q8_, p_glu_gelu_q8_;
+  // The gated unit doing the same for the down projection (shaders/glu_q8.comp), and attention for the
+  // output projection (attention.comp's TL_Q8: one token, heads of whole blocks of 32).
+  vulkan::Pipeline p_glu_silu_q8_, p_glu_gelu_q8_, p_attention_q8_;
   // Whether an op with an output-rounding variant `fused` rounds this output (n_rows rows of n).
   bool rounds_output(const vulkan::Pipeline& fused, int64_t n_rows, int64_t n) const {
     return fused.pipeline && !fused.on_cpu && n_rows == 1 && n % 32 == 0 && n <= opts_.max_in_elems;
@@ -206,8 +220,12 @@ class VulkanBackend final : public Backend {
   bool kv_on_cpu() const { return p_kv_store_.on_cpu || p_attention_.on_cpu; }
   void run_self_check();
   void check_fused_rounding(std::mt19937& rng);
+  // The largest error of the rounding q8x_ holds against the host's rounding of `out` (whole blocks of 32).
+  double rounding_error(const std::vector<float>& out);
   void check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x, int64_t n_tok);
-  void verdict(vulkan::Pipeline& p, double err);
+  // Marks p failed when err (of the largest reference value) is over the bound: 1e-3, or for the fp16
+  // products of the cooperative matrices a wider one (self_check.cpp).
+  void verdict(vulkan::Pipeline& p, double err, bool half = false);
   // The cache's key: everything that can change a pipeline or its verdict.
   std::string pipeline_cache_key() const;
   // Marks the pipelines of a cached verdict; false (nothing marked) when one of them is not a pipeline here.
@@ -226,7 +244,11 @@ class VulkanBackend final : public Backend {
                        const vulkan::Buffer& pos);
   void record_attention(const vulkan::Buffer& cache, uint32_t layer_off, int64_t n_ctx, int64_t kv_dim,
                         int64_t n_tok, const AttnParams& p, const vulkan::Buffer& q,
-                        const vulkan::Buffer& pos, const vulkan::Buffer& out);
+                        const vulkan::Buffer& pos, const vulkan::Buffer& out, bool q8 = false);
+  // Whether attention of n_tok tokens rounds its output for the integer products (p_attention_q8_).
+  bool attention_rounds(int64_t n_tok, const AttnParams& p) const {
+    return p.head_dim % 32 == 0 && rounds_output(p_attention_q8_, n_tok, p.n_head * p.head_dim);
+  }
   // Groups covering n items of `local` invocations in (x, y) (x at most the device's limit).
   void elementwise_groups(int64_t n, uint32_t local, uint32_t& gx, uint32_t& gy) const;
 

@@ -8,19 +8,29 @@
 // q, out: [n_tok][n_head][head_dim]; cache: [layer][K|V][pos][kv_dim] as words (TL_KV_F16: halves);
 // pos: [n_tok]. Query head h reads KV head h / (n_head / n_head_kv); a query at position p sees keys
 // max(0, p - window + 1) .. p (window 0: all). Groups (n_head, n_tok).
+// TL_Q8 (specialization constant 2) 1: the output is also rounded for the integer products that read it
+// (q8.glsl, into binding 4): the host uses it for one token with head_dim % 32 == 0, where each group's
+// head is whole blocks of the row (qbase / 32 ...), rounded by the group once its output is written.
+// The binding is there in both variants (the host passes a buffer).
 #include "common.glsl"
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer C { uint cache[]; };
 layout(std430, binding = 1) readonly buffer C4 { uvec4 cache4[]; };
 layout(std430, binding = 2) readonly buffer Pos { int pos[]; };
-layout(std430, binding = 3) writeonly buffer O { float outv[]; };
+layout(std430, binding = 3) coherent buffer O { float outv[]; };
+layout(std430, binding = 3) coherent buffer O4 { vec4 outv4[]; };
+layout(std430, binding = 4) writeonly buffer Q8W { uint q8w[]; };
+layout(std430, binding = 4) writeonly buffer Q8F { float q8f[]; };
 layout(push_constant) uniform P {
   uint layer_off, n_ctx, kv_dim, n_head, n_head_kv, head_dim, window;
   float scale;
   uint vec;  // 1: K rows 16-byte aligned (dot_row)
 } pc;
 layout(constant_id = 1) const uint TL_KV_F16 = 1;
+layout(constant_id = 2) const uint TL_Q8 = 0;
+
+#include "q8.glsl"
 
 const uint TL_MAX_DIMS = 8;
 shared float q_sh[TL_MAX_DIMS * gl_WorkGroupSize.x];
@@ -95,5 +105,15 @@ void main() {
   [[unroll]] for (uint k = 0; k < TL_MAX_DIMS; ++k) {
     const uint d = lid + k * ls;
     if (d < hd) outv[qbase + d] = acc[k] / l;
+  }
+  if (TL_Q8 == 1u) {
+    memoryBarrierBuffer();
+    barrier();
+    const uint nb = pc.n_head * hd / 32u;
+    for (uint b = lid; b < hd / 32u; b += ls) {
+      vec4 v[8];
+      [[unroll]] for (uint k = 0; k < 8u; ++k) v[k] = outv4[qbase / 4u + 8u * b + k];
+      tl_q8_store(v, qbase / 32u + b, nb);
+    }
   }
 }

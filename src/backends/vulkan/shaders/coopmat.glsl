@@ -1,0 +1,35 @@
+// Cooperative matrices (SPV_KHR_cooperative_matrix) for a shader compiled by a glslc that knows no GLSL
+// extension for them (Debian bookworm's glslang 11.13 has GL_EXT_spirv_intrinsics but not
+// GL_KHR_cooperative_matrix): the types and the four instructions are declared through spirv_type and
+// spirv_instruction. glslang 11 writes a spirv_type's parameters as literal words, while
+// OpTypeCooperativeMatrixKHR takes ids (a component type, then constants for scope, rows, columns and use);
+// spirv_coopmat.h rewrites those literals into ids when the pipeline is built. The first parameter names
+// the component type by its float width (16 or 32). Only 16 x 16 x 16 subgroup-scope matrices are used:
+// A 16 x 16 fp16 (use 0), B 16 x 16 fp16 (use 1), C / the result 16 x 16 fp32 (use 2); the device lists the
+// shape (Capabilities::coopmat_f16).
+//
+// A shader including this is compiled without glslc's -O (cmake/vulkan.cmake): the optimizer of the same
+// Debian release does not know the capability and refuses the module.
+#extension GL_EXT_spirv_intrinsics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+
+#define TL_CM_TYPE(width, use)                                                                        \
+  spirv_type(extensions = ["SPV_KHR_cooperative_matrix"], capabilities = [6022], id = 4456, width, 3, \
+             16, 16, use)
+#define tl_cm_a TL_CM_TYPE(16, 0)
+#define tl_cm_b TL_CM_TYPE(16, 1)
+#define tl_cm_c TL_CM_TYPE(32, 2)
+#define TL_CM_OP(op) spirv_instruction(extensions = ["SPV_KHR_cooperative_matrix"], capabilities = [6022], id = op)
+
+// The memory layouts of OpCooperativeMatrixLoadKHR / StoreKHR: element (i, j) at i * stride + j (row
+// major) or j * stride + i (column major); the stride counts elements of the pointer's type.
+const uint tl_cm_row_major = 0u;
+const uint tl_cm_column_major = 1u;
+
+TL_CM_OP(4457) tl_cm_a tl_cm_load_a(spirv_by_reference float16_t p, uint layout_, uint stride);
+TL_CM_OP(4457) tl_cm_b tl_cm_load_b(spirv_by_reference float16_t p, uint layout_, uint stride);
+TL_CM_OP(4458) void tl_cm_store_c(spirv_by_reference float p, tl_cm_c m, uint layout_, uint stride);
+// C + A B
+TL_CM_OP(4459) tl_cm_c tl_cm_mul_add(tl_cm_a a, tl_cm_b b, tl_cm_c c);
+// Every element of a C matrix equal to v (OpCompositeConstruct with one scalar).
+spirv_instruction(id = 80) tl_cm_c tl_cm_fill_c(float v);
