@@ -186,6 +186,53 @@ TEST_P(VulkanOps, prompts_on_cooperative_matrices) {
   }
 }
 
+const uint32_t kCoopmatEmulated[] = {
+#include "matmul_coopmat_emulated.inc"
+};
+
+// The cooperative-matrix GEMM's tiling on any device: matmul_coopmat.comp built with its matrix operations
+// emulated in plain GLSL (TL_CM_EMULATE, one block a step) through the test hook, every weight format at the
+// sizes above (partial row and token tiles, a half step of inputs, float rows of 77) within the fp16 bounds;
+// with the self-check on, it passes and the prompt runs on it (its kernel time is counted).
+TEST_P(VulkanOps, cooperative_matrix_tiling_emulated) {
+  if (GetParam() != "none") GTEST_SKIP() << "the tiling does not depend on the profile: run under none";
+  VulkanBackendOptions o = options();
+  o.max_tokens = 130;
+  o.max_in_elems = o.max_out_elems = 130 * 512;
+  o.coopmat_test_spirv.assign(std::begin(kCoopmatEmulated), std::end(kCoopmatEmulated));
+  VulkanBackend vk(o);
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::Q4_0, GgmlType::Q4_1,
+                            GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K};
+  uint32_t seed = 1900;
+  std::vector<OwnedWeight> kept;
+  for (GgmlType t : types) {
+    const int64_t bs = type_traits(t).block_size;
+    for (int64_t n_out : {37, 100}) {
+      const int64_t n_in = bs == 1 ? 77 : bs == 256 ? 512 : n_out == 37 ? 160 : 512;
+      kept.push_back(make_weight(t, n_in, n_out, seed++));
+      vk.upload_weight(kept.back().w);
+      for (int64_t n_tok : {int64_t(16), int64_t(70), t == GgmlType::Q4_0 ? int64_t(130) : int64_t(0)}) {
+        if (n_tok > 0) check_matmul(vk, kept.back().w, kept.back().w, n_tok, seed++, true);
+      }
+    }
+  }
+  VulkanBackendOptions oc = o;
+  oc.self_check = true;
+  oc.profiling = true;
+  oc.weights = WeightsMode::Int4B64;
+  VulkanBackend vc(oc);
+  for (const std::string& f : vc.cpu_fallbacks())
+    EXPECT_EQ(f.rfind("matmul_coopmat", 0), std::string::npos) << f;
+  const ConvertedWeight cw(WeightsMode::Int4B64, 160, 70, seed++);
+  vc.upload_weight(cw.w);
+  vc.reset_kernel_times();
+  check_matmul(vc, cw.w, cw.we, 70, seed++, true);
+  bool ran = false;
+  for (const KernelTime& k : vc.kernel_times())
+    ran = ran || (k.name == "matmul_coopmat_int4b64" && k.calls > 0);
+  EXPECT_TRUE(ran) << "the 70-token product did not run on the cooperative-matrix pipeline";
+}
+
 // The decode matvec (shaders/matvec.comp) in other shapes than the default (--vk-matvec): rows a group
 // (partial last groups), parts a block (1 and 8 are clamped for the nibble and byte formats), work-group
 // sizes below and above a subgroup, part counts past one unrolled step and work-groups taking several row

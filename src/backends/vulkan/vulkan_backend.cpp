@@ -93,15 +93,20 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
       pow2_at_most(std::min<uint64_t>({o.matvec_local ? o.matvec_local : 64, inv, shared / (8 * 4)}));
   // Prompts on cooperative matrices: four subgroups a work-group, 35 KiB of shared tiles
   // (shaders/matmul_coopmat.comp).
-  const bool coopmat = o.coopmat && c.coopmat_f16 && c.subgroup_basic && c.subgroup_size >= 1 &&
-                       4 * c.subgroup_size <= inv && shared >= 36 * 1024;
+  // The test hook's emulation (coopmat_test_spirv) takes the same place on any device with subgroups.
+  const bool cm_hook = !o.coopmat_test_spirv.empty() && c.subgroup_basic && 4 * c.subgroup_size <= inv;
+  const bool coopmat = cm_hook || (o.coopmat && c.coopmat_f16 && c.subgroup_basic && c.subgroup_size >= 1 &&
+                                   4 * c.subgroup_size <= inv && shared >= 36 * 1024);
   const bool sg = subgroups_;
   for (int f = 0; f < kDeviceFormats; ++f) {
     const uint32_t fu = uint32_t(f);
     p_matmul_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mm_local_, {fu, 4, kPrefillRows});
     p_matmul_[f].name = fmt::format("matmul_{}", device_format_name(DeviceFormat(f)));
     if (coopmat) {
-      p_matmul_cm_[f] = rt_.pipeline("matmul_coopmat", false, 3, kMatmulPush, 4 * c.subgroup_size, {fu});
+      p_matmul_cm_[f] =
+          cm_hook ? rt_.pipeline_from("matmul_coopmat (test hook)", o.coopmat_test_spirv, 3, kMatmulPush,
+                                      4 * c.subgroup_size, {fu})
+                  : rt_.pipeline("matmul_coopmat", false, 3, kMatmulPush, 4 * c.subgroup_size, {fu});
       p_matmul_cm_[f].name = fmt::format("matmul_coopmat_{}", device_format_name(DeviceFormat(f)));
     }
     if (device_format_is_block(DeviceFormat(f))) {
@@ -255,6 +260,9 @@ std::string VulkanBackend::pipeline_cache_key() const {
     k += fmt::format("test hook {} {:016x}\n", o.test_pipeline,
                      cache_hash(o.test_spirv.data(), o.test_spirv.size() * 4));
   }
+  if (!o.coopmat_test_spirv.empty())
+    k += fmt::format("coopmat test hook {:016x}\n",
+                     cache_hash(o.coopmat_test_spirv.data(), o.coopmat_test_spirv.size() * 4));
   return k;
 }
 

@@ -91,6 +91,10 @@ struct VulkanBackendOptions {
   // and push constants) before the self-check, so a test can show a broken shader caught.
   std::string test_pipeline;
   std::vector<uint32_t> test_spirv;
+  // Test hook: the cooperative-matrix GEMM built from these words on any device with subgroups (the test
+  // build of matmul_coopmat.comp that emulates the matrix operations, TL_CM_EMULATE), so its tiling runs
+  // where no driver has cooperative matrices.
+  std::vector<uint32_t> coopmat_test_spirv;
   // The pipeline cache on disk (backends/program_cache.h: the driver's pipeline cache data and the
   // self-check's verdict). Off unless asked for, so that a backend a test or a library caller makes touches
   // no disk; the CLI turns it on (--vk-cache).

@@ -10,8 +10,58 @@
 //
 // A shader including this is compiled without glslc's -O (cmake/vulkan.cmake): the optimizer of the same
 // Debian release does not know the capability and refuses the module.
+//
+// Shaders call the operations through the TL_CM_* macros, which name the shared array and the index apart:
+// TL_CM_EMULATE 1 (a test build, tests/vulkan) replaces them by plain GLSL over the same shared arrays, so the
+// tiling around them runs and is checked on a device without cooperative matrices (lavapipe). The emulation
+// reads A from `tl_a` and B from `tl_b` and stores C into `tl_c`, which the including shader declares before
+// this file; each invocation of a subgroup holds elements lane, lane + S, ... (S the subgroup size, >= 8) of
+// a C matrix, and products of fp16 values are summed in fp32 as the hardware does.
+// (The including shader enables GL_EXT_shader_explicit_arithmetic_types_float16 before its shared arrays.)
+
+// The memory layouts of OpCooperativeMatrixLoadKHR / StoreKHR: element (i, j) at i * stride + j (row
+// major) or j * stride + i (column major); the stride counts elements of the pointer's type.
+const uint tl_cm_row_major = 0u;
+const uint tl_cm_column_major = 1u;
+
+#if TL_CM_EMULATE
+struct tl_cm_a {
+  uint at, layout_, stride;
+};
+struct tl_cm_b {
+  uint at, layout_, stride;
+};
+struct tl_cm_c {
+  float v[32];  // elements lane + k S, k < 256 / S
+};
+uint tl_cm_offset(uint i, uint j, uint layout_, uint stride) {
+  return layout_ == tl_cm_row_major ? i * stride + j : j * stride + i;
+}
+tl_cm_c tl_cm_fill_c(float x) {
+  tl_cm_c c;
+  for (uint k = 0; k < 32u; ++k) c.v[k] = x;
+  return c;
+}
+tl_cm_c tl_cm_mul_add(tl_cm_a a, tl_cm_b b, tl_cm_c c) {
+  for (uint e = gl_SubgroupInvocationID, k = 0; e < 256u; e += gl_SubgroupSize, ++k) {
+    const uint i = e / 16u, j = e % 16u;
+    float s = c.v[k];
+    for (uint x = 0; x < 16u; ++x)
+      s += float(tl_a[a.at + tl_cm_offset(i, x, a.layout_, a.stride)]) *
+           float(tl_b[b.at + tl_cm_offset(x, j, b.layout_, b.stride)]);
+    c.v[k] = s;
+  }
+  return c;
+}
+void tl_cm_store_c_at(uint at, tl_cm_c c, uint layout_, uint stride) {
+  for (uint e = gl_SubgroupInvocationID, k = 0; e < 256u; e += gl_SubgroupSize, ++k)
+    tl_c[at + tl_cm_offset(e / 16u, e % 16u, layout_, stride)] = c.v[k];
+}
+#define TL_CM_LOAD_A(arr, at, layout_, stride) tl_cm_a(at, layout_, stride)
+#define TL_CM_LOAD_B(arr, at, layout_, stride) tl_cm_b(at, layout_, stride)
+#define TL_CM_STORE_C(arr, at, m, layout_, stride) tl_cm_store_c_at(at, m, layout_, stride)
+#else
 #extension GL_EXT_spirv_intrinsics : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 
 #define TL_CM_TYPE(width, use)                                                                        \
   spirv_type(extensions = ["SPV_KHR_cooperative_matrix"], capabilities = [6022], id = 4456, width, 3, \
@@ -21,11 +71,6 @@
 #define tl_cm_c TL_CM_TYPE(32, 2)
 #define TL_CM_OP(op) spirv_instruction(extensions = ["SPV_KHR_cooperative_matrix"], capabilities = [6022], id = op)
 
-// The memory layouts of OpCooperativeMatrixLoadKHR / StoreKHR: element (i, j) at i * stride + j (row
-// major) or j * stride + i (column major); the stride counts elements of the pointer's type.
-const uint tl_cm_row_major = 0u;
-const uint tl_cm_column_major = 1u;
-
 TL_CM_OP(4457) tl_cm_a tl_cm_load_a(spirv_by_reference float16_t p, uint layout_, uint stride);
 TL_CM_OP(4457) tl_cm_b tl_cm_load_b(spirv_by_reference float16_t p, uint layout_, uint stride);
 TL_CM_OP(4458) void tl_cm_store_c(spirv_by_reference float p, tl_cm_c m, uint layout_, uint stride);
@@ -33,3 +78,7 @@ TL_CM_OP(4458) void tl_cm_store_c(spirv_by_reference float p, tl_cm_c m, uint la
 TL_CM_OP(4459) tl_cm_c tl_cm_mul_add(tl_cm_a a, tl_cm_b b, tl_cm_c c);
 // Every element of a C matrix equal to v (OpCompositeConstruct with one scalar).
 spirv_instruction(id = 80) tl_cm_c tl_cm_fill_c(float v);
+#define TL_CM_LOAD_A(arr, at, layout_, stride) tl_cm_load_a(arr[at], layout_, stride)
+#define TL_CM_LOAD_B(arr, at, layout_, stride) tl_cm_load_b(arr[at], layout_, stride)
+#define TL_CM_STORE_C(arr, at, m, layout_, stride) tl_cm_store_c(arr[at], m, layout_, stride)
+#endif

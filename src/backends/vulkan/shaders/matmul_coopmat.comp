@@ -17,10 +17,11 @@
 //
 // The local size (specialization constant 0) is four subgroups: 4 x the device's subgroup size, so that
 // gl_NumSubgroups == 4 (a device whose subgroups come out otherwise fails the self-check and keeps
-// matmul.comp). Specialization constant 1 is TL_FMT.
+// matmul.comp). Specialization constant 1 is TL_FMT. TL_CM_EMULATE 1 (coopmat.glsl) is the test build that
+// runs this tiling without cooperative matrices.
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #include "common.glsl"
-#include "coopmat.glsl"
 
 layout(std430, binding = 0) readonly buffer W { uint w[]; };
 layout(std430, binding = 0) readonly buffer W4 { uvec4 w4[]; };
@@ -31,13 +32,20 @@ layout(push_constant) uniform P { uint row_bytes, n_in, n_rows, n_tok, n_out, ro
 
 #include "quants.glsl"
 
-const uint TL_BM = 64u, TL_BN = 64u, TL_BK = 64u;
+// Blocks of 32 inputs a step: 2 (the backend's); the emulated test build takes 1 to fit lavapipe's 32 KiB of
+// shared memory.
+#ifndef TL_BK_BLOCKS
+#define TL_BK_BLOCKS 2
+#endif
+const uint TL_BM = 64u, TL_BN = 64u, TL_BKB = TL_BK_BLOCKS, TL_BK = 32u * TL_BKB;
 // Row strides of the shared tiles in elements: 8 halves (16 bytes) past the step's 64, so that neighbouring
 // rows start in other banks; multiples of 8 halves keep every matrix load 16-byte aligned.
 const uint TL_SK = TL_BK + 8u, TL_SC = TL_BM + 4u;
 shared float16_t tl_a[TL_BM * TL_SK];  // [r][k]: row r0 + r, input k0 + k (A row-major)
 shared float16_t tl_b[TL_BN * TL_SK];  // [t][k]: token t0 + t, input k0 + k (B column-major)
 shared float tl_c[TL_BN * TL_SC];      // [t][r]: the tile's sums (C column-major), written out at the end
+
+#include "coopmat.glsl"
 
 void main() {
   const uint lid = gl_LocalInvocationID.x, ls = gl_WorkGroupSize.x;
@@ -49,10 +57,10 @@ void main() {
   // This subgroup's quarter: rows qm .. qm + 32, tokens qn .. qn + 32 of the tile.
   const uint qm = (gl_SubgroupID & 1u) * 32u, qn = (gl_SubgroupID >> 1u) * 32u;
   tl_cm_c c00 = tl_cm_fill_c(0.0), c01 = tl_cm_fill_c(0.0), c10 = tl_cm_fill_c(0.0), c11 = tl_cm_fill_c(0.0);
-  for (uint kb = 0; kb < nblocks; kb += 2u) {
-    // Weights: item i is row i / 2's block kb + i % 2.
-    for (uint i = lid; i < 2u * TL_BM; i += ls) {
-      const uint r = i >> 1u, h = i & 1u;
+  for (uint kb = 0; kb < nblocks; kb += TL_BKB) {
+    // Weights: item i is row i / TL_BKB's block kb + i % TL_BKB.
+    for (uint i = lid; i < TL_BKB * TL_BM; i += ls) {
+      const uint r = i / TL_BKB, h = i % TL_BKB;
       vec4 v[8];
       if (kb + h < nblocks) {
         tl_block(min(r0 + r, pc.n_rows - 1u) * pc.row_bytes, kb + h, n, v);
@@ -64,9 +72,9 @@ void main() {
         [[unroll]] for (uint e = 0; e < 4u; ++e) tl_a[base + 4u * c + e] = float16_t(v[c][e]);
       }
     }
-    // Activations: item i is token i / 16's inputs k0 + 4 (i % 16) ... + 3.
-    for (uint i = lid; i < 16u * TL_BN; i += ls) {
-      const uint t = i >> 4u, c = i & 15u, k = 32u * kb + 4u * c;
+    // Activations: item i is token i / (8 TL_BKB)'s inputs k0 + 4 (i % (8 TL_BKB)) ... + 3.
+    for (uint i = lid; i < 8u * TL_BKB * TL_BN; i += ls) {
+      const uint t = i / (8u * TL_BKB), c = i % (8u * TL_BKB), k = 32u * kb + 4u * c;
       const uint xt = min(t0 + t, pc.n_tok - 1u) * n;
       vec4 e;
       if (TL_FMT >= 2u && k < n) {
@@ -78,10 +86,10 @@ void main() {
     }
     barrier();
     [[unroll]] for (uint kk = 0; kk < TL_BK; kk += 16u) {
-      const tl_cm_a a0 = tl_cm_load_a(tl_a[qm * TL_SK + kk], tl_cm_row_major, TL_SK);
-      const tl_cm_a a1 = tl_cm_load_a(tl_a[(qm + 16u) * TL_SK + kk], tl_cm_row_major, TL_SK);
-      const tl_cm_b b0 = tl_cm_load_b(tl_b[qn * TL_SK + kk], tl_cm_column_major, TL_SK);
-      const tl_cm_b b1 = tl_cm_load_b(tl_b[(qn + 16u) * TL_SK + kk], tl_cm_column_major, TL_SK);
+      const tl_cm_a a0 = TL_CM_LOAD_A(tl_a, qm * TL_SK + kk, tl_cm_row_major, TL_SK);
+      const tl_cm_a a1 = TL_CM_LOAD_A(tl_a, (qm + 16u) * TL_SK + kk, tl_cm_row_major, TL_SK);
+      const tl_cm_b b0 = TL_CM_LOAD_B(tl_b, qn * TL_SK + kk, tl_cm_column_major, TL_SK);
+      const tl_cm_b b1 = TL_CM_LOAD_B(tl_b, (qn + 16u) * TL_SK + kk, tl_cm_column_major, TL_SK);
       c00 = tl_cm_mul_add(a0, b0, c00);
       c01 = tl_cm_mul_add(a0, b1, c01);
       c10 = tl_cm_mul_add(a1, b0, c10);
@@ -89,10 +97,10 @@ void main() {
     }
     barrier();
   }
-  tl_cm_store_c(tl_c[qn * TL_SC + qm], c00, tl_cm_column_major, TL_SC);
-  tl_cm_store_c(tl_c[(qn + 16u) * TL_SC + qm], c01, tl_cm_column_major, TL_SC);
-  tl_cm_store_c(tl_c[qn * TL_SC + qm + 16u], c10, tl_cm_column_major, TL_SC);
-  tl_cm_store_c(tl_c[(qn + 16u) * TL_SC + qm + 16u], c11, tl_cm_column_major, TL_SC);
+  TL_CM_STORE_C(tl_c, qn * TL_SC + qm, c00, tl_cm_column_major, TL_SC);
+  TL_CM_STORE_C(tl_c, (qn + 16u) * TL_SC + qm, c01, tl_cm_column_major, TL_SC);
+  TL_CM_STORE_C(tl_c, qn * TL_SC + qm + 16u, c10, tl_cm_column_major, TL_SC);
+  TL_CM_STORE_C(tl_c, (qn + 16u) * TL_SC + qm + 16u, c11, tl_cm_column_major, TL_SC);
   barrier();
   for (uint i = lid; i < TL_BM * TL_BN; i += ls) {
     const uint t = i / TL_BM, r = i % TL_BM;
