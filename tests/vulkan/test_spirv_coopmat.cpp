@@ -59,9 +59,12 @@ TEST(SpirvCoopmat, MatrixTypesNameDeclaredIdsOfTheirComponentAndConstants) {
   EXPECT_LT(*defined.rbegin(), out[3]) << "an id past the module's bound";
 }
 
-TEST(SpirvCoopmat, ModulesWithoutTheTypeAndBrokenModules) {
+TEST(SpirvCoopmat, ModulesWithoutTheTypeInTheIdFormAndBroken) {
   const std::vector<uint32_t> plain = embedded("add");
   EXPECT_EQ(resolve_cooperative_matrix_types(plain), plain);
+  // The id form (this rewrite's output, or a compiler that knows the extension) passes unchanged.
+  const std::vector<uint32_t> once = resolve_cooperative_matrix_types(embedded("matmul_coopmat"));
+  EXPECT_EQ(resolve_cooperative_matrix_types(once), once);
   EXPECT_THROW(resolve_cooperative_matrix_types({1, 2, 3}), Error);
   std::vector<uint32_t> cut = embedded("matmul_coopmat");
   cut.back() = (5u << 16) | (cut.back() & 0xffff);  // the last instruction (OpFunctionEnd) runs past the end

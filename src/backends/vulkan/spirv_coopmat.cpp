@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "base/error.h"
 
@@ -76,13 +77,25 @@ std::vector<uint32_t> resolve_cooperative_matrix_types(const std::vector<uint32_
   std::vector<size_t> scalars;
   uint32_t uint_id = 0;
   std::map<uint32_t, uint32_t> float_ids;  // width -> id
+  std::set<uint32_t> type_ids, constant_ids;
   for (size_t k = first_type; k < insts.size(); ++k) {
     const uint32_t* w = &in[insts[k].first];
     const uint16_t op = uint16_t(w[0] & 0xffff);
     if (op == kOpTypeInt || op == kOpTypeFloat) scalars.push_back(k);
     if (op == kOpTypeInt && w[2] == 32 && w[3] == 0) uint_id = w[1];
     if (op == kOpTypeFloat) float_ids[w[2]] = w[1];
+    if (op == kOpTypeInt || op == kOpTypeFloat) type_ids.insert(w[1]);
+    if (op == kOpConstant) constant_ids.insert(w[2]);
   }
+  // A module already in the id form (a compiler that knows the extension, or this rewrite's output) stays.
+  bool id_form = true;
+  for (const auto& [b, e] : insts) {
+    const uint32_t* w = &in[b];
+    if ((w[0] & 0xffff) != kOpTypeCoopMat) continue;
+    id_form = id_form && e - b == 7 && type_ids.count(w[2]) && constant_ids.count(w[3]) &&
+              constant_ids.count(w[4]) && constant_ids.count(w[5]) && constant_ids.count(w[6]);
+  }
+  if (id_form) return in;
   std::vector<uint32_t> head;  // what goes first in the section: the scalar types, then the new constants
   for (size_t k : scalars)
     head.insert(head.end(), in.begin() + long(insts[k].first), in.begin() + long(insts[k].second));

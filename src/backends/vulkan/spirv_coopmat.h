@@ -3,7 +3,8 @@
 // wants ids: the component type (given as its float width, 16 or 32) and 32-bit unsigned constants for the
 // scope, rows, columns and use. The rewrite adds those constants (and an unsigned int type if the module has
 // none), moves the scalar type declarations ahead of every other type so that each id is declared before the
-// matrix type that names it, and raises the id bound. A module without the instruction comes back unchanged.
+// matrix type that names it, and raises the id bound. A module without the instruction, or already in the id
+// form (a compiler that knows the extension wrote it, or this rewrite did), comes back unchanged.
 #pragma once
 
 #include <cstdint>
