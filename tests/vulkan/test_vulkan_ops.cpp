@@ -84,10 +84,12 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
   // y = W x on both backends, each output within the reordered-sum bound of the reference (ref_w: the
   // weights' exact float values; w itself for the native types), the reference fed the input as the
   // backend rounds it (the integer decode path: rounded_matmul_input; the float path: x itself). fp16: the
-  // products take weights and inputs rounded to fp16 (cooperative matrices), each product then within
-  // 2^-10 of its magnitude, plus 2^-25 for an fp16 subnormal times an operand below 8.
+  // products take weights and inputs rounded to fp16 (cooperative matrices: asked for, or where the backend
+  // puts the product on them), each product then within 2^-10 of its magnitude, plus 2^-25 for an fp16
+  // subnormal times an operand below 8.
   void check_matmul(VulkanBackend& vk, const Weight& w, const Weight& ref_w, int64_t n_tok, uint32_t seed,
                     bool fp16 = false) {
+    fp16 = fp16 || vk.on_cooperative_matrices(w, n_tok);
     std::vector<float> x = rand_floats(size_t(n_tok * w.n_in), seed);
     std::vector<float> ref(size_t(n_tok * w.n_out)), got(ref.size(), NAN), xr(x.size());
     vk.rounded_matmul_input(w, x.data(), n_tok, xr.data());

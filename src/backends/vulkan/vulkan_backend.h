@@ -138,6 +138,10 @@ class VulkanBackend final : public Backend {
   // One token of a block format on the integer path: x rounded as matvec_q8.comp rounds it
   // (backends/q8_round.h); otherwise x as it is.
   void rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const override;
+  // Whether a product of uploaded weight w over n_tok tokens runs on cooperative matrices (fp16 operands).
+  bool on_cooperative_matrices(const Weight& w, int64_t n_tok) const {
+    return uses_coopmat(find_weight(w, "on_cooperative_matrices"), n_tok);
+  }
   // The products with one input (q/k/v, gate/up) recorded without barriers between them when every output
   // is a mirrored array of its own (nothing to copy after one of them); else one by one.
   void matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
