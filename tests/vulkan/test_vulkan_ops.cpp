@@ -123,6 +123,27 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
     }
   }
 
+  // Prompts past a tile of the cooperative-matrix GEMM (64 rows x 64 tokens): every weight format, 37 and
+  // 100 rows, inputs of 5 and 16 blocks (Q4_K / Q6_K: 512, float rows 77), each product at the token counts
+  // `tokens` (and Q4_0's also at `q4_0_tokens`, 0: none). The weights stay in `kept` (the backend knows them
+  // by address).
+  void check_prompt_tiles(VulkanBackend& vk, std::initializer_list<int64_t> tokens, int64_t q4_0_tokens,
+                          bool fp16, uint32_t& seed, std::vector<OwnedWeight>& kept) {
+    const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::Q4_0, GgmlType::Q4_1,
+                              GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K};
+    for (GgmlType t : types) {
+      const int64_t bs = type_traits(t).block_size;
+      for (int64_t n_out : {37, 100}) {
+        const int64_t n_in = bs == 1 ? 77 : bs == 256 ? 512 : n_out == 37 ? 160 : 512;
+        kept.push_back(make_weight(t, n_in, n_out, seed++));
+        vk.upload_weight(kept.back().w);
+        for (int64_t n_tok : tokens) check_matmul(vk, kept.back().w, kept.back().w, n_tok, seed++, fp16);
+        if (t == GgmlType::Q4_0 && q4_0_tokens > 0)
+          check_matmul(vk, kept.back().w, kept.back().w, q4_0_tokens, seed++, fp16);
+      }
+    }
+  }
+
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Backend> cpu_;
 };
@@ -164,20 +185,9 @@ TEST_P(VulkanOps, prompts_on_cooperative_matrices) {
   o.max_in_elems = o.max_out_elems = 130 * 512;
   VulkanBackend vk(o);
   const bool cm = vk.caps().coopmat_f16;
-  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::Q4_0, GgmlType::Q4_1,
-                            GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K};
   uint32_t seed = 900;
   std::vector<OwnedWeight> kept;
-  for (GgmlType t : types) {
-    const int64_t bs = type_traits(t).block_size;
-    for (int64_t n_out : {37, 100}) {
-      const int64_t n_in = bs == 1 ? 77 : bs == 256 ? 512 : n_out == 37 ? 160 : 512;
-      kept.push_back(make_weight(t, n_in, n_out, seed++));
-      vk.upload_weight(kept.back().w);
-      for (int64_t n_tok : {16, 64, 70, 130})
-        check_matmul(vk, kept.back().w, kept.back().w, n_tok, seed++, cm);
-    }
-  }
+  check_prompt_tiles(vk, {16, 64, 70, 130}, 0, cm, seed, kept);
   for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
     VulkanBackendOptions oc = o;
     oc.weights = mode;
@@ -203,21 +213,9 @@ TEST_P(VulkanOps, cooperative_matrix_tiling_emulated) {
   o.max_in_elems = o.max_out_elems = 130 * 512;
   o.coopmat_test_spirv.assign(std::begin(kCoopmatEmulated), std::end(kCoopmatEmulated));
   VulkanBackend vk(o);
-  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::Q4_0, GgmlType::Q4_1,
-                            GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K};
   uint32_t seed = 1900;
   std::vector<OwnedWeight> kept;
-  for (GgmlType t : types) {
-    const int64_t bs = type_traits(t).block_size;
-    for (int64_t n_out : {37, 100}) {
-      const int64_t n_in = bs == 1 ? 77 : bs == 256 ? 512 : n_out == 37 ? 160 : 512;
-      kept.push_back(make_weight(t, n_in, n_out, seed++));
-      vk.upload_weight(kept.back().w);
-      for (int64_t n_tok : {int64_t(16), int64_t(70), t == GgmlType::Q4_0 ? int64_t(130) : int64_t(0)}) {
-        if (n_tok > 0) check_matmul(vk, kept.back().w, kept.back().w, n_tok, seed++, true);
-      }
-    }
-  }
+  check_prompt_tiles(vk, {16, 70}, 130, true, seed, kept);
   VulkanBackendOptions oc = o;
   oc.self_check = true;
   oc.profiling = true;
