@@ -152,4 +152,9 @@ std::string backend_label(const BackendArgs& a) {
   return s;
 }
 
+int64_t default_prompt_batch(const std::string& backend) {
+  const BackendEntry* e = find_backend(backend);
+  return e ? e->prompt_batch : BackendEntry{}.prompt_batch;
+}
+
 }  // namespace tilellm::cli

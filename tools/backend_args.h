@@ -40,4 +40,8 @@ void apply_backend_args(const BackendArgs& a, SessionOptions& o);
 // bench row's backend field.
 std::string backend_label(const BackendArgs& a);
 
+// The prompt tokens a forward pass of `backend` takes when -b is not given (BackendEntry::prompt_batch; 64
+// for a name this build does not have, which fails later with its reason).
+int64_t default_prompt_batch(const std::string& backend);
+
 }  // namespace tilellm::cli

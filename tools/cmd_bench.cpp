@@ -41,7 +41,7 @@ struct BenchArgs {
   std::string weights = "native";
   std::string kv_type = "f16";
   int64_t ctx = 0;
-  int64_t batch = 64;
+  int64_t batch = 0;  // 0: the backend's (default_prompt_batch)
   uint32_t seed = 1234;
   bool membw = false;
   bool profile = false;  // --profile: per-kernel device times (backends that time their kernels)
@@ -241,10 +241,10 @@ void run_bench(BenchArgs a) {
         SessionOptions so;
         so.n_threads = nt;
         so.n_ctx = std::max<int64_t>(a.ctx, std::max<int64_t>(need, 1));
-        so.n_batch = a.batch;
+        apply_backend_args(a.backend, so);
+        so.n_batch = a.batch > 0 ? a.batch : default_prompt_batch(so.backend);
         so.kv_type = a.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
         so.activations = a.activations == "f32" ? ActivationMode::F32 : ActivationMode::Quantized;
-        apply_backend_args(a.backend, so);
         so.weights = parse_weights_mode(a.weights);
         so.profile_kernels = a.profile;
         // Held by pointer so that --profile's second session (print_host_time) does not share the device
@@ -260,7 +260,7 @@ void run_bench(BenchArgs a) {
         r.model_type = bench::model_type(*model);
         r.model_size = model->weight_bytes();
         r.model_n_params = model->n_params();
-        r.n_batch = a.batch;
+        r.n_batch = so.n_batch;
         r.n_threads = nt;
         r.type_k = r.type_v = a.kv_type;
         r.test = t;
@@ -340,9 +340,9 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("-c,--ctx-size", a->ctx, "context size (default: just enough for each test)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("-b,--batch-size", a->batch, "prompt tokens per forward pass")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  sub->add_option("-b,--batch-size", a->batch,
+                  "prompt tokens per forward pass (default: the backend's, 512 on CUDA and Vulkan, else 64)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--seed", a->seed, "seed of the random token ids")->capture_default_str();
   sub->add_flag("--membw", a->membw,
                 "measure memory bandwidth instead (memcpy read+write and pure read, per -t thread count)");

@@ -104,11 +104,12 @@ void run_chat(const ChatArgs& a) {
     std::fprintf(stderr, "%s\n", mem.c_str());
   Sampler sampler(pick_seed(a.sampling), int32_t(model->config().n_vocab));
   const bool tty = isatty(STDIN_FILENO);
-  std::fprintf(stderr,
-               "chat template: %s. Type a message; an empty line or end of input quits%s. Commands: /clear, "
-               "/save FILE, /load FILE, /help.\n",
-               tmpl.jinja ? "the model's own" : ("built-in " + std::string(chat_format_name(tmpl.format))).c_str(),
-               tty ? "; Ctrl-C stops a reply, a second Ctrl-C quits" : "");
+  std::fprintf(
+      stderr,
+      "chat template: %s. Type a message; an empty line or end of input quits%s. Commands: /clear, "
+      "/save FILE, /load FILE, /help.\n",
+      tmpl.jinja ? "the model's own" : ("built-in " + std::string(chat_format_name(tmpl.format))).c_str(),
+      tty ? "; Ctrl-C stops a reply, a second Ctrl-C quits" : "");
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);

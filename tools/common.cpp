@@ -53,7 +53,9 @@ void add_model_args(CLI::App* app, ModelArgs& a) {
   app->add_option("-t,--threads", a.threads, "CPU threads (default: all)")->check(at_least(1));
   app->add_option("-c,--ctx-size", a.ctx, "context size in tokens (default, or 0: model's, at most 4096)")
       ->check(at_least(0));
-  app->add_option("-b,--batch-size", a.batch, "prompt tokens per forward pass")->check(at_least(1));
+  app->add_option("-b,--batch-size", a.batch,
+                  "prompt tokens per forward pass (default: the backend's, 512 on CUDA and Vulkan, else 64)")
+      ->check(at_least(1));
   // llama.cpp's per-plane cache types: one type holds both planes here.
   app->add_option("--cache-type-k", a.kv_k,
                   "llama.cpp's -ctk: the KV cache type (f16, f32; as --cache-type)");
@@ -206,10 +208,10 @@ SessionOptions session_options(const ModelArgs& a) {
   o.n_threads = a.threads;
   if (!a.cpu_mask.empty()) o.cpus = parse_cpu_mask(a.cpu_mask);
   o.n_ctx = a.ctx;
-  o.n_batch = a.batch;
   o.kv_type = kv == "f32" ? GgmlType::F32 : GgmlType::F16;
   o.activations = a.activations == "f32" ? ActivationMode::F32 : ActivationMode::Quantized;
   apply_backend_args(a.backend, o);
+  o.n_batch = a.batch > 0 ? a.batch : default_prompt_batch(o.backend);
   o.weights = parse_weights_mode(a.weights);
   return o;
 }

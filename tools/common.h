@@ -19,7 +19,7 @@ struct ModelArgs {
   std::string model;    // empty: the default model
   int threads = 0;      // 0: all hardware threads
   int64_t ctx = 0;      // 0: model's training context capped at 4096
-  int64_t batch = 64;   // prompt tokens per forward pass
+  int64_t batch = 0;    // prompt tokens per forward pass; 0: the backend's (BackendEntry::prompt_batch)
   std::string kv_type = "f16";
   std::string cpu_mask;            // hex, like llama.cpp's -C; empty: no pinning
   std::string activations = "q8";  // q8: quantized like llama.cpp (fast); f32: the exact float path

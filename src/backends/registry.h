@@ -124,6 +124,9 @@ struct BackendEntry {
   int mnn_type = -1;    // MNN's backend number: 0 CPU, 1 Metal, 2 CUDA, 3 OpenCL, 7 Vulkan
   bool host = false;    // the host backend: the reference of every other, and where hybrid prefill runs
   std::string summary;  // one line: what it runs on
+  // Prompt tokens per forward pass when the user names none (-b): a GPU's prompt GEMM fills its compute units
+  // only with many tokens a pass (llama.cpp's n_ubatch is 512); the CPU's tiles are sized for 64.
+  int64_t prompt_batch = 64;
   // Why this backend cannot run on this machine (one line), or empty when it can. May load its runtime
   // library on the first call.
   std::function<std::string()> unavailable;

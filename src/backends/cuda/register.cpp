@@ -89,6 +89,7 @@ BackendEntry cuda_entry() {
   BackendEntry e;
   e.name = "cuda";
   e.mnn_type = 2;
+  e.prompt_batch = 512;  // the prompt GEMM's tiles are 64 tokens: 8 of them a pass fill the SMs
   e.summary =
       "NVIDIA GPUs (compute capability 8.0+): weights and KV cache in device memory, int8 tensor cores";
   e.unavailable = cuda::unavailable;

@@ -119,6 +119,7 @@ BackendEntry vulkan_entry() {
   BackendEntry e;
   e.name = "vulkan";
   e.mnn_type = 7;
+  e.prompt_batch = 512;  // cooperative-matrix tiles of 64 tokens: 8 of them a pass (docs/PERF.md)
   e.summary = "any Vulkan 1.1+ device: weights and KV cache in device memory";
   e.unavailable = unavailable;
   e.devices = devices;
