@@ -123,8 +123,8 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
     }
   }
 
-  // Prompts past a tile of the cooperative-matrix GEMM (64 rows x 64 tokens): every weight format, 37 and
-  // 100 rows, inputs of 5 and 16 blocks (Q4_K / Q6_K: 512, float rows 77), each product at the token counts
+  // Prompts past a tile of the cooperative-matrix GEMM (128 rows x 128 tokens): every weight format, 37 and
+  // 140 rows, inputs of 5 and 16 blocks (Q4_K / Q6_K: 512, float rows 77), each product at the token counts
   // `tokens` (and Q4_0's also at `q4_0_tokens`, 0: none). The weights stay in `kept` (the backend knows them
   // by address).
   void check_prompt_tiles(VulkanBackend& vk, std::initializer_list<int64_t> tokens, int64_t q4_0_tokens,
@@ -133,7 +133,7 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
                               GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K};
     for (GgmlType t : types) {
       const int64_t bs = type_traits(t).block_size;
-      for (int64_t n_out : {37, 100}) {
+      for (int64_t n_out : {37, 140}) {
         const int64_t n_in = bs == 1 ? 77 : bs == 256 ? 512 : n_out == 37 ? 160 : 512;
         kept.push_back(make_weight(t, n_in, n_out, seed++));
         vk.upload_weight(kept.back().w);
@@ -173,28 +173,29 @@ TEST_P(VulkanOps, matmul_and_embedding_of_every_weight_type) {
   }
 }
 
-// Prompts past a tile of the cooperative-matrix GEMM (shaders/matmul_coopmat.comp: 64 rows x 64 tokens, 64
-// inputs a step): 16 tokens (the fewest it takes), 64, 70 and 130 (partial token tiles), 37 and 100 rows
-// (partial row tiles), inputs of 5 and 16 blocks (a half step) and float rows of 77; on the device's
+// Prompts past a tile of the cooperative-matrix GEMM (shaders/matmul_coopmat.comp: 128 rows x 128 tokens, 64
+// inputs a step): 16 tokens (the fewest it takes), 64, 134 and 260 (whole and partial token tiles), 37 and
+// 140 rows (whole matrices stored straight into the output, partial row tiles through the scratch), inputs
+// of 5 and 16 blocks (a half step) and float rows of 77; on the device's
 // cooperative matrices where it lists them (bounds for fp16 products), else on the float tiles. Under
 // "none" only: every other profile turns cooperative matrices off.
 TEST_P(VulkanOps, prompts_on_cooperative_matrices) {
   if (GetParam() != "none") GTEST_SKIP() << "cooperative matrices run under the profile none only";
   VulkanBackendOptions o = options();
-  o.max_tokens = 130;
-  o.max_in_elems = o.max_out_elems = 130 * 512;
+  o.max_tokens = 260;
+  o.max_in_elems = o.max_out_elems = 260 * 512;
   VulkanBackend vk(o);
   const bool cm = vk.caps().coopmat_f16;
   uint32_t seed = 900;
   std::vector<OwnedWeight> kept;
-  check_prompt_tiles(vk, {16, 64, 70, 130}, 0, cm, seed, kept);
+  check_prompt_tiles(vk, {16, 64, 134, 260}, 0, cm, seed, kept);
   for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
     VulkanBackendOptions oc = o;
     oc.weights = mode;
     VulkanBackend vc(oc);
-    const ConvertedWeight cw(mode, 160, 70, seed++);
+    const ConvertedWeight cw(mode, 160, 140, seed++);
     vc.upload_weight(cw.w);
-    check_matmul(vc, cw.w, cw.we, 70, seed++, cm);
+    check_matmul(vc, cw.w, cw.we, 134, seed++, cm);
   }
 }
 
@@ -209,13 +210,13 @@ const uint32_t kCoopmatEmulated[] = {
 TEST_P(VulkanOps, cooperative_matrix_tiling_emulated) {
   if (GetParam() != "none") GTEST_SKIP() << "the tiling does not depend on the profile: run under none";
   VulkanBackendOptions o = options();
-  o.max_tokens = 130;
-  o.max_in_elems = o.max_out_elems = 130 * 512;
+  o.max_tokens = 260;
+  o.max_in_elems = o.max_out_elems = 260 * 512;
   o.coopmat_test_spirv.assign(std::begin(kCoopmatEmulated), std::end(kCoopmatEmulated));
   VulkanBackend vk(o);
   uint32_t seed = 1900;
   std::vector<OwnedWeight> kept;
-  check_prompt_tiles(vk, {16, 70}, 130, true, seed, kept);
+  check_prompt_tiles(vk, {16, 134}, 260, true, seed, kept);
   VulkanBackendOptions oc = o;
   oc.self_check = true;
   oc.profiling = true;
@@ -223,14 +224,14 @@ TEST_P(VulkanOps, cooperative_matrix_tiling_emulated) {
   VulkanBackend vc(oc);
   for (const std::string& f : vc.cpu_fallbacks())
     EXPECT_EQ(f.rfind("matmul_coopmat", 0), std::string::npos) << f;
-  const ConvertedWeight cw(WeightsMode::Int4B64, 160, 70, seed++);
+  const ConvertedWeight cw(WeightsMode::Int4B64, 160, 140, seed++);
   vc.upload_weight(cw.w);
   vc.reset_kernel_times();
-  check_matmul(vc, cw.w, cw.we, 70, seed++, true);
+  check_matmul(vc, cw.w, cw.we, 134, seed++, true);
   bool ran = false;
   for (const KernelTime& k : vc.kernel_times())
     ran = ran || (k.name == "matmul_coopmat_int4b64" && k.calls > 0);
-  EXPECT_TRUE(ran) << "the 70-token product did not run on the cooperative-matrix pipeline";
+  EXPECT_TRUE(ran) << "the 134-token product did not run on the cooperative-matrix pipeline";
 }
 
 // The decode matvec (shaders/matvec.comp) in other shapes than the default (--vk-matvec): rows a group

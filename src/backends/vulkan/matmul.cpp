@@ -1,6 +1,6 @@
 // Vulkan matmul (shaders/matmul.comp, and for one token of a block format matvec_q8.comp on the integer path
 // or matvec.comp on the float one; prompts on matmul_coopmat.comp where the device has cooperative
-// matrices): per device format, decode (1 token) on the matvecs' row groups, prompts on 64 x 64 tiles of
+// matrices): per device format, decode (1 token) on the matvecs' row groups, prompts on 128 x 128 tiles of
 // cooperative matrices or 4-row x 4-token float tiles; an integer matvec that failed the self-check hands
 // decode to the float matvec, a float matvec that failed to the matmul one, a cooperative-matrix GEMM to
 // the float tiles, and the host backend multiplies only when none is left.
@@ -32,11 +32,11 @@ void VulkanBackend::record_matmul(const DeviceWeight& dw, int64_t n_tok, const v
   const vulkan::Pipeline& p = q8 ? p_matvec_q8_[f] : one ? p_matvec_[f] : cm ? p_matmul_cm_[f] : p_matmul_[f];
   // Rows and tokens of one work-group.
   const int64_t group_rows = q8                               ? q8_rows_
-                             : cm                             ? kCoopmatTile
+                             : cm                             ? kCoopmatRows
                              : !one                           ? kPrefillRows
                              : device_format_is_block(dw.fmt) ? mv_rows_
                                                               : kDecodeRows;
-  const int64_t group_tokens = one ? 1 : cm ? kCoopmatTile : 4;
+  const int64_t group_tokens = one ? 1 : cm ? kCoopmatTokens : 4;
   // One dispatch per buffer of rows; each writes its rows' columns of y.
   for (size_t b = 0; b < dw.bufs.size(); ++b) {
     const int64_t r0 = int64_t(b) * dw.rows_per_buf, rows = std::min(dw.rows_per_buf, dw.n_out - r0);

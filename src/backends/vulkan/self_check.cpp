@@ -75,8 +75,7 @@ bool VulkanBackend::apply_cached_verdict(const std::vector<CacheEntry::Failed>& 
 }
 
 // The products of uploaded weight w against the host's on ref_w (w's exact values): n_tok tokens (the
-// matmul), kCoopmatCheckTokens where the cooperative-matrix GEMM is built, then one (the float matvec, and
-// the integer one where the weight has it, on the input it rounds). x holds kCoopmatCheckTokens tokens.
+// matmul), then one (the float matvec, and the integer one where the weight has it, on the input it rounds).
 void VulkanBackend::check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x,
                                    int64_t n_tok) {
   const DeviceWeight& dw = find_weight(w, "self-check");
@@ -85,13 +84,6 @@ void VulkanBackend::check_products(const Weight& w, const Weight& ref_w, const s
   cpu_->matmul(ref_w, x.data(), n_tok, ref.data());
   matmul(w, x.data(), n_tok, got.data());
   verdict(p_matmul_[f], relative_error(ref, got));
-  if (p_matmul_cm_[f].pipeline) {
-    ref.resize(size_t(kCoopmatCheckTokens * w.n_out));
-    got.resize(ref.size());
-    cpu_->matmul(ref_w, x.data(), kCoopmatCheckTokens, ref.data());
-    matmul(w, x.data(), kCoopmatCheckTokens, got.data());
-    verdict(p_matmul_cm_[f], relative_error(ref, got), true);
-  }
   ref.resize(size_t(w.n_out));
   got.resize(ref.size());
   cpu_->matmul(ref_w, x.data(), 1, ref.data());
@@ -153,6 +145,16 @@ double VulkanBackend::rounding_error(const std::vector<float>& out) {
   return std::max(relative_error(want, seen), relative_error(s_want, s_seen));
 }
 
+// The cooperative-matrix GEMM of uploaded weight w (kCoopmatCheckRows rows) against the host's on ref_w:
+// kCoopmatCheckTokens tokens of x, so that whole and partial tiles both ways are stored.
+void VulkanBackend::check_coopmat(const Weight& w, const Weight& ref_w, const std::vector<float>& x) {
+  const DeviceWeight& dw = find_weight(w, "self-check");
+  std::vector<float> ref(size_t(kCoopmatCheckTokens * w.n_out)), got(ref.size());
+  cpu_->matmul(ref_w, x.data(), kCoopmatCheckTokens, ref.data());
+  matmul(w, x.data(), kCoopmatCheckTokens, got.data());
+  verdict(p_matmul_cm_[int(dw.fmt)], relative_error(ref, got), true);
+}
+
 void VulkanBackend::run_self_check() {
   std::mt19937 rng(0x5e1fc4ecu);
   // Every native device format through a GGUF type that keeps it, then the converted formats.
@@ -162,7 +164,9 @@ void VulkanBackend::run_self_check() {
     // Rows over two row groups with a partial one; float rows end in a partial block; 5 tokens: a partial
     // token tile.
     const int64_t n_in = bs == 1 ? 63 : bs == 256 ? 256 : 96, n_out = 11, n_tok = 5;
-    std::vector<uint8_t> bytes = random_rows(t, n_in, n_out, rng);
+    const bool cm = p_matmul_cm_[0].pipeline != VK_NULL_HANDLE;  // built for every format or none
+    // The cooperative-matrix GEMM's rows follow the decode's 11 in the same array.
+    std::vector<uint8_t> bytes = random_rows(t, n_in, n_out + (cm ? kCoopmatCheckRows : 0), rng);
     Weight w;
     w.name = fmt::format("self-check {}", type_name(t));
     w.type = t;
@@ -181,12 +185,22 @@ void VulkanBackend::run_self_check() {
     // 5 tokens and 11 rows: partial tiles of the 4 x 4 and the 8-row decode groups.
     check_products(w, w, x, n_tok);
     weights_.erase(w.data);
+    if (!cm) continue;
+    Weight wide = w;
+    wide.name += " (cooperative matrices)";
+    wide.data = bytes.data() + n_out * w.row_bytes;
+    wide.n_out = kCoopmatCheckRows;
+    weights_.emplace(wide.data, make_device_weight(wide, WeightsMode::Native));
+    check_coopmat(wide, wide, x);
+    weights_.erase(wide.data);
   }
   for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
     const int64_t n_in = 96, n_out = 5, n_tok = 5;
+    const bool cm = p_matmul_cm_[0].pipeline != VK_NULL_HANDLE;
+    const int64_t rows = n_out + (cm ? kCoopmatCheckRows : 0);  // the GEMM's rows after the decode's
     const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
-    std::vector<float> src = random_floats(size_t(n_in * n_out), rng), exact(src.size());
-    for (int64_t r = 0; r < n_out; ++r)
+    std::vector<float> src = random_floats(size_t(n_in * rows), rng), exact(src.size());
+    for (int64_t r = 0; r < rows; ++r)
       dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);
     Weight w;
     w.name = fmt::format("self-check {}", weights_mode_name(mode));
@@ -202,6 +216,15 @@ void VulkanBackend::run_self_check() {
     // The host backend holds the float rows as F32: it multiplies by the conversion's exact values.
     check_products(w, we, x, n_tok);
     weights_.erase(w.data);
+    if (!cm) continue;
+    Weight wide = w, wide_exact = we;
+    wide.name += " (cooperative matrices)";
+    wide.data += n_out * w.row_bytes;
+    wide_exact.data += n_out * w.row_bytes;
+    wide.n_out = wide_exact.n_out = kCoopmatCheckRows;
+    weights_.emplace(wide.data, make_device_weight(wide, mode));
+    check_coopmat(wide, wide_exact, x);
+    weights_.erase(wide.data);
   }
   {
     const int64_t rows = 3, n = 300;  // more elements than invocations

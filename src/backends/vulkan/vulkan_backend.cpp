@@ -91,12 +91,12 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   const uint32_t mv_unroll = std::clamp<uint32_t>(o.matvec_unroll ? o.matvec_unroll : 4, 1, 4);
   const uint32_t mvb_local =
       pow2_at_most(std::min<uint64_t>({o.matvec_local ? o.matvec_local : 64, inv, shared / (8 * 4)}));
-  // Prompts on cooperative matrices: four subgroups a work-group, 35 KiB of shared tiles
+  // Prompts on cooperative matrices: eight subgroups a work-group, 44 KiB of shared tiles
   // (shaders/matmul_coopmat.comp).
   // The test hook's emulation (coopmat_test_spirv) takes the same place on any device with subgroups.
-  const bool cm_hook = !o.coopmat_test_spirv.empty() && c.subgroup_basic && 4 * c.subgroup_size <= inv;
+  const bool cm_hook = !o.coopmat_test_spirv.empty() && c.subgroup_basic && 8 * c.subgroup_size <= inv;
   const bool coopmat = cm_hook || (o.coopmat && c.coopmat_f16 && c.subgroup_basic && c.subgroup_size >= 1 &&
-                                   4 * c.subgroup_size <= inv && shared >= 36 * 1024);
+                                   8 * c.subgroup_size <= inv && shared >= 44 * 1024);
   const bool sg = subgroups_;
   for (int f = 0; f < kDeviceFormats; ++f) {
     const uint32_t fu = uint32_t(f);
@@ -105,8 +105,8 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
     if (coopmat) {
       p_matmul_cm_[f] =
           cm_hook ? rt_.pipeline_from("matmul_coopmat (test hook)", o.coopmat_test_spirv, 3, kMatmulPush,
-                                      4 * c.subgroup_size, {fu})
-                  : rt_.pipeline("matmul_coopmat", false, 3, kMatmulPush, 4 * c.subgroup_size, {fu});
+                                      8 * c.subgroup_size, {fu})
+                  : rt_.pipeline("matmul_coopmat", false, 3, kMatmulPush, 8 * c.subgroup_size, {fu});
       p_matmul_cm_[f].name = fmt::format("matmul_coopmat_{}", device_format_name(DeviceFormat(f)));
     }
     if (device_format_is_block(DeviceFormat(f))) {
@@ -176,9 +176,10 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, 4096);
   opts_.max_out_elems = std::max<int64_t>(opts_.max_out_elems, 4096);
   opts_.max_width = std::max<int64_t>(opts_.max_width, 512);
-  if (coopmat) {  // and the cooperative-matrix case, a tile and a part of 256-wide rows
+  if (coopmat) {  // and the cooperative-matrix case, a tile and a part both ways of 256-wide rows
     opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, kCoopmatCheckTokens);
     opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, kCoopmatCheckTokens * 256);
+    opts_.max_out_elems = std::max<int64_t>(opts_.max_out_elems, kCoopmatCheckTokens * kCoopmatCheckRows);
   }
   in_a_ = rt_.alloc(floats(opts_.max_in_elems));
   in_b_ = rt_.alloc(floats(opts_.max_in_elems));

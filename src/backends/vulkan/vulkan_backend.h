@@ -192,11 +192,13 @@ class VulkanBackend final : public Backend {
   vulkan::Pipeline p_matvec_q8_[kDeviceFormats], p_quantize_;
   bool q8_paused_ = false;  // the self-check's float-matvec case: the integer path left out
   // Prompts of at least kCoopmatMinTokens tokens on cooperative matrices (shaders/matmul_coopmat.comp:
-  // tiles of kCoopmatTile rows x kCoopmatTile tokens), where the device has the shape
+  // tiles of kCoopmatRows rows x kCoopmatTokens tokens, eight subgroups), where the device has the shape
   // (Capabilities::coopmat_f16); fp16 products, so their self-check bound is kHalfTolerance.
   vulkan::Pipeline p_matmul_cm_[kDeviceFormats];
-  static constexpr int64_t kCoopmatTile = 64, kCoopmatMinTokens = 16;
-  static constexpr int64_t kCoopmatCheckTokens = kCoopmatTile + 6;  // the self-check's: a tile and a part
+  static constexpr int64_t kCoopmatRows = 128, kCoopmatTokens = 128, kCoopmatMinTokens = 16;
+  // The self-check's product: a whole tile and a part in both directions (its rows a multiple of 4, so
+  // that the whole tile's matrices are stored straight into the output).
+  static constexpr int64_t kCoopmatCheckTokens = kCoopmatTokens + 6, kCoopmatCheckRows = kCoopmatRows + 8;
   bool uses_coopmat(const DeviceWeight& dw, int64_t n_tok) const {
     const vulkan::Pipeline& p = p_matmul_cm_[int(dw.fmt)];
     return n_tok >= kCoopmatMinTokens && p.pipeline && !p.on_cpu;
@@ -231,6 +233,7 @@ class VulkanBackend final : public Backend {
   // The largest error of the rounding q8x_ holds against the host's rounding of `out` (whole blocks of 32).
   double rounding_error(const std::vector<float>& out);
   void check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x, int64_t n_tok);
+  void check_coopmat(const Weight& w, const Weight& ref_w, const std::vector<float>& x);
   // Marks p failed when err (of the largest reference value) is over the bound: 1e-3, or for the fp16
   // products of the cooperative matrices a wider one (self_check.cpp).
   void verdict(vulkan::Pipeline& p, double err, bool half = false);

@@ -11,12 +11,14 @@
 // A shader including this is compiled without glslc's -O (cmake/vulkan.cmake): the optimizer of the same
 // Debian release does not know the capability and refuses the module.
 //
-// Shaders call the operations through the TL_CM_* macros, which name the shared array and the index apart:
-// TL_CM_EMULATE 1 (a test build, tests/vulkan) replaces them by plain GLSL over the same shared arrays, so the
-// tiling around them runs and is checked on a device without cooperative matrices (lavapipe). The emulation
-// reads A from `tl_a` and B from `tl_b` and stores C into `tl_c`, which the including shader declares before
-// this file; each invocation of a subgroup holds elements lane, lane + S, ... (S the subgroup size, >= 8) of
-// a C matrix, and products of fp16 values are summed in fp32 as the hardware does.
+// Shaders call the operations through the TL_CM_* macros, which name the array and the index apart: A and B
+// are loaded from shared arrays of f16vec4 (place and stride in f16vec4s, 16-byte aligned), C stored into any
+// float array (shared or a buffer; place and stride in floats, 16-byte aligned). TL_CM_EMULATE 1 (a test
+// build, tests/vulkan) replaces them by plain GLSL over the same arrays, so the tiling around them runs and
+// is checked on a device without cooperative matrices (lavapipe). The emulation reads A from `tl_a` and B
+// from `tl_b`, which the including shader declares before this file; each invocation of a subgroup holds
+// elements lane, lane + S, ... (S the subgroup size, >= 8) of a C matrix, and products of fp16 values are
+// summed in fp32 as the hardware does.
 // (The including shader enables GL_EXT_shader_explicit_arithmetic_types_float16 before its shared arrays.)
 
 // The memory layouts of OpCooperativeMatrixLoadKHR / StoreKHR: element (i, j) at i * stride + j (row
@@ -42,24 +44,29 @@ tl_cm_c tl_cm_fill_c(float x) {
   for (uint k = 0; k < 32u; ++k) c.v[k] = x;
   return c;
 }
+// Element e of a matrix whose place and stride count f16vec4s of tl_a / tl_b.
+float tl_cm_a_at(tl_cm_a a, uint i, uint x) {
+  const uint e = 4u * a.at + tl_cm_offset(i, x, a.layout_, 4u * a.stride);
+  return float(tl_a[e / 4u][e % 4u]);
+}
+float tl_cm_b_at(tl_cm_b b, uint x, uint j) {
+  const uint e = 4u * b.at + tl_cm_offset(x, j, b.layout_, 4u * b.stride);
+  return float(tl_b[e / 4u][e % 4u]);
+}
 tl_cm_c tl_cm_mul_add(tl_cm_a a, tl_cm_b b, tl_cm_c c) {
   for (uint e = gl_SubgroupInvocationID, k = 0; e < 256u; e += gl_SubgroupSize, ++k) {
     const uint i = e / 16u, j = e % 16u;
     float s = c.v[k];
-    for (uint x = 0; x < 16u; ++x)
-      s += float(tl_a[a.at + tl_cm_offset(i, x, a.layout_, a.stride)]) *
-           float(tl_b[b.at + tl_cm_offset(x, j, b.layout_, b.stride)]);
+    for (uint x = 0; x < 16u; ++x) s += tl_cm_a_at(a, i, x) * tl_cm_b_at(b, x, j);
     c.v[k] = s;
   }
   return c;
 }
-void tl_cm_store_c_at(uint at, tl_cm_c c, uint layout_, uint stride) {
-  for (uint e = gl_SubgroupInvocationID, k = 0; e < 256u; e += gl_SubgroupSize, ++k)
-    tl_c[at + tl_cm_offset(e / 16u, e % 16u, layout_, stride)] = c.v[k];
-}
 #define TL_CM_LOAD_A(arr, at, layout_, stride) tl_cm_a(at, layout_, stride)
 #define TL_CM_LOAD_B(arr, at, layout_, stride) tl_cm_b(at, layout_, stride)
-#define TL_CM_STORE_C(arr, at, m, layout_, stride) tl_cm_store_c_at(at, m, layout_, stride)
+#define TL_CM_STORE_C(arr, at, m, layout_, stride)                                                \
+  for (uint tl_e = gl_SubgroupInvocationID, tl_k = 0; tl_e < 256u; tl_e += gl_SubgroupSize, ++tl_k) \
+  arr[(at) + tl_cm_offset(tl_e / 16u, tl_e % 16u, layout_, stride)] = m.v[tl_k]
 #else
 #extension GL_EXT_spirv_intrinsics : require
 
@@ -71,8 +78,8 @@ void tl_cm_store_c_at(uint at, tl_cm_c c, uint layout_, uint stride) {
 #define tl_cm_c TL_CM_TYPE(32, 2)
 #define TL_CM_OP(op) spirv_instruction(extensions = ["SPV_KHR_cooperative_matrix"], capabilities = [6022], id = op)
 
-TL_CM_OP(4457) tl_cm_a tl_cm_load_a(spirv_by_reference float16_t p, uint layout_, uint stride);
-TL_CM_OP(4457) tl_cm_b tl_cm_load_b(spirv_by_reference float16_t p, uint layout_, uint stride);
+TL_CM_OP(4457) tl_cm_a tl_cm_load_a(spirv_by_reference f16vec4 p, uint layout_, uint stride);
+TL_CM_OP(4457) tl_cm_b tl_cm_load_b(spirv_by_reference f16vec4 p, uint layout_, uint stride);
 TL_CM_OP(4458) void tl_cm_store_c(spirv_by_reference float p, tl_cm_c m, uint layout_, uint stride);
 // C + A B
 TL_CM_OP(4459) tl_cm_c tl_cm_mul_add(tl_cm_a a, tl_cm_b b, tl_cm_c c);
