@@ -99,29 +99,36 @@ void VulkanBackend::check_products(const Weight& w, const Weight& ref_w, const s
   verdict(p_matvec_q8_[f], relative_error(ref, got));
 }
 
-// The ops that round their output for the integer products (rmsnorm.comp's TL_Q8, glu_q8.comp): one row of
-// 96, its output against the host's, and the rounding they leave in q8x_ against the host's rounding of
-// that output (rounding_error; attention's TL_Q8 is checked with the KV ops).
+// The ops that round their output for the integer products (rmsnorm.comp's TL_Q8, glu_q8.comp): rows of 3
+// blocks, of L / 4 + 1 (the norm's row held in registers, a partial last round) and of L + 3 (read back from
+// memory: too long to hold), L the norm's invocations; their output against the host's, and the rounding
+// they leave in q8x_ against the host's rounding of that output (rounding_error; attention's TL_Q8 is checked
+// with the KV ops). One verdict a pipeline, on its worst row.
 void VulkanBackend::check_fused_rounding(std::mt19937& rng) {
-  const int64_t n = 96;
-  const size_t un = 96;
-  const std::vector<float> x = random_floats(un, rng), w = random_floats(un, rng), r = random_floats(un, rng);
   for (vulkan::Pipeline* p : {&p_rmsnorm_q8_, &p_add_rmsnorm_q8_, &p_glu_silu_q8_, &p_glu_gelu_q8_}) {
-    std::vector<float> ref(un), got(un), acc = x;
-    if (p == &p_rmsnorm_q8_) {
-      cpu_->rmsnorm(x.data(), w.data(), ref.data(), 1, n, 1e-5f);
-      rmsnorm(x.data(), w.data(), got.data(), 1, n, 1e-5f);
-    } else if (p == &p_add_rmsnorm_q8_) {
-      std::vector<float> acc_ref = x;
-      cpu_->add(acc_ref.data(), r.data(), n);
-      cpu_->rmsnorm(acc_ref.data(), w.data(), ref.data(), 1, n, 1e-5f);
-      add_rmsnorm(acc.data(), r.data(), w.data(), got.data(), 1, n, 1e-5f);
-    } else {
-      const FfnAct act = p == &p_glu_silu_q8_ ? FfnAct::SiLU : FfnAct::GeluTanh;
-      cpu_->glu(x.data(), r.data(), ref.data(), n, act);
-      glu(x.data(), r.data(), got.data(), n, act);
+    double worst = 0.0;
+    for (int64_t blocks : {int64_t(3), int64_t(red_local_) / 4 + 1, fused_check_blocks()}) {
+      const int64_t n = 32 * blocks;
+      const size_t un = size_t(n);
+      const std::vector<float> x = random_floats(un, rng), w = random_floats(un, rng), r = random_floats(un, rng);
+      std::vector<float> ref(un), got(un), acc = x;
+      if (p == &p_rmsnorm_q8_) {
+        cpu_->rmsnorm(x.data(), w.data(), ref.data(), 1, n, 1e-5f);
+        rmsnorm(x.data(), w.data(), got.data(), 1, n, 1e-5f);
+      } else if (p == &p_add_rmsnorm_q8_) {
+        std::vector<float> acc_ref = x;
+        cpu_->add(acc_ref.data(), r.data(), n);
+        cpu_->rmsnorm(acc_ref.data(), w.data(), ref.data(), 1, n, 1e-5f);
+        add_rmsnorm(acc.data(), r.data(), w.data(), got.data(), 1, n, 1e-5f);
+        worst = std::max(worst, relative_error(acc_ref, acc));
+      } else {
+        const FfnAct act = p == &p_glu_silu_q8_ ? FfnAct::SiLU : FfnAct::GeluTanh;
+        cpu_->glu(x.data(), r.data(), ref.data(), n, act);
+        glu(x.data(), r.data(), got.data(), n, act);
+      }
+      worst = std::max({worst, relative_error(ref, got), rounding_error(got)});
     }
-    verdict(*p, std::max(relative_error(ref, got), rounding_error(got)));
+    verdict(*p, worst);
   }
 }
 

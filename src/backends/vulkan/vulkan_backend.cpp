@@ -173,9 +173,10 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
 
   // The self-check needs a little room whatever the session's sizes.
   opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, 8);  // its cases take up to 5 tokens
-  opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, 4096);
-  opts_.max_out_elems = std::max<int64_t>(opts_.max_out_elems, 4096);
-  opts_.max_width = std::max<int64_t>(opts_.max_width, 512);
+  const int64_t fused = 32 * fused_check_blocks();  // check_fused_rounding's row
+  opts_.max_in_elems = std::max<int64_t>({opts_.max_in_elems, 4096, fused});
+  opts_.max_out_elems = std::max<int64_t>({opts_.max_out_elems, 4096, fused});
+  opts_.max_width = std::max<int64_t>({opts_.max_width, 512, fused});
   if (coopmat) {  // and the cooperative-matrix case, a tile and a part both ways of 256-wide rows
     opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, kCoopmatCheckTokens);
     opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, kCoopmatCheckTokens * 256);

@@ -234,6 +234,8 @@ class VulkanBackend final : public Backend {
   double rounding_error(const std::vector<float>& out);
   void check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x, int64_t n_tok);
   void check_coopmat(const Weight& w, const Weight& ref_w, const std::vector<float>& x);
+  // Blocks of 32 in the fused-rounding check's longest row: three more than the norm's invocations.
+  int64_t fused_check_blocks() const { return int64_t(red_local_) + 3; }
   // Marks p failed when err (of the largest reference value) is over the bound: 1e-3, or for the fp16
   // products of the cooperative matrices a wider one (self_check.cpp).
   void verdict(vulkan::Pipeline& p, double err, bool half = false);
