@@ -41,7 +41,7 @@ constexpr double kU = 0x1p-24;
 
 class VulkanOps : public ::testing::TestWithParam<std::string> {
  protected:
-  static constexpr int64_t kLayers = 2, kCtx = 150;
+  static constexpr int64_t kLayers = 2, kCtx = 300;  // past one chunk of attention's 256 keys
 
   void SetUp() override {
     if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
@@ -528,15 +528,40 @@ TEST_P(VulkanOps, kv_store_and_attention) {
       p.head_dim = hd;
       p.scale = 1.0f / std::sqrt(float(hd));
       p.window = window;
-      const int32_t pos[5] = {0, 149, 64, 65, 100};
-      const std::vector<float> q = rand_floats(size_t(5 * n_head * hd), 7);
+      const int32_t pos[5] = {0, 299, 64, 257, 100};
+      std::vector<float> q = rand_floats(size_t(5 * n_head * hd), 7);
+      // The query at 299 is 4x the key at 280 of its KV head: its largest score is in the second chunk of
+      // 256 keys, so that the first chunk's sums must be rescaled.
+      for (int64_t h = 0; h < n_head; ++h) {
+        const uint8_t* krow = ref.plane(1, 0) + 280 * ref.row_bytes();
+        for (int64_t d = 0; d < hd; ++d) {
+          const int64_t e = h / (n_head / n_head_kv) * hd + d;
+          float kv;
+          if (kv_type == GgmlType::F16) {
+            uint16_t b;
+            std::memcpy(&b, krow + 2 * e, 2);
+            kv = fp16_to_fp32(b);
+          } else {
+            std::memcpy(&kv, krow + 4 * e, 4);
+          }
+          q[size_t((1 * n_head + h) * hd + d)] = 4.0f * kv;
+        }
+      }
       std::vector<float> want(q.size()), have(q.size(), NAN);
       cpu_->attention(q.data(), ref, 1, pos, 5, p, want.data());
       vk->attention(q.data(), dev_shape, 1, pos, 5, p, have.data());
-      // Softmax-weighted sums of values within [-1, 1]: a reordered sum over up to 150 keys and exp's few
+      // Softmax-weighted sums of values within [-1, 1]: a reordered sum over up to 300 keys and exp's few
       // ulps, absolute 1e-5.
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_NEAR(have[i], want[i], 1e-5) << "window " << window << " element " << i;
+      // One token (decode's pipeline, on more invocations): the query at 299 alone.
+      const int32_t pos1[1] = {299};
+      const std::vector<float> q1(q.begin() + n_head * hd, q.begin() + 2 * n_head * hd);
+      std::vector<float> want1(q1.size()), have1(q1.size(), NAN);
+      cpu_->attention(q1.data(), ref, 1, pos1, 1, p, want1.data());
+      vk->attention(q1.data(), dev_shape, 1, pos1, 1, p, have1.data());
+      for (size_t i = 0; i < want1.size(); ++i)
+        ASSERT_NEAR(have1[i], want1[i], 1e-5) << "one token, window " << window << " element " << i;
     }
   }
 }

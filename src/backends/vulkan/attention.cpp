@@ -26,8 +26,12 @@ void VulkanBackend::record_attention(const vulkan::Buffer& cache, uint32_t layer
        uint32_t(p.window),
        p.scale,
        vec};
-  rt_.dispatch(q8 ? p_attention_q8_ : p_attention_, {&q, &cache, &pos, &out, q8x_.get() ? &q8x_ : &vec_}, &pc,
-               uint32_t(p.n_head), uint32_t(n_tok));
+  const bool one = n_tok == 1 && p_attention_one_.pipeline && !p_attention_one_.on_cpu;
+  rt_.dispatch(q8    ? p_attention_q8_
+               : one ? p_attention_one_
+                     : p_attention_,
+               {&q, &cache, &pos, &out, q8x_.get() ? &q8x_ : &vec_}, &pc, uint32_t(p.n_head),
+               uint32_t(n_tok));
 }
 
 void VulkanBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,

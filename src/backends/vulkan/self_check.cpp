@@ -110,7 +110,8 @@ void VulkanBackend::check_fused_rounding(std::mt19937& rng) {
     for (int64_t blocks : {int64_t(3), int64_t(red_local_) / 4 + 1, fused_check_blocks()}) {
       const int64_t n = 32 * blocks;
       const size_t un = size_t(n);
-      const std::vector<float> x = random_floats(un, rng), w = random_floats(un, rng), r = random_floats(un, rng);
+      const std::vector<float> x = random_floats(un, rng), w = random_floats(un, rng),
+                               r = random_floats(un, rng);
       std::vector<float> ref(un), got(un), acc = x;
       if (p == &p_rmsnorm_q8_) {
         cpu_->rmsnorm(x.data(), w.data(), ref.data(), 1, n, 1e-5f);
@@ -276,9 +277,10 @@ void VulkanBackend::run_self_check() {
     add(got.data(), u.data(), n);
     verdict(p_add_, relative_error(ref, got));
   }
-  // The KV ops on a cache of their own: 1 layer, 150 positions (over two attention chunks), 2 KV heads of 16.
+  // The KV ops on a cache of their own: 1 layer, positions over two chunks of the one-token attention (and
+  // three of the prompts'), 2 KV heads of 16.
   {
-    const int64_t n_ctx = 150, hd = 16, kv_dim = 2 * hd;
+    const int64_t n_ctx = std::max<int64_t>(150, attn_one_local_ + 44), hd = 16, kv_dim = 2 * hd;
     const GgmlType type = opts_.kv_type;
     const size_t elem = type == GgmlType::F16 ? 2 : 4, plane = size_t(n_ctx * kv_dim) * elem;
     KvCache ref(1, n_ctx, 2, hd, type);
@@ -375,19 +377,24 @@ void VulkanBackend::run_self_check() {
       err = std::max(err, relative_error(want_o, have_o));
     }
     verdict(p_attention_, err);
-    if (p_attention_q8_.pipeline) {
-      // One token, its output rounded: 2 query heads of 32 (whole blocks) over the cache's rows read as one
-      // KV head of 32, at position 149 (two chunks).
-      AttnParams p1 = p;
-      p1.n_head = 2, p1.n_head_kv = 1, p1.head_dim = kv_dim, p1.window = 0;
-      const int32_t pos1[1] = {149};
-      const std::vector<float> q = random_floats(size_t(p1.n_head * p1.head_dim), rng);
-      std::vector<float> want_o(q.size()), have_o(q.size());
-      cpu_->attention(q.data(), ref, 0, pos1, 1, p1, want_o.data());
-      rt_.upload(in_a_, 0, q.data(), q.size() * sizeof(float));
-      record_attention(cache, 0, n_ctx, kv_dim, 1, p1, in_a_, dev_positions(pos1, 1), out_, true);
-      rt_.download(out_, 0, have_o.data(), have_o.size() * sizeof(float));
-      verdict(p_attention_q8_, std::max(relative_error(want_o, have_o), rounding_error(have_o)));
+    // One token: 2 query heads of 32 (whole blocks) over the cache's rows read as one KV head of 32, at the
+    // last position (two chunks); its output in floats, then rounded.
+    AttnParams p1 = p;
+    p1.n_head = 2, p1.n_head_kv = 1, p1.head_dim = kv_dim, p1.window = 0;
+    const int32_t pos1[1] = {int32_t(n_ctx - 1)};
+    const std::vector<float> q1 = random_floats(size_t(p1.n_head * p1.head_dim), rng);
+    std::vector<float> want1(q1.size()), have1(q1.size());
+    cpu_->attention(q1.data(), ref, 0, pos1, 1, p1, want1.data());
+    for (const bool rounds : {false, true}) {
+      if (rounds && !p_attention_q8_.pipeline) continue;
+      rt_.upload(in_a_, 0, q1.data(), q1.size() * sizeof(float));
+      record_attention(cache, 0, n_ctx, kv_dim, 1, p1, in_a_, dev_positions(pos1, 1), out_, rounds);
+      rt_.download(out_, 0, have1.data(), have1.size() * sizeof(float));
+      const double e = relative_error(want1, have1);
+      if (rounds)
+        verdict(p_attention_q8_, std::max(e, rounding_error(have1)));
+      else
+        verdict(p_attention_one_, e);
     }
   }
   rt_.finish();

@@ -72,6 +72,10 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   red_local_ = pow2_at_most(std::min<uint64_t>({512, inv, shared / 4}));
   mm_local_ = pow2_at_most(std::min<uint64_t>({64, inv, shared / (16 * 4)}));
   mv_local_ = pow2_at_most(std::min<uint64_t>({128, inv, shared / (16 * 4)}));
+  // One token's attention: 256 invocations, so that a chunk scores 256 keys at once and the weighted sum of
+  // V reads 16 rows of 128 dims at once (attention.comp); a head is one work-group, and decode has few heads.
+  // Prompts keep 64 (a work-group per head and token: they have groups enough, and were slower on 256).
+  attn_one_local_ = pow2_at_most(std::min<uint64_t>({256, inv, shared / (10 * 4)}));
   // The block formats' decode matvec: 4 rows a group, a block in 2 parts (neighbouring invocations read
   // neighbouring code words; 2 a block was the fastest of 1, 2 and 4 on the H200, docs/PERF.md), 64
   // invocations (as fast as 128 there; lavapipe, which runs every invocation on the CPU, wastes fewer on
@@ -149,8 +153,10 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   p_rope_kv_store_.name = "rope_kv_store";
   p_attention_ = rt_.pipeline("attention", sg, 5, kAttnPush, attn_local_, {kv_f16 ? 1u : 0u, 0});
   p_attention_.name = "attention";
+  p_attention_one_ = rt_.pipeline("attention", sg, 5, kAttnPush, attn_one_local_, {kv_f16 ? 1u : 0u, 0});
+  p_attention_one_.name = "attention_one";
   if (q8) {
-    p_attention_q8_ = rt_.pipeline("attention", sg, 5, kAttnPush, attn_local_, {kv_f16 ? 1u : 0u, 1});
+    p_attention_q8_ = rt_.pipeline("attention", sg, 5, kAttnPush, attn_one_local_, {kv_f16 ? 1u : 0u, 1});
     p_attention_q8_.name = "attention_q8";
   }
   p_glu_silu_ = rt_.pipeline("glu", false, 3, kElemPush, elem_local_, {0});
@@ -173,7 +179,7 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
 
   // The self-check needs a little room whatever the session's sizes.
   opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, 8);  // its cases take up to 5 tokens
-  const int64_t fused = 32 * fused_check_blocks();  // check_fused_rounding's row
+  const int64_t fused = 32 * fused_check_blocks();            // check_fused_rounding's row
   opts_.max_in_elems = std::max<int64_t>({opts_.max_in_elems, 4096, fused});
   opts_.max_out_elems = std::max<int64_t>({opts_.max_out_elems, 4096, fused});
   opts_.max_width = std::max<int64_t>({opts_.max_width, 512, fused});
@@ -283,7 +289,7 @@ std::vector<vulkan::Pipeline*> VulkanBackend::all_pipelines() {
   for (vulkan::Pipeline* p :
        {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_rope_kv_store_, &p_attention_, &p_glu_silu_,
         &p_glu_gelu_, &p_add_, &p_quantize_, &p_rmsnorm_q8_, &p_add_rmsnorm_q8_, &p_glu_silu_q8_,
-        &p_glu_gelu_q8_, &p_attention_q8_})
+        &p_glu_gelu_q8_, &p_attention_q8_, &p_attention_one_})
     v.push_back(p);
   return v;
 }

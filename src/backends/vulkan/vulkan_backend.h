@@ -222,6 +222,10 @@ class VulkanBackend final : public Backend {
   // The gated unit doing the same for the down projection (shaders/glu_q8.comp), and attention for the
   // output projection (attention.comp's TL_Q8: one token, heads of whole blocks of 32).
   vulkan::Pipeline p_glu_silu_q8_, p_glu_gelu_q8_, p_attention_q8_;
+  // One token's attention with its output left in floats (--activations f32, or heads not of whole blocks):
+  // attention.comp on attn_one_local_ invocations, as p_attention_q8_; p_attention_ takes it back when it
+  // fails its self-check.
+  vulkan::Pipeline p_attention_one_;
   // Whether an op with an output-rounding variant `fused` rounds this output (n_rows rows of n).
   bool rounds_output(const vulkan::Pipeline& fused, int64_t n_rows, int64_t n) const {
     return fused.pipeline && !fused.on_cpu && n_rows == 1 && n % 32 == 0 && n <= opts_.max_in_elems;
@@ -309,6 +313,7 @@ class VulkanBackend final : public Backend {
   mutable vulkan::Runtime rt_;
   bool subgroups_ = false;
   uint32_t red_local_ = 64, mm_local_ = 64, mv_local_ = 64, attn_local_ = 64, elem_local_ = 64;
+  uint32_t attn_one_local_ = 64;  // p_attention_one_ / p_attention_q8_ (one token)
   // Rows a matmul work-group computes (shaders/matmul.comp's TL_ROWS): prompts (with 4 tokens), and decode
   // of the float formats; the block formats' decode groups (shaders/matvec.comp) take mv_rows_.
   static constexpr uint32_t kPrefillRows = 4, kDecodeRows = 4;
