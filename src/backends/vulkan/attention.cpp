@@ -1,6 +1,8 @@
 // Vulkan attention (shaders/attention.comp): one work-group per (head, token), online softmax over chunks of
-// keys of the work-group's size. Under the integer decode products, one token's output is also rounded for
-// the output projection (p_attention_q8_, heads of whole blocks of 32: q8_held_ then names the output).
+// keys of the work-group's size: 64 invocations for prompts (p_attention_), 256 for one token
+// (p_attention_one_; decode has few groups). Under the integer decode products, one token's output is also
+// rounded for the output projection (p_attention_q8_, on 256 too, heads of whole blocks of 32: q8_held_ then
+// names the output).
 #include "backends/vulkan/vulkan_backend.h"
 #include "base/error.h"
 
