@@ -16,35 +16,15 @@ namespace opencl {
 
 ImagePlan plan_weight_image(const Capabilities& caps, size_t row_bytes, int64_t n_out, size_t max_width,
                             size_t max_height) {
-  ImagePlan p;
   if (!caps.images) {
+    ImagePlan p;
     p.why = "the device has no image support";
     return p;
   }
   size_t wlim = caps.image2d_max_width, hlim = caps.image2d_max_height;
   if (max_width > 0) wlim = std::min(wlim, max_width);
   if (max_height > 0) hlim = std::min(hlim, max_height);
-  const size_t w8 = wlim / 8 * 8;
-  const size_t texels =
-      (row_bytes + kImageRowAlign - 1) / kImageRowAlign * (kImageRowAlign / kImageTexelBytes);
-  if (w8 == 0) {
-    p.why = fmt::format("the 2D image width limit of {} texels is below one 128-byte line", wlim);
-    return p;
-  }
-  p.lines = (texels + w8 - 1) / w8;
-  p.width = ((texels + p.lines - 1) / p.lines + 7) / 8 * 8;
-  p.height = size_t(n_out) * p.lines;
-  const uint64_t bytes = uint64_t(p.width) * p.height * kImageTexelBytes;
-  if (p.height > hlim) {
-    p.why = fmt::format("its image of {} x {} texels exceeds the 2D image limit of {} x {}", p.width,
-                        p.height, wlim, hlim);
-  } else if (bytes > caps.max_alloc_bytes) {
-    p.why = fmt::format("its image of {} bytes exceeds the device's largest allocation of {} bytes", bytes,
-                        caps.max_alloc_bytes);
-  } else {
-    p.fits = true;
-  }
-  return p;
+  return tilellm::plan_weight_image(row_bytes, n_out, wlim, hlim, caps.max_alloc_bytes);
 }
 
 }  // namespace opencl
