@@ -3,7 +3,8 @@
 # says so). The backend does not link libvulkan: it loads the loader at run time
 # (src/backends/vulkan/loader.h), so the binary starts and runs the CPU path on a machine without Vulkan. Each
 # shader (src/backends/vulkan/shaders/*.comp) is compiled to SPIR-V 1.3 (Vulkan 1.1) by glslc, twice when it
-# has a subgroup path (TL_SUBGROUPS 0 and 1), and embedded as word arrays (glslc -mfmt=num). Sets
+# has a subgroup path (TL_SUBGROUPS 0 and 1), again for the weight readers' image variants (TL_IMAGE), and
+# embedded as word arrays (glslc -mfmt=num). Sets
 # TILELLM_VULKAN.
 option(TILELLM_WITH_VULKAN "Build the Vulkan backend when its headers and glslc are found" ON)
 if(NOT TILELLM_WITH_VULKAN)
@@ -44,17 +45,32 @@ foreach(src ${TILELLM_VULKAN_SHADERS})
   if(NOT has_cm EQUAL -1)
     set(opt "")
   endif()
-  foreach(sg ${variants})
-    set(out ${spv_dir}/${name}_${sg}.inc)
-    add_custom_command(
-      OUTPUT ${out}
-      COMMAND ${TILELLM_GLSLC} --target-env=vulkan1.1 ${opt} -fshader-stage=compute -I ${shader_dir}
-              -DTL_SUBGROUPS=${sg} -mfmt=num -o ${out} ${src}
-      DEPENDS ${src} ${TILELLM_VULKAN_INCLUDES}
-      COMMENT "glslc ${name}.comp (subgroups ${sg})"
-      VERBATIM)
-    list(APPEND spvs "${name}|${sg}|${out}")
-    list(APPEND spv_files ${out})
+  # Shaders that read a weight matrix through shaders/weights.glsl (their push constants carry img_width)
+  # are compiled a second time with TL_IMAGE, as <name>_image: the matrix in a 2D image (--gpu-memory image).
+  string(FIND "${text}" "img_width" has_img)
+  set(memories buffer)
+  if(NOT has_img EQUAL -1)
+    set(memories buffer image)
+  endif()
+  foreach(mem ${memories})
+    set(vname ${name})
+    set(memdef "")
+    if(mem STREQUAL "image")
+      set(vname ${name}_image)
+      set(memdef -DTL_IMAGE=1)
+    endif()
+    foreach(sg ${variants})
+      set(out ${spv_dir}/${vname}_${sg}.inc)
+      add_custom_command(
+        OUTPUT ${out}
+        COMMAND ${TILELLM_GLSLC} --target-env=vulkan1.1 ${opt} -fshader-stage=compute -I ${shader_dir}
+                -DTL_SUBGROUPS=${sg} ${memdef} -mfmt=num -o ${out} ${src}
+        DEPENDS ${src} ${TILELLM_VULKAN_INCLUDES}
+        COMMENT "glslc ${vname} (subgroups ${sg})"
+        VERBATIM)
+      list(APPEND spvs "${vname}|${sg}|${out}")
+      list(APPEND spv_files ${out})
+    endforeach()
   endforeach()
 endforeach()
 string(REPLACE ";" "|" spv_list "${spvs}")

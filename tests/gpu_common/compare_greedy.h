@@ -69,6 +69,7 @@ struct GreedyCase {
   const char* golden = "smollm2.json";
   int n_prompts = kGreedyPrompts;
   WeightsMode weights = WeightsMode::Native;
+  GpuMemory gpu_memory = GpuMemory::Buffer;  // the device session's
 };
 
 inline void compare_greedy(const GreedyCase& g) {
@@ -92,6 +93,7 @@ inline void compare_greedy(const GreedyCase& g) {
   so.backend = g.backend;
   so.device = g.device;
   so.device_profile = profile;
+  so.gpu_memory = g.gpu_memory;
   Session gpu(*model, so);
   const int64_t V = model->config().n_vocab;
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "../common/paths.h"
@@ -98,6 +99,28 @@ TEST(VulkanModel, tiny_models_integer_decode_equals_the_float_path_on_the_same_r
           arch, weights_mode_name(m), worst, median, unrounded);
     }
   }
+}
+
+// --gpu-memory image: every matrix but the embedding table (tied to the output) read from an image by the
+// products' _image variants; f32 cache, bound 1e-4 as above (the same exact weights, other sum orders).
+TEST(VulkanModel, smollm2_greedy_with_weights_in_images_equals_cpu_float_path) {
+  test::GreedyCase g;
+  g.backend = "vulkan";
+  g.device = test::vulkan_test_device();
+  g.kv_type = GgmlType::F32;
+  g.rel_bound = 1e-4;
+  g.n_prompts = 1;
+  g.gpu_memory = GpuMemory::Image;
+  if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  testing::internal::CaptureStderr();
+  test::compare_greedy(g);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(
+      err.find("note: Vulkan --gpu-memory image: weight token_embd.weight stays a buffer: the embedding "
+               "kernel reads it (the output matrix is tied to it)"),
+      std::string::npos)
+      << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }
 
 TEST(VulkanModel, gemma3_greedy_equals_cpu_float_path_f32_cache) {

@@ -343,6 +343,77 @@ TEST_P(VulkanOps, matrix_split_over_buffers) {
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(got[i], ref[i]) << "element " << i;
 }
 
+// --gpu-memory image (shaders/weights.glsl: the products' _image variants): every GGUF type the device
+// formats take and the converted formats, each matrix in an image (none left a buffer), decode (1 token:
+// the float matvecs, and the integer one where the device has integer dot products) and prompts with
+// partial token and row tiles; on the device's cooperative matrices too where it lists them (134 tokens).
+TEST_P(VulkanOps, products_of_weights_in_images) {
+  VulkanBackendOptions o = options();
+  o.memory = GpuMemory::Image;
+  o.max_tokens = 134;
+  o.max_in_elems = o.max_out_elems = 134 * 512;
+  VulkanBackend vk(o);
+  if (!vk.runtime().sampled_images()) GTEST_SKIP() << "the device samples no RGBA32UI images";
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,
+                            GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q5_1,
+                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+  uint32_t seed = 3100;
+  std::vector<OwnedWeight> kept;
+  for (GgmlType t : types) {
+    const int64_t bs = type_traits(t).block_size;
+    const int64_t n_in = bs == 1 ? 77 : bs == 256 ? 512 : 160, n_out = 37;
+    kept.push_back(make_weight(t, n_in, n_out, seed++));
+    vk.upload_weight(kept.back().w);
+    EXPECT_EQ(vk.weight_buffers(kept.back().w), 0u) << type_name(t) << " is not in an image";
+    for (int64_t n_tok : {1, 3, 21}) check_matmul(vk, kept.back().w, kept.back().w, n_tok, seed++);
+    if (vk.caps().coopmat_f16 && GetParam() == "none")
+      check_matmul(vk, kept.back().w, kept.back().w, 134, seed++, true);
+  }
+  EXPECT_EQ(vk.image_weights(), kept.size());
+  EXPECT_TRUE(vk.buffer_weights().empty());
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+    VulkanBackendOptions oc = o;
+    oc.weights = mode;
+    VulkanBackend vc(oc);
+    const ConvertedWeight cw(mode, 160, 21, seed++);
+    vc.upload_weight(cw.w);
+    EXPECT_EQ(vc.image_weights(), 1u) << weights_mode_name(mode);
+    for (int64_t n_tok : {1, 5}) check_matmul(vc, cw.w, cw.we, n_tok, seed++);
+  }
+}
+
+// The image limits (lowered to 64 x 64 texels through the test clamp): a row wider than an image line takes
+// several lines (F32 rows of 300: 1200 bytes, 80 texels, two lines of 40; Q8_0 rows of 1024: 72 texels,
+// two lines of 40, 32 rows filling the height), the products reading across them;
+// a matrix whose lines exceed the height stays a buffer, named with the limit on stderr and in
+// buffer_weights(), and still multiplies.
+TEST_P(VulkanOps, image_limits_split_rows_over_lines_or_keep_a_buffer) {
+  if (GetParam() != "none" && GetParam() != "powervr-rogue")
+    GTEST_SKIP() << "the image mapping does not depend on the profile: run under none and powervr-rogue";
+  VulkanBackendOptions o = options();
+  o.memory = GpuMemory::Image;
+  o.image_max = 64;
+  VulkanBackend vk(o);
+  if (!vk.runtime().sampled_images()) GTEST_SKIP() << "the device samples no RGBA32UI images";
+  OwnedWeight two_lines = make_weight(GgmlType::F32, 300, 31, 41, "blk.0.two_lines");  // 62 lines
+  OwnedWeight q8 = make_weight(GgmlType::Q8_0, 1024, 32, 42, "blk.0.q8");  // 1088 bytes: 72 texels, 64 lines
+  OwnedWeight tall = make_weight(GgmlType::Q4_0, 96, 65, 43, "blk.0.tall");  // 65 lines > 64
+  testing::internal::CaptureStderr();
+  for (const OwnedWeight* ow : {&two_lines, &q8, &tall}) vk.upload_weight(ow->w);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(vk.weight_buffers(two_lines.w), 0u);
+  EXPECT_EQ(vk.weight_buffers(q8.w), 0u);
+  EXPECT_EQ(vk.weight_buffers(tall.w), 1u);
+  ASSERT_EQ(vk.buffer_weights().size(), 1u) << err;
+  const std::string& line = vk.buffer_weights()[0];
+  EXPECT_NE(line.find("blk.0.tall stays a buffer"), std::string::npos) << line;
+  EXPECT_NE(line.find("exceeds the 2D image limit of 64 x 64"), std::string::npos) << line;
+  EXPECT_NE(err.find("note: Vulkan --gpu-memory image: " + line), std::string::npos) << err;
+  uint32_t seed = 50;
+  for (const OwnedWeight* ow : {&two_lines, &q8, &tall})
+    for (int64_t n_tok : {1, 6}) check_matmul(vk, ow->w, ow->w, n_tok, seed++);
+}
+
 // A row larger than one buffer may be cannot be split: refused, naming the weight and the limits.
 TEST_P(VulkanOps, a_row_past_the_buffer_limit_is_refused_by_name) {
   VulkanBackendOptions o = options();

@@ -10,20 +10,21 @@ namespace tilellm::vulkan {
 
 const std::vector<DeviceProfile>& profiles() {
   // name, shared memory, invocations, subgroup, subgroup arithmetic, 16-bit storage, fp16 arithmetic,
-  // 8-bit storage, integer dot, cooperative matrix, max allocation, max storage range. Sources:
-  // docs/VULKAN.md.
+  // 8-bit storage, integer dot, cooperative matrix, max allocation, max storage range, 2D image side.
+  // Sources: docs/VULKAN.md.
   static const std::vector<DeviceProfile> kProfiles = {
-      {"none", UINT32_MAX, UINT32_MAX, 0, true, true, true, true, true, true, UINT64_MAX, UINT64_MAX},
+      {"none", UINT32_MAX, UINT32_MAX, 0, true, true, true, true, true, true, UINT64_MAX, UINT64_MAX,
+       UINT32_MAX},
       {"powervr-cxt", 32768, 512, 128, true, true, false, true, false, false, uint64_t(2) << 30,
-       uint64_t(1) << 30},
+       uint64_t(1) << 30, 8192},
       {"powervr-rogue", 4096, 512, 32, false, true, false, false, false, false, uint64_t(256) << 20,
-       uint64_t(128) << 20},
+       uint64_t(128) << 20, 8192},
       {"mali-valhall", 32768, 512, 16, true, true, true, true, true, false, uint64_t(1) << 30,
-       uint64_t(1) << 30},
+       uint64_t(1) << 30, 65536},
       {"adreno-7xx", 32768, 1024, 64, true, true, true, true, true, false, uint64_t(1) << 30,
-       uint64_t(1) << 30},
-      {"no-16bit", UINT32_MAX, UINT32_MAX, 0, true, false, false, false, false, false, UINT64_MAX,
-       UINT64_MAX},
+       uint64_t(1) << 30, 16384},
+      {"no-16bit", UINT32_MAX, UINT32_MAX, 0, true, false, false, false, false, false, UINT64_MAX, UINT64_MAX,
+       UINT32_MAX},
   };
   return kProfiles;
 }
@@ -60,6 +61,7 @@ void apply_profile(Capabilities& c, const DeviceProfile& p) {
   c.coopmat_f16 = c.coopmat_f16 && p.coopmat && p.float16;
   c.max_alloc_bytes = std::min(c.max_alloc_bytes, p.max_alloc_bytes);
   c.max_storage_range = std::min(c.max_storage_range, p.max_storage_range);
+  c.image2d_max = std::min(c.image2d_max, p.image2d_max);
 }
 
 std::vector<VkPhysicalDevice> list_devices() {

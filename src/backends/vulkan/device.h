@@ -88,6 +88,7 @@ struct DeviceProfile {
   bool subgroup_arithmetic, storage16, float16, storage8, integer_dot, coopmat;
   uint64_t max_alloc_bytes;
   uint64_t max_storage_range;
+  uint32_t image2d_max;  // maxImageDimension2D
 };
 
 // "none" first (no clamping), then the GPU families.

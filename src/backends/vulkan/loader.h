@@ -41,6 +41,16 @@ namespace tilellm::vulkan {
   X(vkAllocateMemory)                         \
   X(vkFreeMemory)                             \
   X(vkBindBufferMemory)                       \
+  X(vkCreateImage)                            \
+  X(vkDestroyImage)                           \
+  X(vkGetImageMemoryRequirements)             \
+  X(vkBindImageMemory)                        \
+  X(vkCreateImageView)                        \
+  X(vkDestroyImageView)                       \
+  X(vkCreateSampler)                          \
+  X(vkDestroySampler)                         \
+  X(vkGetPhysicalDeviceFormatProperties)      \
+  X(vkCmdCopyBufferToImage)                   \
   X(vkMapMemory)                              \
   X(vkUnmapMemory)                            \
   X(vkCreateShaderModule)                     \

@@ -3,7 +3,8 @@
 // matrices): per device format, decode (1 token) on the matvecs' row groups, prompts on 128 x 128 tiles of
 // cooperative matrices or 4-row x 4-token float tiles; an integer matvec that failed the self-check hands
 // decode to the float matvec, a float matvec that failed to the matmul one, a cooperative-matrix GEMM to
-// the float tiles, and the host backend multiplies only when none is left.
+// the float tiles, and the host backend multiplies only when none is left. A weight held in an image
+// (--gpu-memory image) takes the same chain of the shaders' _image variants.
 #include <algorithm>
 
 #include "backends/q8_round.h"
@@ -25,11 +26,14 @@ void VulkanBackend::record_quantize(const vulkan::Buffer& x, int64_t n, Q8Held h
 
 void VulkanBackend::record_matmul(const DeviceWeight& dw, int64_t n_tok, const vulkan::Buffer& x,
                                   const vulkan::Buffer& y) {
-  const int f = int(dw.fmt);
   const bool q8 = uses_q8(dw, n_tok);
-  const bool one = n_tok == 1 && (q8 || !p_matvec_[f].on_cpu);
+  const bool one = n_tok == 1 && (q8 || !product(Product::Matvec, dw).on_cpu);
   const bool cm = uses_coopmat(dw, n_tok);
-  const vulkan::Pipeline& p = q8 ? p_matvec_q8_[f] : one ? p_matvec_[f] : cm ? p_matmul_cm_[f] : p_matmul_[f];
+  const vulkan::Pipeline& p = product(q8    ? Product::MatvecQ8
+                                      : one ? Product::Matvec
+                                      : cm  ? Product::Coopmat
+                                            : Product::Matmul,
+                                      dw);
   // Rows and tokens of one work-group.
   const int64_t group_rows = q8                               ? q8_rows_
                              : cm                             ? kCoopmatRows
@@ -37,13 +41,19 @@ void VulkanBackend::record_matmul(const DeviceWeight& dw, int64_t n_tok, const v
                              : device_format_is_block(dw.fmt) ? mv_rows_
                                                               : kDecodeRows;
   const int64_t group_tokens = one ? 1 : cm ? kCoopmatTokens : 4;
-  // One dispatch per buffer of rows; each writes its rows' columns of y.
-  for (size_t b = 0; b < dw.bufs.size(); ++b) {
+  // One dispatch per buffer of rows, each writing its rows' columns of y; one for a matrix in an image.
+  const size_t parts = dw.img ? 1 : dw.bufs.size();
+  for (size_t b = 0; b < parts; ++b) {
     const int64_t r0 = int64_t(b) * dw.rows_per_buf, rows = std::min(dw.rows_per_buf, dw.n_out - r0);
     struct {
-      uint32_t row_bytes, n_in, n_rows, n_tok, n_out, row0;
-    } pc{uint32_t(dw.row_bytes), uint32_t(dw.n_in),  uint32_t(rows),
-         uint32_t(n_tok),        uint32_t(dw.n_out), uint32_t(r0)};
+      uint32_t row_bytes, n_in, n_rows, n_tok, n_out, row0, img_width;
+    } pc{dw.img ? dw.img_span : uint32_t(dw.row_bytes),
+         uint32_t(dw.n_in),
+         uint32_t(rows),
+         uint32_t(n_tok),
+         uint32_t(dw.n_out),
+         uint32_t(r0),
+         dw.img_width};
     // Row groups past the device's x limit continue in z (the shader joins them).
     uint64_t row_groups = (uint64_t(rows) + group_rows - 1) / group_rows;
     // The block formats' matvec may take several row groups a work-group (--vk-matvec's GROUPS).
@@ -51,8 +61,12 @@ void VulkanBackend::record_matmul(const DeviceWeight& dw, int64_t n_tok, const v
       row_groups = std::min<uint64_t>(row_groups, mv_groups_);
     const uint32_t gx = uint32_t(std::min<uint64_t>(row_groups, caps().max_group_count[0]));
     const uint32_t gz = uint32_t((row_groups + gx - 1) / gx);
-    rt_.dispatch(p, {&dw.bufs[b], q8 ? &q8x_ : &x, &y}, &pc, gx,
-                 uint32_t((n_tok + group_tokens - 1) / group_tokens), gz);
+    const uint32_t gy = uint32_t((n_tok + group_tokens - 1) / group_tokens);
+    if (dw.img) {
+      rt_.dispatch(p, dw.img, {q8 ? &q8x_ : &x, &y}, &pc, gx, gy, gz);
+    } else {
+      rt_.dispatch(p, {&dw.bufs[b], q8 ? &q8x_ : &x, &y}, &pc, gx, gy, gz);
+    }
   }
 }
 
@@ -62,9 +76,8 @@ void VulkanBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float
   if (replaying(y)) return;
   q8_held_ = held;  // kept through dev_in, which clears it if it writes the buffer held
   const DeviceWeight& dw = find_weight(w, "matmul");
-  const int f = int(dw.fmt);
-  const bool host = p_matmul_[f].on_cpu && !uses_coopmat(dw, n_tok) &&
-                    (n_tok > 1 || (p_matvec_[f].on_cpu && !uses_q8(dw, n_tok)));
+  const bool host = product(Product::Matmul, dw).on_cpu && !uses_coopmat(dw, n_tok) &&
+                    (n_tok > 1 || (product(Product::Matvec, dw).on_cpu && !uses_q8(dw, n_tok)));
   if (host) {
     host_in(x, n_tok * w.n_in);
     host_out(y, n_tok * w.n_out);
@@ -90,8 +103,8 @@ void VulkanBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   bool together = mode_ != StepMode::Replaying && n <= 4;
   for (int i = 0; i < n && together; ++i) {
     const DeviceWeight& dw = find_weight(*ws[i], "matmul");
-    together = (!p_matmul_[int(dw.fmt)].on_cpu || uses_coopmat(dw, n_tok)) &&
-               (n_tok > 1 || uses_q8(dw, n_tok) || !p_matvec_[int(dw.fmt)].on_cpu) && ys[i] != x &&
+    together = (!product(Product::Matmul, dw).on_cpu || uses_coopmat(dw, n_tok)) &&
+               (n_tok > 1 || uses_q8(dw, n_tok) || !product(Product::Matvec, dw).on_cpu) && ys[i] != x &&
                is_mirror_start(ys[i], n_tok * ws[i]->n_out);
   }
   if (!together) return Backend::matmul_shared(ws, ys, n, x, n_tok);

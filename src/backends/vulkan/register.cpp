@@ -68,6 +68,7 @@ VulkanBackendOptions backend_options(const BackendParams& p) {
   g.profiling = p.profiling;
   g.self_check = p.self_check;
   g.weights = p.weights;
+  g.memory = p.gpu_memory;
   g.activations = p.activations;
   g.max_tokens = p.max_tokens;
   g.max_in_elems = p.max_in_elems;
@@ -88,13 +89,7 @@ VulkanBackendOptions backend_options(const BackendParams& p) {
   return g;
 }
 
-// Weights in images are not
-// implemented on this backend yet: refused by name rather than silently held as buffers.
 std::unique_ptr<Backend> make(const BackendParams& p) {
-  if (p.gpu_memory == GpuMemory::Image)
-    fail(
-        "Vulkan backend: --gpu-memory image is not available on this backend yet (it holds weights in "
-        "buffers)");
   return std::make_unique<VulkanBackend>(backend_options(p));
 }
 

@@ -43,6 +43,30 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
   return *this;
 }
 
+Image::~Image() {
+  if (!dev_) return;
+  vk.vkDestroyImageView(dev_, view_, nullptr);
+  vk.vkDestroyImage(dev_, img_, nullptr);
+  vk.vkFreeMemory(dev_, mem_, nullptr);
+}
+
+Image& Image::operator=(Image&& o) noexcept {
+  if (this == &o) return *this;
+  this->~Image();
+  dev_ = o.dev_;
+  img_ = o.img_;
+  view_ = o.view_;
+  mem_ = o.mem_;
+  width_ = o.width_;
+  height_ = o.height_;
+  o.dev_ = nullptr;
+  o.img_ = nullptr;
+  o.view_ = nullptr;
+  o.mem_ = nullptr;
+  o.width_ = o.height_ = 0;
+  return *this;
+}
+
 Runtime::Runtime(int device, std::string_view profile, bool profiling) : profiling_(profiling) {
   if (!instance()) fail("Vulkan: {}", instance_error());
   const std::vector<VkPhysicalDevice> devs = list_devices();
@@ -143,16 +167,31 @@ Runtime::Runtime(int device, std::string_view profile, bool profiling) : profili
   fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   check(vk.vkCreateFence(dev_, &fi, nullptr, &fence_), "vkCreateFence");
 
-  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kDescriptorSets * kBuffersPerSet};
+  const VkDescriptorPoolSize ps[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kDescriptorSets * kBuffersPerSet},
+                                      {VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER, kDescriptorSets}};
   VkDescriptorPoolCreateInfo dpi{};
   dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
   dpi.maxSets = kDescriptorSets;
-  dpi.poolSizeCount = 1;
-  dpi.pPoolSizes = &ps;
+  dpi.poolSizeCount = 2;
+  dpi.pPoolSizes = ps;
   check(vk.vkCreateDescriptorPool(dev_, &dpi, nullptr, &desc_pool_), "vkCreateDescriptorPool");
   desc_sets_left_ = kDescriptorSets;
   check(vk.vkCreateDescriptorPool(dev_, &dpi, nullptr, &capture_.pool), "vkCreateDescriptorPool");
   capture_.sets_left = kDescriptorSets;
+
+  // The image weight path's format: sampled in shaders (mandatory for it in Vulkan 1.1; checked anyway) and
+  // a copy destination.
+  VkFormatProperties fp{};
+  vk.vkGetPhysicalDeviceFormatProperties(phys_, VK_FORMAT_R32G32B32A32_UINT, &fp);
+  const VkFormatFeatureFlags need = VK_FORMAT_FEATURE_SAMPLED_IMAGE_BIT;
+  sampled_images_ = (fp.optimalTilingFeatures & need) == need && caps_.image2d_max >= 8;
+  VkSamplerCreateInfo sci{};
+  sci.sType = VK_STRUCTURE_TYPE_SAMPLER_CREATE_INFO;
+  sci.magFilter = sci.minFilter = VK_FILTER_NEAREST;
+  sci.mipmapMode = VK_SAMPLER_MIPMAP_MODE_NEAREST;
+  sci.addressModeU = sci.addressModeV = sci.addressModeW = VK_SAMPLER_ADDRESS_MODE_CLAMP_TO_EDGE;
+  sci.unnormalizedCoordinates = VK_FALSE;  // texelFetch takes integer coordinates and no sampling state
+  check(vk.vkCreateSampler(dev_, &sci, nullptr, &sampler_), "vkCreateSampler");
 
   if (profiling_) {
     VkQueryPoolCreateInfo qpi{};
@@ -181,6 +220,7 @@ Runtime::~Runtime() {
   if (queries_) vk.vkDestroyQueryPool(dev_, queries_, nullptr);
   if (pipeline_cache_) vk.vkDestroyPipelineCache(dev_, pipeline_cache_, nullptr);
   vk.vkDestroyDescriptorPool(dev_, desc_pool_, nullptr);
+  vk.vkDestroySampler(dev_, sampler_, nullptr);
   vk.vkDestroyFence(dev_, fence_, nullptr);
   vk.vkDestroyCommandPool(dev_, cmd_pool_, nullptr);
   vk.vkDestroyDevice(dev_, nullptr);
@@ -239,6 +279,99 @@ Buffer Runtime::alloc(size_t bytes, bool host_visible) {
   return b;
 }
 
+Image Runtime::alloc_image(uint32_t width, uint32_t height) {
+  if (!sampled_images_)
+    fail("Vulkan: device {} cannot sample RGBA32UI images in shaders (the image weight path)", caps_.name);
+  const uint64_t bytes = uint64_t(width) * height * Image::kTexelBytes;
+  if (width == 0 || height == 0 || width > caps_.image2d_max || height > caps_.image2d_max) {
+    fail("Vulkan: an image of {} x {} texels exceeds the device's 2D image limit of {} x {} (profile {})",
+         width, height, caps_.image2d_max, caps_.image2d_max, caps_.profile);
+  }
+  if (bytes > caps_.max_alloc_bytes) {
+    fail("Vulkan: an image of {} bytes exceeds the device's largest allocation of {} bytes (profile {})",
+         bytes, caps_.max_alloc_bytes, caps_.profile);
+  }
+  Image im;
+  im.dev_ = dev_;
+  im.width_ = width;
+  im.height_ = height;
+  ++allocations_;
+  VkImageCreateInfo ii{};
+  ii.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO;
+  ii.imageType = VK_IMAGE_TYPE_2D;
+  ii.format = VK_FORMAT_R32G32B32A32_UINT;
+  ii.extent = {width, height, 1};
+  ii.mipLevels = 1;
+  ii.arrayLayers = 1;
+  ii.samples = VK_SAMPLE_COUNT_1_BIT;
+  ii.tiling = VK_IMAGE_TILING_OPTIMAL;
+  ii.usage = VK_IMAGE_USAGE_SAMPLED_BIT | VK_IMAGE_USAGE_TRANSFER_DST_BIT;
+  ii.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  ii.initialLayout = VK_IMAGE_LAYOUT_UNDEFINED;
+  check(vk.vkCreateImage(dev_, &ii, nullptr, &im.img_), "vkCreateImage");
+  VkMemoryRequirements req;
+  vk.vkGetImageMemoryRequirements(dev_, im.img_, &req);
+  VkMemoryAllocateInfo mi{};
+  mi.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+  mi.allocationSize = req.size;
+  mi.memoryTypeIndex = memory_type(req.memoryTypeBits, false);
+  const VkResult r = vk.vkAllocateMemory(dev_, &mi, nullptr, &im.mem_);
+  if (r != VK_SUCCESS) {
+    fail("Vulkan: allocating {} bytes of device memory for a {} x {} image failed: {} (device {})",
+         uint64_t(req.size), width, height, result_name(r), caps_.name);
+  }
+  check(vk.vkBindImageMemory(dev_, im.img_, im.mem_, 0), "vkBindImageMemory");
+  VkImageViewCreateInfo vi{};
+  vi.sType = VK_STRUCTURE_TYPE_IMAGE_VIEW_CREATE_INFO;
+  vi.image = im.img_;
+  vi.viewType = VK_IMAGE_VIEW_TYPE_2D;
+  vi.format = VK_FORMAT_R32G32B32A32_UINT;
+  vi.subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1};
+  check(vk.vkCreateImageView(dev_, &vi, nullptr, &im.view_), "vkCreateImageView");
+  // Into the one layout it keeps (recorded before any copy into it).
+  begin();
+  VkImageMemoryBarrier b{};
+  b.sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER;
+  b.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
+  b.oldLayout = VK_IMAGE_LAYOUT_UNDEFINED;
+  b.newLayout = VK_IMAGE_LAYOUT_GENERAL;
+  b.srcQueueFamilyIndex = b.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
+  b.image = im.img_;
+  b.subresourceRange = vi.subresourceRange;
+  vk.vkCmdPipelineBarrier(cur(), VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
+                          VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 0,
+                          nullptr, 0, nullptr, 1, &b);
+  return im;
+}
+
+void Runtime::upload_image(const Image& dst, uint32_t y0, uint32_t lines, const void* src) {
+  if (uint64_t(y0) + lines > dst.height())
+    fail("internal: Vulkan upload of image lines {} .. {} past an image of {}", y0, y0 + lines, dst.height());
+  const size_t line_bytes = size_t(dst.width()) * Image::kTexelBytes;
+  if (line_bytes > ring_.bytes())
+    fail("internal: a Vulkan image line of {} bytes exceeds the ring", line_bytes);
+  const uint8_t* s = static_cast<const uint8_t*>(src);
+  while (lines > 0) {
+    ring_used_ = (ring_used_ + 15) / 16 * 16;
+    if (ring_used_ + line_bytes > ring_.bytes()) submit_and_wait();
+    capture_.replayable = false;
+    const uint32_t n = uint32_t(std::min<size_t>(lines, (ring_.bytes() - ring_used_) / line_bytes));
+    std::memcpy(static_cast<uint8_t*>(ring_.mapped()) + ring_used_, s, n * line_bytes);
+    begin();
+    VkBufferImageCopy c{};
+    c.bufferOffset = ring_used_;
+    c.imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1};
+    c.imageOffset = {0, int32_t(y0), 0};
+    c.imageExtent = {dst.width(), n, 1};
+    vk.vkCmdCopyBufferToImage(cur(), ring_.get(), dst.img_, VK_IMAGE_LAYOUT_GENERAL, 1, &c);
+    barrier();
+    ring_used_ += n * line_bytes;
+    s += n * line_bytes;
+    y0 += n;
+    lines -= n;
+  }
+}
+
 bool Runtime::use_pipeline_cache(const std::vector<uint8_t>& initial) {
   if (pipeline_cache_) vk.vkDestroyPipelineCache(dev_, pipeline_cache_, nullptr);
   pipeline_cache_ = nullptr;
@@ -266,7 +399,7 @@ std::vector<uint8_t> Runtime::pipeline_cache_data() const {
 }
 
 Pipeline Runtime::pipeline(std::string_view shader, bool subgroups, uint32_t n_buffers, uint32_t push_bytes,
-                           uint32_t local_size, const std::vector<uint32_t>& extra) {
+                           uint32_t local_size, const std::vector<uint32_t>& extra, bool image0) {
   const ShaderCode* code = find_shader(shader, subgroups);
   if (!code) {
     fail("internal: no embedded Vulkan shader '{}'{}", shader, subgroups ? " with subgroup reductions" : "");
@@ -275,18 +408,19 @@ Pipeline Runtime::pipeline(std::string_view shader, bool subgroups, uint32_t n_b
   const std::vector<uint32_t> words =
       resolve_cooperative_matrix_types(std::vector<uint32_t>(code->words, code->words + code->n_words));
   return pipeline_from(subgroups ? std::string(shader) + "+subgroups" : std::string(shader), words, n_buffers,
-                       push_bytes, local_size, extra);
+                       push_bytes, local_size, extra, image0);
 }
 
 Pipeline Runtime::pipeline_from(std::string_view name, const std::vector<uint32_t>& spirv, uint32_t n_buffers,
-                                uint32_t push_bytes, uint32_t local_size,
-                                const std::vector<uint32_t>& extra) {
+                                uint32_t push_bytes, uint32_t local_size, const std::vector<uint32_t>& extra,
+                                bool image0) {
   if (n_buffers > kBuffersPerSet) fail("internal: Vulkan pipeline {} binds {} buffers", name, n_buffers);
   Pipeline p;
   p.name = std::string(name);
   p.n_buffers = n_buffers;
   p.push_bytes = push_bytes;
   p.local_size = local_size;
+  p.image0 = image0;
   std::vector<VkDescriptorSetLayoutBinding> binds(n_buffers);
   for (uint32_t i = 0; i < n_buffers; ++i) {
     binds[i] = {};
@@ -294,6 +428,10 @@ Pipeline Runtime::pipeline_from(std::string_view name, const std::vector<uint32_
     binds[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     binds[i].descriptorCount = 1;
     binds[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  }
+  if (image0 && n_buffers > 0) {
+    binds[0].descriptorType = VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER;
+    binds[0].pImmutableSamplers = &sampler_;
   }
   VkDescriptorSetLayoutCreateInfo li{};
   li.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
@@ -412,8 +550,22 @@ void Runtime::barrier() {
 
 void Runtime::dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const void* push,
                        uint32_t gx, uint32_t gy, uint32_t gz) {
-  if (buffers.size() != p.n_buffers)
-    fail("internal: Vulkan pipeline {} takes {} buffers, given {}", p.name, p.n_buffers, buffers.size());
+  dispatch_with(p, nullptr, buffers, push, gx, gy, gz);
+}
+
+void Runtime::dispatch(const Pipeline& p, const Image& image, std::initializer_list<const Buffer*> buffers,
+                       const void* push, uint32_t gx, uint32_t gy, uint32_t gz) {
+  dispatch_with(p, &image, buffers, push, gx, gy, gz);
+}
+
+void Runtime::dispatch_with(const Pipeline& p, const Image* image,
+                            std::initializer_list<const Buffer*> buffers, const void* push, uint32_t gx,
+                            uint32_t gy, uint32_t gz) {
+  const size_t bound = buffers.size() + (image ? 1 : 0);
+  if (bound != p.n_buffers || (image != nullptr) != p.image0) {
+    fail("internal: Vulkan pipeline {} takes {} bindings{}, given {}{}", p.name, p.n_buffers,
+         p.image0 ? " (an image first)" : "", bound, image ? " (an image first)" : "");
+  }
   if (gx == 0 || gy == 0 || gz == 0) return;
   if (gx > caps_.max_group_count[0] || gy > caps_.max_group_count[1] || gz > caps_.max_group_count[2]) {
     fail("Vulkan: {} needs {} x {} x {} work-groups, over the device's {} x {} x {}", p.name, gx, gy, gz,
@@ -434,6 +586,18 @@ void Runtime::dispatch(const Pipeline& p, std::initializer_list<const Buffer*> b
   VkDescriptorBufferInfo infos[kBuffersPerSet];
   VkWriteDescriptorSet writes[kBuffersPerSet];
   uint32_t i = 0;
+  VkDescriptorImageInfo image_info{};
+  if (image) {
+    image_info = {nullptr, image->view(), VK_IMAGE_LAYOUT_GENERAL};  // the sampler is the layout's
+    writes[0] = {};
+    writes[0].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+    writes[0].dstSet = set;
+    writes[0].dstBinding = 0;
+    writes[0].descriptorCount = 1;
+    writes[0].descriptorType = VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER;
+    writes[0].pImageInfo = &image_info;
+    i = 1;
+  }
   for (const Buffer* b : buffers) {
     infos[i] = {b->get(), 0, std::min<VkDeviceSize>(b->bytes(), caps_.max_storage_range)};
     writes[i] = {};

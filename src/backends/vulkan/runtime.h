@@ -3,12 +3,13 @@
 // when the host must wait (a download, finish()). Every dispatch and copy is followed by a full memory
 // barrier, so the recorded work runs as an in-order queue would.
 //
-// Memory: buffers are device-local (host-visible too where the device has such memory, e.g. unified
-// memory); uploads are copied at record time into a host-visible staging ring and a copy from it recorded,
-// so the caller's memory may change as soon as upload() returns; downloads record a copy into a host-visible
-// readback buffer, submit, wait and copy out. Descriptor sets come from one pool reset after each submit.
-// The ring, the readback buffer and the pool are fixed at construction: when one runs out, the recorded
-// work is submitted and waited for, and it starts over (nothing is allocated while ops run).
+// Memory: buffers (and images, the image weight path's) are device-local (host-visible too where the
+// device has such memory, e.g. unified memory); uploads are copied at record time into a host-visible staging
+// ring and a copy from it recorded, so the caller's memory may change as soon as upload() returns; downloads
+// record a copy into a host-visible readback buffer, submit, wait and copy out. Descriptor sets come from one
+// pool reset after each submit. The ring, the readback buffer and the pool are fixed at construction: when
+// one runs out, the recorded work is submitted and waited for, and it starts over (nothing is allocated while
+// ops run).
 #pragma once
 
 #include <cstddef>
@@ -47,8 +48,37 @@ class Buffer {
   void* mapped_ = nullptr;
 };
 
-// A compute pipeline: `n_buffers` storage buffers at bindings 0.., `push_bytes` of push constants, the
-// local size given as specialization constant 0 (x; the shaders' y and z are 1).
+// A 2D image of VK_FORMAT_R32G32B32A32_UINT texels (16 bytes each) that shaders sample with texelFetch: a
+// weight matrix on the image path (--gpu-memory image; shaders/weights.glsl has its layout). Device-local,
+// optimal tiling, kept in VK_IMAGE_LAYOUT_GENERAL from its creation on (copies and sampling both allow it).
+// Move-only; freed by its destructor.
+class Image {
+ public:
+  Image() = default;
+  ~Image();
+  Image(Image&& o) noexcept { *this = std::move(o); }
+  Image& operator=(Image&& o) noexcept;
+  Image(const Image&) = delete;
+  Image& operator=(const Image&) = delete;
+  explicit operator bool() const { return img_ != nullptr; }
+  VkImageView view() const { return view_; }
+  uint32_t width() const { return width_; }
+  uint32_t height() const { return height_; }
+  size_t bytes() const { return size_t(width_) * height_ * kTexelBytes; }
+  static constexpr size_t kTexelBytes = 16;
+
+ private:
+  friend class Runtime;
+  VkDevice dev_ = nullptr;
+  VkImage img_ = nullptr;
+  VkImageView view_ = nullptr;
+  VkDeviceMemory mem_ = nullptr;
+  uint32_t width_ = 0, height_ = 0;
+};
+
+// A compute pipeline: `n_buffers` storage buffers at bindings 0.. (binding 0 a sampled Image instead when
+// `image0`), `push_bytes` of push constants, the local size given as specialization constant 0 (x; the
+// shaders' y and z are 1).
 struct Pipeline {
   std::string name;  // the shader's name (shaders/<name>.comp), or "<name>+subgroups"
   VkPipeline pipeline = nullptr;
@@ -56,6 +86,7 @@ struct Pipeline {
   VkDescriptorSetLayout set_layout = nullptr;
   uint32_t n_buffers = 0, push_bytes = 0;
   uint32_t local_size = 1;
+  bool image0 = false;
   bool on_cpu = false;  // failed the backend's self-check: its op runs on the host backend instead
   // The driver's statistics of the compiled pipeline (registers, memory, ...), read when profiling on a
   // device with VK_KHR_pipeline_executable_properties; empty otherwise.
@@ -74,17 +105,25 @@ class Runtime {
   const Capabilities& caps() const { return caps_; }
 
   Buffer alloc(size_t bytes, bool host_visible = false);
+  // Whether the device samples VK_FORMAT_R32G32B32A32_UINT images in shaders (the image weight path).
+  bool sampled_images() const { return sampled_images_; }
+  // A width x height image (within caps().image2d_max and max_alloc_bytes: a clear error otherwise).
+  Image alloc_image(uint32_t width, uint32_t height);
+  // Staged upload of image lines [y0, y0 + lines), `src` holding them whole (width x 16 bytes a line).
+  void upload_image(const Image& dst, uint32_t y0, uint32_t lines, const void* src);
   // The pipeline of embedded shader `shader` (its SPIR-V; subgroups: the variant with the subgroup
   // reductions), `extra` specialization constants at ids 1.. after the local size.
   // The pipeline cache the following pipelines are made through, seeded with `initial` (a previous run's
   // pipeline_cache_data(); empty: a cold cache). True when the driver took the data.
   bool use_pipeline_cache(const std::vector<uint8_t>& initial);
   std::vector<uint8_t> pipeline_cache_data() const;
+  // image0: binding 0 is a sampled Image (the `<shader>_image` variants), counted in n_buffers.
   Pipeline pipeline(std::string_view shader, bool subgroups, uint32_t n_buffers, uint32_t push_bytes,
-                    uint32_t local_size, const std::vector<uint32_t>& extra = {});
+                    uint32_t local_size, const std::vector<uint32_t>& extra = {}, bool image0 = false);
   // A pipeline from SPIR-V words given here (the self-check's test hook builds a broken shader this way).
   Pipeline pipeline_from(std::string_view name, const std::vector<uint32_t>& spirv, uint32_t n_buffers,
-                         uint32_t push_bytes, uint32_t local_size, const std::vector<uint32_t>& extra = {});
+                         uint32_t push_bytes, uint32_t local_size, const std::vector<uint32_t>& extra = {},
+                         bool image0 = false);
   void destroy(Pipeline& p);
   // The driver's statistics of a pipeline made with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR.
   std::string pipeline_statistics(VkPipeline pipeline) const;
@@ -93,6 +132,10 @@ class Runtime {
   // device's maxStorageBufferRange) and `push` as the push constants (p.push_bytes bytes).
   void dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const void* push,
                 uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
+  // The same for a pipeline whose binding 0 is an image (Pipeline::image0): `image` there, the buffers at
+  // bindings 1...
+  void dispatch(const Pipeline& p, const Image& image, std::initializer_list<const Buffer*> buffers,
+                const void* push, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
   // Inside a span of independent dispatches (none reads what another of the span writes: the products of
   // q, k and v from one input), the barriers between them are left out, so their work overlaps; the barrier
   // after the span's last one orders it before what follows.
@@ -152,6 +195,8 @@ class Runtime {
   // recorded work: submitted now, not kept.
   void spoil_capture();
   void barrier();
+  void dispatch_with(const Pipeline& p, const Image* image, std::initializer_list<const Buffer*> buffers,
+                     const void* push, uint32_t gx, uint32_t gy, uint32_t gz);
   void submit_and_wait();
   uint32_t memory_type(uint32_t bits, bool host_visible) const;
 
@@ -164,6 +209,8 @@ class Runtime {
   VkCommandBuffer cmd_ = nullptr;
   VkFence fence_ = nullptr;
   VkDescriptorPool desc_pool_ = nullptr;
+  VkSampler sampler_ = nullptr;  // nearest, clamp to edge: every image binding's immutable sampler
+  bool sampled_images_ = false;
   uint32_t desc_sets_left_ = 0;
   bool recording_ = false;
   bool independent_ = false, pending_barrier_ = false;

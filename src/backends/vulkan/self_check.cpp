@@ -79,24 +79,23 @@ bool VulkanBackend::apply_cached_verdict(const std::vector<CacheEntry::Failed>& 
 void VulkanBackend::check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x,
                                    int64_t n_tok) {
   const DeviceWeight& dw = find_weight(w, "self-check");
-  const int f = int(dw.fmt);
   std::vector<float> ref(size_t(n_tok * w.n_out)), got(ref.size());
   cpu_->matmul(ref_w, x.data(), n_tok, ref.data());
   matmul(w, x.data(), n_tok, got.data());
-  verdict(p_matmul_[f], relative_error(ref, got));
+  verdict(product(Product::Matmul, dw), relative_error(ref, got));
   ref.resize(size_t(w.n_out));
   got.resize(ref.size());
   cpu_->matmul(ref_w, x.data(), 1, ref.data());
   q8_paused_ = true;
   matmul(w, x.data(), 1, got.data());
   q8_paused_ = false;
-  verdict(p_matvec_[f], relative_error(ref, got));
+  verdict(product(Product::Matvec, dw), relative_error(ref, got));
   if (!uses_q8(dw, 1)) return;
   std::vector<float> xr(size_t(w.n_in));
   rounded_matmul_input(w, x.data(), 1, xr.data());
   cpu_->matmul(ref_w, xr.data(), 1, ref.data());
   matmul(w, x.data(), 1, got.data());
-  verdict(p_matvec_q8_[f], relative_error(ref, got));
+  verdict(product(Product::MatvecQ8, dw), relative_error(ref, got));
 }
 
 // The ops that round their output for the integer products (rmsnorm.comp's TL_Q8, glu_q8.comp): rows of 3
@@ -160,19 +159,23 @@ void VulkanBackend::check_coopmat(const Weight& w, const Weight& ref_w, const st
   std::vector<float> ref(size_t(kCoopmatCheckTokens * w.n_out)), got(ref.size());
   cpu_->matmul(ref_w, x.data(), kCoopmatCheckTokens, ref.data());
   matmul(w, x.data(), kCoopmatCheckTokens, got.data());
-  verdict(p_matmul_cm_[int(dw.fmt)], relative_error(ref, got), true);
+  verdict(product(Product::Coopmat, dw), relative_error(ref, got), true);
 }
 
-void VulkanBackend::run_self_check() {
-  std::mt19937 rng(0x5e1fc4ecu);
-  // Every native device format through a GGUF type that keeps it, then the converted formats.
+// Every native device format through a GGUF type that keeps it, then the converted formats: the products
+// of small random matrices (in images when `images`: the _image pipelines) against the host's.
+void VulkanBackend::check_formats(std::mt19937& rng, bool images) {
+  // The check's matrices go into images whatever side a test lowered the limit to (image_max).
+  const uint32_t image_max = opts_.image_max;
+  opts_.image_max = 0;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
                      GgmlType::Q4_K, GgmlType::Q5_K}) {
     const int64_t bs = type_traits(t).block_size;
     // Rows over two row groups with a partial one; float rows end in a partial block; 5 tokens: a partial
     // token tile.
     const int64_t n_in = bs == 1 ? 63 : bs == 256 ? 256 : 96, n_out = 11, n_tok = 5;
-    const bool cm = p_matmul_cm_[0].pipeline != VK_NULL_HANDLE;  // built for every format or none
+    // Built for every format or none.
+    const bool cm = (images ? p_matmul_cm_img_[0] : p_matmul_cm_[0]).pipeline != VK_NULL_HANDLE;
     // The cooperative-matrix GEMM's rows follow the decode's 11 in the same array.
     std::vector<uint8_t> bytes = random_rows(t, n_in, n_out + (cm ? kCoopmatCheckRows : 0), rng);
     Weight w;
@@ -182,13 +185,15 @@ void VulkanBackend::run_self_check() {
     w.n_in = n_in;
     w.n_out = n_out;
     w.row_bytes = row_size(t, n_in);
-    weights_.emplace(w.data, make_device_weight(w, WeightsMode::Native));
+    weights_.emplace(w.data, make_device_weight(w, WeightsMode::Native, images));
     const DeviceFormat f = weights_.at(w.data).fmt;
-    const int32_t ids[3] = {3, 0, 6};
-    std::vector<float> ref(size_t(3 * n_in)), got(ref.size());
-    cpu_->embed(w, ids, 3, 0.5f, ref.data());
-    embed(w, ids, 3, 0.5f, got.data());
-    verdict(p_embed_[int(f)], relative_error(ref, got));
+    if (!images) {  // the lookup reads buffers only
+      const int32_t ids[3] = {3, 0, 6};
+      std::vector<float> ref(size_t(3 * n_in)), got(ref.size());
+      cpu_->embed(w, ids, 3, 0.5f, ref.data());
+      embed(w, ids, 3, 0.5f, got.data());
+      verdict(p_embed_[int(f)], relative_error(ref, got));
+    }
     const std::vector<float> x = random_floats(size_t(kCoopmatCheckTokens * n_in), rng);
     // 5 tokens and 11 rows: partial tiles of the 4 x 4 and the 8-row decode groups.
     check_products(w, w, x, n_tok);
@@ -198,13 +203,13 @@ void VulkanBackend::run_self_check() {
     wide.name += " (cooperative matrices)";
     wide.data = bytes.data() + n_out * w.row_bytes;
     wide.n_out = kCoopmatCheckRows;
-    weights_.emplace(wide.data, make_device_weight(wide, WeightsMode::Native));
+    weights_.emplace(wide.data, make_device_weight(wide, WeightsMode::Native, images));
     check_coopmat(wide, wide, x);
     weights_.erase(wide.data);
   }
   for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
     const int64_t n_in = 96, n_out = 5, n_tok = 5;
-    const bool cm = p_matmul_cm_[0].pipeline != VK_NULL_HANDLE;
+    const bool cm = (images ? p_matmul_cm_img_[0] : p_matmul_cm_[0]).pipeline != VK_NULL_HANDLE;
     const int64_t rows = n_out + (cm ? kCoopmatCheckRows : 0);  // the GEMM's rows after the decode's
     const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
     std::vector<float> src = random_floats(size_t(n_in * rows), rng), exact(src.size());
@@ -219,7 +224,7 @@ void VulkanBackend::run_self_check() {
     w.row_bytes = size_t(n_in) * sizeof(float);
     Weight we = w;
     we.data = reinterpret_cast<const uint8_t*>(exact.data());
-    weights_.emplace(w.data, make_device_weight(w, mode));
+    weights_.emplace(w.data, make_device_weight(w, mode, images));
     const std::vector<float> x = random_floats(size_t(kCoopmatCheckTokens * n_in), rng);
     // The host backend holds the float rows as F32: it multiplies by the conversion's exact values.
     check_products(w, we, x, n_tok);
@@ -230,10 +235,17 @@ void VulkanBackend::run_self_check() {
     wide.data += n_out * w.row_bytes;
     wide_exact.data += n_out * w.row_bytes;
     wide.n_out = wide_exact.n_out = kCoopmatCheckRows;
-    weights_.emplace(wide.data, make_device_weight(wide, mode));
+    weights_.emplace(wide.data, make_device_weight(wide, mode, images));
     check_coopmat(wide, wide_exact, x);
     weights_.erase(wide.data);
   }
+  opts_.image_max = image_max;
+}
+
+void VulkanBackend::run_self_check() {
+  std::mt19937 rng(0x5e1fc4ecu);
+  check_formats(rng, false);
+  if (p_matmul_img_[0].pipeline) check_formats(rng, true);  // --gpu-memory image
   {
     const int64_t rows = 3, n = 300;  // more elements than invocations
     const std::vector<float> x = random_floats(size_t(rows * n), rng), w = random_floats(size_t(n), rng);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "backends/image_plan.h"
 #include "backends/registry.h"
 #include "backends/vulkan/shaders.h"
 #include "base/error.h"
@@ -29,7 +30,7 @@ uint32_t pow2_at_most(uint64_t limit) {
 }
 
 // Push-constant sizes of the shaders (their `pc` blocks).
-constexpr uint32_t kMatmulPush = 24, kEmbedPush = 20, kNormPush = 8, kRopePush = 16, kKvPush = 12,
+constexpr uint32_t kMatmulPush = 28, kEmbedPush = 20, kNormPush = 8, kRopePush = 16, kKvPush = 12,
                    kRopeKvPush = 28, kAttnPush = 36, kElemPush = 4;
 
 }  // namespace
@@ -102,8 +103,43 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   const bool coopmat = cm_hook || (o.coopmat && c.coopmat_f16 && c.subgroup_basic && c.subgroup_size >= 1 &&
                                    8 * c.subgroup_size <= inv && shared >= 44 * 1024);
   const bool sg = subgroups_;
+  const bool images = o.memory == GpuMemory::Image && rt_.sampled_images();
+  if (o.memory == GpuMemory::Image && !images) {
+    std::fprintf(stderr,
+                 "note: Vulkan --gpu-memory image: device %s cannot sample RGBA32UI images in shaders; every "
+                 "weight stays a buffer\n",
+                 c.name.c_str());
+  }
   for (int f = 0; f < kDeviceFormats; ++f) {
     const uint32_t fu = uint32_t(f);
+    const std::string fname(device_format_name(DeviceFormat(f)));
+    if (images) {
+      // The same shapes as the buffer pipelines below, from the shaders' _image variants.
+      p_matmul_img_[f] =
+          rt_.pipeline("matmul_image", sg, 3, kMatmulPush, mm_local_, {fu, 4, kPrefillRows}, true);
+      p_matmul_img_[f].name = "matmul_image_" + fname;
+      if (device_format_is_block(DeviceFormat(f))) {
+        const bool nibbles = device_format_nibbles(DeviceFormat(f));
+        p_matvec_img_[f] = rt_.pipeline(
+            "matvec_image", sg, 3, kMatmulPush, mvb_local,
+            {fu, mv_rows_, nibbles ? std::min(mv_parts, 4u) : std::max(mv_parts, 2u), mv_unroll}, true);
+      } else {
+        p_matvec_img_[f] =
+            rt_.pipeline("matmul_image", sg, 3, kMatmulPush, mv_local_, {fu, 1, kDecodeRows}, true);
+      }
+      p_matvec_img_[f].name = "matvec_image_" + fname;
+      if (q8 && device_format_is_block(DeviceFormat(f))) {
+        p_matvec_q8_img_[f] =
+            rt_.pipeline("matvec_q8_image", sg, 3, kMatmulPush, q8_local, {fu, q8_rows_}, true);
+        p_matvec_q8_img_[f].name = "matvec_q8_image_" + fname;
+      }
+      // Not the test hook's emulation: it is built for buffers only.
+      if (coopmat && !cm_hook) {
+        p_matmul_cm_img_[f] =
+            rt_.pipeline("matmul_coopmat_image", false, 3, kMatmulPush, 8 * c.subgroup_size, {fu}, true);
+        p_matmul_cm_img_[f].name = "matmul_coopmat_image_" + fname;
+      }
+    }
     p_matmul_[f] = rt_.pipeline("matmul", sg, 3, kMatmulPush, mm_local_, {fu, 4, kPrefillRows});
     p_matmul_[f].name = fmt::format("matmul_{}", device_format_name(DeviceFormat(f)));
     if (coopmat) {
@@ -171,8 +207,8 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
       if (p->name == o.test_pipeline) slot = p;
     }
     if (!slot) fail("Vulkan backend: the test hook names no pipeline '{}'", o.test_pipeline);
-    vulkan::Pipeline repl =
-        rt_.pipeline_from(slot->name, o.test_spirv, slot->n_buffers, slot->push_bytes, slot->local_size);
+    vulkan::Pipeline repl = rt_.pipeline_from(slot->name, o.test_spirv, slot->n_buffers, slot->push_bytes,
+                                              slot->local_size, {}, slot->image0);
     rt_.destroy(*slot);
     *slot = std::move(repl);
   }
@@ -260,9 +296,10 @@ std::string VulkanBackend::pipeline_cache_key() const {
   k += fmt::format("device {} | vendor 0x{:04x} device 0x{:04x} | driver {} {} {} | api {}\n", c.name,
                    c.vendor_id, c.device_id, c.driver_name, c.driver_info, c.driver_version, c.api_version);
   k += fmt::format(
-      "profile {} | subgroups {} | activations {} | kv {} | matvec {} {} {} {} {} | coopmat {}\n", c.profile,
-      o.subgroups, o.activations == ActivationMode::Quantized ? "q8" : "f32", type_name(o.kv_type),
-      o.matvec_rows, o.matvec_parts, o.matvec_local, o.matvec_unroll, o.matvec_groups, o.coopmat);
+      "profile {} | subgroups {} | activations {} | kv {} | matvec {} {} {} {} {} | coopmat {} | memory {}\n",
+      c.profile, o.subgroups, o.activations == ActivationMode::Quantized ? "q8" : "f32", type_name(o.kv_type),
+      o.matvec_rows, o.matvec_parts, o.matvec_local, o.matvec_unroll, o.matvec_groups, o.coopmat,
+      gpu_memory_name(o.memory));
   k += fmt::format("shaders {:016x}\n", vulkan::shaders_hash());
   if (!o.test_pipeline.empty()) {
     k += fmt::format("test hook {} {:016x}\n", o.test_pipeline,
@@ -286,6 +323,10 @@ std::vector<vulkan::Pipeline*> VulkanBackend::all_pipelines() {
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_q8_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_cm_[f]);
+  for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_img_[f]);
+  for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_img_[f]);
+  for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_q8_img_[f]);
+  for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_cm_img_[f]);
   for (vulkan::Pipeline* p :
        {&p_rmsnorm_, &p_add_rmsnorm_, &p_rope_, &p_kv_store_, &p_rope_kv_store_, &p_attention_, &p_glu_silu_,
         &p_glu_gelu_, &p_add_, &p_quantize_, &p_rmsnorm_q8_, &p_add_rmsnorm_q8_, &p_glu_silu_q8_,
@@ -302,7 +343,68 @@ std::vector<std::string> VulkanBackend::cpu_fallbacks() const {
   return v;
 }
 
-VulkanBackend::DeviceWeight VulkanBackend::make_device_weight(const Weight& w, WeightsMode mode) {
+vulkan::Pipeline& VulkanBackend::product(Product k, const DeviceWeight& dw) {
+  const int f = int(dw.fmt);
+  const bool img = bool(dw.img);
+  switch (k) {
+    case Product::Matmul:
+      return img ? p_matmul_img_[f] : p_matmul_[f];
+    case Product::Matvec:
+      return img ? p_matvec_img_[f] : p_matvec_[f];
+    case Product::MatvecQ8:
+      return img ? p_matvec_q8_img_[f] : p_matvec_q8_[f];
+    case Product::Coopmat:
+      break;
+  }
+  return img ? p_matmul_cm_img_[f] : p_matmul_cm_[f];
+}
+
+size_t VulkanBackend::image_weights() const {
+  return size_t(
+      std::count_if(weights_.begin(), weights_.end(), [](const auto& e) { return bool(e.second.img); }));
+}
+
+// The matrix in one image (backends/image_plan.h's plan, the device's limits after the profile's clamp):
+// row r's device bytes at the start of lines r L .. r L + L - 1, the rest of them zeros. False, with a note
+// naming why, when it does not fit (the weight then stays a buffer).
+bool VulkanBackend::make_weight_image(DeviceWeight& dw, const std::string& name, DeviceRowWriter& rows) {
+  size_t side = caps().image2d_max;
+  if (opts_.image_max > 0) side = std::min<size_t>(side, opts_.image_max);
+  side = std::min<size_t>(side, 65536);  // weights.glsl's coordinates are exact up to 2^16 lines
+  // The shaders address the image's bytes with 32-bit offsets (weights.glsl).
+  const uint64_t max_bytes = std::min<uint64_t>(caps().max_alloc_bytes, std::numeric_limits<uint32_t>::max());
+  const ImagePlan plan = plan_weight_image(dw.row_bytes, dw.n_out, side, side, max_bytes);
+  if (!plan.fits) {
+    std::string line =
+        fmt::format("weight {} stays a buffer: {} (profile {})", name, plan.why, caps().profile);
+    std::fprintf(stderr, "note: Vulkan --gpu-memory image: %s\n", line.c_str());
+    buffer_weights_.push_back(std::move(line));
+    return false;
+  }
+  dw.img = rt_.alloc_image(uint32_t(plan.width), uint32_t(plan.height));
+  dw.img_width = uint32_t(plan.width);
+  dw.img_span = uint32_t(plan.width * plan.lines * kImageTexelBytes);
+  dw.rows_per_buf = dw.n_out;
+  // A slab of rows at a time (~4 MiB of lines), each row's bytes at the start of its span.
+  const int64_t slab = std::max<int64_t>(1, int64_t(4 << 20) / int64_t(dw.img_span));
+  std::vector<uint8_t> packed(size_t(std::min(slab, dw.n_out)) * dw.row_bytes);
+  std::vector<uint8_t> lines(size_t(std::min(slab, dw.n_out)) * dw.img_span);
+  for (int64_t r0 = 0; r0 < dw.n_out; r0 += slab) {
+    const int64_t nr = std::min(slab, dw.n_out - r0);
+    rows.write(r0, nr, packed.data());
+    std::fill(lines.begin(), lines.end(), uint8_t(0));
+    for (int64_t r = 0; r < nr; ++r)
+      std::memcpy(lines.data() + size_t(r) * dw.img_span, packed.data() + size_t(r) * dw.row_bytes,
+                  dw.row_bytes);
+    rt_.upload_image(dw.img, uint32_t(r0 * int64_t(plan.lines)), uint32_t(nr * int64_t(plan.lines)),
+                     lines.data());
+  }
+  rt_.finish();
+  return true;
+}
+
+VulkanBackend::DeviceWeight VulkanBackend::make_device_weight(const Weight& w, WeightsMode mode,
+                                                              bool may_image) {
   if (!w.data) fail("Vulkan backend: weight {} has no data", w.name);
   if (w.n_in <= 0 || w.n_out <= 0)
     fail("Vulkan backend: weight {} has shape {} x {}", w.name, w.n_out, w.n_in);
@@ -313,6 +415,7 @@ VulkanBackend::DeviceWeight VulkanBackend::make_device_weight(const Weight& w, W
   dw.fmt = device_format_for(w, mode);
   DeviceRowWriter rows(w, dw.fmt);
   dw.row_bytes = rows.row_bytes();
+  if (may_image && p_matmul_img_[int(dw.fmt)].pipeline && make_weight_image(dw, w.name, rows)) return dw;
   const uint64_t limit = std::min(caps().max_alloc_bytes, caps().max_storage_range);
   // The shaders address bytes within a buffer with 32-bit offsets.
   uint64_t max_buf = std::min<uint64_t>(limit, std::numeric_limits<uint32_t>::max());
@@ -342,6 +445,10 @@ VulkanBackend::DeviceWeight VulkanBackend::make_device_weight(const Weight& w, W
 }
 
 void VulkanBackend::upload_weight(const Weight& w) {
+  upload_weight(w, opts_.memory == GpuMemory::Image);
+}
+
+void VulkanBackend::upload_weight(const Weight& w, bool may_image) {
   if (auto it = weights_.find(w.data); it != weights_.end()) {
     const DeviceWeight& dw = it->second;
     if (dw.host_type != w.type || dw.n_in != w.n_in || dw.n_out != w.n_out) {
@@ -358,20 +465,32 @@ void VulkanBackend::upload_weight(const Weight& w) {
         "fallback holds the converted weights",
         p_matmul_[int(converted_device_format(opts_.weights))].name);
   }
-  weights_.emplace(w.data, make_device_weight(w, opts_.weights));
+  weights_.emplace(w.data, make_device_weight(w, opts_.weights, may_image));
 }
 
 void VulkanBackend::load_weights(const WeightSet& ws) {
   if (const Weight* table = ws.embedding) {
     if (opts_.weights == WeightsMode::Native) {
-      upload_weight(*table);
+      // The lookup reads a buffer; a tied output matrix shares it.
+      if (opts_.memory == GpuMemory::Image && !weights_.count(table->data)) {
+        std::string line =
+            fmt::format("weight {} stays a buffer: the embedding kernel reads it{}", table->name,
+                        std::any_of(ws.matrices.begin(), ws.matrices.end(),
+                                    [table](const Weight* m) { return m != table && m->data == table->data; })
+                            ? " (the output matrix is tied to it)"
+                            : "");
+        std::fprintf(stderr, "note: Vulkan --gpu-memory image: %s\n", line.c_str());
+        buffer_weights_.push_back(std::move(line));
+      }
+      upload_weight(*table, false);
     } else if (!tables_.count(table->data)) {
       tables_.emplace(table->data, make_device_weight(*table, WeightsMode::Native));
     }
   }
   if (opts_.weights != WeightsMode::Native && !cpu_prepared_) {
     const DeviceFormat f = converted_device_format(opts_.weights);
-    if (p_matmul_[int(f)].on_cpu || p_matvec_[int(f)].on_cpu) {
+    if (p_matmul_[int(f)].on_cpu || p_matvec_[int(f)].on_cpu || p_matmul_img_[int(f)].on_cpu ||
+        p_matvec_img_[int(f)].on_cpu) {
       cpu_->load_weights(ws);
       cpu_prepared_ = true;
     }
@@ -408,6 +527,7 @@ std::string VulkanBackend::memory_summary() const {
       for (const vulkan::Buffer& b : e.second.bufs) {
         if (seen.insert(b.get()).second) weights += b.bytes();
       }
+      weights += e.second.img.bytes();
     }
   }
   for (const vulkan::Buffer& b : kv_bufs_) kv += b.bytes();

@@ -12,6 +12,9 @@
 //    with --weights int4b64 / int8b0 / f16 / f32 every matrix converted (the embedding table keeps its GGUF
 //    type for the lookup, as on the CPU). A matrix larger than the device's largest allocation or storage
 //    buffer range is split by rows over several buffers (a matmul then runs one dispatch per buffer).
+//    Under --gpu-memory image each matrix that fits the device's 2D image limits is one RGBA32UI image
+//    instead (backends/image_plan.h; the products' _image shader variants read it through the texture path);
+//    the embedding table and what does not fit stay buffers, each with a note naming why.
 //  - FB-KV on the device: [layer][K|V][pos < n_ctx][kv_dim] in the cache type (f16 or f32), whole layers
 //    in as few buffers as the allocation and storage-range limits allow.
 //  - Activations are device-resident, as on OpenCL (opencl_backend.h describes the scheme): the session's
@@ -62,6 +65,10 @@ struct VulkanBackendOptions {
   int64_t max_out_elems = 0;     // largest op output in floats (also covers the logits)
   int64_t max_width = 0;         // longest norm weight vector / RoPE table row, in floats
   WeightsMode weights = WeightsMode::Native;
+  // Image: weight matrices in 2D images read through the texture path (shaders/weights.glsl), each that fits
+  // the device's image limits; the rest (and the embedding table) stay buffers, one note each on stderr.
+  GpuMemory memory = GpuMemory::Buffer;
+  uint32_t image_max = 0;  // a lower 2D image side than the device's (tests of the fallback); 0: none
   // Quantized: one-token products of the block formats in integers (shaders/matvec_q8.comp) where the
   // device has integer dot products; F32: the float path everywhere.
   ActivationMode activations = ActivationMode::Quantized;
@@ -122,8 +129,11 @@ class VulkanBackend final : public Backend {
   bool pipelines_from_cache() const { return pipelines_from_cache_; }
   bool verdict_from_cache() const { return verdict_from_cache_; }
   size_t kv_buffers() const { return kv_bufs_.size(); }
-  // Buffers an uploaded matrix is split over (1 unless it exceeds one buffer's limits).
+  // Buffers an uploaded matrix is split over (1 unless it exceeds one buffer's limits; 0 when in an image).
   size_t weight_buffers(const Weight& w) const { return find_weight(w, "weight_buffers").bufs.size(); }
+  // --gpu-memory image: the matrices held in images, and one line for each that stays a buffer and why.
+  size_t image_weights() const;
+  const std::vector<std::string>& buffer_weights() const { return buffer_weights_; }
   void to_host(const void* p, size_t bytes);
   void host_wrote(void* p, size_t bytes);
   void read_kv(KvCache& kv) { copy_kv(kv, 0, opts_.kv_ctx, false); }
@@ -172,15 +182,24 @@ class VulkanBackend final : public Backend {
   // A matrix in buffers of whole rows: bufs[b] holds rows [b * rows_per_buf, ...) as [rows][row_bytes] in
   // fmt (device_rows.h); more than one only when the matrix exceeds the device's largest allocation or
   // storage-buffer range (lavapipe's range is 128 MiB: Gemma 3's embedding table is larger).
+  // Or, on the image path, the whole matrix in one image (bufs empty): row r's device bytes start at line
+  // r * L, the row's span of img_span = 16 W L bytes is what the shaders take as row_bytes (weights.glsl).
   struct DeviceWeight {
     std::vector<vulkan::Buffer> bufs;
+    vulkan::Image img;
+    uint32_t img_width = 0, img_span = 0;
     int64_t rows_per_buf = 0;
     DeviceFormat fmt;
     GgmlType host_type;
     size_t row_bytes;
     int64_t n_in, n_out;
   };
-  DeviceWeight make_device_weight(const Weight& w, WeightsMode mode);
+  // may_image: the weight may go into an image (--gpu-memory image; never the embedding table, whose
+  // lookup reads a buffer).
+  DeviceWeight make_device_weight(const Weight& w, WeightsMode mode, bool may_image = false);
+  bool make_weight_image(DeviceWeight& dw, const std::string& name, DeviceRowWriter& rows);
+  void upload_weight(const Weight& w, bool may_image);
+  std::vector<std::string> buffer_weights_;
   const DeviceWeight& find_weight(const Weight& w, const char* op) const;
 
   // Pipelines. The matmul ones per device format: prefill (4 tokens a group) and decode (1).
@@ -195,16 +214,25 @@ class VulkanBackend final : public Backend {
   // tiles of kCoopmatRows rows x kCoopmatTokens tokens, eight subgroups), where the device has the shape
   // (Capabilities::coopmat_f16); fp16 products, so their self-check bound is kHalfTolerance.
   vulkan::Pipeline p_matmul_cm_[kDeviceFormats];
+  // The same four products reading a weight held in an image (the shaders' _image variants), built under
+  // --gpu-memory image on a device that samples RGBA32UI images; product() picks a weight's.
+  vulkan::Pipeline p_matmul_img_[kDeviceFormats], p_matvec_img_[kDeviceFormats],
+      p_matvec_q8_img_[kDeviceFormats], p_matmul_cm_img_[kDeviceFormats];
+  enum class Product { Matmul, Matvec, MatvecQ8, Coopmat };
+  vulkan::Pipeline& product(Product k, const DeviceWeight& dw);
+  const vulkan::Pipeline& product(Product k, const DeviceWeight& dw) const {
+    return const_cast<VulkanBackend*>(this)->product(k, dw);
+  }
   static constexpr int64_t kCoopmatRows = 128, kCoopmatTokens = 128, kCoopmatMinTokens = 16;
   // The self-check's product: a whole tile and a part in both directions (its rows a multiple of 4, so
   // that the whole tile's matrices are stored straight into the output).
   static constexpr int64_t kCoopmatCheckTokens = kCoopmatTokens + 6, kCoopmatCheckRows = kCoopmatRows + 8;
   bool uses_coopmat(const DeviceWeight& dw, int64_t n_tok) const {
-    const vulkan::Pipeline& p = p_matmul_cm_[int(dw.fmt)];
+    const vulkan::Pipeline& p = product(Product::Coopmat, dw);
     return n_tok >= kCoopmatMinTokens && p.pipeline && !p.on_cpu;
   }
   bool uses_q8(const DeviceWeight& dw, int64_t n_tok) const {
-    const vulkan::Pipeline& p = p_matvec_q8_[int(dw.fmt)];
+    const vulkan::Pipeline& p = product(Product::MatvecQ8, dw);
     return n_tok == 1 && p.pipeline && !p.on_cpu && !q8_paused_;
   }
   // Rounds the one-token input x of n floats into q8x_ (quantize.comp's layout), unless q8x_ already holds
@@ -233,6 +261,8 @@ class VulkanBackend final : public Backend {
   std::vector<vulkan::Pipeline*> all_pipelines();
   bool kv_on_cpu() const { return p_kv_store_.on_cpu || p_attention_.on_cpu; }
   void run_self_check();
+  // The products' checks of every weight format (on images when `images`).
+  void check_formats(std::mt19937& rng, bool images);
   void check_fused_rounding(std::mt19937& rng);
   // The largest error of the rounding q8x_ holds against the host's rounding of `out` (whole blocks of 32).
   double rounding_error(const std::vector<float>& out);

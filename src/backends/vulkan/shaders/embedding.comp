@@ -6,8 +6,6 @@
 // [n_tok][n]. Groups (ceil(n / L), n_tok).
 #include "common.glsl"
 
-layout(std430, binding = 0) readonly buffer W { uint w[]; };
-layout(std430, binding = 0) readonly buffer W4 { uvec4 w4[]; };
 layout(std430, binding = 1) readonly buffer Ids { int ids[]; };
 layout(std430, binding = 2) writeonly buffer Out { float outv[]; };
 layout(push_constant) uniform P { uint row_bytes, n, row0, rows; float scale; } pc;

@@ -11,12 +11,10 @@
 #define TL_RED_WIDTH 16
 #include "common.glsl"
 
-layout(std430, binding = 0) readonly buffer W { uint w[]; };
-layout(std430, binding = 0) readonly buffer W4 { uvec4 w4[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
-layout(push_constant) uniform P { uint row_bytes, n_in, n_rows, n_tok, n_out, row0; } pc;
+layout(push_constant) uniform P { uint row_bytes, n_in, n_rows, n_tok, n_out, row0, img_width; } pc;
 layout(constant_id = 2) const uint TL_TOKENS = 4;
 layout(constant_id = 3) const uint TL_ROWS = 4;  // <= 4
 

@@ -19,12 +19,9 @@
 #define TL_RED_WIDTH 8
 #include "common.glsl"
 
-layout(std430, binding = 0) readonly buffer W { uint w[]; };
-layout(std430, binding = 0) readonly buffer W2 { uvec2 w2[]; };
-layout(std430, binding = 0) readonly buffer W4 { uvec4 w4[]; };
 layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
-layout(push_constant) uniform P { uint row_bytes, n_in, n_rows, n_tok, n_out, row0; } pc;
+layout(push_constant) uniform P { uint row_bytes, n_in, n_rows, n_tok, n_out, row0, img_width; } pc;
 layout(constant_id = 2) const uint TL_ROWS = 4;    // <= TL_RED_WIDTH
 layout(constant_id = 3) const uint TL_PARTS = 4;   // a power of two; nibbles <= 4, bytes 2 ... 8
 layout(constant_id = 4) const uint TL_UNROLL = 4;  // 1 ... 4
@@ -43,13 +40,13 @@ const float kMagic = 8388608.0;  // 2^23
 void load_codes(uint codes, uint p, out uint c[4]) {
   [[unroll]] for (uint k = 0; k < 4u; ++k) c[k] = 0u;
   if (kWords == 4u) {
-    const uvec4 v = w4[(codes >> 4) + p];
+    const uvec4 v = tl_w4((codes >> 4) + p);
     c[0] = v.x, c[1] = v.y, c[2] = v.z, c[3] = v.w;
   } else if (kWords == 2u) {
-    const uvec2 v = w2[(codes >> 3) + p];
+    const uvec2 v = tl_w2((codes >> 3) + p);
     c[0] = v.x, c[1] = v.y;
   } else {
-    c[0] = w[(codes >> 2) + p];
+    c[0] = tl_w((codes >> 2) + p);
   }
 }
 

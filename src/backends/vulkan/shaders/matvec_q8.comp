@@ -18,12 +18,10 @@
 #extension GL_EXT_spirv_intrinsics : require
 #include "common.glsl"
 
-layout(std430, binding = 0) readonly buffer W { uint w[]; };
-layout(std430, binding = 0) readonly buffer W4 { uvec4 w4[]; };
 layout(std430, binding = 1) readonly buffer XQ4 { uvec4 xq4[]; };
 layout(std430, binding = 1) readonly buffer XQF { float xqf[]; };
 layout(std430, binding = 2) writeonly buffer Y { float y[]; };
-layout(push_constant) uniform P { uint row_bytes, n_in, n_rows, n_tok, n_out, row0; } pc;
+layout(push_constant) uniform P { uint row_bytes, n_in, n_rows, n_tok, n_out, row0, img_width; } pc;
 layout(constant_id = 2) const uint TL_ROWS = 8;
 
 #include "quants.glsl"
@@ -87,8 +85,8 @@ struct RowBlock {
 
 void load_block(uint row, uint b, uint n, out RowBlock rb) {
   const uint codes = row + (kNibbles ? 16u : 32u) * b;  // 16-byte aligned
-  rb.c0 = w4[codes >> 4];
-  rb.c1 = kNibbles ? uvec4(0u) : w4[(codes >> 4) + 1u];
+  rb.c0 = tl_w4(codes >> 4);
+  rb.c1 = kNibbles ? uvec4(0u) : tl_w4((codes >> 4) + 1u);
   block_scales(row, b, n, rb.dm, rb.dm2);
 }
 

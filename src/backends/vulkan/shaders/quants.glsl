@@ -1,8 +1,7 @@
-// The device weight formats (backends/device_rows.h; the same bytes as the OpenCL backend's) read from a
-// buffer of 32-bit words `w`, which the including shader declares. TL_FMT (specialization constant 1)
-// selects the format, in DeviceFormat's order; the driver folds the branches when it builds the pipeline.
-// The including shader also declares `w4`, the same buffer as uvec4s: a block's codes are one or two aligned
-// 16-byte loads.
+// The device weight formats (backends/device_rows.h; the same bytes as the OpenCL backend's) read through
+// weights.glsl's tl_w / tl_w4 (binding 0: a storage buffer, or an image in the _image variants; a block's
+// codes are one or two aligned 16-byte units). TL_FMT (specialization constant 1) selects the format, in
+// DeviceFormat's order; the driver folds the branches when it builds the pipeline.
 // Every weight is first formed exactly as its format defines it, then used in float arithmetic (the CPU
 // backend's float path). Offsets are in bytes from the start of the buffer; rows of the block formats
 // start at multiples of 16 bytes.
@@ -15,12 +14,14 @@
 //   6 INT8B0: [nb][32] unsigned codes, then one (half d, half m) for the row; w = d q + m.
 //   7 KQ8: [n] signed codes, then [n / 16] (float scale, float offset); w = scale q + offset.
 //   8 KQ4: codes as Q4_0, then [nb] (float scale, float offset); w = scale q + offset.
+#include "weights.glsl"
+
 layout(constant_id = 1) const uint TL_FMT = 0;
 
-uint tl_byte(uint off) { return (w[off >> 2] >> ((off & 3u) * 8u)) & 255u; }
+uint tl_byte(uint off) { return (tl_w(off >> 2) >> ((off & 3u) * 8u)) & 255u; }
 int tl_sbyte(uint off) { return int(tl_byte(off) << 24) >> 24; }
-float tl_half(uint off) { return unpackHalf2x16(w[off >> 2] >> ((off & 2u) * 8u)).x; }
-float tl_f32(uint off) { return uintBitsToFloat(w[off >> 2]); }
+float tl_half(uint off) { return unpackHalf2x16(tl_w(off >> 2) >> ((off & 2u) * 8u)).x; }
+float tl_f32(uint off) { return uintBitsToFloat(tl_w(off >> 2)); }
 
 // The 4-bit code of element j (< 32) of the block whose 16 code bytes start at `codes`.
 uint tl_nibble(uint codes, uint j) { return j < 16u ? tl_byte(codes + j) & 15u : tl_byte(codes + j - 16u) >> 4; }
@@ -96,7 +97,7 @@ void tl_block(uint row, uint b, uint n, out vec4 v[8]) {
       d1 = tl_f32(p + 8u);
       m1 = tl_f32(p + 12u);
     }
-    const uvec4 lo = w4[codes >> 4], hi = w4[(codes >> 4) + 1u];
+    const uvec4 lo = tl_w4(codes >> 4), hi = tl_w4((codes >> 4) + 1u);
     [[unroll]] for (uint c = 0; c < 8u; ++c) {
       const uint word = c < 4u ? lo[c] : hi[c - 4u];
       const vec4 q = TL_FMT == 6u ? tl_bytes4(word, 0.0) : tl_sbytes4(word);
@@ -118,7 +119,7 @@ void tl_block(uint row, uint b, uint n, out vec4 v[8]) {
     d = tl_f32(p);
     m = tl_f32(p + 4u);
   }
-  const uvec4 codes = w4[(row >> 4) + b];
+  const uvec4 codes = tl_w4((row >> 4) + b);
   [[unroll]] for (uint c = 0; c < 4u; ++c) {
     const uint word = codes[c];
     if (TL_FMT == 2u) {
