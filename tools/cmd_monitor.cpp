@@ -5,13 +5,17 @@
 //   PREFIX.samples.csv   the samples, one row each
 //   PREFIX.passes.csv    the forward passes, one row each
 //   PREFIX.html          the report (monitor_report.h), rendered from PREFIX.json as written
-// and prints the summary. `tilellm monitor --from FILE.json -o PREFIX` renders a report again.
+// and prints the summary. `tilellm monitor --from FILE.json -o PREFIX` renders a report again;
+// `tilellm monitor --serve http://HOST:PORT` samples a running `tilellm serve` instead of running a workload
+// (monitor_serve.h), with this machine's sensors.
 //
 //   tilellm monitor -m model.gguf --duration 1200 -o soak
 //   tilellm monitor -m model.gguf --duration 600 --pace-target temp=80,power=45 -o capped
+//   tilellm monitor --serve http://127.0.0.1:8080 --duration 300 -o server
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +28,7 @@
 #include "common.h"
 #include "degrade_cost.h"
 #include "monitor_report.h"
+#include "monitor_serve.h"
 #include "pace_args.h"
 #include "runtime/bench.h"
 #include "runtime/generate.h"
@@ -42,7 +47,9 @@ struct MonitorArgs {
   int64_t n_gen = 128;
   std::string prompts;  // one prompt per line; empty: random tokens
   std::string output = "monitor";
-  std::string from;  // re-render this JSON record
+  std::string from;     // re-render this JSON record
+  std::string serve;    // sample this running server instead of running a workload
+  std::string api_key;  // its key
   bool profile = false;
   uint64_t seed = 42;
   std::string ppl_file;
@@ -92,6 +99,57 @@ void print_summary(const telemetry::MonitorRecord& r) {
   std::printf("pacing: %d decisions, highest level %d\n", s.decisions, s.max_level);
 }
 
+// The record's files and report (the report rendered from the JSON as written, as --from renders it), and
+// the summary printed.
+void write_outputs(const telemetry::MonitorRecord& r, const std::string& prefix) {
+  const std::string json = prefix + ".json";
+  telemetry::write_record_json(r, json);
+  telemetry::write_samples_csv(r, prefix + ".samples.csv");
+  telemetry::write_passes_csv(r, prefix + ".passes.csv");
+  const telemetry::MonitorRecord back = telemetry::read_record_json(json);
+  render(back, prefix + ".html");
+  print_summary(back);
+  std::printf("report: %s.html; raw samples: %s, %s.samples.csv, %s.passes.csv\n", prefix.c_str(),
+              json.c_str(), prefix.c_str(), prefix.c_str());
+}
+
+// --serve: the server's steps and this machine's sensors; no model is loaded here.
+void run_monitor_serve(const MonitorArgs& a, const std::string& prefix) {
+  if (!a.pace.pace.empty() || !a.pace.pace_target.empty() || !a.pace.degrade.empty())
+    fail(
+        "--serve samples a server that paces itself: --pace, --pace-target and --degrade apply to a workload "
+        "this command runs (without --serve)");
+  if (a.profile) fail("--serve: --profile times a workload run here; the server's kernels are not read");
+  telemetry::TelemetryOptions to;
+  to.sample_hz = a.pace.sample_hz;
+  to.sysfs_root = a.pace.sensors_root;
+  to.nvml_device = a.pace.nvml_device;
+  to.capacity_hint_s = a.duration + 60;
+  telemetry::Telemetry tel(to);
+  for (const telemetry::SourceStatus& s : tel.sources())
+    std::fprintf(stderr, "telemetry: %s: %s (%s)\n", s.name.c_str(), s.present ? "present" : "absent",
+                 s.detail.c_str());
+  ServeSampling ss;
+  ss.url = a.serve;
+  ss.api_key = a.api_key;
+  ss.duration = a.duration;
+  const std::string started = bench::utc_now_rfc3339();
+  std::fprintf(stderr, "monitor: %.0f s of the server at %s\n", a.duration, a.serve.c_str());
+  telemetry::MonitorRecord r = sample_serve(ss, tel);
+  r.info.cpu = bench::cpu_model_name();
+  r.info.commit = build_commit();
+  r.info.started = started;
+  if (tel.nvml() && tel.nvml()->present() && std::isfinite(tel.nvml()->power_limit_w()))
+    r.info.power_limit_w = tel.nvml()->power_limit_w();
+  if (std::none_of(r.passes.begin(), r.passes.end(),
+                   [](const telemetry::TokenRecord& p) { return p.decode; }))
+    fail(
+        "--serve {}: the server generated no token in {:.0f} s: nothing to report (send it requests while "
+        "monitor runs)",
+        a.serve, a.duration);
+  write_outputs(r, prefix);
+}
+
 void run_monitor(MonitorArgs a) {
   const std::string prefix = prefix_of(a.output);
   if (!a.from.empty()) {
@@ -103,6 +161,8 @@ void run_monitor(MonitorArgs a) {
   }
   if (!(a.duration > 0 && a.duration <= 7 * 24 * 3600))
     fail("--duration {} is out of range (seconds, up to a week)", a.duration);
+  if (!a.serve.empty()) return run_monitor_serve(a, prefix);
+  if (!a.api_key.empty()) fail("--api-key is the key of the server --serve samples");
   if (a.n_gen < 1) fail("--n-gen must be at least 1 (got {})", a.n_gen);
   if (a.prompts.empty() && a.n_prompt < 1) fail("--n-prompt must be at least 1 (got {})", a.n_prompt);
 
@@ -249,16 +309,7 @@ void run_monitor(MonitorArgs a) {
   r.decisions = tel.decisions();
   r.kernels = session.kernel_times();
   r.info.kernel_timing = !r.kernels.empty();
-  const std::string json = prefix + ".json";
-  telemetry::write_record_json(r, json);
-  telemetry::write_samples_csv(r, prefix + ".samples.csv");
-  telemetry::write_passes_csv(r, prefix + ".passes.csv");
-  // The report is rendered from the file as written, as --from renders it.
-  const telemetry::MonitorRecord back = telemetry::read_record_json(json);
-  render(back, prefix + ".html");
-  print_summary(back);
-  std::printf("report: %s.html; raw samples: %s, %s.samples.csv, %s.passes.csv\n", prefix.c_str(),
-              json.c_str(), prefix.c_str(), prefix.c_str());
+  write_outputs(r, prefix);
 }
 
 }  // namespace
@@ -279,6 +330,10 @@ void register_monitor(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--from", a->from,
                   "render the report of a JSON record written by an earlier run, and stop");
+  sub->add_option("--serve", a->serve,
+                  "sample a running `tilellm serve` at this address (http://HOST:PORT) through its metrics "
+                  "instead of running a workload: its steps, and this machine's sensors");
+  sub->add_option("--api-key", a->api_key, "--serve: the server's API key");
   sub->add_flag("--profile", a->profile,
                 "time every device kernel (GPU backends): a per-kernel table in the report");
   sub->add_option("--seed", a->seed, "seed of the random prompts and the sampling")->capture_default_str();

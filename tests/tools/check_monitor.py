@@ -11,7 +11,11 @@ cools; a RAPL energy counter; a cpufreq clock) and NVML through the stand-in lib
   (measured in the page), and takes a screenshot, kept as BUILD_DIR/monitor_report.png;
 - `monitor --from` renders a report from the JSON again; an empty, truncated, foreign or inconsistent sample
   file, or one that is not there, is a one-line error naming the file and the cause, and writes no report;
-- --degrade prints its perplexity cost; `bench --pace` puts its pauses inside the timed runs.
+- --degrade prints its perplexity cost; `bench --pace` puts its pauses inside the timed runs;
+- `monitor --serve` samples a running `tilellm serve` (two slots, an API key) while clients send it requests:
+  its steps become the record's passes (steps of both slots generating count two tokens), the report renders,
+  and a wrong key, an address nothing listens on, a server that generates nothing and pacing options are
+  each a one-line error.
 
     check_monitor.py TILELLM_BINARY FAKE_NVML_LIBRARY BUILD_DIR
 """
@@ -31,6 +35,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_check import Checks, tiny_model  # noqa: E402
 from png_read import read_png  # noqa: E402
+from serve_harness import Server  # noqa: E402
 
 PLOTS = ["latency", "throughput", "bandwidth", "level", "clocks", "temperature", "power", "energy", "utilization"]
 
@@ -234,7 +239,64 @@ def main() -> int:
               rows[1]["avg_ns"] >= 12e6, f"bench --pace: {[(x['pace'], x['avg_ns']) for x in rows]}")
         r = tl("bench", "-m", model, "-t", "1", "-p", "4", "-n", "4", "-r", "1", "-o", "json")
         check(r.returncode == 0 and json.loads(r.stdout)[0]["pace"] == "off", "an unpaced bench row says so")
+
+        check_serve(binary, model, sim.root, tmp, tl, check)
     return checks.summary()
+
+
+def check_serve(binary, model, sensors, tmp, tl, check) -> None:
+    """monitor --serve against a running server that two client threads keep busy."""
+    with Server(binary, model, ["--parallel", "2", "-t", "1", "--api-key", "k3y"]) as srv:
+        stop = threading.Event()
+
+        def client(seed: int) -> None:
+            while not stop.is_set():
+                srv.request("POST", "/v1/completions",
+                            {"prompt": "ab" * 4, "max_tokens": 24, "temperature": 0.5, "seed": seed})
+                seed += 2
+
+        r = tl("monitor", "--serve", srv.url, "--api-key", "k3y", "--duration", "1", "--sensors-root", sensors,
+               "-o", os.path.join(tmp, "idle"))
+        check(r.returncode == 1 and "generated no token" in r.stderr and not os.path.exists(
+            os.path.join(tmp, "idle.html")), f"an idle server: {r.stderr.strip().splitlines()[-1:]}")
+        clients = [threading.Thread(target=client, args=(i,)) for i in (1, 2)]
+        for c in clients:
+            c.start()
+        out = os.path.join(tmp, "served")
+        try:
+            r = tl("monitor", "--serve", srv.url, "--api-key", "k3y", "--duration", "3", "--sample-hz", "20",
+                   "--sensors-root", sensors, "-o", out)
+            bad_key = tl("monitor", "--serve", srv.url, "--api-key", "wrong", "--duration", "1", "-o",
+                         os.path.join(tmp, "bad"))
+        finally:
+            stop.set()
+            for c in clients:
+                c.join()
+        check(r.returncode == 0, f"monitor --serve runs: exit {r.returncode} {r.stderr.strip().splitlines()[-1:]}")
+        if r.returncode != 0:
+            return
+        check(re.search(r"latency: p50 [\d.]+ ms, p95 [\d.]+ ms, p99 [\d.]+ ms", r.stdout) is not None,
+              "monitor --serve prints the percentiles")
+        rec = json.load(open(out + ".json"))
+        decode = [p for p in rec["passes"] if p[4] == 1]
+        two = [p for p in decode if p[3] == 2]
+        check(len(decode) > 20 and len(two) > 5, f"the server's steps: {len(decode)} decode, {len(two)} of two slots")
+        check(rec["run"]["backend"].startswith("serve at http://127.0.0.1:"), f"backend: {rec['run']['backend']}")
+        span = max(p[0] for p in rec["passes"]) - min(p[0] for p in rec["passes"])
+        check(0.5 < span < 4.0, f"the steps fall inside the 3 s run on this machine's clock: span {span:.2f} s")
+        html = open(out + ".html").read()
+        plots = dict(re.findall(r'<svg class="plot" id="(\w+)" data-points="(\d+)"', html))
+        for p in ("latency", "throughput", "temperature", "power"):
+            check(int(plots.get(p, "0")) >= 2, f"--serve plot {p}: {plots.get(p, 'missing')} points")
+        lines = [l for l in bad_key.stderr.strip().splitlines() if l.startswith("error")]
+        check(bad_key.returncode == 1 and len(lines) == 1 and "refused (401)" in lines[0] and "--api-key" in lines[0],
+              f"a wrong key: {lines}")
+        r = tl("monitor", "--serve", srv.url, "--api-key", "k3y", "--pace-target", "temp=80", "--duration", "1",
+               "-o", os.path.join(tmp, "paced"))
+        check(r.returncode == 1 and "paces itself" in r.stderr, f"pacing a server: {r.stderr.strip()[-120:]}")
+    r = tl("monitor", "--serve", "http://127.0.0.1:9", "--duration", "1", "-o", os.path.join(tmp, "nobody"))
+    check(r.returncode == 1 and "is `tilellm serve` running there?" in r.stderr,
+          f"nothing listening: {r.stderr.strip()[-160:]}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 // The server's counters (atomics, bumped from the HTTP and decode threads) and their Prometheus text form
-// for GET /metrics, together with the slot pool's gauges read at the time of the scrape.
+// for GET /metrics, together with the slot pool's gauges read at the time of the scrape; and the log of the
+// decode thread's steps (step_log.h) that GET /metrics/steps reads.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <string>
+
+#include "step_log.h"
 
 namespace tilellm::serve {
 
@@ -30,6 +33,7 @@ struct Metrics {
   std::atomic<uint64_t> generated_tokens{0};
   std::atomic<uint64_t> prompt_us{0};  // time spent evaluating prompts, microseconds
   std::atomic<uint64_t> gen_us{0};     // time from first to last generated token, per job, summed
+  StepLog steps;                       // every engine step (GET /metrics/steps)
 
   // Prometheus text exposition format (version 0.0.4).
   std::string prometheus(const PoolGauges& g) const;

@@ -1,4 +1,6 @@
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 
 #include "api_response.h"
@@ -109,6 +111,31 @@ void HttpServer::Impl::add_routes() {
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.prometheus(pool.gauges()), "text/plain; version=0.0.4");
+  });
+  // The decode thread's steps after ?after=ID (0: all it holds), at most 65536 a reply, for `tilellm monitor
+  // --serve`: [id, start s, ms, tokens evaluated, tokens generated] each, the server's clock now, the id to
+  // ask after next, and how many steps were overwritten before this read.
+  http.Get("/metrics/steps", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      uint64_t after = 0;
+      if (req.has_param("after")) {
+        const std::string v = req.get_param_value("after");
+        char* end = nullptr;
+        errno = 0;
+        after = std::strtoull(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-')
+          throw ApiError(400, "after: '" + v + "' is not a step id (a non-negative integer)", "after");
+      }
+      uint64_t missed = 0;
+      const double now = metrics.steps.now();
+      const std::vector<StepRecord> steps = metrics.steps.since(after, size_t(1) << 16, &missed);
+      json rows = json::array();
+      for (const StepRecord& r : steps) rows.push_back({r.id, r.t_s, r.ms, r.n_tok, r.n_gen});
+      send_json(res, {{"now_s", now},
+                      {"next_after", steps.empty() ? metrics.steps.last_id() : steps.back().id},
+                      {"missed", missed},
+                      {"steps", rows}});
+    });
   });
   auto model_json = [this] {
     const ModelConfig& c = model.config();

@@ -97,21 +97,28 @@ void SlotPool::finished(const JobResult& r) {
 
 void SlotPool::step() {
   // Generating slots first (one token each), then prompt chunks from what the step's budget leaves.
-  int n = 0;
+  int n = 0, n_gen = 0;
   int64_t budget = engine_->step_budget();
   for (int pass = 0; pass < 2; ++pass) {
     for (auto& s : slots_) {
       if (!s->busy() || s->in_prompt() != (pass == 1) || budget <= 0) continue;
       if (!s->next_entry(std::min(budget, engine_->entry_budget()), &entries_[size_t(n)])) continue;
       budget -= entries_[size_t(n)].n;
+      n_gen += pass == 0 ? 1 : 0;
       owners_[size_t(n++)] = s.get();
     }
   }
+  const StepLog::Clock::time_point t0 = StepLog::Clock::now();
   try {
     engine_->eval(entries_.data(), n);
     for (int i = 0; i < n; ++i) owners_[size_t(i)]->after_eval(i);
   } catch (const Error& e) {
     for (int i = 0; i < n; ++i) owners_[size_t(i)]->fail(e.what());
+  }
+  if (n > 0) {
+    int64_t n_tok = 0;
+    for (int i = 0; i < n; ++i) n_tok += entries_[size_t(i)].n;
+    metrics_.steps.record(t0, StepLog::Clock::now(), int32_t(n_tok), n_gen);
   }
   std::lock_guard<std::mutex> lk(m_);
   for (auto& s : slots_) {

@@ -50,6 +50,7 @@ Summary summarize(const MonitorRecord& r) {
       decode_ms += p.compute_ms;
       pause_ms += p.pause_ms;
       ++s.decode_steps;
+      s.decode_tokens += p.n_tok;
     } else {
       s.prompt_tokens += p.n_tok;
       prompt_ms += p.compute_ms;
@@ -69,8 +70,8 @@ Summary summarize(const MonitorRecord& r) {
     s.p99_ms = percentile(ms, 99);
     s.p99_over_p50 = s.p99_ms / s.p50_ms;
     s.cv = s.stddev_ms / s.mean_ms;
-    s.decode_tps = 1000.0 * double(s.decode_steps) / (decode_ms + pause_ms);
-    s.unpaced_tps = 1000.0 * double(s.decode_steps) / decode_ms;
+    s.decode_tps = 1000.0 * double(s.decode_tokens) / (decode_ms + pause_ms);
+    s.unpaced_tps = 1000.0 * double(s.decode_tokens) / decode_ms;
     s.paused_share = pause_ms / (decode_ms + pause_ms);
   }
   s.prompt_tps = prompt_ms > 0 ? 1000.0 * double(s.prompt_tokens) / prompt_ms : 0;
@@ -92,9 +93,9 @@ Summary summarize(const MonitorRecord& r) {
   s.gpu_temp_max = gpu_t.maximum();
   s.cpu_mhz_mean = cpu_f.mean();
   s.gpu_sm_mhz_mean = gpu_f.mean();
-  const double steps = double(std::max<int64_t>(s.decode_steps, 1));
-  s.cpu_j_per_token = s.decode_steps ? delta(r.samples, Channel::CpuEnergyJ) / steps : NAN;
-  s.gpu_j_per_token = s.decode_steps ? delta(r.samples, Channel::GpuEnergyJ) / steps : NAN;
+  const double generated = double(std::max<int64_t>(s.decode_tokens, 1));
+  s.cpu_j_per_token = s.decode_tokens ? delta(r.samples, Channel::CpuEnergyJ) / generated : NAN;
+  s.gpu_j_per_token = s.decode_tokens ? delta(r.samples, Channel::GpuEnergyJ) / generated : NAN;
   if (decode_ms > 0)
     s.bw_gbs = double(s.decode_steps) * r.info.weight_bytes_per_token / (decode_ms / 1000.0) / 1e9;
   s.bw_share_pct = r.info.peak_gbs > 0 ? 100.0 * s.bw_gbs / r.info.peak_gbs : NAN;

@@ -52,14 +52,16 @@ double percentile(std::vector<double>& v, double p);
 
 struct Summary {
   int64_t decode_steps = 0, prompt_tokens = 0, requests = 0;
+  // Tokens the decode steps generated: one a step here; under `monitor --serve` one a generating slot.
+  int64_t decode_tokens = 0;
   double span_s = 0;  // first pass start to last pass end
   // Decode steps' compute time (ms): percentiles, mean and sample standard deviation.
   double p50_ms = 0, p95_ms = 0, p99_ms = 0, mean_ms = 0, stddev_ms = 0;
   double p99_over_p50 = 0, cv = 0;  // p99 / p50 and stddev / mean
-  double decode_tps = 0;            // decode steps / (their compute + pauses)
+  double decode_tps = 0;            // decode tokens / (the steps' compute + pauses)
   double prompt_tps = 0;
   double paused_share = 0;  // pauses / (decode compute + pauses)
-  double unpaced_tps = 0;   // decode steps / their compute alone: the throughput without the pauses
+  double unpaced_tps = 0;   // decode tokens / the steps' compute alone: the throughput without the pauses
   // Averages over the samples (NaN where absent) and energy per generated token (prefill included).
   double cpu_power_w = 0, gpu_power_w = 0, cpu_j_per_token = 0, gpu_j_per_token = 0;
   double cpu_temp_mean = 0, cpu_temp_max = 0, gpu_temp_mean = 0, gpu_temp_max = 0;
