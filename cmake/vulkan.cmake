@@ -3,8 +3,8 @@
 # says so). The backend does not link libvulkan: it loads the loader at run time
 # (src/backends/vulkan/loader.h), so the binary starts and runs the CPU path on a machine without Vulkan. Each
 # shader (src/backends/vulkan/shaders/*.comp) is compiled to SPIR-V 1.3 (Vulkan 1.1) by glslc, twice when it
-# has a subgroup path (TL_SUBGROUPS 0 and 1), again for the weight readers' image variants (TL_IMAGE), and
-# embedded as word arrays (glslc -mfmt=num). Sets
+# has a subgroup path (TL_SUBGROUPS 0 and 1), again for the weight readers' and the KV shaders' image
+# variants (TL_IMAGE, TL_KV_IMAGE), and embedded as word arrays (glslc -mfmt=num). Sets
 # TILELLM_VULKAN.
 option(TILELLM_WITH_VULKAN "Build the Vulkan backend when its headers and glslc are found" ON)
 if(NOT TILELLM_WITH_VULKAN)
@@ -47,10 +47,16 @@ foreach(src ${TILELLM_VULKAN_SHADERS})
   endif()
   # Shaders that read a weight matrix through shaders/weights.glsl (their push constants carry img_width)
   # are compiled a second time with TL_IMAGE, as <name>_image: the matrix in a 2D image (--gpu-memory image).
+  # Shaders that read or write the KV cache through shaders/kv.glsl are compiled a second time with
+  # TL_KV_IMAGE, as <name>_kvimage: the cache in an RGBA16F storage image (--kv-memory image).
   string(FIND "${text}" "img_width" has_img)
+  string(FIND "${text}" "kv.glsl" has_kv)
   set(memories buffer)
   if(NOT has_img EQUAL -1)
-    set(memories buffer image)
+    list(APPEND memories image)
+  endif()
+  if(NOT has_kv EQUAL -1)
+    list(APPEND memories kvimage)
   endif()
   foreach(mem ${memories})
     set(vname ${name})
@@ -58,6 +64,9 @@ foreach(src ${TILELLM_VULKAN_SHADERS})
     if(mem STREQUAL "image")
       set(vname ${name}_image)
       set(memdef -DTL_IMAGE=1)
+    elseif(mem STREQUAL "kvimage")
+      set(vname ${name}_kvimage)
+      set(memdef -DTL_KV_IMAGE=1)
     endif()
     foreach(sg ${variants})
       set(out ${spv_dir}/${vname}_${sg}.inc)

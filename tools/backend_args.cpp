@@ -52,6 +52,10 @@ void add_backend_args(CLI::App* app, BackendArgs& a) {
                   "GPU backends: where weights live: buffer (default), or image (2D images read through the "
                   "texture path, for the formats the backend has image kernels for)")
       ->check(CLI::IsMember({"buffer", "image"}));
+  app->add_option("--kv-memory", a.kv_memory,
+                  "GPU backends: where the KV cache lives: buffer (default), or image (RGBA16F images, the "
+                  "FB-KV as a texture; Vulkan, with --cache-type f16)")
+      ->check(CLI::IsMember({"buffer", "image"}));
   add_backend_option_groups(app, a.given);
 }
 
@@ -136,6 +140,7 @@ void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
               : a.prefill == "auto" ? PrefillMode::Auto
                                     : PrefillMode::Gpu;
   o.gpu_memory = a.gpu_memory == "image" ? GpuMemory::Image : GpuMemory::Buffer;
+  o.kv_memory = a.kv_memory == "image" ? KvMemory::Image : KvMemory::Buffer;
   const BackendEntry* chosen = find_backend(o.backend);
   // An unknown name fails with the reason when the session starts.
   if (chosen) o.backend_options = backend_options_from(*chosen, a.given);
@@ -148,6 +153,7 @@ std::string backend_label(const BackendArgs& a) {
   std::string s = name + ":" + std::to_string(a.device);
   if (a.device_profile != "none") s += ":" + a.device_profile;
   s += a.gpu_memory == "image" ? "+image" : "+buffer";  // the weights' memory mode
+  if (a.kv_memory == "image") s += "+kv-image";
   if (a.prefill != "gpu") s += "+prefill-" + a.prefill;
   return s;
 }

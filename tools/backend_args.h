@@ -19,6 +19,7 @@ struct BackendArgs {
   std::string device_profile = "none";
   std::string prefill = "gpu";  // device backends: where prompt batches run (session.h, PrefillMode)
   std::string gpu_memory;       // GPU backends: buffer|image (backends/modes.h); empty: not given (buffer)
+  std::string kv_memory;        // GPU backends: buffer|image (backends/modes.h); empty: not given (buffer)
   std::map<std::string, std::string> given;  // backend-group flag -> the value given on the command line
   bool backend_given = false;                // --backend was on the command line
   int n_gpu_layers = -1;                     // llama.cpp's -ngl; -1: not given

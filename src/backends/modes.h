@@ -13,6 +13,9 @@
 //   GpuMemory (--gpu-memory, MNN's memory modes): Buffer, plain device buffers; Image, 2D images read
 //     through the texture path (the seed's Tile-GEMM "Path C") for the formats a backend has image kernels
 //     for, every other weight staying a buffer with a note. Host backends hold host memory only.
+//   KvMemory (--kv-memory): Buffer, the FB-KV cache in device buffers; Image, in 2D images (the seed's FB-KV
+//   as
+//     an RGBA16F texture), where a backend has that path (Vulkan); the others refuse it by name.
 #pragma once
 
 #include <string_view>
@@ -30,6 +33,12 @@ enum class GpuMemory { Buffer, Image };
 
 inline std::string_view gpu_memory_name(GpuMemory m) {
   return m == GpuMemory::Image ? "image" : "buffer";
+}
+
+enum class KvMemory { Buffer, Image };
+
+inline std::string_view kv_memory_name(KvMemory m) {
+  return m == KvMemory::Image ? "image" : "buffer";
 }
 
 }  // namespace tilellm

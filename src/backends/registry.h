@@ -65,6 +65,7 @@ struct BackendParams {
   WeightsMode weights = WeightsMode::Native;
   ActivationMode activations = ActivationMode::Quantized;
   GpuMemory gpu_memory = GpuMemory::Buffer;
+  KvMemory kv_memory = KvMemory::Buffer;
   bool profiling = false;      // time every kernel (Backend::kernel_times)
   bool self_check = true;      // GPU backends: check every kernel against the host backend on first use
   ThreadPool* pool = nullptr;  // the session's host threads (the host backend runs on them; required there)

@@ -45,6 +45,7 @@ Session::Session(const Model& model, const SessionOptions& opts)
     hp.device = 0;
     hp.device_profile = "none";
     hp.gpu_memory = GpuMemory::Buffer;
+    hp.kv_memory = KvMemory::Buffer;
     hp.profiling = false;
     hp.tile_mask = 0;  // pacing masks the device backend only
     hp.options = nullptr;

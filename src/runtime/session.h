@@ -42,6 +42,7 @@ struct SessionOptions {
   int device = 0;                            // index into that backend's devices (`tilellm devices`)
   std::string device_profile = "none";       // GPU backends: clamp the device to a GPU family's limits
   GpuMemory gpu_memory = GpuMemory::Buffer;  // GPU backends: weights in buffers or images
+  KvMemory kv_memory = KvMemory::Buffer;     // GPU backends: the KV cache in buffers or images
   bool profile_kernels = false;              // time every kernel (kernel_times()), where the backend can
   PrefillMode prefill = PrefillMode::Gpu;    // device backends: where prompt batches run
   // The chosen backend's own options (its make_options(), set from its CLI group); null: its defaults.

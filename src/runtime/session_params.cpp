@@ -55,6 +55,7 @@ BackendParams backend_params(const SessionOptions& o) {
   p.weights = o.weights;
   p.activations = o.activations;
   p.gpu_memory = o.gpu_memory;
+  p.kv_memory = o.kv_memory;
   p.profiling = o.profile_kernels;
   p.tile_mask = o.tile_mask;
   p.kv_type = o.kv_type;

@@ -70,6 +70,7 @@ struct GreedyCase {
   int n_prompts = kGreedyPrompts;
   WeightsMode weights = WeightsMode::Native;
   GpuMemory gpu_memory = GpuMemory::Buffer;  // the device session's
+  KvMemory kv_memory = KvMemory::Buffer;     // the device session's
 };
 
 inline void compare_greedy(const GreedyCase& g) {
@@ -94,6 +95,7 @@ inline void compare_greedy(const GreedyCase& g) {
   so.device = g.device;
   so.device_profile = profile;
   so.gpu_memory = g.gpu_memory;
+  so.kv_memory = g.kv_memory;
   Session gpu(*model, so);
   const int64_t V = model->config().n_vocab;
 

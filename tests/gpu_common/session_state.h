@@ -17,20 +17,23 @@ namespace tilellm::test {
 // hybrid: with --prefill cpu, whose session keeps a host copy of the cache beside the device's; else the
 // cache lives on the device alone. n_before greedy tokens are decoded before the save, n_after after it.
 inline void expect_device_restore_equals_uninterrupted(const std::string& backend, int device_index,
-                                                       bool hybrid, int n_before, int n_after) {
+                                                       bool hybrid, int n_before, int n_after,
+                                                       KvMemory kv_memory = KvMemory::Buffer) {
   const std::string path = model_path(kSmolLM2);
   ASSERT_MODEL(path);
   auto model = Model::load(path);
   SessionOptions so = float_options(GgmlType::F16);
   so.backend = backend;
   so.device = device_index;
+  so.kv_memory = kv_memory;
   if (hybrid) {
     so.prefill = PrefillMode::Cpu;
     so.n_batch = 8;
   }
   const std::vector<int32_t> prompt = {1, 504, 3492, 282, 253, 1345, 30, 2600, 16, 57, 8};
   const std::vector<int32_t> other = {1, 57, 8, 4411, 42, 16, 1345, 253, 282, 3492, 504, 30, 2600, 7, 9, 12};
-  const std::string file = state_path(backend + (hybrid ? "_hybrid" : "_device"));
+  const std::string file = state_path(backend + (hybrid ? "_hybrid" : "_device") +
+                                      (kv_memory == KvMemory::Image ? "_kvimage" : ""));
   const std::string again = file + ".again";
 
   Session dev(*model, so);

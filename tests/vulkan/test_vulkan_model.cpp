@@ -123,6 +123,20 @@ TEST(VulkanModel, smollm2_greedy_with_weights_in_images_equals_cpu_float_path) {
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }
 
+// --kv-memory image: the FB-KV in RGBA16F images (the KV shaders' _kvimage variants); f16 cache, bound 1e-3
+// as for the f16 buffer cache.
+TEST(VulkanModel, smollm2_greedy_with_the_kv_cache_in_images_equals_cpu_float_path) {
+  test::GreedyCase g;
+  g.backend = "vulkan";
+  g.device = test::vulkan_test_device();
+  g.kv_type = GgmlType::F16;
+  g.rel_bound = 1e-3;
+  g.n_prompts = 1;
+  g.kv_memory = KvMemory::Image;
+  if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  test::compare_greedy(g);
+}
+
 TEST(VulkanModel, gemma3_greedy_equals_cpu_float_path_f32_cache) {
   compare("none", GgmlType::F32, 1e-4, test::kGemma3, "gemma3.json", 1);
 }
@@ -148,6 +162,13 @@ TEST(VulkanModel, hybrid_prefill_equals_the_device_path) {
 TEST(VulkanModel, restored_session_decodes_like_the_uninterrupted_one) {
   if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
   test::expect_device_restore_equals_uninterrupted("vulkan", test::vulkan_test_device(), false, 1, 2);
+}
+
+// The same with the cache in RGBA16F images: its rows read back and written again as image lines.
+TEST(VulkanModel, restored_session_with_the_kv_cache_in_images_decodes_like_the_uninterrupted_one) {
+  if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  test::expect_device_restore_equals_uninterrupted("vulkan", test::vulkan_test_device(), false, 1, 2,
+                                                   KvMemory::Image);
 }
 
 // The add shader replaced by one that writes acc = x (tests/vulkan/broken_add.comp): the self-check names

@@ -67,9 +67,11 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
     return o;
   }
 
-  // kv_max_buffer_bytes > 0: the KV cache split over buffers of at most that many bytes.
+  // kv_max_buffer_bytes > 0: the KV cache split over buffers of at most that many bytes. kv_memory Image: the
+  // cache in RGBA16F images, at most image_max lines each (0: the device's side).
   std::unique_ptr<VulkanBackend> make(int64_t kv_dim = 0, GgmlType kv_type = GgmlType::F16,
-                                      uint64_t kv_max_buffer_bytes = 0) const {
+                                      uint64_t kv_max_buffer_bytes = 0, KvMemory kv_memory = KvMemory::Buffer,
+                                      uint32_t image_max = 0) const {
     VulkanBackendOptions o = options();
     if (kv_dim > 0) {
       o.kv_layers = kLayers;
@@ -77,6 +79,8 @@ class VulkanOps : public ::testing::TestWithParam<std::string> {
       o.kv_dim = kv_dim;
       o.kv_type = kv_type;
       o.kv_max_buffer_bytes = kv_max_buffer_bytes;
+      o.kv_memory = kv_memory;
+      o.image_max = image_max;
     }
     return std::make_unique<VulkanBackend>(o);
   }
@@ -493,12 +497,15 @@ TEST_P(VulkanOps, rope_both_modes_partial_rotation) {
 // q, k, v resident on the device (as in a forward pass): one rope_kv_store dispatch whose q, k and cache rows
 // equal bit for bit those of the two rope dispatches and the kv_store one (the same arithmetic), in both
 // modes and cache types, 8 of 12 dims turned (the rest copied), 4 query heads over 2 KV heads, 3 tokens at
-// scattered positions.
+// scattered positions; the f16 cache also as an RGBA16F image (--kv-memory image: the _kvimage variants, four
+// elements an invocation).
 TEST_P(VulkanOps, rope_kv_store_is_one_dispatch_equal_to_rope_rope_kv_store) {
   const int64_t n_tok = 3, hd = 12, kv_dim = 2 * hd, layer = 1;
   const RopeTable table(kCtx, 8, 10000.0f, 1.0f);
   const int32_t pos[3] = {40, 3, 76};
-  for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+  for (const auto& [type, kv_memory] :
+       {std::pair{GgmlType::F16, KvMemory::Buffer}, std::pair{GgmlType::F32, KvMemory::Buffer},
+        std::pair{GgmlType::F16, KvMemory::Image}}) {
     for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
       RopeShape r;
       r.n_head = 4, r.n_head_kv = 2, r.head_dim = hd, r.rope_dim = 8, r.table = &table, r.mode = mode;
@@ -508,7 +515,7 @@ TEST_P(VulkanOps, rope_kv_store_is_one_dispatch_equal_to_rope_rope_kv_store) {
       std::vector<float> q2 = q, k2 = k;
       VulkanBackendOptions o = options();
       o.profiling = true;
-      o.kv_layers = kLayers, o.kv_ctx = kCtx, o.kv_dim = kv_dim, o.kv_type = type;
+      o.kv_layers = kLayers, o.kv_ctx = kCtx, o.kv_dim = kv_dim, o.kv_type = type, o.kv_memory = kv_memory;
       for (std::vector<float>* a : {&q, &k, &v}) o.resident.push_back({a->data(), a->size() * 4});
       VulkanBackend be(o);
       KvCache fused(kLayers, kCtx, 2, hd, type), apart(kLayers, kCtx, 2, hd, type);
@@ -523,7 +530,7 @@ TEST_P(VulkanOps, rope_kv_store_is_one_dispatch_equal_to_rope_rope_kv_store) {
       be.to_host(k.data(), k.size() * 4);
       be.read_kv(fused);
       // The same ops apart, on copies that are not resident, into a cleared device cache.
-      auto be2 = make(kv_dim, type);
+      auto be2 = make(kv_dim, type, 0, kv_memory);
       be2->rope(q2.data(), n_tok, 4, hd, 8, pos, table, mode);
       be2->rope(k2.data(), n_tok, 2, hd, 8, pos, table, mode);
       be2->kv_store(apart, layer, k2.data(), v.data(), pos, n_tok);
@@ -544,14 +551,20 @@ TEST_P(VulkanOps, rope_kv_store_is_one_dispatch_equal_to_rope_rope_kv_store) {
 
 TEST_P(VulkanOps, kv_store_and_attention) {
   // Heads of 40 (rows read 16 bytes at a time) and 22 (element by element: not a multiple of 16 bytes); the
-  // last case with the cache split one layer a buffer (the second layer, read below, in the second buffer).
-  for (const auto& [kv_type, hd, split] :
-       {std::tuple{GgmlType::F16, int64_t(40), false}, std::tuple{GgmlType::F32, int64_t(40), false},
-        std::tuple{GgmlType::F16, int64_t(22), false}, std::tuple{GgmlType::F32, int64_t(40), true}}) {
+  // fourth case with the cache split one layer a buffer (the second layer, read below, in the second buffer);
+  // the last three with the f16 cache in RGBA16F images (--kv-memory image), the last split one layer an
+  // image (600 lines: 2 x 300 positions).
+  const KvMemory B = KvMemory::Buffer, I = KvMemory::Image;
+  for (const auto& [kv_type, hd, split, mem] :
+       {std::tuple{GgmlType::F16, int64_t(40), false, B}, std::tuple{GgmlType::F32, int64_t(40), false, B},
+        std::tuple{GgmlType::F16, int64_t(22), false, B}, std::tuple{GgmlType::F32, int64_t(40), true, B},
+        std::tuple{GgmlType::F16, int64_t(40), false, I}, std::tuple{GgmlType::F16, int64_t(22), false, I},
+        std::tuple{GgmlType::F16, int64_t(40), true, I}}) {
     const int64_t n_head = 6, n_head_kv = 2, kv_dim = n_head_kv * hd;
     const uint64_t layer_bytes = 2 * uint64_t(kCtx * kv_dim) * (kv_type == GgmlType::F16 ? 2 : 4);
-    auto vk = make(kv_dim, kv_type, split ? layer_bytes : 0);
-    ASSERT_EQ(vk->kv_buffers(), split ? size_t(kLayers) : size_t(1));
+    auto vk = mem == I ? make(kv_dim, kv_type, 0, I, split ? uint32_t(2 * kCtx) : 0)
+                       : make(kv_dim, kv_type, split ? layer_bytes : 0);
+    ASSERT_EQ(mem == I ? vk->kv_images() : vk->kv_buffers(), split ? size_t(kLayers) : size_t(1));
     KvCache ref(kLayers, kCtx, n_head_kv, hd, kv_type), dev_shape(kLayers, kCtx, n_head_kv, hd, kv_type);
     uint32_t seed = 100;
     for (int64_t p0 = 0; p0 < kCtx; p0 += 7) {
@@ -635,6 +648,23 @@ TEST_P(VulkanOps, kv_store_and_attention) {
         ASSERT_NEAR(have1[i], want1[i], 1e-5) << "one token, window " << window << " element " << i;
     }
   }
+}
+
+// --kv-memory image refuses what it cannot hold, naming the cause: an f32 cache (the images hold halves),
+// rows that are not whole texels, and a layer taller than the 2D image side.
+TEST_P(VulkanOps, kv_image_refusals_name_the_cause) {
+  if (GetParam() != "none") GTEST_SKIP() << "the checks are the host's: run under none";
+  auto refused = [&](GgmlType type, int64_t kv_dim, uint32_t image_max, const char* want) {
+    try {
+      make(kv_dim, type, 0, KvMemory::Image, image_max);
+      ADD_FAILURE() << "made a KV image of " << kv_dim << " " << type_name(type);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  refused(GgmlType::F32, 40, 0, "use --cache-type f16");
+  refused(GgmlType::F16, 42, 0, "whole texels of four halves (kv_dim 42)");
+  refused(GgmlType::F16, 40, 599, "over the device's 2D image side of 599");
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, VulkanOps, ::testing::ValuesIn(test::vulkan_test_profiles()),

@@ -47,6 +47,10 @@ std::unique_ptr<Backend> make(const BackendParams& p) {
     fail("--gpu-memory {} places weights in device memory: use it with a GPU backend (this build has {})",
          gpu_memory_name(p.gpu_memory), device_backend_names());
   }
+  if (p.kv_memory != KvMemory::Buffer) {
+    fail("--kv-memory {} places the KV cache in device memory: use it with a GPU backend (this build has {})",
+         kv_memory_name(p.kv_memory), device_backend_names());
+  }
   if (const auto* o = dynamic_cast<const CpuOptions*>(p.options); o && !o->isa.empty())
     select_cpu_isa(o->isa);
   auto b = std::make_unique<CpuBackend>(*p.pool, p.activations, p.max_in_elems, p.weights);

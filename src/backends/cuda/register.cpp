@@ -65,6 +65,10 @@ CudaBackendOptions backend_options(const BackendParams& p) {
 std::unique_ptr<Backend> make(const BackendParams& p) {
   if (p.gpu_memory == GpuMemory::Image)
     fail("CUDA backend: --gpu-memory image is not available on this backend (it holds weights in buffers)");
+  if (p.kv_memory == KvMemory::Image)
+    fail(
+        "CUDA backend: --kv-memory image is not available on this backend (it holds the KV cache in "
+        "buffers)");
   return std::make_unique<CudaBackend>(backend_options(p));
 }
 

@@ -65,6 +65,10 @@ OpenclBackendOptions backend_options(const BackendParams& p) {
 
 // The device computes the float path (exact weights, float32 activations) whatever activation mode is asked.
 std::unique_ptr<Backend> make(const BackendParams& p) {
+  if (p.kv_memory == KvMemory::Image)
+    fail(
+        "OpenCL backend: --kv-memory image is not available on this backend (it holds the KV cache in "
+        "buffers)");
   return std::make_unique<OpenclBackend>(backend_options(p));
 }
 

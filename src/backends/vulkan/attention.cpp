@@ -2,16 +2,15 @@
 // keys of the work-group's size: 64 invocations for prompts (p_attention_), 256 for one token
 // (p_attention_one_; decode has few groups). Under the integer decode products, one token's output is also
 // rounded for the output projection (p_attention_q8_, on 256 too, heads of whole blocks of 32: q8_held_ then
-// names the output).
+// names the output). The cache is a buffer, or an RGBA16F image read by the shader's _kvimage variant.
 #include "backends/vulkan/vulkan_backend.h"
 #include "base/error.h"
 
 namespace tilellm {
 
-void VulkanBackend::record_attention(const vulkan::Buffer& cache, uint32_t layer_off, int64_t n_ctx,
-                                     int64_t kv_dim, int64_t n_tok, const AttnParams& p,
-                                     const vulkan::Buffer& q, const vulkan::Buffer& pos,
-                                     const vulkan::Buffer& out, bool q8) {
+void VulkanBackend::record_attention(const KvTarget& cache, uint32_t layer_off, int64_t n_ctx, int64_t kv_dim,
+                                     int64_t n_tok, const AttnParams& p, const vulkan::Buffer& q,
+                                     const vulkan::Buffer& pos, const vulkan::Buffer& out, bool q8) {
   // K rows 16 bytes at a time when every row of every head starts at a multiple of 16 bytes.
   const int64_t per16 = opts_.kv_type == GgmlType::F16 ? 8 : 4;
   const uint32_t vec = kv_dim % per16 == 0 && p.head_dim % per16 == 0 ? 1 : 0;
@@ -29,11 +28,13 @@ void VulkanBackend::record_attention(const vulkan::Buffer& cache, uint32_t layer
        p.scale,
        vec};
   const bool one = n_tok == 1 && p_attention_one_.pipeline && !p_attention_one_.on_cpu;
-  rt_.dispatch(q8    ? p_attention_q8_
-               : one ? p_attention_one_
-                     : p_attention_,
-               {&q, &cache, &pos, &out, q8x_.get() ? &q8x_ : &vec_}, &pc, uint32_t(p.n_head),
-               uint32_t(n_tok));
+  const vulkan::Pipeline& pl = q8 ? p_attention_q8_ : one ? p_attention_one_ : p_attention_;
+  const vulkan::Buffer& q8_out = q8x_.get() ? q8x_ : vec_;
+  if (cache.img) {
+    rt_.dispatch(pl, *cache.img, {&q, &pos, &out, &q8_out}, &pc, uint32_t(p.n_head), uint32_t(n_tok));
+  } else {
+    rt_.dispatch(pl, {&q, cache.buf, &pos, &out, &q8_out}, &pc, uint32_t(p.n_head), uint32_t(n_tok));
+  }
 }
 
 void VulkanBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
@@ -56,7 +57,7 @@ void VulkanBackend::attention(const float* q, const KvCache& kv, int64_t layer, 
   const vulkan::Buffer& dq = dev_in(q, n, in_a_, "attention");
   const vulkan::Buffer& dout = dev_out(out, n, out_, "attention");
   uint32_t off = 0;
-  const vulkan::Buffer& cache = kv_buffer(layer, off);
+  const KvTarget cache = kv_target(layer, off);
   const bool q8 = attention_rounds(n_tok, p);
   record_attention(cache, off, opts_.kv_ctx, opts_.kv_dim, n_tok, p, dq, dev_positions(pos, n_tok), dout, q8);
   dev_done(out, n, dout);

@@ -51,6 +51,7 @@ namespace tilellm::vulkan {
   X(vkDestroySampler)                         \
   X(vkGetPhysicalDeviceFormatProperties)      \
   X(vkCmdCopyBufferToImage)                   \
+  X(vkCmdCopyImageToBuffer)                   \
   X(vkMapMemory)                              \
   X(vkUnmapMemory)                            \
   X(vkCreateShaderModule)                     \

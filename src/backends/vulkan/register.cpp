@@ -69,6 +69,7 @@ VulkanBackendOptions backend_options(const BackendParams& p) {
   g.self_check = p.self_check;
   g.weights = p.weights;
   g.memory = p.gpu_memory;
+  g.kv_memory = p.kv_memory;
   g.activations = p.activations;
   g.max_tokens = p.max_tokens;
   g.max_in_elems = p.max_in_elems;

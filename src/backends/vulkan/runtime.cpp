@@ -63,6 +63,7 @@ Image& Image::operator=(Image&& o) noexcept {
   o.img_ = nullptr;
   o.view_ = nullptr;
   o.mem_ = nullptr;
+  use_ = o.use_;
   o.width_ = o.height_ = 0;
   return *this;
 }
@@ -167,12 +168,13 @@ Runtime::Runtime(int device, std::string_view profile, bool profiling) : profili
   fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   check(vk.vkCreateFence(dev_, &fi, nullptr, &fence_), "vkCreateFence");
 
-  const VkDescriptorPoolSize ps[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kDescriptorSets * kBuffersPerSet},
-                                      {VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER, kDescriptorSets}};
+  const VkDescriptorPoolSize ps[3] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kDescriptorSets * kBuffersPerSet},
+                                      {VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER, kDescriptorSets},
+                                      {VK_DESCRIPTOR_TYPE_STORAGE_IMAGE, kDescriptorSets}};
   VkDescriptorPoolCreateInfo dpi{};
   dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
   dpi.maxSets = kDescriptorSets;
-  dpi.poolSizeCount = 2;
+  dpi.poolSizeCount = 3;
   dpi.pPoolSizes = ps;
   check(vk.vkCreateDescriptorPool(dev_, &dpi, nullptr, &desc_pool_), "vkCreateDescriptorPool");
   desc_sets_left_ = kDescriptorSets;
@@ -185,6 +187,9 @@ Runtime::Runtime(int device, std::string_view profile, bool profiling) : profili
   vk.vkGetPhysicalDeviceFormatProperties(phys_, VK_FORMAT_R32G32B32A32_UINT, &fp);
   const VkFormatFeatureFlags need = VK_FORMAT_FEATURE_SAMPLED_IMAGE_BIT;
   sampled_images_ = (fp.optimalTilingFeatures & need) == need && caps_.image2d_max >= 8;
+  vk.vkGetPhysicalDeviceFormatProperties(phys_, VK_FORMAT_R16G16B16A16_SFLOAT, &fp);
+  const VkFormatFeatureFlags kv_need = VK_FORMAT_FEATURE_STORAGE_IMAGE_BIT;
+  storage_kv_images_ = (fp.optimalTilingFeatures & kv_need) == kv_need && caps_.image2d_max >= 8;
   VkSamplerCreateInfo sci{};
   sci.sType = VK_STRUCTURE_TYPE_SAMPLER_CREATE_INFO;
   sci.magFilter = sci.minFilter = VK_FILTER_NEAREST;
@@ -279,10 +284,14 @@ Buffer Runtime::alloc(size_t bytes, bool host_visible) {
   return b;
 }
 
-Image Runtime::alloc_image(uint32_t width, uint32_t height) {
-  if (!sampled_images_)
+Image Runtime::alloc_image(uint32_t width, uint32_t height, ImageUse use) {
+  const bool kv = use == ImageUse::KvCache;
+  if (!kv && !sampled_images_)
     fail("Vulkan: device {} cannot sample RGBA32UI images in shaders (the image weight path)", caps_.name);
-  const uint64_t bytes = uint64_t(width) * height * Image::kTexelBytes;
+  if (kv && !storage_kv_images_)
+    fail("Vulkan: device {} has no RGBA16F storage images (the KV cache as an image)", caps_.name);
+  const VkFormat format = kv ? VK_FORMAT_R16G16B16A16_SFLOAT : VK_FORMAT_R32G32B32A32_UINT;
+  const uint64_t bytes = uint64_t(width) * height * (kv ? 8 : 16);
   if (width == 0 || height == 0 || width > caps_.image2d_max || height > caps_.image2d_max) {
     fail("Vulkan: an image of {} x {} texels exceeds the device's 2D image limit of {} x {} (profile {})",
          width, height, caps_.image2d_max, caps_.image2d_max, caps_.profile);
@@ -295,17 +304,20 @@ Image Runtime::alloc_image(uint32_t width, uint32_t height) {
   im.dev_ = dev_;
   im.width_ = width;
   im.height_ = height;
+  im.use_ = use;
   ++allocations_;
   VkImageCreateInfo ii{};
   ii.sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO;
   ii.imageType = VK_IMAGE_TYPE_2D;
-  ii.format = VK_FORMAT_R32G32B32A32_UINT;
+  ii.format = format;
   ii.extent = {width, height, 1};
   ii.mipLevels = 1;
   ii.arrayLayers = 1;
   ii.samples = VK_SAMPLE_COUNT_1_BIT;
   ii.tiling = VK_IMAGE_TILING_OPTIMAL;
-  ii.usage = VK_IMAGE_USAGE_SAMPLED_BIT | VK_IMAGE_USAGE_TRANSFER_DST_BIT;
+  ii.usage =
+      kv ? VK_IMAGE_USAGE_STORAGE_BIT | VK_IMAGE_USAGE_TRANSFER_SRC_BIT | VK_IMAGE_USAGE_TRANSFER_DST_BIT
+         : VK_IMAGE_USAGE_SAMPLED_BIT | VK_IMAGE_USAGE_TRANSFER_DST_BIT;
   ii.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   ii.initialLayout = VK_IMAGE_LAYOUT_UNDEFINED;
   check(vk.vkCreateImage(dev_, &ii, nullptr, &im.img_), "vkCreateImage");
@@ -325,14 +337,15 @@ Image Runtime::alloc_image(uint32_t width, uint32_t height) {
   vi.sType = VK_STRUCTURE_TYPE_IMAGE_VIEW_CREATE_INFO;
   vi.image = im.img_;
   vi.viewType = VK_IMAGE_VIEW_TYPE_2D;
-  vi.format = VK_FORMAT_R32G32B32A32_UINT;
+  vi.format = format;
   vi.subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1};
   check(vk.vkCreateImageView(dev_, &vi, nullptr, &im.view_), "vkCreateImageView");
   // Into the one layout it keeps (recorded before any copy into it).
   begin();
   VkImageMemoryBarrier b{};
   b.sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER;
-  b.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
+  b.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_SHADER_READ_BIT |
+                    VK_ACCESS_SHADER_WRITE_BIT;
   b.oldLayout = VK_IMAGE_LAYOUT_UNDEFINED;
   b.newLayout = VK_IMAGE_LAYOUT_GENERAL;
   b.srcQueueFamilyIndex = b.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
@@ -347,7 +360,7 @@ Image Runtime::alloc_image(uint32_t width, uint32_t height) {
 void Runtime::upload_image(const Image& dst, uint32_t y0, uint32_t lines, const void* src) {
   if (uint64_t(y0) + lines > dst.height())
     fail("internal: Vulkan upload of image lines {} .. {} past an image of {}", y0, y0 + lines, dst.height());
-  const size_t line_bytes = size_t(dst.width()) * Image::kTexelBytes;
+  const size_t line_bytes = size_t(dst.width()) * dst.texel_bytes();
   if (line_bytes > ring_.bytes())
     fail("internal: a Vulkan image line of {} bytes exceeds the ring", line_bytes);
   const uint8_t* s = static_cast<const uint8_t*>(src);
@@ -367,6 +380,31 @@ void Runtime::upload_image(const Image& dst, uint32_t y0, uint32_t lines, const 
     barrier();
     ring_used_ += n * line_bytes;
     s += n * line_bytes;
+    y0 += n;
+    lines -= n;
+  }
+}
+
+void Runtime::download_image(const Image& src, uint32_t y0, uint32_t lines, void* dst) {
+  if (uint64_t(y0) + lines > src.height())
+    fail("internal: Vulkan read of image lines {} .. {} past an image of {}", y0, y0 + lines, src.height());
+  if (capture_.active) spoil_capture();
+  const size_t line_bytes = size_t(src.width()) * src.texel_bytes();
+  if (line_bytes > readback_.bytes())
+    fail("internal: a Vulkan image line of {} bytes exceeds the readback buffer", line_bytes);
+  uint8_t* d = static_cast<uint8_t*>(dst);
+  while (lines > 0) {
+    const uint32_t n = uint32_t(std::min<size_t>(lines, readback_.bytes() / line_bytes));
+    begin();
+    VkBufferImageCopy c{};
+    c.imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1};
+    c.imageOffset = {0, int32_t(y0), 0};
+    c.imageExtent = {src.width(), n, 1};
+    vk.vkCmdCopyImageToBuffer(cmd_, src.img_, VK_IMAGE_LAYOUT_GENERAL, readback_.get(), 1, &c);
+    barrier();
+    submit_and_wait();
+    std::memcpy(d, readback_.mapped(), n * line_bytes);
+    d += n * line_bytes;
     y0 += n;
     lines -= n;
   }
@@ -399,7 +437,7 @@ std::vector<uint8_t> Runtime::pipeline_cache_data() const {
 }
 
 Pipeline Runtime::pipeline(std::string_view shader, bool subgroups, uint32_t n_buffers, uint32_t push_bytes,
-                           uint32_t local_size, const std::vector<uint32_t>& extra, bool image0) {
+                           uint32_t local_size, const std::vector<uint32_t>& extra, ImageBinding image) {
   const ShaderCode* code = find_shader(shader, subgroups);
   if (!code) {
     fail("internal: no embedded Vulkan shader '{}'{}", shader, subgroups ? " with subgroup reductions" : "");
@@ -408,19 +446,21 @@ Pipeline Runtime::pipeline(std::string_view shader, bool subgroups, uint32_t n_b
   const std::vector<uint32_t> words =
       resolve_cooperative_matrix_types(std::vector<uint32_t>(code->words, code->words + code->n_words));
   return pipeline_from(subgroups ? std::string(shader) + "+subgroups" : std::string(shader), words, n_buffers,
-                       push_bytes, local_size, extra, image0);
+                       push_bytes, local_size, extra, image);
 }
 
 Pipeline Runtime::pipeline_from(std::string_view name, const std::vector<uint32_t>& spirv, uint32_t n_buffers,
                                 uint32_t push_bytes, uint32_t local_size, const std::vector<uint32_t>& extra,
-                                bool image0) {
+                                ImageBinding image) {
   if (n_buffers > kBuffersPerSet) fail("internal: Vulkan pipeline {} binds {} buffers", name, n_buffers);
   Pipeline p;
   p.name = std::string(name);
   p.n_buffers = n_buffers;
   p.push_bytes = push_bytes;
   p.local_size = local_size;
-  p.image0 = image0;
+  p.image = image;
+  if (image.binding >= int(n_buffers))
+    fail("internal: Vulkan pipeline {} has its image past its bindings", name);
   std::vector<VkDescriptorSetLayoutBinding> binds(n_buffers);
   for (uint32_t i = 0; i < n_buffers; ++i) {
     binds[i] = {};
@@ -429,9 +469,11 @@ Pipeline Runtime::pipeline_from(std::string_view name, const std::vector<uint32_
     binds[i].descriptorCount = 1;
     binds[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
   }
-  if (image0 && n_buffers > 0) {
-    binds[0].descriptorType = VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER;
-    binds[0].pImmutableSamplers = &sampler_;
+  if (image.binding >= 0) {
+    VkDescriptorSetLayoutBinding& b = binds[size_t(image.binding)];
+    b.descriptorType =
+        image.storage ? VK_DESCRIPTOR_TYPE_STORAGE_IMAGE : VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER;
+    if (!image.storage) b.pImmutableSamplers = &sampler_;
   }
   VkDescriptorSetLayoutCreateInfo li{};
   li.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
@@ -562,9 +604,9 @@ void Runtime::dispatch_with(const Pipeline& p, const Image* image,
                             std::initializer_list<const Buffer*> buffers, const void* push, uint32_t gx,
                             uint32_t gy, uint32_t gz) {
   const size_t bound = buffers.size() + (image ? 1 : 0);
-  if (bound != p.n_buffers || (image != nullptr) != p.image0) {
+  if (bound != p.n_buffers || (image != nullptr) != (p.image.binding >= 0)) {
     fail("internal: Vulkan pipeline {} takes {} bindings{}, given {}{}", p.name, p.n_buffers,
-         p.image0 ? " (an image first)" : "", bound, image ? " (an image first)" : "");
+         p.image.binding >= 0 ? " (an image among them)" : "", bound, image ? " (an image among them)" : "");
   }
   if (gx == 0 || gy == 0 || gz == 0) return;
   if (gx > caps_.max_group_count[0] || gy > caps_.max_group_count[1] || gz > caps_.max_group_count[2]) {
@@ -588,22 +630,25 @@ void Runtime::dispatch_with(const Pipeline& p, const Image* image,
   uint32_t i = 0;
   VkDescriptorImageInfo image_info{};
   if (image) {
-    image_info = {nullptr, image->view(), VK_IMAGE_LAYOUT_GENERAL};  // the sampler is the layout's
+    image_info = {nullptr, image->view(), VK_IMAGE_LAYOUT_GENERAL};  // a sampler is the layout's
     writes[0] = {};
     writes[0].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
     writes[0].dstSet = set;
-    writes[0].dstBinding = 0;
+    writes[0].dstBinding = uint32_t(p.image.binding);
     writes[0].descriptorCount = 1;
-    writes[0].descriptorType = VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER;
+    writes[0].descriptorType =
+        p.image.storage ? VK_DESCRIPTOR_TYPE_STORAGE_IMAGE : VK_DESCRIPTOR_TYPE_COMBINED_IMAGE_SAMPLER;
     writes[0].pImageInfo = &image_info;
     i = 1;
   }
+  uint32_t binding = 0;
   for (const Buffer* b : buffers) {
+    if (int(binding) == p.image.binding) ++binding;
     infos[i] = {b->get(), 0, std::min<VkDeviceSize>(b->bytes(), caps_.max_storage_range)};
     writes[i] = {};
     writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
     writes[i].dstSet = set;
-    writes[i].dstBinding = i;
+    writes[i].dstBinding = binding++;
     writes[i].descriptorCount = 1;
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];

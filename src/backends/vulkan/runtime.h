@@ -48,10 +48,14 @@ class Buffer {
   void* mapped_ = nullptr;
 };
 
-// A 2D image of VK_FORMAT_R32G32B32A32_UINT texels (16 bytes each) that shaders sample with texelFetch: a
-// weight matrix on the image path (--gpu-memory image; shaders/weights.glsl has its layout). Device-local,
-// optimal tiling, kept in VK_IMAGE_LAYOUT_GENERAL from its creation on (copies and sampling both allow it).
-// Move-only; freed by its destructor.
+// What an image holds: a weight matrix on the image path (--gpu-memory image; shaders/weights.glsl has its
+// layout), VK_FORMAT_R32G32B32A32_UINT texels (16 bytes) sampled with texelFetch; or the FB-KV cache
+// (--kv-memory image; shaders/kv.glsl), VK_FORMAT_R16G16B16A16_SFLOAT texels (four halves, 8 bytes) read and
+// written as a storage image.
+enum class ImageUse { Weights, KvCache };
+
+// A 2D image of one of those kinds. Device-local, optimal tiling, kept in VK_IMAGE_LAYOUT_GENERAL from its
+// creation on (copies, sampling and storage access all allow it). Move-only; freed by its destructor.
 class Image {
  public:
   Image() = default;
@@ -64,8 +68,9 @@ class Image {
   VkImageView view() const { return view_; }
   uint32_t width() const { return width_; }
   uint32_t height() const { return height_; }
-  size_t bytes() const { return size_t(width_) * height_ * kTexelBytes; }
-  static constexpr size_t kTexelBytes = 16;
+  ImageUse use() const { return use_; }
+  size_t texel_bytes() const { return use_ == ImageUse::Weights ? 16 : 8; }
+  size_t bytes() const { return size_t(width_) * height_ * texel_bytes(); }
 
  private:
   friend class Runtime;
@@ -74,10 +79,18 @@ class Image {
   VkImageView view_ = nullptr;
   VkDeviceMemory mem_ = nullptr;
   uint32_t width_ = 0, height_ = 0;
+  ImageUse use_ = ImageUse::Weights;
 };
 
-// A compute pipeline: `n_buffers` storage buffers at bindings 0.. (binding 0 a sampled Image instead when
-// `image0`), `push_bytes` of push constants, the local size given as specialization constant 0 (x; the
+// Where a pipeline takes an image, if it does: the binding, and whether it is a storage image (the KV cache)
+// or a sampled one (a weight matrix, through an immutable nearest sampler).
+struct ImageBinding {
+  int binding = -1;  // -1: no image
+  bool storage = false;
+};
+
+// A compute pipeline: `n_buffers` storage buffers at bindings 0.. (one of them an Image instead where
+// `image` says), `push_bytes` of push constants, the local size given as specialization constant 0 (x; the
 // shaders' y and z are 1).
 struct Pipeline {
   std::string name;  // the shader's name (shaders/<name>.comp), or "<name>+subgroups"
@@ -86,7 +99,7 @@ struct Pipeline {
   VkDescriptorSetLayout set_layout = nullptr;
   uint32_t n_buffers = 0, push_bytes = 0;
   uint32_t local_size = 1;
-  bool image0 = false;
+  ImageBinding image;
   bool on_cpu = false;  // failed the backend's self-check: its op runs on the host backend instead
   // The driver's statistics of the compiled pipeline (registers, memory, ...), read when profiling on a
   // device with VK_KHR_pipeline_executable_properties; empty otherwise.
@@ -105,25 +118,29 @@ class Runtime {
   const Capabilities& caps() const { return caps_; }
 
   Buffer alloc(size_t bytes, bool host_visible = false);
-  // Whether the device samples VK_FORMAT_R32G32B32A32_UINT images in shaders (the image weight path).
+  // Whether the device samples VK_FORMAT_R32G32B32A32_UINT images in shaders (the image weight path), and
+  // reads and writes VK_FORMAT_R16G16B16A16_SFLOAT storage images (the KV cache as an image).
   bool sampled_images() const { return sampled_images_; }
+  bool storage_kv_images() const { return storage_kv_images_; }
   // A width x height image (within caps().image2d_max and max_alloc_bytes: a clear error otherwise).
-  Image alloc_image(uint32_t width, uint32_t height);
-  // Staged upload of image lines [y0, y0 + lines), `src` holding them whole (width x 16 bytes a line).
+  Image alloc_image(uint32_t width, uint32_t height, ImageUse use = ImageUse::Weights);
+  // Staged upload of image lines [y0, y0 + lines), `src` holding them whole (width texels a line).
   void upload_image(const Image& dst, uint32_t y0, uint32_t lines, const void* src);
+  // Blocking read of image lines [y0, y0 + lines) into dst (as upload_image lays them out).
+  void download_image(const Image& src, uint32_t y0, uint32_t lines, void* dst);
   // The pipeline of embedded shader `shader` (its SPIR-V; subgroups: the variant with the subgroup
   // reductions), `extra` specialization constants at ids 1.. after the local size.
   // The pipeline cache the following pipelines are made through, seeded with `initial` (a previous run's
   // pipeline_cache_data(); empty: a cold cache). True when the driver took the data.
   bool use_pipeline_cache(const std::vector<uint8_t>& initial);
   std::vector<uint8_t> pipeline_cache_data() const;
-  // image0: binding 0 is a sampled Image (the `<shader>_image` variants), counted in n_buffers.
+  // image: the binding that takes an Image (the `_image` and `_kvimage` variants), counted in n_buffers.
   Pipeline pipeline(std::string_view shader, bool subgroups, uint32_t n_buffers, uint32_t push_bytes,
-                    uint32_t local_size, const std::vector<uint32_t>& extra = {}, bool image0 = false);
+                    uint32_t local_size, const std::vector<uint32_t>& extra = {}, ImageBinding image = {});
   // A pipeline from SPIR-V words given here (the self-check's test hook builds a broken shader this way).
   Pipeline pipeline_from(std::string_view name, const std::vector<uint32_t>& spirv, uint32_t n_buffers,
                          uint32_t push_bytes, uint32_t local_size, const std::vector<uint32_t>& extra = {},
-                         bool image0 = false);
+                         ImageBinding image = {});
   void destroy(Pipeline& p);
   // The driver's statistics of a pipeline made with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR.
   std::string pipeline_statistics(VkPipeline pipeline) const;
@@ -132,8 +149,8 @@ class Runtime {
   // device's maxStorageBufferRange) and `push` as the push constants (p.push_bytes bytes).
   void dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const void* push,
                 uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
-  // The same for a pipeline whose binding 0 is an image (Pipeline::image0): `image` there, the buffers at
-  // bindings 1...
+  // The same for a pipeline that takes an image (Pipeline::image): `image` at its binding, the buffers at
+  // the other bindings in order.
   void dispatch(const Pipeline& p, const Image& image, std::initializer_list<const Buffer*> buffers,
                 const void* push, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
   // Inside a span of independent dispatches (none reads what another of the span writes: the products of
@@ -210,7 +227,7 @@ class Runtime {
   VkFence fence_ = nullptr;
   VkDescriptorPool desc_pool_ = nullptr;
   VkSampler sampler_ = nullptr;  // nearest, clamp to edge: every image binding's immutable sampler
-  bool sampled_images_ = false;
+  bool sampled_images_ = false, storage_kv_images_ = false;
   uint32_t desc_sets_left_ = 0;
   bool recording_ = false;
   bool independent_ = false, pending_barrier_ = false;

@@ -296,7 +296,17 @@ void VulkanBackend::run_self_check() {
     const GgmlType type = opts_.kv_type;
     const size_t elem = type == GgmlType::F16 ? 2 : 4, plane = size_t(n_ctx * kv_dim) * elem;
     KvCache ref(1, n_ctx, 2, hd, type);
-    vulkan::Buffer cache = rt_.alloc(2 * plane);
+    // A buffer, or under --kv-memory image an image of the session's kind (the _kvimage pipelines).
+    vulkan::Buffer cache_buf;
+    vulkan::Image cache_img;
+    KvTarget cache;
+    if (opts_.kv_memory != KvMemory::Image) {
+      cache_buf = rt_.alloc(2 * plane);
+      cache.buf = &cache_buf;
+    } else {
+      cache_img = rt_.alloc_image(uint32_t(kv_dim / 4), uint32_t(2 * n_ctx), vulkan::ImageUse::KvCache);
+      cache.img = &cache_img;
+    }
     for (int64_t p0 = 0; p0 < n_ctx; p0 += 3) {
       const int64_t nt = std::min<int64_t>(3, n_ctx - p0);
       const std::vector<float> k = random_floats(size_t(nt * kv_dim), rng),
@@ -308,7 +318,7 @@ void VulkanBackend::run_self_check() {
       record_kv_store(cache, 0, n_ctx, kv_dim, nt, in_a_, in_b_, dev_positions(pos, nt));
     }
     std::vector<uint8_t> dev(2 * plane);
-    rt_.download(cache, 0, dev.data(), dev.size());
+    kv_download(cache, kv_dim, 0, dev.data(), dev.size());
     auto value = [elem](const uint8_t* p) {
       if (elem == 2) {
         uint16_t h;
@@ -329,11 +339,13 @@ void VulkanBackend::run_self_check() {
     verdict(p_kv_store_, relative_error(want, have));
 
     // RoPE and the KV write in one dispatch, both modes, rotating 12 of 16 dims (6 pairs: the Neox quads and
-    // the copied tail), 4 query heads and 2 KV heads, into the same cache at three positions.
+    // the copied tail; 8 on an image, whose Neox halves are whole texels as the host runs it), 4 query heads
+    // and 2 KV heads, into the same cache at three positions.
     {
-      const RopeTable table(n_ctx, 12, 10000.0f, 1.0f);
+      const int64_t rope_dim = cache.img ? 8 : 12;
+      const RopeTable table(n_ctx, rope_dim, 10000.0f, 1.0f);
       RopeShape rs;
-      rs.n_head = 4, rs.n_head_kv = 2, rs.head_dim = hd, rs.rope_dim = 12, rs.table = &table;
+      rs.n_head = 4, rs.n_head_kv = 2, rs.head_dim = hd, rs.rope_dim = rope_dim, rs.table = &table;
       const int32_t pos[3] = {149, 5, 77};
       double e = 0.0;
       for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
@@ -342,8 +354,8 @@ void VulkanBackend::run_self_check() {
                            k = random_floats(size_t(3 * kv_dim), rng),
                            v = random_floats(size_t(3 * kv_dim), rng);
         std::vector<float> q_ref = q, k_ref = k, q_got(q.size()), k_got(k.size());
-        cpu_->rope(q_ref.data(), 3, rs.n_head, hd, 12, pos, table, mode);
-        cpu_->rope(k_ref.data(), 3, rs.n_head_kv, hd, 12, pos, table, mode);
+        cpu_->rope(q_ref.data(), 3, rs.n_head, hd, rope_dim, pos, table, mode);
+        cpu_->rope(k_ref.data(), 3, rs.n_head_kv, hd, rope_dim, pos, table, mode);
         cpu_->kv_store(ref, 0, k_ref.data(), v.data(), pos, 3);
         rt_.upload(in_a_, 0, q.data(), q.size() * sizeof(float));
         rt_.upload(in_b_, 0, k.data(), k.size() * sizeof(float));
@@ -352,7 +364,7 @@ void VulkanBackend::run_self_check() {
                              dev_positions(pos, 3));
         rt_.download(in_a_, 0, q_got.data(), q_got.size() * sizeof(float));
         rt_.download(in_b_, 0, k_got.data(), k_got.size() * sizeof(float));
-        rt_.download(cache, 0, dev.data(), dev.size());
+        kv_download(cache, kv_dim, 0, dev.data(), dev.size());
         want.clear(), have.clear();
         for (int kind = 0; kind < 2; ++kind) {
           for (int32_t p : pos) {
@@ -370,7 +382,8 @@ void VulkanBackend::run_self_check() {
     }
 
     // Attention reads the reference cache's exact contents, so a kv_store fault does not show up here.
-    for (int kind = 0; kind < 2; ++kind) rt_.upload(cache, size_t(kind) * plane, ref.plane(0, kind), plane);
+    for (int kind = 0; kind < 2; ++kind)
+      kv_upload(cache, kv_dim, size_t(kind) * plane, ref.plane(0, kind), plane);
     AttnParams p;
     p.n_head = 4;
     p.n_head_kv = 2;

@@ -29,6 +29,9 @@ uint32_t pow2_at_most(uint64_t limit) {
   return v;
 }
 
+// The weight readers' _image variants take the matrix as a sampled image at binding 0 (shaders/weights.glsl).
+constexpr vulkan::ImageBinding kWeightImage{0, false};
+
 // Push-constant sizes of the shaders (their `pc` blocks).
 constexpr uint32_t kMatmulPush = 28, kEmbedPush = 20, kNormPush = 8, kRopePush = 16, kKvPush = 12,
                    kRopeKvPush = 28, kAttnPush = 36, kElemPush = 4;
@@ -48,7 +51,25 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   if (!kv_f16 && o.kv_type != GgmlType::F32)
     fail("Vulkan backend: KV cache type {} is not f16 or f32", type_name(o.kv_type));
   if (o.kv_layers > 0 && kv_f16 && o.kv_dim % 2 != 0)
-    fail("Vulkan backend: an f16 KV cache needs an even row width (kv_dim {}); use --kv-type f32", o.kv_dim);
+    fail("Vulkan backend: an f16 KV cache needs an even row width (kv_dim {}); use --cache-type f32",
+         o.kv_dim);
+  const bool kv_image = o.kv_memory == KvMemory::Image;
+  if (kv_image) {
+    if (!kv_f16) {
+      fail(
+          "Vulkan backend: --kv-memory image holds the KV cache as RGBA16F (halves): use --cache-type f16 "
+          "(not {})",
+          type_name(o.kv_type));
+    }
+    if (!rt_.storage_kv_images())
+      fail("Vulkan backend: device {} has no RGBA16F storage images; use --kv-memory buffer", caps().name);
+    if (o.kv_layers > 0 && o.kv_dim % 4 != 0) {
+      fail(
+          "Vulkan backend: --kv-memory image needs KV rows of whole texels of four halves (kv_dim {}); use "
+          "--kv-memory buffer",
+          o.kv_dim);
+    }
+  }
 
   // The pipeline cache on disk: the driver's data seeds the pipelines made below; the verdict, if any,
   // replaces the self-check at the end.
@@ -116,27 +137,28 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
     if (images) {
       // The same shapes as the buffer pipelines below, from the shaders' _image variants.
       p_matmul_img_[f] =
-          rt_.pipeline("matmul_image", sg, 3, kMatmulPush, mm_local_, {fu, 4, kPrefillRows}, true);
+          rt_.pipeline("matmul_image", sg, 3, kMatmulPush, mm_local_, {fu, 4, kPrefillRows}, kWeightImage);
       p_matmul_img_[f].name = "matmul_image_" + fname;
       if (device_format_is_block(DeviceFormat(f))) {
         const bool nibbles = device_format_nibbles(DeviceFormat(f));
-        p_matvec_img_[f] = rt_.pipeline(
-            "matvec_image", sg, 3, kMatmulPush, mvb_local,
-            {fu, mv_rows_, nibbles ? std::min(mv_parts, 4u) : std::max(mv_parts, 2u), mv_unroll}, true);
+        p_matvec_img_[f] =
+            rt_.pipeline("matvec_image", sg, 3, kMatmulPush, mvb_local,
+                         {fu, mv_rows_, nibbles ? std::min(mv_parts, 4u) : std::max(mv_parts, 2u), mv_unroll},
+                         kWeightImage);
       } else {
         p_matvec_img_[f] =
-            rt_.pipeline("matmul_image", sg, 3, kMatmulPush, mv_local_, {fu, 1, kDecodeRows}, true);
+            rt_.pipeline("matmul_image", sg, 3, kMatmulPush, mv_local_, {fu, 1, kDecodeRows}, kWeightImage);
       }
       p_matvec_img_[f].name = "matvec_image_" + fname;
       if (q8 && device_format_is_block(DeviceFormat(f))) {
         p_matvec_q8_img_[f] =
-            rt_.pipeline("matvec_q8_image", sg, 3, kMatmulPush, q8_local, {fu, q8_rows_}, true);
+            rt_.pipeline("matvec_q8_image", sg, 3, kMatmulPush, q8_local, {fu, q8_rows_}, kWeightImage);
         p_matvec_q8_img_[f].name = "matvec_q8_image_" + fname;
       }
       // Not the test hook's emulation: it is built for buffers only.
       if (coopmat && !cm_hook) {
-        p_matmul_cm_img_[f] =
-            rt_.pipeline("matmul_coopmat_image", false, 3, kMatmulPush, 8 * c.subgroup_size, {fu}, true);
+        p_matmul_cm_img_[f] = rt_.pipeline("matmul_coopmat_image", false, 3, kMatmulPush, 8 * c.subgroup_size,
+                                           {fu}, kWeightImage);
         p_matmul_cm_img_[f].name = "matmul_coopmat_image_" + fname;
       }
     }
@@ -183,16 +205,26 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   }
   p_rope_ = rt_.pipeline("rope", false, 3, kRopePush, elem_local_);
   p_rope_.name = "rope";
-  p_kv_store_ = rt_.pipeline("kv_store", false, 4, kKvPush, elem_local_, {kv_f16 ? 1u : 0u});
+  // The KV shaders' _kvimage variants under --kv-memory image: the cache a storage image at the binding
+  // their buffer takes otherwise.
+  const char* kv_store_shader = kv_image ? "kv_store_kvimage" : "kv_store";
+  const char* rope_kv_shader = kv_image ? "rope_kv_store_kvimage" : "rope_kv_store";
+  const char* attn_shader = kv_image ? "attention_kvimage" : "attention";
+  const vulkan::ImageBinding kv_at0{kv_image ? 0 : -1, true}, kv_at1{kv_image ? 1 : -1, true},
+      kv_at5{kv_image ? 5 : -1, true};
+  p_kv_store_ = rt_.pipeline(kv_store_shader, false, 4, kKvPush, elem_local_, {kv_f16 ? 1u : 0u}, kv_at0);
   p_kv_store_.name = "kv_store";
-  p_rope_kv_store_ = rt_.pipeline("rope_kv_store", false, 6, kRopeKvPush, elem_local_, {kv_f16 ? 1u : 0u});
+  p_rope_kv_store_ =
+      rt_.pipeline(rope_kv_shader, false, 6, kRopeKvPush, elem_local_, {kv_f16 ? 1u : 0u}, kv_at5);
   p_rope_kv_store_.name = "rope_kv_store";
-  p_attention_ = rt_.pipeline("attention", sg, 5, kAttnPush, attn_local_, {kv_f16 ? 1u : 0u, 0});
+  p_attention_ = rt_.pipeline(attn_shader, sg, 5, kAttnPush, attn_local_, {kv_f16 ? 1u : 0u, 0}, kv_at1);
   p_attention_.name = "attention";
-  p_attention_one_ = rt_.pipeline("attention", sg, 5, kAttnPush, attn_one_local_, {kv_f16 ? 1u : 0u, 0});
+  p_attention_one_ =
+      rt_.pipeline(attn_shader, sg, 5, kAttnPush, attn_one_local_, {kv_f16 ? 1u : 0u, 0}, kv_at1);
   p_attention_one_.name = "attention_one";
   if (q8) {
-    p_attention_q8_ = rt_.pipeline("attention", sg, 5, kAttnPush, attn_one_local_, {kv_f16 ? 1u : 0u, 1});
+    p_attention_q8_ =
+        rt_.pipeline(attn_shader, sg, 5, kAttnPush, attn_one_local_, {kv_f16 ? 1u : 0u, 1}, kv_at1);
     p_attention_q8_.name = "attention_q8";
   }
   p_glu_silu_ = rt_.pipeline("glu", false, 3, kElemPush, elem_local_, {0});
@@ -208,7 +240,7 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
     }
     if (!slot) fail("Vulkan backend: the test hook names no pipeline '{}'", o.test_pipeline);
     vulkan::Pipeline repl = rt_.pipeline_from(slot->name, o.test_spirv, slot->n_buffers, slot->push_bytes,
-                                              slot->local_size, {}, slot->image0);
+                                              slot->local_size, {}, slot->image);
     rt_.destroy(*slot);
     *slot = std::move(repl);
   }
@@ -248,7 +280,29 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
     mirrors_.push_back(std::move(m));
   }
 
-  if (o.kv_layers > 0) {
+  if (o.kv_layers > 0 && kv_image) {
+    if (o.kv_ctx <= 0 || o.kv_dim <= 0) fail("internal: Vulkan KV cache of {} x {}", o.kv_ctx, o.kv_dim);
+    // A position's row is one line of kv_dim / 4 texels; a layer 2 n_ctx lines (K, then V).
+    uint64_t side = std::min<uint64_t>(c.image2d_max, 65536);  // tl_texel_coord's range
+    if (o.image_max > 0) side = std::min<uint64_t>(side, o.image_max);
+    const uint64_t width = uint64_t(o.kv_dim) / 4, layer_lines = 2 * uint64_t(o.kv_ctx);
+    const uint64_t layer_bytes = layer_lines * width * 8;
+    if (width > side || layer_lines > side || layer_bytes > c.max_alloc_bytes) {
+      fail(
+          "Vulkan backend: --kv-memory image: one layer's KV cache is an image of {} x {} texels ({} bytes, "
+          "a context of {}), over the device's 2D image side of {} or its largest allocation of {} bytes "
+          "(profile {}); use a smaller context (-c) or --kv-memory buffer",
+          width, layer_lines, layer_bytes, o.kv_ctx, side, c.max_alloc_bytes, c.profile);
+    }
+    layers_per_buf_ =
+        std::min<int64_t>({o.kv_layers, int64_t(side / layer_lines),
+                           int64_t(std::min<uint64_t>(c.max_alloc_bytes, UINT32_MAX) / layer_bytes)});
+    for (int64_t l = 0; l < o.kv_layers; l += layers_per_buf_) {
+      const int64_t nl = std::min(layers_per_buf_, o.kv_layers - l);
+      kv_imgs_.push_back(
+          rt_.alloc_image(uint32_t(width), uint32_t(uint64_t(nl) * layer_lines), vulkan::ImageUse::KvCache));
+    }
+  } else if (o.kv_layers > 0) {
     if (o.kv_ctx <= 0 || o.kv_dim <= 0) fail("internal: Vulkan KV cache of {} x {}", o.kv_ctx, o.kv_dim);
     const uint64_t layer_bytes = 2 * uint64_t(o.kv_ctx) * uint64_t(o.kv_dim) * (kv_f16 ? 2 : 4);
     uint64_t max_buf = std::min(c.max_alloc_bytes, c.max_storage_range);
@@ -296,10 +350,11 @@ std::string VulkanBackend::pipeline_cache_key() const {
   k += fmt::format("device {} | vendor 0x{:04x} device 0x{:04x} | driver {} {} {} | api {}\n", c.name,
                    c.vendor_id, c.device_id, c.driver_name, c.driver_info, c.driver_version, c.api_version);
   k += fmt::format(
-      "profile {} | subgroups {} | activations {} | kv {} | matvec {} {} {} {} {} | coopmat {} | memory {}\n",
+      "profile {} | subgroups {} | activations {} | kv {} | matvec {} {} {} {} {} | coopmat {} | memory {} | "
+      "kv memory {}\n",
       c.profile, o.subgroups, o.activations == ActivationMode::Quantized ? "q8" : "f32", type_name(o.kv_type),
       o.matvec_rows, o.matvec_parts, o.matvec_local, o.matvec_unroll, o.matvec_groups, o.coopmat,
-      gpu_memory_name(o.memory));
+      gpu_memory_name(o.memory), kv_memory_name(o.kv_memory));
   k += fmt::format("shaders {:016x}\n", vulkan::shaders_hash());
   if (!o.test_pipeline.empty()) {
     k += fmt::format("test hook {} {:016x}\n", o.test_pipeline,
@@ -531,6 +586,7 @@ std::string VulkanBackend::memory_summary() const {
     }
   }
   for (const vulkan::Buffer& b : kv_bufs_) kv += b.bytes();
+  for (const vulkan::Image& im : kv_imgs_) kv += im.bytes();
   for (const Mirror& m : mirrors_) other += m.dev.bytes();
   for (const auto& e : norms_) other += e.second.bytes();
   for (const vulkan::Buffer* b : {&in_a_, &in_b_, &out_, &vec_, &pos_dev_, &ids_dev_}) other += b->bytes();
@@ -555,17 +611,40 @@ void VulkanBackend::check_tokens(int64_t n_tok, const char* op) const {
 
 void VulkanBackend::check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
                              const char* op) const {
-  if (kv_bufs_.empty()) fail("Vulkan backend: {}: the backend was made without a KV cache", op);
+  if (kv_bufs_.empty() && kv_imgs_.empty())
+    fail("Vulkan backend: {}: the backend was made without a KV cache", op);
   check_tokens(n_tok, op);
   check_device_kv(kv, opts_.kv_layers, opts_.kv_ctx, opts_.kv_dim, opts_.kv_type, layer, pos, n_tok,
                   "Vulkan backend", op);
 }
 
-const vulkan::Buffer& VulkanBackend::kv_buffer(int64_t layer, uint32_t& layer_off) const {
+VulkanBackend::KvTarget VulkanBackend::kv_target(int64_t layer, uint32_t& layer_off) const {
   const int64_t b = layer / layers_per_buf_;
   layer_off =
       uint32_t(uint64_t(layer % layers_per_buf_) * 2 * uint64_t(opts_.kv_ctx) * uint64_t(opts_.kv_dim));
-  return kv_bufs_[size_t(b)];
+  KvTarget t;
+  if (kv_imgs_.empty()) {
+    t.buf = &kv_bufs_[size_t(b)];
+  } else {
+    t.img = &kv_imgs_[size_t(b)];
+  }
+  return t;
+}
+
+void VulkanBackend::kv_upload(const KvTarget& t, int64_t kv_dim, size_t off, const void* src, size_t bytes) {
+  if (t.buf) return rt_.upload(*t.buf, off, src, bytes);
+  const size_t row = size_t(kv_dim) * 2;  // an image holds halves
+  if (off % row != 0 || bytes % row != 0)
+    fail("internal: Vulkan KV image copy of {} bytes at {}, not whole rows of {}", bytes, off, row);
+  rt_.upload_image(*t.img, uint32_t(off / row), uint32_t(bytes / row), src);
+}
+
+void VulkanBackend::kv_download(const KvTarget& t, int64_t kv_dim, size_t off, void* dst, size_t bytes) {
+  if (t.buf) return rt_.download(*t.buf, off, dst, bytes);
+  const size_t row = size_t(kv_dim) * 2;
+  if (off % row != 0 || bytes % row != 0)
+    fail("internal: Vulkan KV image copy of {} bytes at {}, not whole rows of {}", bytes, off, row);
+  rt_.download_image(*t.img, uint32_t(off / row), uint32_t(bytes / row), dst);
 }
 
 // Positions [p0, p1) of every layer's K and V planes between the device cache and a host cache of the same
@@ -581,15 +660,15 @@ void VulkanBackend::copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_d
     const size_t bytes = size_t(p1 - p0) * size_t(opts_.kv_dim) * elem;
     for (int64_t l = 0; l < opts_.kv_layers; ++l) {
       uint32_t off = 0;
-      const vulkan::Buffer& buf = kv_buffer(l, off);
+      const KvTarget target = kv_target(l, off);
       for (int kind = 0; kind < 2; ++kind) {
         const size_t dev =
             size_t(off) * elem + size_t(kind) * plane + size_t(p0) * size_t(opts_.kv_dim) * elem;
         uint8_t* host = kv.plane(l, kind) + size_t(p0) * row;
         if (to_device) {
-          rt_.upload(buf, dev, host, bytes);
+          kv_upload(target, opts_.kv_dim, dev, host, bytes);
         } else {
-          rt_.download(buf, dev, host, bytes);
+          kv_download(target, opts_.kv_dim, dev, host, bytes);
         }
       }
     }

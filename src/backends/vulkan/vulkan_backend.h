@@ -16,7 +16,10 @@
 //    instead (backends/image_plan.h; the products' _image shader variants read it through the texture path);
 //    the embedding table and what does not fit stay buffers, each with a note naming why.
 //  - FB-KV on the device: [layer][K|V][pos < n_ctx][kv_dim] in the cache type (f16 or f32), whole layers
-//    in as few buffers as the allocation and storage-range limits allow.
+//    in as few buffers as the allocation and storage-range limits allow; under --kv-memory image (f16) in
+//    RGBA16F storage images instead (shaders/kv.glsl: a position's row one line of kv_dim / 4 texels), whole
+//    layers in as few images as the 2D image side and the allocation limit allow; the KV shaders then run
+//    their _kvimage variants.
 //  - Activations are device-resident, as on OpenCL (opencl_backend.h describes the scheme): the session's
 //    activation scratch is mirrored by device buffers of the same size; per array the backend tracks the
 //    byte range where one copy is newer, and copies only what the other side needs, so a forward pass reads
@@ -69,6 +72,7 @@ struct VulkanBackendOptions {
   // the device's image limits; the rest (and the embedding table) stay buffers, one note each on stderr.
   GpuMemory memory = GpuMemory::Buffer;
   uint32_t image_max = 0;  // a lower 2D image side than the device's (tests of the fallback); 0: none
+  KvMemory kv_memory = KvMemory::Buffer;  // Image: the KV cache in RGBA16F images (f16 only)
   // Quantized: one-token products of the block formats in integers (shaders/matvec_q8.comp) where the
   // device has integer dot products; F32: the float path everywhere.
   ActivationMode activations = ActivationMode::Quantized;
@@ -129,6 +133,7 @@ class VulkanBackend final : public Backend {
   bool pipelines_from_cache() const { return pipelines_from_cache_; }
   bool verdict_from_cache() const { return verdict_from_cache_; }
   size_t kv_buffers() const { return kv_bufs_.size(); }
+  size_t kv_images() const { return kv_imgs_.size(); }
   // Buffers an uploaded matrix is split over (1 unless it exceeds one buffer's limits; 0 when in an image).
   size_t weight_buffers(const Weight& w) const { return find_weight(w, "weight_buffers").bufs.size(); }
   // --gpu-memory image: the matrices held in images, and one line for each that stays a buffer and why.
@@ -280,16 +285,26 @@ class VulkanBackend final : public Backend {
   std::vector<CacheEntry::Failed> failed_;  // the self-check's verdict: pipelines that failed it
   bool pipelines_from_cache_ = false, verdict_from_cache_ = false;
 
+  // A KV cache on the device: a buffer, or (--kv-memory image) an RGBA16F image.
+  struct KvTarget {
+    const vulkan::Buffer* buf = nullptr;
+    const vulkan::Image* img = nullptr;
+  };
+  // Bytes [off, off + bytes) of a cache of rows of kv_dim elements in the cache type (for an image: whole
+  // rows, its lines).
+  void kv_upload(const KvTarget& t, int64_t kv_dim, size_t off, const void* src, size_t bytes);
+  void kv_download(const KvTarget& t, int64_t kv_dim, size_t off, void* dst, size_t bytes);
+
   // Recording helpers (the shaders' bindings and push constants).
-  void record_rope_kv_store(const vulkan::Buffer& cache, uint32_t layer_off, int64_t n_ctx, int64_t n_tok,
+  void record_rope_kv_store(const KvTarget& cache, uint32_t layer_off, int64_t n_ctx, int64_t n_tok,
                             const RopeShape& r, const vulkan::Buffer& q, const vulkan::Buffer& k,
                             const vulkan::Buffer& v, const vulkan::Buffer& table, const vulkan::Buffer& pos);
   void record_matmul(const DeviceWeight& dw, int64_t n_tok, const vulkan::Buffer& x, const vulkan::Buffer& y);
-  // The KV ops on an explicit cache buffer of n_ctx x kv_dim planes (the session's, or the self-check's).
-  void record_kv_store(const vulkan::Buffer& cache, uint32_t layer_off, int64_t n_ctx, int64_t kv_dim,
+  // The KV ops on an explicit cache of n_ctx x kv_dim planes (the session's, or the self-check's).
+  void record_kv_store(const KvTarget& cache, uint32_t layer_off, int64_t n_ctx, int64_t kv_dim,
                        int64_t n_tok, const vulkan::Buffer& k, const vulkan::Buffer& v,
                        const vulkan::Buffer& pos);
-  void record_attention(const vulkan::Buffer& cache, uint32_t layer_off, int64_t n_ctx, int64_t kv_dim,
+  void record_attention(const KvTarget& cache, uint32_t layer_off, int64_t n_ctx, int64_t kv_dim,
                         int64_t n_tok, const AttnParams& p, const vulkan::Buffer& q,
                         const vulkan::Buffer& pos, const vulkan::Buffer& out, bool q8 = false);
   // Whether attention of n_tok tokens rounds its output for the integer products (p_attention_q8_).
@@ -336,7 +351,7 @@ class VulkanBackend final : public Backend {
   void set_mirror_state(const std::vector<size_t>& s);
   void check_tokens(int64_t n_tok, const char* op) const;
   void check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok, const char* op) const;
-  const vulkan::Buffer& kv_buffer(int64_t layer, uint32_t& layer_off) const;
+  KvTarget kv_target(int64_t layer, uint32_t& layer_off) const;
   void copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_device);
 
   VulkanBackendOptions opts_;
@@ -390,6 +405,7 @@ class VulkanBackend final : public Backend {
   std::unordered_map<const float*, vulkan::Buffer> norms_;
 
   std::vector<vulkan::Buffer> kv_bufs_;  // kv_bufs_[b]: layers [b * layers_per_buf_, ...)
+  std::vector<vulkan::Image> kv_imgs_;   // or (--kv-memory image) kv_imgs_[b], the same layers
   int64_t layers_per_buf_ = 0;
 };
 

@@ -6,7 +6,8 @@
 // and out = acc / l. Invocation i scores key i of the chunk; the weighted sum of V is split over the
 // invocations by dims (at most TL_MAX_DIMS each: head_dim <= TL_MAX_DIMS * L, checked by the host) and, where
 // rows are 16-byte aligned, also by keys (main's comment).
-// q, out: [n_tok][n_head][head_dim]; cache: [layer][K|V][pos][kv_dim] as words (TL_KV_F16: halves);
+// q, out: [n_tok][n_head][head_dim]; cache: [layer][K|V][pos][kv_dim] (kv.glsl: words, TL_KV_F16 halves; or
+// the _kvimage variant's RGBA16F image);
 // pos: [n_tok]. Query head h reads KV head h / (n_head / n_head_kv); a query at position p sees keys
 // max(0, p - window + 1) .. p (window 0: all). Groups (n_head, n_tok).
 // TL_Q8 (specialization constant 2) 1: the output is also rounded for the integer products that read it
@@ -16,8 +17,6 @@
 #include "common.glsl"
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
-layout(std430, binding = 1) readonly buffer C { uint cache[]; };
-layout(std430, binding = 1) readonly buffer C4 { uvec4 cache4[]; };
 layout(std430, binding = 2) readonly buffer Pos { int pos[]; };
 layout(std430, binding = 3) coherent buffer O { float outv[]; };
 layout(std430, binding = 3) coherent buffer O4 { vec4 outv4[]; };
@@ -30,17 +29,16 @@ layout(push_constant) uniform P {
 } pc;
 layout(constant_id = 1) const uint TL_KV_F16 = 1;
 layout(constant_id = 2) const uint TL_Q8 = 0;
+#define TL_KV_BINDING 1
+#define TL_KV_READONLY 1
+#define TL_KV_DIM pc.kv_dim
+#include "kv.glsl"
 
 #include "q8.glsl"
 
 const uint TL_MAX_DIMS = 8;
 shared float q_sh[TL_MAX_DIMS * gl_WorkGroupSize.x];
 shared float p_sh[gl_WorkGroupSize.x];
-
-float cached(uint e) {
-  if (TL_KV_F16 == 1u) return unpackHalf2x16(cache[e >> 1] >> ((e & 1u) * 16u)).x;
-  return uintBitsToFloat(cache[e]);
-}
 
 // q . K row at element e (hd elements), from the q in shared memory. When every row of every head starts at
 // a multiple of 16 bytes (vec: the host's check), the row is read 16 bytes at a time (8 halves or 4 floats),
@@ -49,14 +47,14 @@ float cached(uint e) {
 float dot_row(uint e, uint hd, bool vec) {
   float d = 0.0;
   if (!vec) {
-    for (uint i = 0; i < hd; ++i) d += q_sh[i] * cached(e + i);
+    for (uint i = 0; i < hd; ++i) d += q_sh[i] * tl_kv(e + i);
     return d;
   }
   const uint per = TL_KV_F16 == 1u ? 8u : 4u;  // elements a load
   for (uint i0 = 0; i0 < hd; i0 += 16u * per) {
     uvec4 c[16];
     [[unroll]] for (uint k = 0; k < 16u; ++k) {
-      if (i0 + per * k < hd) c[k] = cache4[(e + i0 + per * k) / per];
+      if (i0 + per * k < hd) c[k] = tl_kv16((e + i0 + per * k) / per);
     }
     [[unroll]] for (uint k = 0; k < 16u; ++k) {
       const uint i = i0 + per * k;
@@ -79,11 +77,11 @@ float dot_row(uint e, uint hd, bool vec) {
 // load (the vec layout).
 void v_part(uint e, out float v[8]) {
   if (TL_KV_F16 == 1u) {
-    const uvec4 c = cache4[e >> 3];
+    const uvec4 c = tl_kv16(e >> 3);
     const vec2 a = unpackHalf2x16(c.x), b = unpackHalf2x16(c.y), f = unpackHalf2x16(c.z), g = unpackHalf2x16(c.w);
     v = float[8](a.x, a.y, b.x, b.y, f.x, f.y, g.x, g.y);
   } else {
-    const vec4 f = uintBitsToFloat(cache4[e >> 2]);
+    const vec4 f = uintBitsToFloat(tl_kv16(e >> 2));
     v = float[8](f.x, f.y, f.z, f.w, 0.0, 0.0, 0.0, 0.0);
   }
 }
@@ -145,7 +143,7 @@ void main() {
         const uint d = lid + k * ls;
         if (d < hd) {
           float a = acc[k] * alpha;
-          for (int jj = 0; jj < n_keys; ++jj) a += p_sh[jj] * cached(vbase + uint(c0 + jj) * pc.kv_dim + d);
+          for (int jj = 0; jj < n_keys; ++jj) a += p_sh[jj] * tl_kv(vbase + uint(c0 + jj) * pc.kv_dim + d);
           acc[k] = a;
         }
       }

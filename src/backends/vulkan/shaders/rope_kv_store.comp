@@ -10,7 +10,8 @@
 // {2i, 2i + 1} in norm mode and elements {2i, 2i + 1, 2i + n_half, 2i + 1 + n_half} for 2i < n_half in Neox
 // mode, so every element it reads it also writes (no other invocation touches them) and every cache word it
 // writes holds an element pair of its own. Past the rotated dims (partial rotation) pairs are copied.
-// The host runs this only with head_dim and, in Neox mode, n_half even (the unfused ops otherwise).
+// The host runs this only with head_dim and, in Neox mode, n_half even (the unfused ops otherwise). The
+// cache is written through kv.glsl; its _kvimage variant (below main) owns four elements an invocation.
 #include "common.glsl"
 
 layout(std430, binding = 0) buffer Q { float q[]; };
@@ -18,19 +19,12 @@ layout(std430, binding = 1) buffer K { float k[]; };
 layout(std430, binding = 2) readonly buffer V { float v[]; };
 layout(std430, binding = 3) readonly buffer Cs { float cs[]; };
 layout(std430, binding = 4) readonly buffer Pos { int pos[]; };
-layout(std430, binding = 5) buffer C { uint cache[]; };
 layout(push_constant) uniform P { uint n_head, n_head_kv, head_dim, n_half, neox, layer_off, n_ctx; } pc;
 layout(constant_id = 1) const uint TL_KV_F16 = 1;
-
-// Stores the pair (a, b) at element e (even) of the cache.
-void put(uint e, float a, float b) {
-  if (TL_KV_F16 == 1u) {
-    cache[e / 2u] = packHalf2x16(vec2(a, b));
-  } else {
-    cache[e] = floatBitsToUint(a);
-    cache[e + 1u] = floatBitsToUint(b);
-  }
-}
+#define TL_KV_BINDING 5
+#define TL_KV_READONLY 0
+#define TL_KV_DIM (pc.n_head_kv * pc.head_dim)
+#include "kv.glsl"
 
 // Pair j of the table row of the token's position, rotating (a, b).
 vec2 turn(uint row, uint j, float a, float b) {
@@ -40,6 +34,7 @@ vec2 turn(uint row, uint j, float a, float b) {
   return vec2(r0, r1);
 }
 
+#ifndef TL_KV_IMAGE
 void main() {
   const uint i = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
   const uint hd = pc.head_dim, kv_dim = pc.n_head_kv * hd;
@@ -48,7 +43,7 @@ void main() {
   const uint krow = pc.layer_off + p * kv_dim, vrow = krow + pc.n_ctx * kv_dim;  // element offsets
   if (h >= pc.n_head + pc.n_head_kv) {
     const uint hv = h - pc.n_head - pc.n_head_kv, src = t * kv_dim + hv * hd + 2u * i;
-    put(vrow + hv * hd + 2u * i, v[src], v[src + 1u]);
+    tl_kv_put2(vrow + hv * hd + 2u * i, v[src], v[src + 1u]);
     return;
   }
   const bool is_k = h >= pc.n_head;
@@ -72,7 +67,7 @@ void main() {
         q[base + e] = r.x, q[base + e + 1u] = r.y;
       }
     }
-    if (is_k) put(kdst + e, r.x, r.y);
+    if (is_k) tl_kv_put2(kdst + e, r.x, r.y);
     return;
   }
   // Neox mode: elements e, e + 1 pair with e + n_half, e + 1 + n_half (angles e and e + 1).
@@ -87,9 +82,69 @@ void main() {
   const vec2 r0 = turn(row, e, a.x, a.z), r1 = turn(row, e + 1u, a.y, a.w);
   if (is_k) {
     k[base + e] = r0.x, k[base + e + 1u] = r1.x, k[base + f] = r0.y, k[base + f + 1u] = r1.y;
-    put(kdst + e, r0.x, r1.x);
-    put(kdst + f, r0.y, r1.y);
+    tl_kv_put2(kdst + e, r0.x, r1.x);
+    tl_kv_put2(kdst + f, r0.y, r1.y);
   } else {
     q[base + e] = r0.x, q[base + e + 1u] = r1.x, q[base + f] = r0.y, q[base + f + 1u] = r1.y;
   }
 }
+#else
+// The _kvimage variant: invocation i of a head owns elements e = 4i .. 4i + 3 (two pairs, angles 2i and 2i + 1)
+// in norm mode and, in Neox mode, for e < n_half also e + n_half .. + 3 (the host runs it with head_dim % 4 == 0
+// and, in Neox mode, n_half % 4 == 0): every cache texel it writes holds four elements of its own.
+vec4 load4(bool is_k, uint at) {
+  return is_k ? vec4(k[at], k[at + 1u], k[at + 2u], k[at + 3u]) : vec4(q[at], q[at + 1u], q[at + 2u], q[at + 3u]);
+}
+void store4(bool is_k, uint at, vec4 r) {
+  if (is_k) {
+    k[at] = r.x, k[at + 1u] = r.y, k[at + 2u] = r.z, k[at + 3u] = r.w;
+  } else {
+    q[at] = r.x, q[at + 1u] = r.y, q[at + 2u] = r.z, q[at + 3u] = r.w;
+  }
+}
+
+void main() {
+  const uint i = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
+  const uint hd = pc.head_dim, kv_dim = pc.n_head_kv * hd;
+  if (4u * i >= hd) return;
+  const uint p = uint(pos[t]);
+  const uint krow = pc.layer_off + p * kv_dim, vrow = krow + pc.n_ctx * kv_dim;  // element offsets
+  const uint e = 4u * i;
+  if (h >= pc.n_head + pc.n_head_kv) {
+    const uint hv = h - pc.n_head - pc.n_head_kv, src = t * kv_dim + hv * hd + e;
+    tl_kv_put4(vrow + hv * hd + e, vec4(v[src], v[src + 1u], v[src + 2u], v[src + 3u]));
+    return;
+  }
+  const bool is_k = h >= pc.n_head;
+  const uint base = is_k ? (t * pc.n_head_kv + h - pc.n_head) * hd : (t * pc.n_head + h) * hd;
+  const uint kdst = krow + (h - pc.n_head) * hd;  // this K head's cache row (is_k only)
+  const uint row = p * pc.n_half * 2u;
+  if (pc.neox == 0u || e >= 2u * pc.n_half) {
+    // Norm mode: pairs (e, e + 1) and (e + 2, e + 3) turn by angles 2i and 2i + 1 while those are rotated
+    // dims; past them (and past Neox mode's rotated half) the elements are copied.
+    vec4 r = load4(is_k, base + e);
+    if (pc.neox == 0u && 2u * i < pc.n_half) {
+      r.xy = turn(row, 2u * i, r.x, r.y);
+      if (2u * i + 1u < pc.n_half) r.zw = turn(row, 2u * i + 1u, r.z, r.w);
+      store4(is_k, base + e, r);
+    }
+    if (is_k) tl_kv_put4(kdst + e, r);
+    return;
+  }
+  // Neox mode: elements e .. e + 3 pair with e + n_half .. e + 3 + n_half (angles e .. e + 3).
+  if (e >= pc.n_half) return;  // owned by the invocation of e - n_half
+  const uint f = e + pc.n_half;
+  vec4 a = load4(is_k, base + e), b = load4(is_k, base + f);
+  [[unroll]] for (uint c = 0; c < 4u; ++c) {
+    const vec2 r = turn(row, e + c, a[c], b[c]);
+    a[c] = r.x;
+    b[c] = r.y;
+  }
+  store4(is_k, base + e, a);
+  store4(is_k, base + f, b);
+  if (is_k) {
+    tl_kv_put4(kdst + e, a);
+    tl_kv_put4(kdst + f, b);
+  }
+}
+#endif

@@ -8,20 +8,11 @@
 // device bytes, zero-padded to a multiple of 128 bytes) takes L image lines of W = pc.img_width texels, so
 // texel t of row r is at (t % W, r L + t / W). The including shader then passes pc.row_bytes = 16 W L (the
 // row's whole span), so that its byte offsets r * row_bytes + k stay linear: unit i = offset / 16 is at
-// (i % W, i / W). The including shader declares pc (with img_width) before including quants.glsl.
+// (i % W, i / W) (common.glsl's tl_texel_coord). The including shader declares pc (with img_width) before
+// including quants.glsl.
 #ifdef TL_IMAGE
 layout(binding = 0) uniform usampler2D wimg;
-uvec4 tl_w4(uint i) {
-  // i / W through a float reciprocal (an integer division by a non-constant is a long instruction sequence
-  // on GPUs; on the H200 the decode matvec took 16% longer with it): for i < 2^32 and at most 2^16 lines the
-  // estimate is within one of the quotient, and the remainder's sign and size correct it.
-  const uint w = pc.img_width;
-  uint y = uint(float(i) * (1.0 / float(w)));
-  int x = int(i - y * w);
-  y = x < 0 ? y - 1u : x >= int(w) ? y + 1u : y;
-  x = x < 0 ? x + int(w) : x >= int(w) ? x - int(w) : x;
-  return texelFetch(wimg, ivec2(x, int(y)), 0);
-}
+uvec4 tl_w4(uint i) { return texelFetch(wimg, tl_texel_coord(i, pc.img_width), 0); }
 uvec2 tl_w2(uint i) {
   const uvec4 t = tl_w4(i >> 1);
   return (i & 1u) == 0u ? t.xy : t.zw;
