@@ -507,6 +507,8 @@ TEST_P(VulkanOps, rope_kv_store_is_one_dispatch_equal_to_rope_rope_kv_store) {
        {std::pair{GgmlType::F16, KvMemory::Buffer}, std::pair{GgmlType::F32, KvMemory::Buffer},
         std::pair{GgmlType::F16, KvMemory::Image}}) {
     for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+      SCOPED_TRACE(fmt::format("{} cache in a {}, {} mode", type_name(type), kv_memory_name(kv_memory),
+                               mode == RopeMode::Neox ? "Neox" : "norm"));
       RopeShape r;
       r.n_head = 4, r.n_head_kv = 2, r.head_dim = hd, r.rope_dim = 8, r.table = &table, r.mode = mode;
       std::vector<float> q = rand_floats(size_t(n_tok * 4 * hd), 61),

@@ -134,17 +134,17 @@ void main() {
   // Neox mode: elements e .. e + 3 pair with e + n_half .. e + 3 + n_half (angles e .. e + 3).
   if (e >= pc.n_half) return;  // owned by the invocation of e - n_half
   const uint f = e + pc.n_half;
-  vec4 a = load4(is_k, base + e), b = load4(is_k, base + f);
-  [[unroll]] for (uint c = 0; c < 4u; ++c) {
-    const vec2 r = turn(row, e + c, a[c], b[c]);
-    a[c] = r.x;
-    b[c] = r.y;
-  }
-  store4(is_k, base + e, a);
-  store4(is_k, base + f, b);
+  // Written out pair by pair, as the buffer variant is: with the pairs in a loop over the vectors' components
+  // the H200's compiler rounded one product differently (a 1-ulp difference from rope.comp).
+  const vec4 a = load4(is_k, base + e), b = load4(is_k, base + f);
+  const vec2 r0 = turn(row, e, a.x, b.x), r1 = turn(row, e + 1u, a.y, b.y), r2 = turn(row, e + 2u, a.z, b.z),
+             r3 = turn(row, e + 3u, a.w, b.w);
+  const vec4 lo = vec4(r0.x, r1.x, r2.x, r3.x), hi = vec4(r0.y, r1.y, r2.y, r3.y);
+  store4(is_k, base + e, lo);
+  store4(is_k, base + f, hi);
   if (is_k) {
-    tl_kv_put4(kdst + e, a);
-    tl_kv_put4(kdst + f, b);
+    tl_kv_put4(kdst + e, lo);
+    tl_kv_put4(kdst + f, hi);
   }
 }
 #endif
