@@ -103,13 +103,19 @@ TEST(VulkanModel, tiny_models_integer_decode_equals_the_float_path_on_the_same_r
 
 // --gpu-memory image: every matrix but the embedding table (tied to the output) read from an image by the
 // products' _image variants; f32 cache, bound 1e-4 as above (the same exact weights, other sum orders).
-TEST(VulkanModel, smollm2_greedy_with_weights_in_images_equals_cpu_float_path) {
+// One SmolLM2 prompt on Vulkan in the cache type, against the CPU's float path within `bound`.
+test::GreedyCase one_prompt(GgmlType kv_type, double bound) {
   test::GreedyCase g;
   g.backend = "vulkan";
   g.device = test::vulkan_test_device();
-  g.kv_type = GgmlType::F32;
-  g.rel_bound = 1e-4;
+  g.kv_type = kv_type;
+  g.rel_bound = bound;
   g.n_prompts = 1;
+  return g;
+}
+
+TEST(VulkanModel, smollm2_greedy_with_weights_in_images_equals_cpu_float_path) {
+  test::GreedyCase g = one_prompt(GgmlType::F32, 1e-4);
   g.gpu_memory = GpuMemory::Image;
   if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
   testing::internal::CaptureStderr();
@@ -126,12 +132,7 @@ TEST(VulkanModel, smollm2_greedy_with_weights_in_images_equals_cpu_float_path) {
 // --kv-memory image: the FB-KV in RGBA16F images (the KV shaders' _kvimage variants); f16 cache, bound 1e-3
 // as for the f16 buffer cache.
 TEST(VulkanModel, smollm2_greedy_with_the_kv_cache_in_images_equals_cpu_float_path) {
-  test::GreedyCase g;
-  g.backend = "vulkan";
-  g.device = test::vulkan_test_device();
-  g.kv_type = GgmlType::F16;
-  g.rel_bound = 1e-3;
-  g.n_prompts = 1;
+  test::GreedyCase g = one_prompt(GgmlType::F16, 1e-3);
   g.kv_memory = KvMemory::Image;
   if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
   test::compare_greedy(g);

@@ -3,13 +3,13 @@
 // when the host must wait (a download, finish()). Every dispatch and copy is followed by a full memory
 // barrier, so the recorded work runs as an in-order queue would.
 //
-// Memory: buffers (and images, the image weight path's) are device-local (host-visible too where the
-// device has such memory, e.g. unified memory); uploads are copied at record time into a host-visible staging
-// ring and a copy from it recorded, so the caller's memory may change as soon as upload() returns; downloads
-// record a copy into a host-visible readback buffer, submit, wait and copy out. Descriptor sets come from one
-// pool reset after each submit. The ring, the readback buffer and the pool are fixed at construction: when
-// one runs out, the recorded work is submitted and waited for, and it starts over (nothing is allocated while
-// ops run).
+// Memory: buffers, and images (the image weight path's and the KV cache's; runtime_images.cpp), are
+// device-local (host-visible too where the device has such memory, e.g. unified memory); uploads are copied
+// at record time into a host-visible staging ring and a copy from it recorded, so the caller's memory may
+// change as soon as upload() returns; downloads record a copy into a host-visible readback buffer, submit,
+// wait and copy out. Descriptor sets come from one pool reset after each submit. The ring, the readback
+// buffer and the pool are fixed at construction: when one runs out, the recorded work is submitted and waited
+// for, and it starts over (nothing is allocated while ops run).
 #pragma once
 
 #include <cstddef>
