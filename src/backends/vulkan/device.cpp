@@ -207,6 +207,11 @@ Capabilities query_capabilities(VkPhysicalDevice d) {
   c.max_alloc_bytes = m3.maxMemoryAllocationSize;
   c.max_storage_range = L.maxStorageBufferRange;
   c.image2d_max = L.maxImageDimension2D;
+  VkFormatProperties fp{};
+  vk.vkGetPhysicalDeviceFormatProperties(d, VK_FORMAT_R32G32B32A32_UINT, &fp);
+  c.image_weights = (fp.optimalTilingFeatures & VK_FORMAT_FEATURE_SAMPLED_IMAGE_BIT) != 0;
+  vk.vkGetPhysicalDeviceFormatProperties(d, VK_FORMAT_R16G16B16A16_SFLOAT, &fp);
+  c.image_kv = (fp.optimalTilingFeatures & VK_FORMAT_FEATURE_STORAGE_IMAGE_BIT) != 0;
   c.timestamp_period_ns = L.timestampPeriod;
 
   // Features: 16-bit storage (1.1), fp16 / int8 arithmetic and 8-bit storage (1.2 or their extensions),
@@ -313,6 +318,8 @@ std::string describe(const Capabilities& c) {
       yes(c.coopmat_nv2));
   s += fmt::format("  max allocation: {} MiB | max storage buffer range: {} MiB | image 2D: {}\n",
                    c.max_alloc_bytes >> 20, c.max_storage_range >> 20, c.image2d_max);
+  s += fmt::format("  images: RGBA32UI sampled (weights): {} | RGBA16F storage (KV cache): {}\n",
+                   yes(c.image_weights), yes(c.image_kv));
   s += fmt::format("  timestamps: {} ({} ns a tick)\n", yes(c.timestamps), c.timestamp_period_ns);
   for (size_t h = 0; h < c.heaps.size(); ++h) {
     s += fmt::format("  memory heap {}: {} MiB{}{}\n", h, c.heaps[h].bytes >> 20,

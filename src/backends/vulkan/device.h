@@ -69,8 +69,11 @@ struct Capabilities {
   uint64_t max_alloc_bytes = 0;    // maxMemoryAllocationSize
   uint64_t max_storage_range = 0;  // maxStorageBufferRange: the most bytes one binding may address
   uint32_t image2d_max = 0;        // maxImageDimension2D
-  float timestamp_period_ns = 0;   // ns per timestamp tick
-  bool timestamps = false;         // the compute queue writes timestamps (timestampValidBits > 0)
+  // The image formats of the image paths, with optimal tiling: RGBA32UI sampled in shaders (weights,
+  // --gpu-memory image) and RGBA16F as a storage image (the KV cache, --kv-memory image).
+  bool image_weights = false, image_kv = false;
+  float timestamp_period_ns = 0;  // ns per timestamp tick
+  bool timestamps = false;        // the compute queue writes timestamps (timestampValidBits > 0)
   std::vector<MemoryHeap> heaps;
   bool unified_memory = false;      // a device-local heap is host-visible (mobile SoCs, CPU drivers)
   uint64_t device_local_bytes = 0;  // the largest device-local heap

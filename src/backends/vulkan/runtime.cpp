@@ -156,15 +156,9 @@ Runtime::Runtime(int device, std::string_view profile, bool profiling) : profili
   check(vk.vkCreateDescriptorPool(dev_, &dpi, nullptr, &capture_.pool), "vkCreateDescriptorPool");
   capture_.sets_left = kDescriptorSets;
 
-  // The image weight path's format: sampled in shaders (mandatory for it in Vulkan 1.1; checked anyway) and
-  // a copy destination.
-  VkFormatProperties fp{};
-  vk.vkGetPhysicalDeviceFormatProperties(phys_, VK_FORMAT_R32G32B32A32_UINT, &fp);
-  const VkFormatFeatureFlags need = VK_FORMAT_FEATURE_SAMPLED_IMAGE_BIT;
-  sampled_images_ = (fp.optimalTilingFeatures & need) == need && caps_.image2d_max >= 8;
-  vk.vkGetPhysicalDeviceFormatProperties(phys_, VK_FORMAT_R16G16B16A16_SFLOAT, &fp);
-  const VkFormatFeatureFlags kv_need = VK_FORMAT_FEATURE_STORAGE_IMAGE_BIT;
-  storage_kv_images_ = (fp.optimalTilingFeatures & kv_need) == kv_need && caps_.image2d_max >= 8;
+  // The image paths' formats (Capabilities: both mandatory in Vulkan 1.1, queried anyway).
+  sampled_images_ = caps_.image_weights && caps_.image2d_max >= 8;
+  storage_kv_images_ = caps_.image_kv && caps_.image2d_max >= 8;
   VkSamplerCreateInfo sci{};
   sci.sType = VK_STRUCTURE_TYPE_SAMPLER_CREATE_INFO;
   sci.magFilter = sci.minFilter = VK_FILTER_NEAREST;
