@@ -98,9 +98,14 @@ std::string render_monitor_report(const MonitorRecord& r) {
 
   // Summary.
   o += "<h2>Summary</h2>\n<table class=\"summary\">\n";
+  // A sampled server's passes are its steps (monitor_serve.h): its prompt passes are steps of prompt chunks
+  // alone, not requests.
+  const bool served = in.backend.rfind("serve at ", 0) == 0;
   row(o, "decode steps",
-      fmt::format("{} in {:.1f} s ({} requests, {} prompt tokens)", s.decode_steps, s.span_s, s.requests,
-                  s.prompt_tokens));
+      served ? fmt::format("{} in {:.1f} s ({} steps of prompt chunks alone, {} tokens)", s.decode_steps,
+                           s.span_s, s.requests, s.prompt_tokens)
+             : fmt::format("{} in {:.1f} s ({} requests, {} prompt tokens)", s.decode_steps, s.span_s,
+                           s.requests, s.prompt_tokens));
   row(o, "decode throughput",
       fmt::format("{} tokens/s{}", fmt_or_dash(s.decode_tps, "{:.2f}"),
                   s.paused_share > 0
@@ -147,13 +152,18 @@ std::string render_monitor_report(const MonitorRecord& r) {
       c += fmt::format("{}GPU SM mean {:.0f} MHz", c.empty() ? "" : " &middot; ", s.gpu_sm_mhz_mean);
     row(o, "clocks", c);
   }
-  row(o, "weight bandwidth",
-      fmt::format("{} GB/s while computing ({:.1f} MB per token){}", fmt_or_dash(s.bw_gbs, "{:.2f}"),
-                  in.weight_bytes_per_token / 1e6,
-                  in.peak_gbs > 0
-                      ? fmt::format(": {:.1f}% of the {:.2f} GB/s peak; {:.1f}% over the run with pauses",
-                                    s.bw_share_pct, in.peak_gbs, s.bw_load_pct)
-                      : std::string()));
+  if (in.weight_bytes_per_token > 0) {
+    row(o, "weight bandwidth",
+        fmt::format("{} GB/s while computing ({:.1f} MB per token){}", fmt_or_dash(s.bw_gbs, "{:.2f}"),
+                    in.weight_bytes_per_token / 1e6,
+                    in.peak_gbs > 0
+                        ? fmt::format(": {:.1f}% of the {:.2f} GB/s peak; {:.1f}% over the run with pauses",
+                                      s.bw_share_pct, in.peak_gbs, s.bw_load_pct)
+                        : std::string()));
+  } else {
+    row(o, "weight bandwidth",
+        "<span class=\"absent\">unknown: the bytes a step reads are not known here</span>");
+  }
   row(o, "pacing",
       fmt::format("--pace {} &middot; --pace-target {} &middot; {} decisions, highest level {}",
                   html_escape(in.pace), html_escape(in.pace_target), s.decisions, s.max_level));
@@ -172,7 +182,9 @@ std::string render_monitor_report(const MonitorRecord& r) {
   // Settings and sources.
   o += "<h2>Run</h2>\n<table>\n";
   row(o, "model", html_escape(in.model) + " (" + html_escape(in.model_type) + ")");
-  row(o, "backend", fmt::format("{} &middot; {} threads", html_escape(in.backend), in.threads));
+  row(o, "backend",
+      in.threads > 0 ? fmt::format("{} &middot; {} threads", html_escape(in.backend), in.threads)
+                     : html_escape(in.backend));
   row(o, "workload", fmt::format("{} &middot; {:.0f} s asked", html_escape(in.workload), in.duration_s));
   row(o, "sampling",
       fmt::format("{:g} Hz on its own thread &middot; {} samples{}{}", in.sample_hz, r.samples.size(),
@@ -187,8 +199,9 @@ std::string render_monitor_report(const MonitorRecord& r) {
     row(o, "controller levels", l);
   }
   o += "</table>\n<table>\n<tr><th>telemetry source</th><th></th><th>what, or why absent</th></tr>\n";
-  o += "<tr><td>per-token times</td><td class=\"ok\">present</td><td>every forward pass, on the decode "
-       "thread</td></tr>\n";
+  o += fmt::format("<tr><td>per-token times</td><td class=\"ok\">present</td><td>{}</td></tr>\n",
+                   served ? "every engine step of the server (GET /metrics/steps)"
+                          : "every forward pass, on the decode thread");
   o += fmt::format("<tr><td>per-kernel device time</td><td class=\"{}\">{}</td><td>{}</td></tr>\n",
                    in.kernel_timing ? "ok" : "absent", in.kernel_timing ? "present" : "absent",
                    in.kernel_timing
@@ -223,13 +236,15 @@ std::string render_monitor_report(const MonitorRecord& r) {
   };
   // Decode latency and throughput, per bin.
   {
-    std::vector<double> sum(size_t(b.n), 0), mx(size_t(b.n), NAN), bytes_ms(size_t(b.n), 0);
+    std::vector<double> sum(size_t(b.n), 0), mx(size_t(b.n), NAN), bytes_ms(size_t(b.n), 0),
+        tokens(size_t(b.n), 0);
     std::vector<int> cnt(size_t(b.n), 0), lvl(size_t(b.n), -1);
     for (const TokenRecord& p : r.passes) {
       const size_t i = size_t(b.of(p.t));
       lvl[i] = std::max(lvl[i], int(p.level));
       if (!p.decode) continue;
       sum[i] += p.compute_ms, ++cnt[i];
+      tokens[i] += p.n_tok;  // one a step here; one a generating slot for a sampled server
       mx[i] = std::isnan(mx[i]) ? p.compute_ms : std::max(mx[i], double(p.compute_ms));
     }
     PlotSeries mean{"mean per bin", "#0969da", b.mid, {}}, top{"max per bin", "#0969da", b.mid, {}};
@@ -243,7 +258,7 @@ std::string render_monitor_report(const MonitorRecord& r) {
       const size_t k = size_t(i);
       mean.y.push_back(cnt[k] ? sum[k] / cnt[k] : NAN);
       top.y.push_back(mx[k]);
-      tps.y.push_back(cnt[k] / b.width);
+      tps.y.push_back(tokens[k] / b.width);
       if (in.peak_gbs > 0) {
         load.y.push_back(100.0 * cnt[k] * in.weight_bytes_per_token / b.width / 1e9 / in.peak_gbs);
         ach.y.push_back(cnt[k] ? 100.0 * in.weight_bytes_per_token / (sum[k] / cnt[k] / 1000.0) / 1e9 /
