@@ -11,6 +11,7 @@ Against a server this script starts (SmolLM2-135M, 2 slots, an API key, small li
     JSON, wrong types, an out-of-range value, a body over --max-body (413), an unknown model (404), a prompt
     longer than the context (400), max_tokens over --max-tokens (400), a missing or wrong key (401), a full
     queue (503 with Retry-After);
+  - a request sent 3.5 s after its connection opened is answered (not closed as an idle keep-alive);
   - a client that disconnects mid-stream frees its slot (tilellm_slots_busy back to 0, cancelled counted);
   - SIGTERM ends the server with exit status 0.
 
@@ -177,9 +178,24 @@ def main() -> int:
             base_url=s.url + "/v1", api_key="test-key-0123456780", max_retries=0).models.list()))
         c.check(s.request("GET", "/health", headers={"Authorization": ""})[0] == 200, "/health needs no key")
 
+        # A client slow between connect and send (a loaded machine) is still answered: the server's 2 s
+        # keep-alive wait must not close a connection whose first request has not yet arrived.
+        host, port = s.url.split("//")[1].split(":")
+        slow = socket.create_connection((host, int(port)))
+        time.sleep(3.5)
+        slow.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        slow.settimeout(10)
+        reply = b""
+        try:
+            while chunk := slow.recv(4096):
+                reply += chunk
+        except OSError as e:
+            reply += repr(e).encode()
+        slow.close()
+        c.check(reply.startswith(b"HTTP/1.1 200"), f"a request sent 3.5 s after connect: {reply[:60]!r}")
+
         # Disconnect mid-stream: the slot is free again, the cancel counted.
         cancelled0 = s.metric("requests_cancelled_total")
-        host, port = s.url.split("//")[1].split(":")
         sock = socket.create_connection((host, int(port)))
         body = json.dumps({"messages": msgs, "stream": True, "max_tokens": 64, "ignore_eos": True}).encode()
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

@@ -3,6 +3,10 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include "api_response.h"
 #include "chat_page.h"
 #include "server_impl.h"
@@ -202,6 +206,15 @@ HttpServer::HttpServer(const Model& model, const ChatTemplate& tmpl, SlotPool& p
       opts.http_threads > 0 ? size_t(opts.http_threads) : size_t(opts.parallel + opts.max_queue + 8);
   s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.http.set_payload_max_length(opts.max_body);
+  // cpp-httplib gives a connection's first request the keep-alive wait too (2 s, short so that SIGTERM does
+  // not wait on idle connections): a client held up between connect and send (a loaded machine) would have
+  // its connection closed unanswered. With TCP_DEFER_ACCEPT the kernel hands a connection over only once its
+  // request has arrived (or after 30 s without one), so that wait starts with the request in hand.
+  s.http.set_socket_options([](socket_t sock) {
+    httplib::default_socket_options(sock);
+    const int defer_s = 30;
+    setsockopt(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s));
+  });
   s.http.set_keep_alive_timeout(2);
   s.add_routes();
 }
