@@ -40,12 +40,14 @@ void run_serve(const ServeArgs& a) {
   const SessionOptions so = session_options(a.model);
   serve::Metrics metrics;
   serve::SlotPool pool(*model, so, a.serve.parallel, a.serve.max_queue, metrics);
-  std::fprintf(stderr,
-               "%d slots of %lld tokens each (host KV cache %.1f MiB in all), queue of %d, %s backend, %s\n",
-               a.serve.parallel, (long long)pool.n_ctx(), double(pool.kv_bytes()) / (1 << 20),
-               a.serve.max_queue, so.backend.c_str(),
-               pool.batched() ? "the slots' tokens batched into one forward pass per step"
-                              : "one forward pass per slot per step (a device backend holds one KV cache)");
+  std::fprintf(
+      stderr,
+      "%d slots of %lld tokens each (KV cache %.1f MiB in all, in %s memory), queue of %d, %s backend, "
+      "%s\n",
+      a.serve.parallel, (long long)pool.n_ctx(), double(pool.kv_bytes()) / (1 << 20),
+      pool.on_host() ? "host" : "device", a.serve.max_queue, so.backend.c_str(),
+      pool.batched() ? "the slots' tokens batched into one forward pass per step"
+                     : "one forward pass per slot per step (this backend holds one KV cache)");
   serve::HttpServer http(*model, tmpl, pool, metrics, a.serve);
   const int port = http.bind();
   if (a.serve.host != "127.0.0.1" && a.serve.host != "localhost" && a.serve.host != "::1" &&

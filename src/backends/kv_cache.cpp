@@ -18,8 +18,10 @@ void KvCache::allocate() {
   if (!has_storage()) buf_ = AlignedBuffer(plane_bytes_ * size_t(2 * n_layer_));
 }
 
-void check_device_kv(const KvCache& kv, int64_t layers, int64_t ctx, int64_t dim, GgmlType type,
+void check_device_kv(const KvCache& kv, int64_t seqs, int64_t layers, int64_t ctx, int64_t dim, GgmlType type,
                      int64_t layer, const int32_t* pos, int64_t n_tok, const char* who, const char* op) {
+  if (kv.seq() < 0 || kv.seq() >= seqs)
+    fail("{}: {}: sequence cache {} of a backend that holds {}", who, op, kv.seq(), seqs);
   if (kv.n_layer() != layers || kv.n_ctx() != ctx || kv.kv_dim() != dim || kv.type() != type) {
     fail("{}: {}: cache of {} layers x {} x {} ({}) does not match the device cache of {} x {} x {} ({})",
          who, op, kv.n_layer(), kv.n_ctx(), kv.kv_dim(), type_name(kv.type()), layers, ctx, dim,

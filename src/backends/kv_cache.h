@@ -22,6 +22,10 @@ class KvCache {
           bool storage = true);
   void allocate();
   bool has_storage() const { return buf_.size() > 0; }
+  // Which of a device backend's sequence caches this one stands for (BackendParams::kv_seqs): a
+  // BatchSession numbers its caches 0 .. n_seq - 1; a Session's single cache is 0.
+  int seq() const { return seq_; }
+  void set_seq(int s) { seq_ = s; }
 
   int64_t n_layer() const { return n_layer_; }
   int64_t n_ctx() const { return n_ctx_; }
@@ -41,16 +45,18 @@ class KvCache {
   int64_t n_ctx_;
   int64_t kv_dim_;
   GgmlType type_;
+  int seq_ = 0;
   size_t row_bytes_;    // one position: kv_dim elements
   size_t plane_bytes_;  // n_ctx rows, rounded up to the alignment
   AlignedBuffer buf_;   // empty until allocate() when made without storage
   [[noreturn]] static void no_storage();
 };
 
-// The shared argument checks of a device backend's KV ops (its cache held in its own memory): `kv` must have
-// the device cache's geometry (layers, positions, row width, type), `layer` be one of them and every position
-// of pos[0 .. n_tok) inside it. Throws tilellm::Error naming `who` ("OpenCL backend") and the op.
-void check_device_kv(const KvCache& kv, int64_t layers, int64_t ctx, int64_t dim, GgmlType type,
+// The shared argument checks of a device backend's KV ops (its caches held in its own memory): `kv` must have
+// the device cache's geometry (layers, positions, row width, type) and name one of its `seqs` sequence
+// caches, `layer` be one of its layers and every position of pos[0 .. n_tok) inside it. Throws
+// tilellm::Error naming `who` ("OpenCL backend") and the op.
+void check_device_kv(const KvCache& kv, int64_t seqs, int64_t layers, int64_t ctx, int64_t dim, GgmlType type,
                      int64_t layer, const int32_t* pos, int64_t n_tok, const char* who, const char* op);
 
 }  // namespace tilellm

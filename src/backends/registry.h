@@ -73,8 +73,10 @@ struct BackendParams {
   int64_t max_in_elems = 0;    // largest op input in floats (n_tok * widest activation)
   int64_t max_out_elems = 0;   // largest op output in floats (also covers the logits)
   int64_t max_width = 0;       // longest norm weight vector / RoPE table row, in floats
-  // Geometry of the KV cache the cache ops will be given (kv_layers 0: none).
+  // Geometry of the KV cache the cache ops will be given (kv_layers 0: none), and how many caches of it
+  // (sequences of a BatchSession: each KvCache handed to the ops names its own by KvCache::seq()).
   int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
+  int kv_seqs = 1;
   GgmlType kv_type = GgmlType::F16;
   // Host arrays a backend with memory of its own may keep there between ops (the session's activation
   // scratch; backends/backend.h). They must outlive the backend.
@@ -121,9 +123,12 @@ class MemoryProbe {
 };
 
 struct BackendEntry {
-  std::string name;     // --backend NAME
-  int mnn_type = -1;    // MNN's backend number: 0 CPU, 1 Metal, 2 CUDA, 3 OpenCL, 7 Vulkan
-  bool host = false;    // the host backend: the reference of every other, and where hybrid prefill runs
+  std::string name;   // --backend NAME
+  int mnn_type = -1;  // MNN's backend number: 0 CPU, 1 Metal, 2 CUDA, 3 OpenCL, 7 Vulkan
+  bool host = false;  // the host backend: the reference of every other, and where hybrid prefill runs
+  // Whether it holds several sequence caches in its own memory (BackendParams::kv_seqs > 1), so that a
+  // BatchSession runs on it (the host backend works on the host caches it is handed: always).
+  bool multi_seq = false;
   std::string summary;  // one line: what it runs on
   // Prompt tokens per forward pass when the user names none (-b): a GPU's prompt GEMM fills its compute units
   // only with many tokens a pass (llama.cpp's n_ubatch is 512); the CPU's tiles are sized for 64.

@@ -57,10 +57,11 @@ void run_blocks(ForwardContext& ctx, const int32_t* tokens, int64_t n, const Seq
     for (int64_t t = 0; t < spans[i].n; ++t) pos[spans[i].begin + t] = int32_t(spans[i].n_past + t);
   step.pos = pos;
   // The op sequence below depends only on the model, n and whether logits are made: one decode step is
-  // another's with new data, whatever passes (prompts) ran between them. Not with experts: the routing, read
-  // back during the pass, picks the matrices.
-  step.same_as_last = step.decode && s.last_decode_backend == &be;
-  if (step.decode) s.last_decode_backend = &be;
+  // another's with new data, whatever passes (prompts) ran between them — when it writes the same cache (a
+  // recorded step addresses its sequence's cache on the device). Not with experts: the routing, read back
+  // during the pass, picks the matrices.
+  step.same_as_last = step.decode && s.last_decode_backend == &be && s.last_decode_kv == spans[0].kv;
+  if (step.decode) s.last_decode_backend = &be, s.last_decode_kv = spans[0].kv;
   be.begin_forward(step);
 
   const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), VD = c.kv_dim_v(),

@@ -29,6 +29,7 @@ struct ForwardScratch {
 
   // The backend of the last decode step, from which the next one's ForwardStep::same_as_last follows.
   const Backend* last_decode_backend = nullptr;
+  const KvCache* last_decode_kv = nullptr;  // the cache that decode step wrote (a BatchSession has several)
 
   // The float arrays (x .. up), which only ops read and write: a backend with its own memory may keep them
   // there between ops (the OpenCL backend mirrors them on the device).

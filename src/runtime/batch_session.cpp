@@ -9,13 +9,13 @@
 namespace tilellm {
 namespace {
 
-const SessionOptions& host_only(const SessionOptions& o, int n_seq) {
+const SessionOptions& batchable(const SessionOptions& o, int n_seq) {
   if (n_seq < 1) fail("a batch of sequences needs at least one, got {}", n_seq);
-  if (!require_backend(o.backend).host) {
+  const BackendEntry& e = require_backend(o.backend);
+  if (!e.host && !e.multi_seq) {
     fail(
-        "several sequences in one forward pass run on the host backend only; the {} backend keeps one KV "
-        "cache "
-        "in its own memory",
+        "several sequences in one forward pass need a backend that holds a KV cache per sequence; the {} "
+        "backend keeps one in its own memory",
         o.backend);
   }
   return o;
@@ -25,7 +25,7 @@ const SessionOptions& host_only(const SessionOptions& o, int n_seq) {
 
 BatchSession::BatchSession(const Model& model, const SessionOptions& opts, int n_seq)
     : model_(model),
-      opts_(host_only(opts, n_seq)),
+      opts_(batchable(opts, n_seq)),
       n_ctx_(session_context_size(model, opts, n_seq)),
       pool_(opts.n_threads > 0 ? opts.n_threads : ThreadPool::default_threads(), opts.cpus),
       rope_global_(n_ctx_, model.config().rope_dim, model.config().rope_base, model.config().rope_freq_scale,
@@ -43,13 +43,22 @@ BatchSession::BatchSession(const Model& model, const SessionOptions& opts, int n
   if (opts.n_batch <= 0) fail("batch size must be positive, got {}", opts.n_batch);
   if (opts.logits_all) fail("a batch of sequences keeps the logits of each sequence's last token only");
   const ModelConfig& c = model.config();
+  // The host caches hold the sequences on the host backend; on a device backend (which holds a cache per
+  // sequence, numbered as these are) only their geometry and number are used, unless its cache ops fell
+  // back to the host.
+  const BackendEntry& entry = require_backend(opts.backend);
   kv_.reserve(size_t(n_seq));
-  for (int i = 0; i < n_seq; ++i)
-    kv_.emplace_back(c.n_layer, n_ctx_, c.n_head_kv, c.head_dim, opts.kv_type, true);
+  for (int i = 0; i < n_seq; ++i) {
+    kv_.emplace_back(c.n_layer, n_ctx_, c.n_head_kv, c.head_dim, opts.kv_type, entry.host);
+    kv_.back().set_seq(i);
+  }
   BackendParams p = session_backend_params(model, opts, pool_, kv_[0], scratch_.n_batch, n_seq);
+  p.kv_seqs = n_seq;
   for (AlignedBuffer* a : scratch_.activations()) p.resident.push_back({a->as<void>(), a->size()});
-  backend_ = require_backend(opts.backend).make(p);
+  backend_ = entry.make(p);
   backend_->load_weights(model.weights().weight_set());
+  if (backend_->needs_host_kv())
+    for (KvCache& kv : kv_) kv.allocate();
   for (auto& t : tokens_) t.reserve(size_t(n_ctx_));
 }
 
@@ -114,9 +123,9 @@ void BatchSession::truncate(int seq, int64_t n) {
 }
 
 size_t BatchSession::kv_bytes() const {
-  size_t b = 0;
-  for (const KvCache& k : kv_) b += k.bytes();
-  return b;
+  // From the geometry: a device backend's caches have no host storage here.
+  const KvCache& k = kv_[0];
+  return kv_.size() * 2 * size_t(k.n_layer()) * size_t(k.n_ctx()) * k.row_bytes();
 }
 
 }  // namespace tilellm

@@ -4,8 +4,10 @@
 // tokens of any subset of the sequences (model/forward.h forward_spans): the matmuls see all their rows at
 // once, attention runs per sequence on its own cache.
 //
-// The host backend only: its cache ops work on whichever host cache they are handed, where a device backend
-// holds one cache of its own in device memory (a multi-sequence device cache is not written yet).
+// The host backend, whose cache ops work on whichever host cache they are handed, and the device backends
+// that hold one cache per sequence in their own memory (BackendEntry::multi_seq; each host KvCache here
+// names its sequence, KvCache::seq(), and holds no storage unless the backend's cache ops fell back to the
+// host).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,7 @@ namespace tilellm {
 class BatchSession {
  public:
   // opts as for a Session (n_ctx per sequence; n_batch at least n_seq, raised to it otherwise). Throws
-  // tilellm::Error for a device backend or when the caches do not fit in memory.
+  // tilellm::Error for a backend with one cache only or when the caches do not fit in memory.
   BatchSession(const Model& model, const SessionOptions& opts, int n_seq);
 
   // One sequence's tokens in a pass: `n` tokens appended at positions tokens(seq).size().. of sequence `seq`.
@@ -57,7 +59,7 @@ class BatchSession {
   SessionOptions opts_;
   int64_t n_ctx_;
   ThreadPool pool_;
-  std::vector<KvCache> kv_;  // [n_seq] each [layer][K,V][n_ctx][kv_dim] (backends/kv_cache.h)
+  std::vector<KvCache> kv_;  // [n_seq] each [layer][K,V][n_ctx][kv_dim] (backends/kv_cache.h), seq() = index
   RopeTable rope_global_;
   RopeTable rope_local_;
   ForwardScratch scratch_;

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "../common/batch_check.h"
 #include "../common/paths.h"
 #include "../gpu_common/compare_experts.h"
 #include "../gpu_common/compare_greedy.h"
@@ -52,6 +54,25 @@ void compare(const char* profile, GgmlType kv_type, double bound, const char* mo
 
 // f16 cache: rows that differ in their last float bits may round to neighbouring halves (~5e-4 relative,
 // and packHalf2x16's rounding is the driver's), so the logits may differ by about that much; bound 1e-3.
+// Continuous batching on the device: a BatchSession's caches, one per sequence, in device memory
+// (BackendParams::kv_seqs); every pass's logits those of one Vulkan session per sequence
+// (../common/batch_check.h): the float path, llama with an f32 cache in buffers, gemma3 (its sliding window)
+// with an f16 cache in images.
+TEST(VulkanModel, batch_of_sequences_equals_a_session_each) {
+  if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
+  const std::pair<const char*, KvMemory> cases[] = {{"llama", KvMemory::Buffer}, {"gemma3", KvMemory::Image}};
+  for (const auto& [arch, mem] : cases) {
+    SCOPED_TRACE(std::string(arch) + (mem == KvMemory::Image ? ", KV in images" : ", KV in buffers"));
+    auto model = Model::load(test::gpu_tiny_model(arch));
+    SessionOptions so = test::float_options(mem == KvMemory::Image ? GgmlType::F16 : GgmlType::F32);
+    so.backend = "vulkan";
+    so.device = test::vulkan_test_device();
+    so.kv_memory = mem;
+    so.n_batch = 32;
+    test::check_batch_against_sessions(*model, so, 1e-4);
+  }
+}
+
 TEST(VulkanModel, smollm2_greedy_equals_cpu_float_path) {
   compare("none", GgmlType::F16, 1e-3);
 }

@@ -1,10 +1,12 @@
 // What the slots run on: n_seq sequences over one model, each with the tokens in its cache; one step
 // evaluates a run of tokens for any subset of them and hands back each one's last logits.
 //
-// Two ways, chosen by the backend: on the host backend all the step's tokens go through one forward pass
+// Two ways, chosen by the backend: on the host backend and on a device backend that holds a KV cache per
+// sequence (BackendEntry::multi_seq: OpenCL, Vulkan) all the step's tokens go through one forward pass
 // (runtime/batch_session.h: the matmuls see every slot's rows at once, so aggregate throughput grows with
-// the slots); on a device backend, which holds a single KV cache in its own memory, each slot is a Session
-// of its own (its own backend and weights on the device) and the step evaluates them one after another.
+// the slots); on a device backend with a single cache (CUDA, whose decode replays a captured graph) each
+// slot is a Session of its own (its own backend and weights on the device) and the step evaluates them one
+// after another.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,7 @@ class Engine {
   // (before the output norm) [n][n_embd].
   virtual const float* logits(int i) const = 0;
   virtual const float* hidden_states(int i, int64_t* n) const = 0;
+  // The slots' KV caches in all, wherever they are held (on_host(): host memory; else the device's).
   virtual size_t kv_bytes() const = 0;
   // Whether a step is one forward pass (true) or one per sequence.
   virtual bool batched() const = 0;
@@ -41,7 +44,7 @@ class Engine {
   virtual bool on_host() const = 0;
 };
 
-// n_seq sequences of opts.n_ctx tokens each: batched on the host backend, a Session each otherwise.
+// n_seq sequences of opts.n_ctx tokens each: batched where the backend allows, a Session each otherwise.
 std::unique_ptr<Engine> make_engine(const Model& model, const SessionOptions& opts, int n_seq);
 
 }  // namespace tilellm::serve

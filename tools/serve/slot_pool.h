@@ -37,7 +37,7 @@ class SlotPool {
   void stop();
   PoolGauges gauges() const;
   int64_t n_ctx() const { return engine_->n_ctx(); }
-  // Bytes of the slots' host KV caches, summed (0 where the caches live on a device).
+  // Bytes of the slots' KV caches in all, wherever they are held (on_host(): host memory; else the device's).
   size_t kv_bytes() const { return engine_->kv_bytes(); }
   bool batched() const { return engine_->batched(); }
   bool on_host() const { return engine_->on_host(); }

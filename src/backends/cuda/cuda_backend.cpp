@@ -279,7 +279,7 @@ void CudaBackend::check_kv(const KvCache& kv, int64_t layer, const int32_t* pos,
                            const char* op) const {
   if (!kv_.get()) fail("CUDA backend: {}: the backend was made without a KV cache", op);
   check_tokens(n_tok, op);
-  check_device_kv(kv, opts_.kv_layers, opts_.kv_ctx, opts_.kv_dim, opts_.kv_type, layer, pos, n_tok,
+  check_device_kv(kv, 1, opts_.kv_layers, opts_.kv_ctx, opts_.kv_dim, opts_.kv_type, layer, pos, n_tok,
                   "CUDA backend", op);
 }
 

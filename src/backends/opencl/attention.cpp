@@ -112,7 +112,7 @@ void OpenclBackend::attention(const float* q, const KvCache& kv, int64_t layer, 
   const opencl::Buffer& pb = dev_positions(pos, n_tok);
   const opencl::Buffer& ob = dev_out(out, elems, out_, "attention");
   uint64_t off = 0;
-  const opencl::Buffer& buf = kv_buffer(layer, off);
+  const opencl::Buffer& buf = kv_buffer(kv, layer, off);
   enqueue_attention(buf, off, kv.n_ctx(), kv.kv_dim(), n_tok, p, qb, pos, pb, ob);
   dev_done(out, elems, ob);
 }

@@ -38,7 +38,7 @@ void OpenclBackend::kv_store(KvCache& kv, int64_t layer, const float* k, const f
   const opencl::Buffer& vb = dev_in(v, n_tok * d, in_b_, "kv_store");
   const opencl::Buffer& pb = dev_positions(pos, n_tok);
   uint64_t off = 0;
-  const opencl::Buffer& buf = kv_buffer(layer, off);
+  const opencl::Buffer& buf = kv_buffer(kv, layer, off);
   enqueue_kv_store(buf, off, kv.n_ctx(), d, n_tok, kb, vb, pb);
 }
 
@@ -89,7 +89,7 @@ void OpenclBackend::rope_kv_store(float* q, float* k, const float* v, KvCache& k
   const opencl::Buffer& vb = dev_in(v, nk, in_b_, "rope_kv_store");
   const opencl::Buffer& pb = dev_positions(pos, n_tok);
   uint64_t off = 0;
-  const opencl::Buffer& buf = kv_buffer(layer, off);
+  const opencl::Buffer& buf = kv_buffer(kv, layer, off);
   enqueue_rope_kv_store(buf, off, kv.n_ctx(), n_tok, r, qb, kb, vb, rows, pb);
   dev_done(q, nq, qb);
   dev_done(k, nk, kb);

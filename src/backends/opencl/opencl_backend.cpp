@@ -227,9 +227,11 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
           "of {} bytes (device allocation limit, profile {}); use a smaller context (-c)",
           layer_bytes, o.kv_ctx, max_alloc, caps().profile);
     }
-    layers_per_buf_ = std::min<int64_t>(o.kv_layers, int64_t(max_alloc / layer_bytes));
-    for (int64_t l = 0; l < o.kv_layers; l += layers_per_buf_) {
-      const int64_t nl = std::min(layers_per_buf_, o.kv_layers - l);
+    if (o.kv_seqs < 1) fail("internal: OpenCL KV caches for {} sequences", o.kv_seqs);
+    const int64_t slots = o.kv_layers * o.kv_seqs;
+    layers_per_buf_ = std::min<int64_t>(slots, int64_t(max_alloc / layer_bytes));
+    for (int64_t l = 0; l < slots; l += layers_per_buf_) {
+      const int64_t nl = std::min(layers_per_buf_, slots - l);
       kv_bufs_.push_back(rt_.alloc(size_t(nl) * layer_bytes));
     }
   }
@@ -548,13 +550,14 @@ void OpenclBackend::check_kv(const KvCache& kv, int64_t layer, const int32_t* po
                              const char* op) const {
   if (kv_bufs_.empty()) fail("OpenCL backend: {}: the backend was made without a KV cache", op);
   check_tokens(n_tok, op);
-  check_device_kv(kv, opts_.kv_layers, opts_.kv_ctx, opts_.kv_dim, opts_.kv_type, layer, pos, n_tok,
-                  "OpenCL backend", op);
+  check_device_kv(kv, opts_.kv_seqs, opts_.kv_layers, opts_.kv_ctx, opts_.kv_dim, opts_.kv_type, layer, pos,
+                  n_tok, "OpenCL backend", op);
 }
 
-const opencl::Buffer& OpenclBackend::kv_buffer(int64_t layer, uint64_t& layer_off) const {
-  const int64_t b = layer / layers_per_buf_;
-  layer_off = uint64_t(layer % layers_per_buf_) * 2 * uint64_t(opts_.kv_ctx) * uint64_t(opts_.kv_dim);
+const opencl::Buffer& OpenclBackend::kv_buffer(const KvCache& kv, int64_t layer, uint64_t& layer_off) const {
+  const int64_t slot = int64_t(kv.seq()) * opts_.kv_layers + layer;
+  const int64_t b = slot / layers_per_buf_;
+  layer_off = uint64_t(slot % layers_per_buf_) * 2 * uint64_t(opts_.kv_ctx) * uint64_t(opts_.kv_dim);
   return kv_bufs_[size_t(b)];
 }
 
@@ -570,9 +573,9 @@ void OpenclBackend::kv_to_host(KvCache& kv, int64_t p0, int64_t p1) {
   copy_kv(kv, p0, p1, /*to_device=*/false);
 }
 
-// Positions [p0, p1) of every layer's K and V planes, between the device cache ([layer][K|V][pos][kv_dim] in
-// the cache type, split over kv_bufs_) and the host cache (its planes may be padded: copied plane by plane).
-// Blocking both ways, and the queue is finished even when the range is empty.
+// Positions [p0, p1) of every layer's K and V planes, between kv's sequence cache on the device
+// ([layer][K|V][pos][kv_dim] in the cache type, split over kv_bufs_) and the host cache (its planes may be
+// padded: copied plane by plane). Blocking both ways, and the queue is finished even when the range is empty.
 void OpenclBackend::copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_device) {
   if (kv_bufs_.empty()) fail("OpenCL backend: the backend was made without a KV cache");
   const int32_t pos0 = 0;
@@ -586,7 +589,7 @@ void OpenclBackend::copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_d
   const size_t bytes = size_t(p1 - p0) * row;
   for (int64_t l = 0; l < opts_.kv_layers; ++l) {
     uint64_t off = 0;
-    const opencl::Buffer& buf = kv_buffer(l, off);
+    const opencl::Buffer& buf = kv_buffer(kv, l, off);
     for (int kind = 0; kind < 2; ++kind) {
       const size_t dev = size_t(off) * elem + size_t(kind) * plane + size_t(p0) * row;
       uint8_t* host = kv.plane(l, kind) + size_t(p0) * row;

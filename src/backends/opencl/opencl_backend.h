@@ -14,9 +14,11 @@
 //    converted).
 //    With --gpu-memory image, F16, Q4_0, Q4_1 and Q8_0 matrices go into one 2D image each instead (the same
 //    device rows, 128-byte aligned: kernels/matmul_image.cl), where the image fits the device's limits.
-//  - FB-KV on the device: [layer][K|V][pos < n_ctx][kv_dim] in the cache type, one buffer when it fits the
-//    device's largest allocation, else whole layers split over as few buffers as fit. The host KvCache passed
-//    to kv_store/attention only supplies (and must match) the geometry; its memory is not used.
+//  - FB-KV on the device: [seq < kv_seqs][layer][K|V][pos < n_ctx][kv_dim] in the cache type (one cache per
+//    sequence of a BatchSession, one for a Session), one buffer when it fits the device's largest
+//    allocation, else whole layers split over as few buffers as fit. The host KvCache passed to
+//    kv_store/attention only supplies (and must match) the geometry and names its sequence (KvCache::seq());
+//    its memory is not used.
 //  - Self-check: at construction every kernel runs a small random case against the host backend (the
 //    registry's cpu backend, float path); a kernel that fails is replaced by the host backend for its op,
 //    with a warning naming it (self_check.cpp).
@@ -70,8 +72,9 @@ struct OpenclBackendOptions {
   int64_t max_width = 0;         // longest norm weight vector / RoPE table row, in floats
   // How the matrices are held (--weights): native (the GGUF types) or converted at upload.
   WeightsMode weights = WeightsMode::Native;
-  // Geometry of the device FB-KV cache.
+  // Geometry of the device FB-KV cache, and how many sequences' caches of it.
   int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
+  int kv_seqs = 1;
   GgmlType kv_type = GgmlType::F16;
   // Most bytes in one KV buffer; 0: the device's largest allocation. Lower values split the cache sooner
   // (tests of the split use it; so could a driver whose large allocations are slow).
@@ -363,7 +366,8 @@ class OpenclBackend final : public Backend {
   void check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok, const char* op) const;
   void copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_device);
   // The device buffer holding `layer` and the element offset of its K plane in it.
-  const opencl::Buffer& kv_buffer(int64_t layer, uint64_t& layer_off) const;
+  // The buffer of one layer of one sequence's cache, and the layer's offset in it (elements).
+  const opencl::Buffer& kv_buffer(const KvCache& kv, int64_t layer, uint64_t& layer_off) const;
 
   OpenclBackendOptions opts_;
   opencl::Runtime rt_;
@@ -429,7 +433,8 @@ class OpenclBackend final : public Backend {
   RopeRows rope_[2];
   uint64_t rope_uses_ = 0;
 
-  // Device FB-KV: kv_bufs_[b] holds layers [b * layers_per_buf_, ...), each [K|V][n_ctx][kv_dim].
+  // Device FB-KV: kv_bufs_[b] holds layer slots [b * layers_per_buf_, ...), each [K|V][n_ctx][kv_dim];
+  // sequence s's layer l is slot s * kv_layers + l.
   std::vector<opencl::Buffer> kv_bufs_;
   int64_t layers_per_buf_ = 0;
 };

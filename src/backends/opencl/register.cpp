@@ -57,6 +57,7 @@ OpenclBackendOptions backend_options(const BackendParams& p) {
   g.kv_layers = p.kv_layers;
   g.kv_ctx = p.kv_ctx;
   g.kv_dim = p.kv_dim;
+  g.kv_seqs = p.kv_seqs;
   g.kv_type = p.kv_type;
   for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
   if (const auto* o = dynamic_cast<const OpenclOptions*>(p.options)) g.cache = o->cache;
@@ -94,6 +95,7 @@ StartTimes measure_start(const BackendParams& p) {
 BackendEntry opencl_entry() {
   BackendEntry e;
   e.name = "opencl";
+  e.multi_seq = true;
   e.mnn_type = 3;
   e.summary = "any OpenCL 1.2+ device: weights and KV cache in device memory";
   e.unavailable = unavailable;

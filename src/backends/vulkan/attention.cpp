@@ -57,7 +57,7 @@ void VulkanBackend::attention(const float* q, const KvCache& kv, int64_t layer, 
   const vulkan::Buffer& dq = dev_in(q, n, in_a_, "attention");
   const vulkan::Buffer& dout = dev_out(out, n, out_, "attention");
   uint32_t off = 0;
-  const KvTarget cache = kv_target(layer, off);
+  const KvTarget cache = kv_target(kv, layer, off);
   const bool q8 = attention_rounds(n_tok, p);
   record_attention(cache, off, opts_.kv_ctx, opts_.kv_dim, n_tok, p, dq, dev_positions(pos, n_tok), dout, q8);
   dev_done(out, n, dout);

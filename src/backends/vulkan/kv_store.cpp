@@ -35,7 +35,7 @@ void VulkanBackend::kv_store(KvCache& kv, int64_t layer, const float* k, const f
   const vulkan::Buffer& dk = dev_in(k, n, in_a_, "kv_store");
   const vulkan::Buffer& dv = dev_in(v, n, in_b_, "kv_store");
   uint32_t off = 0;
-  const KvTarget cache = kv_target(layer, off);
+  const KvTarget cache = kv_target(kv, layer, off);
   record_kv_store(cache, off, opts_.kv_ctx, opts_.kv_dim, n_tok, dk, dv, dev_positions(pos, n_tok));
 }
 
@@ -89,7 +89,7 @@ void VulkanBackend::rope_kv_store(float* q, float* k, const float* v, KvCache& k
   const vulkan::Buffer& dk = dev_in(k, nk, in_a_, "rope_kv_store");
   const vulkan::Buffer& dv = dev_in(v, nk, in_b_, "rope_kv_store");
   uint32_t off = 0;
-  const KvTarget cache = kv_target(layer, off);
+  const KvTarget cache = kv_target(kv, layer, off);
   record_rope_kv_store(cache, off, opts_.kv_ctx, n_tok, r, dq, dk, dv, dev_rope_table(table),
                        dev_positions(pos, n_tok));
   dev_done(q, nq, dq);

@@ -78,6 +78,7 @@ VulkanBackendOptions backend_options(const BackendParams& p) {
   g.kv_layers = p.kv_layers;
   g.kv_ctx = p.kv_ctx;
   g.kv_dim = p.kv_dim;
+  g.kv_seqs = p.kv_seqs;
   g.kv_type = p.kv_type;
   for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
   if (const auto* o = dynamic_cast<const VulkanOptions*>(p.options)) {
@@ -114,6 +115,7 @@ StartTimes measure_start(const BackendParams& p) {
 BackendEntry vulkan_entry() {
   BackendEntry e;
   e.name = "vulkan";
+  e.multi_seq = true;
   e.mnn_type = 7;
   e.prompt_batch = 512;  // cooperative-matrix tiles of 64 tokens: 8 of them a pass (docs/PERF.md)
   e.summary = "any Vulkan 1.1+ device: weights and KV cache in device memory";

@@ -280,6 +280,9 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
     mirrors_.push_back(std::move(m));
   }
 
+  // Layer slots: every sequence's layers (sequence s's layer l is slot s * kv_layers + l).
+  if (o.kv_seqs < 1) fail("internal: Vulkan KV caches for {} sequences", o.kv_seqs);
+  const int64_t kv_slots = o.kv_layers * o.kv_seqs;
   if (o.kv_layers > 0 && kv_image) {
     if (o.kv_ctx <= 0 || o.kv_dim <= 0) fail("internal: Vulkan KV cache of {} x {}", o.kv_ctx, o.kv_dim);
     // A position's row is one line of kv_dim / 4 texels; a layer 2 n_ctx lines (K, then V).
@@ -295,10 +298,10 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
           width, layer_lines, layer_bytes, o.kv_ctx, side, c.max_alloc_bytes, c.profile);
     }
     layers_per_buf_ =
-        std::min<int64_t>({o.kv_layers, int64_t(side / layer_lines),
+        std::min<int64_t>({kv_slots, int64_t(side / layer_lines),
                            int64_t(std::min<uint64_t>(c.max_alloc_bytes, UINT32_MAX) / layer_bytes)});
-    for (int64_t l = 0; l < o.kv_layers; l += layers_per_buf_) {
-      const int64_t nl = std::min(layers_per_buf_, o.kv_layers - l);
+    for (int64_t l = 0; l < kv_slots; l += layers_per_buf_) {
+      const int64_t nl = std::min(layers_per_buf_, kv_slots - l);
       kv_imgs_.push_back(
           rt_.alloc_image(uint32_t(width), uint32_t(uint64_t(nl) * layer_lines), vulkan::ImageUse::KvCache));
     }
@@ -315,9 +318,9 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
           "(-c)",
           layer_bytes, o.kv_ctx, max_buf, c.profile);
     }
-    layers_per_buf_ = std::min<int64_t>(o.kv_layers, int64_t(max_buf / layer_bytes));
-    for (int64_t l = 0; l < o.kv_layers; l += layers_per_buf_) {
-      const int64_t nl = std::min(layers_per_buf_, o.kv_layers - l);
+    layers_per_buf_ = std::min<int64_t>(kv_slots, int64_t(max_buf / layer_bytes));
+    for (int64_t l = 0; l < kv_slots; l += layers_per_buf_) {
+      const int64_t nl = std::min(layers_per_buf_, kv_slots - l);
       kv_bufs_.push_back(rt_.alloc(size_t(nl) * layer_bytes));
     }
   }
@@ -614,14 +617,16 @@ void VulkanBackend::check_kv(const KvCache& kv, int64_t layer, const int32_t* po
   if (kv_bufs_.empty() && kv_imgs_.empty())
     fail("Vulkan backend: {}: the backend was made without a KV cache", op);
   check_tokens(n_tok, op);
-  check_device_kv(kv, opts_.kv_layers, opts_.kv_ctx, opts_.kv_dim, opts_.kv_type, layer, pos, n_tok,
-                  "Vulkan backend", op);
+  check_device_kv(kv, opts_.kv_seqs, opts_.kv_layers, opts_.kv_ctx, opts_.kv_dim, opts_.kv_type, layer, pos,
+                  n_tok, "Vulkan backend", op);
 }
 
-VulkanBackend::KvTarget VulkanBackend::kv_target(int64_t layer, uint32_t& layer_off) const {
-  const int64_t b = layer / layers_per_buf_;
+VulkanBackend::KvTarget VulkanBackend::kv_target(const KvCache& kv, int64_t layer,
+                                                 uint32_t& layer_off) const {
+  const int64_t slot = int64_t(kv.seq()) * opts_.kv_layers + layer;
+  const int64_t b = slot / layers_per_buf_;
   layer_off =
-      uint32_t(uint64_t(layer % layers_per_buf_) * 2 * uint64_t(opts_.kv_ctx) * uint64_t(opts_.kv_dim));
+      uint32_t(uint64_t(slot % layers_per_buf_) * 2 * uint64_t(opts_.kv_ctx) * uint64_t(opts_.kv_dim));
   KvTarget t;
   if (kv_imgs_.empty()) {
     t.buf = &kv_bufs_[size_t(b)];
@@ -647,8 +652,9 @@ void VulkanBackend::kv_download(const KvTarget& t, int64_t kv_dim, size_t off, v
   rt_.download_image(*t.img, uint32_t(off / row), uint32_t(bytes / row), dst);
 }
 
-// Positions [p0, p1) of every layer's K and V planes between the device cache and a host cache of the same
-// geometry (whose planes may be padded: copied plane by plane). Returns with the device work finished.
+// Positions [p0, p1) of every layer's K and V planes between kv's sequence cache on the device and a host
+// cache of the same geometry (whose planes may be padded: copied plane by plane). Returns with the device
+// work finished.
 void VulkanBackend::copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_device) {
   const int32_t pos0 = 0;
   check_kv(kv, 0, &pos0, 0, to_device ? "kv_to_device" : "kv_to_host");
@@ -660,7 +666,7 @@ void VulkanBackend::copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_d
     const size_t bytes = size_t(p1 - p0) * size_t(opts_.kv_dim) * elem;
     for (int64_t l = 0; l < opts_.kv_layers; ++l) {
       uint32_t off = 0;
-      const KvTarget target = kv_target(l, off);
+      const KvTarget target = kv_target(kv, l, off);
       for (int kind = 0; kind < 2; ++kind) {
         const size_t dev =
             size_t(off) * elem + size_t(kind) * plane + size_t(p0) * size_t(opts_.kv_dim) * elem;

@@ -15,7 +15,8 @@
 //    Under --gpu-memory image each matrix that fits the device's 2D image limits is one RGBA32UI image
 //    instead (backends/image_plan.h; the products' _image shader variants read it through the texture path);
 //    the embedding table and what does not fit stay buffers, each with a note naming why.
-//  - FB-KV on the device: [layer][K|V][pos < n_ctx][kv_dim] in the cache type (f16 or f32), whole layers
+//  - FB-KV on the device: [seq < kv_seqs][layer][K|V][pos < n_ctx][kv_dim] in the cache type (f16 or f32;
+//    one cache per sequence of a BatchSession, the KvCache handed to an op naming its own), whole layers
 //    in as few buffers as the allocation and storage-range limits allow; under --kv-memory image (f16) in
 //    RGBA16F storage images instead (shaders/kv.glsl: a position's row one line of kv_dim / 4 texels), whole
 //    layers in as few images as the 2D image side and the allocation limit allow; the KV shaders then run
@@ -77,6 +78,7 @@ struct VulkanBackendOptions {
   // device has integer dot products; F32: the float path everywhere.
   ActivationMode activations = ActivationMode::Quantized;
   int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
+  int kv_seqs = 1;  // sequence caches of that geometry (BackendParams::kv_seqs)
   GgmlType kv_type = GgmlType::F16;
   uint64_t kv_max_buffer_bytes = 0;  // most bytes in one KV buffer; 0: the device's limits
   // Most bytes in one weight buffer; 0: the device's limits (tests of the split by rows lower it).
@@ -351,7 +353,8 @@ class VulkanBackend final : public Backend {
   void set_mirror_state(const std::vector<size_t>& s);
   void check_tokens(int64_t n_tok, const char* op) const;
   void check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok, const char* op) const;
-  KvTarget kv_target(int64_t layer, uint32_t& layer_off) const;
+  // One layer of one sequence's cache (KvCache::seq()), and the layer's offset in it (elements).
+  KvTarget kv_target(const KvCache& kv, int64_t layer, uint32_t& layer_off) const;
   void copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_device);
 
   VulkanBackendOptions opts_;
@@ -404,7 +407,7 @@ class VulkanBackend final : public Backend {
   std::vector<Mirror> mirrors_;
   std::unordered_map<const float*, vulkan::Buffer> norms_;
 
-  std::vector<vulkan::Buffer> kv_bufs_;  // kv_bufs_[b]: layers [b * layers_per_buf_, ...)
+  std::vector<vulkan::Buffer> kv_bufs_;  // kv_bufs_[b]: layer slots [b * layers_per_buf_, ...) (kv_target)
   std::vector<vulkan::Image> kv_imgs_;   // or (--kv-memory image) kv_imgs_[b], the same layers
   int64_t layers_per_buf_ = 0;
 };
