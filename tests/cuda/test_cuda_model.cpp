@@ -35,11 +35,16 @@ BackendEntry rounded_cpu_entry() {
   return test::rounded_cpu_entry("rounded-cpu", 98, false);
 }
 TILELLM_REGISTER_BACKEND(rounded_cpu_entry);
+// ... and of prompts on the fp16 GEMM (cuBLAS): their inputs rounded as that GEMM rounds them.
+BackendEntry rounded_cpu_half_entry() {
+  return test::rounded_cpu_entry("rounded-cpu-half", 96, false, CudaBackend::kHalfGemmTokens);
+}
+TILELLM_REGISTER_BACKEND(rounded_cpu_half_entry);
 
 // The tiny models on CUDA against the CPU float path, or for the quantized mode against the float path on the
 // same roundings (../gpu_common/compare_tiny.h).
 void compare_tiny(const std::string& arch, ActivationMode mode, WeightsMode weights, GgmlType kv_type,
-                  double bound, Worst& worst) {
+                  double bound, Worst& worst, int prompt_len = 9) {
   test::TinyCase c;
   c.arch = arch;
   c.backend = "cuda";
@@ -49,6 +54,9 @@ void compare_tiny(const std::string& arch, ActivationMode mode, WeightsMode weig
   c.weights = weights;
   c.kv_type = kv_type;
   c.bound = bound;
+  c.prompt_len = prompt_len;
+  if (prompt_len >= CudaBackend::kHalfGemmTokens && mode == ActivationMode::Quantized)
+    c.reference = "rounded-cpu-half";
   worst.rel = std::max(worst.rel, test::compare_tiny(c));
 }
 
@@ -87,6 +95,25 @@ TEST(CudaModel, tiny_models_quantized_path_equals_the_float_path_on_the_same_rou
       Worst w;
       compare_tiny(arch, ActivationMode::Quantized, m, GgmlType::F32, 5e-3, w);
       std::printf("%s --weights %s, quantized activations: worst relative logit difference %.3g\n", arch,
+                  weights_mode_name(m), w.rel);
+    }
+  }
+}
+
+// A prompt of 40 tokens in the quantized mode: its products on cuBLAS's fp16 GEMM where the library is
+// present, the reference rounding their inputs as that GEMM does; the GEMM's fp16 weights (~2^-12 of each
+// product) stay well inside the bound. Decode after it as above.
+TEST(CudaModel, tiny_models_long_prompt_on_the_fp16_gemm) {
+  SKIP_WITHOUT_CUDA();
+  {
+    const cuda::Blas probe(nullptr);
+    if (!probe.available()) GTEST_SKIP() << probe.status();
+  }
+  for (const char* arch : {"llama", "gemma3"}) {
+    for (WeightsMode m : {WeightsMode::Int4B64, WeightsMode::Int8B0, WeightsMode::F16}) {
+      Worst w;
+      compare_tiny(arch, ActivationMode::Quantized, m, GgmlType::F32, 5e-3, w, 40);
+      std::printf("%s --weights %s, 40-token prompt: worst relative logit difference %.3g\n", arch,
                   weights_mode_name(m), w.rel);
     }
   }

@@ -10,7 +10,8 @@
 //
 // Tolerances. Products: each output may differ from the double reference on the same inputs by the
 // rounding of a differently ordered float32 sum and of the block scales' products, bounded by
-// 8 n u sum_j |w_j x_j| + 1e-30 (u = 2^-24); the integer sums are exact. Elementwise ops within a few ulps.
+// 8 n u sum_j |w_j x_j| + 1e-30 (u = 2^-24); the integer sums are exact; the fp16 GEMM of longer prompts
+// adds its weights' rounding (expect_products). Elementwise ops within a few ulps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -63,7 +64,8 @@ class CudaOps : public ::testing::TestWithParam<ActivationMode> {
     o.max_in_elems = 1 << 17;
     o.max_out_elems = 1 << 17;
     o.max_width = 4096;
-    o.self_check = false;  // these tests check the kernels themselves; a CPU fallback would hide a fault
+    o.self_check = false;       // these tests check the kernels themselves; a CPU fallback would hide a fault
+    o.half_chunk_bytes = 4096;  // the fp16 GEMM's weights in many chunks (131 x 160: 12 rows a chunk)
     return o;
   }
 
@@ -81,23 +83,28 @@ class CudaOps : public ::testing::TestWithParam<ActivationMode> {
   }
 
   // y = W x: each output within the reordered-sum bound of the double reference on the inputs as the
-  // backend rounds them (exact_rows: the weights' exact values, [n_out][n_in]).
+  // backend rounds them (exact_rows: the weights' exact values, [n_out][n_in]). On the fp16 GEMM the
+  // weights are rounded to fp16 too: a product moves by at most 2^-11 of itself, or by 2^-25 times its
+  // input for a weight in fp16's subnormal range (both bounds doubled below).
   void expect_products(const CudaBackend& be, const Weight& w, const std::vector<float>& exact_rows,
                        const std::vector<float>& x, int64_t n_tok, const std::vector<float>& got,
                        const char* what) {
     std::vector<float> xr(x.size());
     be.rounded_matmul_input(w, x.data(), n_tok, xr.data());
+    const bool half = be.on_half_gemm(w, n_tok);
     for (int64_t r = 0; r < w.n_out; ++r) {
       const float* row = exact_rows.data() + r * w.n_in;
       for (int64_t t = 0; t < n_tok; ++t) {
-        double ref = 0.0, mag = 0.0;
+        double ref = 0.0, mag = 0.0, xs = 0.0;
         for (int64_t j = 0; j < w.n_in; ++j) {
           const double p = double(row[j]) * xr[size_t(t * w.n_in + j)];
           ref += p;
           mag += std::abs(p);
+          xs += std::abs(double(xr[size_t(t * w.n_in + j)]));
         }
+        const double rounding = half ? std::ldexp(mag, -10) + std::ldexp(xs, -24) : 0.0;
         const size_t i = size_t(t * w.n_out + r);
-        ASSERT_NEAR(got[i], ref, 8.0 * double(w.n_in) * kU * mag + 1e-30)
+        ASSERT_NEAR(got[i], ref, 8.0 * double(w.n_in) * kU * mag + rounding + 1e-30)
             << w.name << " " << what << " row " << r << " token " << t << " of " << n_tok;
       }
     }
@@ -149,6 +156,26 @@ TEST_P(CudaOps, matmul_and_embedding_of_every_weight_type) {
     be->embed(ow.w, ids, 4, 0.75f, got.data());
     for (size_t i = 0; i < ref.size(); ++i)
       ASSERT_NEAR(got[i], ref[i], 1e-6 * std::abs(ref[i])) << type_name(t) << " element " << i;
+  }
+}
+
+// The fp16 GEMM of prompts (quantized mode, where cuBLAS is present) on activations beyond fp16's range
+// and far below its normal range: the power-of-two scale keeps every product within the same bound.
+TEST_P(CudaOps, half_gemm_takes_activations_of_any_magnitude) {
+  if (GetParam() != ActivationMode::Quantized) GTEST_SKIP() << "the fp16 GEMM serves the quantized mode";
+  auto be = make();
+  const OwnedWeight ow = make_weight(GgmlType::Q4_0, 256, 67, 300);
+  be->upload_weight(ow.w);
+  if (!be->on_half_gemm(ow.w, 40)) GTEST_SKIP() << "prompts: " << be->half_gemm_status();
+  EXPECT_FALSE(be->on_half_gemm(ow.w, CudaBackend::kHalfGemmTokens - 1));
+  const std::vector<float> exact = exact_rows(ow.w);
+  uint32_t seed = 301;
+  for (double scale : {1e6, 3e-9, 1.0}) {
+    std::vector<float> x = rand_floats(size_t(40 * ow.w.n_in), seed++);
+    for (float& v : x) v = float(v * scale);
+    std::vector<float> got(size_t(40 * ow.w.n_out), NAN);
+    be->matmul(ow.w, x.data(), 40, got.data());
+    expect_products(*be, ow.w, exact, x, 40, got, "activations scaled");
   }
 }
 

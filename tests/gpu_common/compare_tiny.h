@@ -44,9 +44,10 @@ struct TinyCase {
   WeightsMode weights = WeightsMode::Native;
   GgmlType kv_type = GgmlType::F32;
   double bound = 1e-4;  // largest logit difference allowed, relative to the largest reference logit
+  int prompt_len = 9;   // the prompt's tokens (past 9: more of the vocabulary, in a fixed order)
 };
 
-// The same tokens through the reference session and the device session: a prompt of 9, then 8 greedy
+// The same tokens through the reference session and the device session: a prompt (9 tokens), then 8 greedy
 // decode steps (the reference's choice fed to both); every step's logits within the bound. Returns the
 // worst relative difference seen; each step's in `steps` when given.
 inline double compare_tiny(const TinyCase& c, std::vector<double>* steps = nullptr) {
@@ -61,6 +62,7 @@ inline double compare_tiny(const TinyCase& c, std::vector<double>* steps = nullp
   Session gpu(*model, so);
   const int64_t V = model->config().n_vocab;
   std::vector<int32_t> prompt = {0, 12, 5, 44, 66, 3, 19, 27, 8};
+  for (int i = int(prompt.size()); i < c.prompt_len; ++i) prompt.push_back(int32_t((7 * i + 3) % V));
   ref.eval(prompt.data(), int64_t(prompt.size()));
   gpu.eval(prompt.data(), int64_t(prompt.size()));
   double worst = 0.0;

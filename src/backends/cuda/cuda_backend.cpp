@@ -48,6 +48,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
     k_embed_[f].name = fmt::format("embed_{}", fn);
     k_matvec_[f].name = fmt::format("matvec_{}", fn);
     k_matmul_[f].name = fmt::format("matmul_{}", fn);
+    k_matmul16_[f].name = fmt::format("gemm_f16_{}", fn);
   }
   k_rmsnorm_.name = "rmsnorm";
   k_add_rmsnorm_.name = "add_rmsnorm";
@@ -64,7 +65,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
 
   // The self-check needs a little room whatever the session's sizes.
   opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, 32);
-  opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, 4096);
+  opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, kHalfGemmTokens * 256);  // its fp16 GEMM case
   opts_.max_out_elems = std::max<int64_t>(opts_.max_out_elems, 4096);
   opts_.max_width = std::max<int64_t>(opts_.max_width, 512);
   const int64_t max_in = (opts_.max_in_elems + 31) / 32 * 32;
@@ -107,6 +108,17 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
     kv_ = rt_.alloc(size_t(o.kv_layers) * 2 * size_t(o.kv_ctx) * size_t(o.kv_dim) * elem);
   }
 
+  if (quantized_ && o.half_gemm) {
+    blas_ = std::make_unique<cuda::Blas>(rt_.stream());
+    if (blas_->available()) {
+      blas_work_ = rt_.alloc(kBlasWorkspaceBytes);
+      blas_->set_workspace(blas_work_.get(), blas_work_.bytes());
+      half_w_ = rt_.alloc(std::max<size_t>(o.half_chunk_bytes, 16));
+      half_x_ = rt_.alloc(size_t(max_in) * 2);
+      half_scale_ = rt_.alloc(4 * sizeof(float));
+    }
+  }
+
   cpu_pool_ = std::make_unique<ThreadPool>(1);
   BackendParams hp;
   hp.pool = cpu_pool_.get();
@@ -127,7 +139,8 @@ CudaBackend::~CudaBackend() {
 
 std::vector<CudaBackend::Kernel*> CudaBackend::all_kernels() {
   std::vector<Kernel*> v;
-  for (int f = 0; f < cuda::kFormats; ++f) v.insert(v.end(), {&k_embed_[f], &k_matvec_[f], &k_matmul_[f]});
+  for (int f = 0; f < cuda::kFormats; ++f)
+    v.insert(v.end(), {&k_embed_[f], &k_matvec_[f], &k_matmul_[f], &k_matmul16_[f]});
   for (Kernel* k : {&k_rmsnorm_, &k_add_rmsnorm_, &k_rope_, &k_kv_store_, &k_rope_kv_store_, &k_attention_,
                     &k_glu_[0], &k_glu_[1], &k_add_, &k_add_rows_})
     v.push_back(k);
@@ -260,14 +273,16 @@ std::string CudaBackend::memory_summary() const {
   }
   for (const cuda::Buffer& b : mirror_dev_) other += b.bytes();
   for (const auto& e : norms_) other += e.second.bytes();
-  for (const cuda::Buffer* b : {&in_a_, &in_b_, &out_, &vec_, &attn_work_, &q8_[0].q, &q8_[0].d, &q8_[0].s,
-                                &q8_[1].q, &q8_[1].d, &q8_[1].s, &glu_counters_, &pos_dev_, &ids_dev_})
+  for (const cuda::Buffer* b :
+       {&in_a_, &in_b_, &out_, &vec_, &attn_work_, &q8_[0].q, &q8_[0].d, &q8_[0].s, &q8_[1].q, &q8_[1].d,
+        &q8_[1].s, &glu_counters_, &pos_dev_, &ids_dev_, &blas_work_, &half_w_, &half_x_, &half_scale_})
     other += b->bytes();
   for (const RopeSlot& r : rope_) other += r.dev.bytes();
   constexpr double kMiB = 1024.0 * 1024.0;
   return fmt::format(
-      "CUDA device memory: weights {:.1f} MiB, KV cache {:.1f} MiB, activations and scratch {:.1f} MiB",
-      double(weights) / kMiB, double(kv_.bytes()) / kMiB, double(other) / kMiB);
+      "CUDA device memory: weights {:.1f} MiB, KV cache {:.1f} MiB, activations and scratch {:.1f} MiB{}",
+      double(weights) / kMiB, double(kv_.bytes()) / kMiB, double(other) / kMiB,
+      quantized_ ? "; prompts: " + half_gemm_status() : "");
 }
 
 void CudaBackend::check_tokens(int64_t n_tok, const char* op) const {

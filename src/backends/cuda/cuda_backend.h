@@ -7,9 +7,13 @@
 //    on the CUDA cores (the reference the tests compare with).
 //  - Quantized (the default): the products of the block formats take the activations rounded to int8 per
 //    block of 32 (kernels/kernels.h "Q8"; llama.cpp's activation rounding for its CUDA kernels) and run as
-//    integer dot products — dp4a in decode, int8 tensor cores (mma.sync) for prompts — each block's sum
-//    scaled once; rounded_matmul_input() gives the rounded activations, so a reference can check them
-//    exactly. F16 and F32 weights stay on the float path. Every other op is float in both modes.
+//    integer dot products — dp4a in decode, int8 tensor cores (mma.sync) for short prompts — each block's
+//    sum scaled once; rounded_matmul_input() gives the rounded activations, so a reference can check them
+//    exactly. Prompts of kHalfGemmTokens or more take the fp16 tensor-core GEMM of cuBLAS where the library
+//    is present (blas.h; F16 weights too): the weights dequantized and rounded to fp16 a chunk of rows at a
+//    time, the activations scaled by a power of two and rounded to fp16 (rounded_matmul_input gives them;
+//    on_half_gemm says which products take it). F32 weights stay on the float path. Every other op is float
+//    in both modes.
 //
 // Memory (allocated in the constructor and load_weights; nothing is allocated while ops run):
 //  - Weights: one device buffer each, keyed by the host Weight's data pointer, in the device formats of
@@ -42,6 +46,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/blas.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/runtime.h"
 #include "backends/device_rows.h"
@@ -71,6 +76,10 @@ struct CudaBackendOptions {
     size_t bytes;
   };
   std::vector<HostArray> resident;
+  // Prompts on cuBLAS's fp16 GEMM where the library is present (matmul.cpp); off: the int8 kernel always.
+  // Its fp16 weight rows are made a chunk of at most half_chunk_bytes at a time (tests make it small).
+  bool half_gemm = true;
+  size_t half_chunk_bytes = size_t(96) << 20;  // a 4096 x 11008 matrix in one piece
   // Test hook: "add" makes the add kernel write acc = x (a broken kernel the self-check must catch).
   std::string test_broken_kernel;
 };
@@ -89,6 +98,14 @@ class CudaBackend final : public Backend {
   void upload_weight(const Weight& w);
   void begin_forward(const ForwardStep& step) override;
   void end_forward() override;
+
+  // Prompts of at least this many tokens take the fp16 GEMM (measured on the H200: docs/PERF.md).
+  static constexpr int64_t kHalfGemmTokens = 32;
+  static constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;  // cuBLAS's advice for Hopper
+  // Whether a product of w over n_tok tokens runs as the fp16 GEMM (its weights then rounded to fp16).
+  bool on_half_gemm(const Weight& w, int64_t n_tok) const;
+  // "cuBLAS 13.1.0", or why prompts keep the int8 kernel.
+  std::string half_gemm_status() const;
 
   // Names of the kernels that failed the self-check (their ops run on the host backend).
   std::vector<std::string> cpu_fallbacks() const;
@@ -149,7 +166,8 @@ class CudaBackend final : public Backend {
     std::string name;
     bool on_cpu = false;
   };
-  Kernel k_embed_[cuda::kFormats], k_matvec_[cuda::kFormats], k_matmul_[cuda::kFormats];
+  Kernel k_embed_[cuda::kFormats], k_matvec_[cuda::kFormats], k_matmul_[cuda::kFormats],
+      k_matmul16_[cuda::kFormats];
   Kernel k_rmsnorm_, k_add_rmsnorm_, k_rope_, k_kv_store_, k_rope_kv_store_, k_attention_, k_glu_[2], k_add_,
       k_add_rows_;
   std::vector<Kernel*> all_kernels();
@@ -167,6 +185,8 @@ class CudaBackend final : public Backend {
 
   // The products on device operands: x at dx (n_tok rows), y to dy.
   void record_matmul(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy);
+  bool half_gemm_of(const DeviceWeight& dw, int64_t n_tok) const;
+  void record_half_gemm(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy);
   // The set of Q8 buffers holding the rounded activations of the n_tok x n floats at dx, rounded into set 0
   // unless a set holds them already.
   int q8_of(const float* dx, int64_t n_tok, int64_t n);
@@ -224,6 +244,11 @@ class CudaBackend final : public Backend {
     int64_t rows = 0, cols = 0;
   };
   Q8Set q8_[2];
+  // The fp16 GEMM (set up only where cuBLAS loaded): the library's workspace; weight rows as fp16, a chunk
+  // of whole rows at a time [half_chunk_bytes / 2]; the activations as fp16 [max_in_elems]; scale: [alpha,
+  // beta] floats then the activations' largest magnitude as bits (kernels.h to_f16_scaled).
+  std::unique_ptr<cuda::Blas> blas_;
+  cuda::Buffer blas_work_, half_w_, half_x_, half_scale_;
   // GLU outputs' completion counts (matvec.cu quantize_rows_when_complete): [max_in_elems / 32] ints, zero.
   cuda::Buffer glu_counters_;
   cuda::Buffer pos_dev_, ids_dev_;  // [max_tokens] int32: the pass's positions and token ids

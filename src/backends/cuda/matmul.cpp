@@ -1,8 +1,11 @@
 // CUDA products (kernels/matmul.cu for prompts, kernels/matvec.cu for one token): the float path for the
 // F32/F16 formats and for --activations f32, the quantized path (int8 activations, kernels/quantize.cu)
-// for the block formats otherwise. q/k/v of one format are one launch in decode, and so are gate/up with
-// their activation. A kernel that failed its self-check hands its op to the host backend.
+// for the block formats otherwise; in the quantized mode, prompts of kHalfGemmTokens or more on cuBLAS's
+// fp16 GEMM (kernels/matmul_half.cu makes its operands) for every format but F32. q/k/v of one format are
+// one launch in decode, and so are gate/up with their activation. A kernel that failed its self-check
+// hands its op to the host backend (a failed fp16 GEMM: to the int8 or float prompt kernel).
 #include "backends/cuda/cuda_backend.h"
+#include "backends/f16_round.h"
 #include "backends/q8_round.h"
 #include "base/error.h"
 
@@ -31,7 +34,24 @@ int CudaBackend::q8_of(const float* dx, int64_t n_tok, int64_t n) {
   return 0;
 }
 
+bool CudaBackend::half_gemm_of(const DeviceWeight& dw, int64_t n_tok) const {
+  // Whole 16-byte rows of halves (cuBLAS's tensor-core alignment); F32 weights keep their precision.
+  return blas_ && blas_->available() && n_tok >= kHalfGemmTokens && dw.fmt != cuda::kF32 &&
+         dw.n_in % 8 == 0 && !k_matmul16_[dw.fmt].on_cpu;
+}
+
+bool CudaBackend::on_half_gemm(const Weight& w, int64_t n_tok) const {
+  return half_gemm_of(find_weight(w, "on_half_gemm"), n_tok);
+}
+
+std::string CudaBackend::half_gemm_status() const {
+  if (!opts_.half_gemm) return "the int8 kernel (the fp16 GEMM is off)";
+  if (!blas_ || !blas_->available()) return blas_ ? blas_->status() : "the int8 kernel";
+  return fmt::format("{}+ tokens on {}'s fp16 GEMM", kHalfGemmTokens, blas_->status());
+}
+
 void CudaBackend::rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const {
+  if (on_half_gemm(w, n_tok)) return round_activations_f16_scaled(x, n_tok * w.n_in, out);
   if (!quantized(find_weight(w, "rounded_matmul_input").fmt)) {
     for (int64_t i = 0; i < n_tok * w.n_in; ++i) out[i] = x[i];
     return;
@@ -39,8 +59,29 @@ void CudaBackend::rounded_matmul_input(const Weight& w, const float* x, int64_t 
   round_activations_q8(x, n_tok * w.n_in, out);
 }
 
+void CudaBackend::record_half_gemm(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy) {
+  // half_scale_: [alpha, beta, max |x| bits].
+  float* scale = half_scale_.as<float>();
+  launch("to_f16", [&](cudaStream_t s) {
+    cuda::to_f16_scaled(dx, n_tok * dw.n_in, half_x_.get(), scale, half_scale_.as<unsigned>() + 2, s);
+  });
+  // The weights a chunk of whole rows at a time (a chunk and its product share one scratch buffer: the
+  // stream orders them).
+  const int64_t chunk = std::max<int64_t>(1, int64_t(half_w_.bytes() / (2 * size_t(dw.n_in))));
+  const cuda::Matrix m = dw.matrix();
+  for (int64_t r0 = 0; r0 < dw.n_out; r0 += chunk) {
+    const int rows = int(std::min(chunk, dw.n_out - r0));
+    launch(k_matmul16_[dw.fmt].name.c_str(), [&](cudaStream_t s) {
+      cuda::weight_rows_f16(m, int(r0), rows, half_w_.get(), s);
+      blas_->gemm_f16(half_w_.get(), rows, half_x_.get(), int(n_tok), int(dw.n_in), scale, scale + 1, dy + r0,
+                      int(dw.n_out));
+    });
+  }
+}
+
 void CudaBackend::record_matmul(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy) {
   const int f = int(dw.fmt);
+  if (half_gemm_of(dw, n_tok)) return record_half_gemm(dw, dx, n_tok, dy);
   const cuda::Matrix m = dw.matrix();
   const bool one = n_tok == 1 && !k_matvec_[f].on_cpu;
   if (quantized(dw.fmt)) {
@@ -65,7 +106,7 @@ void CudaBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float* 
   if (replaying(y)) return;
   const DeviceWeight& dw = find_weight(w, "matmul");
   const int f = int(dw.fmt);
-  if (k_matmul_[f].on_cpu && (n_tok > 1 || k_matvec_[f].on_cpu)) {
+  if (k_matmul_[f].on_cpu && !half_gemm_of(dw, n_tok) && (n_tok > 1 || k_matvec_[f].on_cpu)) {
     host_in(x, n_tok * w.n_in);
     host_out(y, n_tok * w.n_out);
     return cpu_->matmul(w, x, n_tok, y);

@@ -34,23 +34,30 @@ void CudaBackend::verdict(Kernel& k, double err) {
       "warning: CUDA kernel %s failed its self-check on %s: error %.3g of the largest value; %s from now "
       "on\n",
       k.name.c_str(), caps().name.c_str(), err,
-      matvec                    ? "one-token products use the prompt kernel"
-      : k.name == "add_rmsnorm" ? "the separate add and rmsnorm run instead"
-                                : "its op runs on the CPU");
+      matvec                              ? "one-token products use the prompt kernel"
+      : k.name.rfind("gemm_f16_", 0) == 0 ? "prompts of its format use the int8 or float kernel"
+      : k.name == "add_rmsnorm"           ? "the separate add and rmsnorm run instead"
+                                          : "its op runs on the CPU");
 }
 
 void CudaBackend::run_self_check() {
   std::mt19937 rng(0x5e1fc4ecu);
   auto check_products = [&](const Weight& w, const Weight& exact) {
     const int f = weights_.at(w.data).fmt;
-    const int64_t n_tok = 5;  // a partial token tile
-    const std::vector<float> x = random_floats(size_t(n_tok * w.n_in), rng);
-    for (int64_t nt : {n_tok, int64_t(1)}) {
+    // 5: a partial token tile; 1: decode; a prompt long enough for the fp16 GEMM where it is set up (its
+    // weights rounded to fp16 move a product by ~2^-12 of its size, well inside the tolerance).
+    const int64_t n_half = kHalfGemmTokens;
+    const std::vector<float> x = random_floats(size_t(n_half * w.n_in), rng);
+    for (int64_t nt : {int64_t(5), int64_t(1), n_half}) {
+      if (nt == n_half && !on_half_gemm(w, nt)) continue;
       std::vector<float> xr(size_t(nt * w.n_in)), ref(size_t(nt * w.n_out)), got(ref.size());
       rounded_matmul_input(w, x.data(), nt, xr.data());
       cpu_->matmul(exact, xr.data(), nt, ref.data());
       matmul(w, x.data(), nt, got.data());
-      verdict(nt == 1 ? k_matvec_[int(f)] : k_matmul_[int(f)], relative_error(ref, got));
+      verdict(nt == 1        ? k_matvec_[f]
+              : nt == n_half ? k_matmul16_[f]
+                             : k_matmul_[f],
+              relative_error(ref, got));
     }
   };
   // Every native device format through a GGUF type that keeps it, then the converted formats.

@@ -76,6 +76,14 @@ void matvec_q8(const MatvecJob& job, const Q8& x, cudaStream_t s);
 void matmul_f32(const Matrix& w, const float* x, int n_tok, float* y, cudaStream_t s);
 void matmul_q8(const Matrix& w, const Q8& x, int n_tok, float* y, cudaStream_t s);
 
+// --- matmul_half.cu: the operands of the prompts' fp16 GEMM (cuBLAS, ../blas.h). Rows r0 .. r0 + rows - 1
+// of w dequantized exactly, then rounded to fp16: out [rows][w.n_in] (w.n_in % 8 == 0, the block formats'
+// % 32; out 16-byte aligned). x [n] (n % 8 == 0) times 2^e, e from max |x| as backends/f16_round.h
+// defines it, rounded to fp16 into out; scale [2] = {2^-e, 0} (the GEMM's alpha and beta); work: one
+// unsigned of scratch.
+void weight_rows_f16(const Matrix& w, int r0, int rows, void* out, cudaStream_t s);
+void to_f16_scaled(const float* x, int64_t n, void* out, float* scale, unsigned* work, cudaStream_t s);
+
 // --- rope.cu. Rotation of the first rope_dim dims of every head, pairs (2i, 2i+1) (mode 0, "norm") or
 // (i, i + rope_dim / 2) (mode 1, neox), by the table row of each token's position.
 struct RopeArgs {
