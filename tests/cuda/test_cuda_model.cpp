@@ -100,9 +100,10 @@ TEST(CudaModel, tiny_models_quantized_path_equals_the_float_path_on_the_same_rou
   }
 }
 
-// A prompt of 40 tokens in the quantized mode: its products on cuBLAS's fp16 GEMM where the library is
-// present, the reference rounding their inputs as that GEMM does; the GEMM's fp16 weights (~2^-12 of each
-// product) stay well inside the bound. Decode after it as above.
+// A prompt of 40 tokens in the quantized mode: the products over F16 weights on cuBLAS's fp16 GEMM where the
+// library is present (the default --cuda-fp16-gemm f16), the reference rounding their inputs as that GEMM
+// does; those over the converted formats on the int8 kernel at 40 tokens (its tiled attention beside it).
+// Decode after it as above.
 TEST(CudaModel, tiny_models_long_prompt_on_the_fp16_gemm) {
   SKIP_WITHOUT_CUDA();
   {

@@ -66,6 +66,7 @@ class CudaOps : public ::testing::TestWithParam<ActivationMode> {
     o.max_width = 4096;
     o.self_check = false;       // these tests check the kernels themselves; a CPU fallback would hide a fault
     o.half_chunk_bytes = 4096;  // the fp16 GEMM's weights in many chunks (131 x 160: 12 rows a chunk)
+    o.half_gemm = CudaBackendOptions::HalfGemm::All;  // every format's products through it
     return o;
   }
 
@@ -183,7 +184,7 @@ TEST_P(CudaOps, converted_formats) {
   uint32_t seed = 100;
   for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0, WeightsMode::F16, WeightsMode::F32}) {
     auto be = make(mode);
-    const ConvertedWeight cw(mode, 320, 133, seed++);
+    const ConvertedWeight cw(mode, 352, 133, seed++);  // 11 blocks: INT4B64 ends in half a group of 64
     be->upload_weight(cw.w);
     for (int64_t n_tok : {1, 5, 70}) {
       const std::vector<float> x = rand_floats(size_t(n_tok * cw.w.n_in), seed++);

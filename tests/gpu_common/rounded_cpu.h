@@ -2,9 +2,9 @@
 // the input of each product a GPU backend rounds rounded as it rounds it (backends/q8_round.h) — what that
 // path computes, up to float summation order. The CUDA backend rounds the input of every product of a block
 // format; the Vulkan backend only one-token products (decode), its prompts staying on the float path:
-// `decode_only` says which. `half_from` > 0: products of that many tokens or more (and of F16 weights too)
-// round their input as the CUDA backend's fp16 GEMM does (backends/f16_round.h; that GEMM's fp16 weights
-// are not rounded here). Registered by each test under its own name (rounded_cpu_entry).
+// `decode_only` says which. `half_from` > 0: products over F16 weights of that many tokens or more round
+// their input as the CUDA backend's fp16 GEMM does by default (backends/f16_round.h; --cuda-fp16-gemm f16).
+// Registered by each test under its own name (rounded_cpu_entry).
 #pragma once
 
 #include <memory>
@@ -30,7 +30,7 @@ class RoundedCpu final : public ForwardingBackend {
   std::string_view name() const override { return "rounded-cpu"; }
   void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override {
     const DeviceFormat f = device_format_for(w, weights_);
-    const bool half = half_from_ > 0 && n_tok >= half_from_ && f != DeviceFormat::F32 && w.n_in % 8 == 0;
+    const bool half = half_from_ > 0 && n_tok >= half_from_ && f == DeviceFormat::F16 && w.n_in % 8 == 0;
     const bool rounds = half || (device_format_is_block(f) && (!decode_only_ || n_tok == 1));
     if (!rounds) return inner().matmul(w, x, n_tok, y);
     std::vector<float> xr(size_t(n_tok * w.n_in));

@@ -108,7 +108,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
     kv_ = rt_.alloc(size_t(o.kv_layers) * 2 * size_t(o.kv_ctx) * size_t(o.kv_dim) * elem);
   }
 
-  if (quantized_ && o.half_gemm) {
+  if (quantized_ && o.half_gemm != CudaBackendOptions::HalfGemm::Off) {
     blas_ = std::make_unique<cuda::Blas>(rt_.stream());
     if (blas_->available()) {
       blas_work_ = rt_.alloc(kBlasWorkspaceBytes);

@@ -36,8 +36,10 @@ int CudaBackend::q8_of(const float* dx, int64_t n_tok, int64_t n) {
 
 bool CudaBackend::half_gemm_of(const DeviceWeight& dw, int64_t n_tok) const {
   // Whole 16-byte rows of halves (cuBLAS's tensor-core alignment); F32 weights keep their precision.
-  return blas_ && blas_->available() && n_tok >= kHalfGemmTokens && dw.fmt != cuda::kF32 &&
-         dw.n_in % 8 == 0 && !k_matmul16_[dw.fmt].on_cpu;
+  const bool format =
+      opts_.half_gemm == CudaBackendOptions::HalfGemm::All ? dw.fmt != cuda::kF32 : dw.fmt == cuda::kF16;
+  return blas_ && blas_->available() && n_tok >= kHalfGemmTokens && format && dw.n_in % 8 == 0 &&
+         !k_matmul16_[dw.fmt].on_cpu;
 }
 
 bool CudaBackend::on_half_gemm(const Weight& w, int64_t n_tok) const {
@@ -45,9 +47,11 @@ bool CudaBackend::on_half_gemm(const Weight& w, int64_t n_tok) const {
 }
 
 std::string CudaBackend::half_gemm_status() const {
-  if (!opts_.half_gemm) return "the int8 kernel (the fp16 GEMM is off)";
+  if (opts_.half_gemm == CudaBackendOptions::HalfGemm::Off) return "the int8 kernel (the fp16 GEMM is off)";
   if (!blas_ || !blas_->available()) return blas_ ? blas_->status() : "the int8 kernel";
-  return fmt::format("{}+ tokens on {}'s fp16 GEMM", kHalfGemmTokens, blas_->status());
+  return fmt::format("{}+ tokens {}on {}'s fp16 GEMM", kHalfGemmTokens,
+                     opts_.half_gemm == CudaBackendOptions::HalfGemm::All ? "" : "over F16 weights ",
+                     blas_->status());
 }
 
 void CudaBackend::rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const {

@@ -15,6 +15,7 @@ namespace {
 
 struct CudaOptions final : BackendOptions {
   int attention_splits = 0;  // 0: auto (32)
+  CudaBackendOptions::HalfGemm half_gemm = CudaBackendOptions::HalfGemm::F16;
 };
 
 // CUDA devices are taken as they are: the GPU-family profiles of the OpenCL and Vulkan backends clamp
@@ -58,7 +59,10 @@ CudaBackendOptions backend_options(const BackendParams& p) {
   g.kv_dim = p.kv_dim;
   g.kv_type = p.kv_type;
   for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
-  if (const auto* o = dynamic_cast<const CudaOptions*>(p.options)) g.attention_splits = o->attention_splits;
+  if (const auto* o = dynamic_cast<const CudaOptions*>(p.options)) {
+    g.attention_splits = o->attention_splits;
+    g.half_gemm = o->half_gemm;
+  }
   return g;
 }
 
@@ -118,6 +122,26 @@ BackendEntry cuda_entry() {
     c.attention_splits = int(n);
   };
   e.options.push_back(std::move(sp));
+  OptionSpec hg;
+  hg.flag = "--cuda-fp16-gemm";
+  hg.help =
+      "prompt products of 32+ tokens on cuBLAS's fp16 GEMM (where libcublas loads): f16 (over F16 weights), "
+      "all (every format but F32; the block formats' whole-model check is pending) or off";
+  hg.default_value = "f16";
+  hg.choices = {"f16", "all", "off"};
+  hg.set = [](BackendOptions& o, const std::string& v) {
+    auto& c = static_cast<CudaOptions&>(o);
+    using H = CudaBackendOptions::HalfGemm;
+    if (v == "f16")
+      c.half_gemm = H::F16;
+    else if (v == "all")
+      c.half_gemm = H::All;
+    else if (v == "off")
+      c.half_gemm = H::Off;
+    else
+      fail("--cuda-fp16-gemm: '{}' is not f16, all or off", v);
+  };
+  e.options.push_back(std::move(hg));
   e.make = make;
   e.measure_start = measure_start;
   e.make_probe = [](const BackendParams& p) {
