@@ -16,8 +16,8 @@ Exit status 1 when a request failed (other than 503) or the RSS at the end excee
 more than --rss-slack percent; so CI runs it small (tests/tools, CMakeLists.txt).
 
     bench/serve_load.py TILELLM_BINARY [--model M] [--parallel 1 4 8] [--clients 32] [--requests 300]
-                        [--max-tokens 32] [--ctx 1024] [--max-queue 64] [--threads T] [--peer LLAMA_SERVER]
-                        [--json OUT]
+                        [--max-tokens 32] [--ctx 1024] [--max-queue 64] [--threads T] [--backend B]
+                        [--peer LLAMA_SERVER] [--json OUT]
 """
 
 from __future__ import annotations
@@ -133,6 +133,7 @@ def main() -> int:
     ap.add_argument("--ctx", type=int, default=1024)
     ap.add_argument("--max-queue", type=int, default=64)
     ap.add_argument("--threads", type=int, default=0, help="-t of the server (0: its default)")
+    ap.add_argument("--backend", help="--backend of tilellm serve (default: its own, the CPU)")
     ap.add_argument("--rss-slack", type=float, default=5.0, help="percent the RSS may grow after warm-up")
     ap.add_argument("--peer", help="llama-server binary to run the same load against")
     ap.add_argument("--json", help="write the rows here")
@@ -145,6 +146,8 @@ def main() -> int:
         args = ["--parallel", str(n), "-c", str(a.ctx), "--max-queue", str(a.max_queue)]
         if a.threads:
             args += ["-t", str(a.threads)]
+        if a.backend:
+            args += ["--backend", a.backend]
         servers = [("tilellm", Server(a.binary, a.model, args))]
         if a.peer:
             servers.append(("llama-server", PeerServer(a.peer, a.model, n, a.ctx, a.threads)))
