@@ -112,6 +112,9 @@ const float* BatchSession::logits(int i) const {
 }
 
 const float* BatchSession::hidden_states(int i, int64_t* n) const {
+  // A device backend keeps the residual stream in its own memory: the host scratch is not current.
+  if (!require_backend(opts_.backend).host)
+    fail("hidden states are read on the host backend only; this batch runs on {}", opts_.backend);
   if (i < 0 || i >= n_spans_) fail("internal: hidden states of entry {} of a pass of {}", i, n_spans_);
   *n = spans_[size_t(i)].n;
   return scratch_.x.as<float>() + spans_[size_t(i)].begin * model_.config().n_embd;

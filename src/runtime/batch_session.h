@@ -41,7 +41,8 @@ class BatchSession {
   void eval(const Entry* entries, int n_entries);
   // Logits [n_vocab] of the last token of entry i of the last eval().
   const float* logits(int i) const;
-  // Entry i's rows of the last eval()'s final residual stream, before the output norm: [n][n_embd].
+  // Entry i's rows of the last eval()'s final residual stream, before the output norm: [n][n_embd]. On the
+  // host backend only (throws tilellm::Error on a device backend).
   const float* hidden_states(int i, int64_t* n) const;
 
   int n_seq() const { return int(kv_.size()); }
