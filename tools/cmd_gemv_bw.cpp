@@ -206,7 +206,8 @@ void gemv_bw_main(const GemvArgs& a) {
   for (const Row& r : rows) {
     const BackToBack b =
         gemv_back_to_back(entry, base, r.c->K(), r.c->N(), r.format->mode, r.format->source, r.bytes, cache);
-    std::printf("| %s %dx%d | %d | %.1f | %.2f | %.1f | %.1f |\n", r.format->name, r.c->N(), r.c->K(),
+    // Four significant digits: a loaded or emulated device's MB/s must not print as 0.00 GB/s.
+    std::printf("| %s %dx%d | %d | %.1f | %.4g | %.3g | %.3g |\n", r.format->name, r.c->N(), r.c->K(),
                 b.copies, b.us, b.gbs, 100.0 * b.gbs / read_gbs, 100.0 * b.gbs / copy_gbs);
   }
 }
