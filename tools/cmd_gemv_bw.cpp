@@ -184,7 +184,7 @@ void gemv_bw_main(const GemvArgs& a) {
     const double t = bench::stats_of(r.us).median;
     const double flops = 2.0 * K * N;
     const double gbs = r.bytes / (t * 1e-6) / 1e9;
-    std::printf("| %s %dx%d | %s | %.1f | %.2f | %.4f | %.2f | %.1f | %.2f | %.2f | %.1f | %.2f | %.2f |\n",
+    std::printf("| %s %dx%d | %s | %.1f | %.2f | %.4f | %.4g | %.1f | %.4g | %.2f | %.1f | %.4g | %.4g |\n",
                 r.format->name, N, K, host ? std::to_string(threads).c_str() : "gpu", t, r.bytes / (1 << 20),
                 r.bytes / (double(K) * N), gbs, 100.0 * gbs / read_gbs, flops / (t * 1e-6) / 1e9,
                 flops / r.bytes, 100.0 * gbs / copy_gbs, bench::stats_of(r.read_w).median,

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -88,6 +89,10 @@ def check_gemv_bw(lines: list[str], k: int, n: int, threads: int, fails: list[st
     def near(got: float, want: float, digits: int, rel: float = 0.0) -> bool:  # printed with `digits` decimals
         return abs(got - want) <= 0.5 * 10**-digits + rel * abs(want) + 1e-9
 
+    def near_sig(got: float, want: float, sig: int, rel: float = 0.0) -> bool:  # printed with %.{sig}g
+        step = 10**(math.floor(math.log10(abs(want))) - sig + 1) if want else 0.0
+        return abs(got - want) <= 0.5 * step + rel * abs(want) + 1e-9
+
     for r in rows:
         thr, us, mib, bpe, gbs, pct, gflops, ai = int(r[1]), *map(float, r[2:9])
         if len(r) != 12 or not all(float(c) > 0 for c in r[9:]):
@@ -96,8 +101,8 @@ def check_gemv_bw(lines: list[str], k: int, n: int, threads: int, fails: list[st
         nbytes = want_bpe * k * n
         rel = 0.06 / us if us > 0 else 0.0  # us/iter is printed to 0.1 us: the rates carry its rounding
         ok = (thr == threads and us > 0 and near(bpe, want_bpe, 4) and near(mib, nbytes / 2**20, 2) and
-              near(ai, 2 / want_bpe, 2) and near(gbs, nbytes / us / 1e3, 2, rel) and
-              near(gflops, 2 * k * n / us / 1e3, 2, rel) and
+              near(ai, 2 / want_bpe, 2) and near_sig(gbs, nbytes / us / 1e3, 4, rel) and
+              near_sig(gflops, 2 * k * n / us / 1e3, 4, rel) and
               # from the time, not from the printed GB/s: at a small shape its two decimals are 0.4% of it
               near(pct, 100 * nbytes / us / 1e3 / read, 1, rel + 0.006 / read))
         if not ok:
