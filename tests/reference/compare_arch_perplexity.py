@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Perplexity and KL-divergence of the engine against llama-perplexity on the tiny LongRoPE and expert models of
-make_arch_goldens.py (the same files), on a fixed stream of random characters of the tiny vocabulary.
+make_arch_goldens.py and on tiny dense models of each architecture (the same files), on a fixed stream of random
+characters of the tiny vocabulary.
 
 For each case: llama-perplexity -c 128 with an f32 KV cache and flash attention off (its CPU flash attention
 computes in f16, which on these models flips some tokens' choice of expert: with it on, llama-f32-moe4x1's max KLD
@@ -11,7 +12,7 @@ Prints one table row per case. Not run in CI (it needs the pinned llama.cpp buil
 docs/REFERENCE.md.
 
     source tests/reference/llama_cpp_env.sh
-    python3 tests/reference/compare_arch_perplexity.py build/tilellm
+    python3 tests/reference/compare_arch_perplexity.py build/tilellm [NAME ...]   # all cases, or those named
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ N_CTX = 128
 N_CHARS = 2100  # 16 chunks of 128 tokens (one character a token, but for the few merged pairs)
 # LongRoPE's long factors need a context past the original 256: that case runs 4 chunks of 512.
 CTX = {"phi3-f32-longrope-long": 512}
+# The dense architectures (make_tiny_model.py's defaults: GQA, odd sizes; gemma3 with its sliding window of 5),
+# in the layout of CASES: name, make_tiny_model.py arguments, (unused) context, activations.
+DENSE = [
+    (f"{arch}-{t}", ["--arch", arch, "--type", t, "--seed", "21"], 0, "f32" if t == "f32" else "q8")
+    for arch in ("llama", "gemma3", "qwen2", "qwen3", "phi3")
+    for t in ("f32", "q8_0")
+]
 
 
 def number(pattern: str, text: str) -> float:
@@ -54,7 +62,9 @@ def main() -> None:
         txt = os.path.join(tmp, "text.txt")
         with open(txt, "w") as f:
             f.write(text)
-        for name, margs, _, acts in CASES:
+        for name, margs, _, acts in CASES + DENSE:
+            if len(sys.argv) > 2 and name not in sys.argv[2:]:
+                continue
             path = os.path.join(tmp, name + ".gguf")
             make_model(path, margs)
             base = os.path.join(tmp, name + ".kld")
@@ -74,7 +84,7 @@ def main() -> None:
             out = r.stderr + r.stdout
             ppl_llama = number(r"Mean PPL\(base\) +: ([0-9.]+)", out)
             print(f"| {name} | {ppl_llama:.4f} | {ppl_ours:.4f} | {ppl_ours / ppl_llama:.5f} | "
-                  f"{abs(number(r'Mean    KLD: +(-?[0-9.]+)', out)):.1e} | {number(r'Maximum KLD: +([0-9.]+)', out):.1e} | "
+                  f"{abs(number(r'Mean    KLD: +(-?[0-9.]+)', out)):.1e} | {abs(number(r'Maximum KLD: +(-?[0-9.]+)', out)):.1e} | "
                   f"{number(r'Same top p: +([0-9.]+)', out):.2f}% |", flush=True)
 
 
