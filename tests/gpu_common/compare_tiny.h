@@ -50,9 +50,10 @@ struct TinyCase {
   std::shared_ptr<const BackendOptions> backend_options;  // the device backend's own; null: its defaults
 };
 
-// The same tokens through the reference session and the device session: a prompt (9 tokens), then 8 greedy
-// decode steps (the reference's choice fed to both); every step's logits within the bound. Returns the
-// worst relative difference seen; each step's in `steps` when given.
+// The same tokens through the reference session and the device session: a prompt (prompt_len tokens), then 8
+// greedy decode steps (the reference's choice fed to both); every step's logits within the bound (the decode
+// steps' own where decode_bound is set). Returns the worst relative difference seen; each step's in `steps`
+// when given.
 inline double compare_tiny(const TinyCase& c, std::vector<double>* steps = nullptr) {
   auto model = Model::load(gpu_tiny_model(c.arch));
   SessionOptions so = float_options(c.kv_type);
