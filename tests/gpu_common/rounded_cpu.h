@@ -65,9 +65,11 @@ class RoundedCpu final : public ForwardingBackend {
 
  private:
   // w's rows [n_out][n_in] as the fp16 GEMM reads them: the host backend's exact weights (its product with
-  // one-hot inputs adds only zeros to each) rounded to fp16. Kept per weight.
+  // one-hot inputs adds only zeros to each) rounded to fp16. Kept per weight (its first byte and row count:
+  // a fused tensor's first part starts where the tensor does).
   const std::vector<float>& half_rows(const Weight& w) {
-    auto it = half_rows_.find(w.data);
+    const std::pair<const uint8_t*, int64_t> key{w.data, w.n_out};
+    auto it = half_rows_.find(key);
     if (it != half_rows_.end()) return it->second;
     constexpr int64_t kChunk = 8;  // one-hot tokens a product
     std::vector<float> eye(size_t(kChunk * w.n_in)), cols(size_t(kChunk * w.n_out));
@@ -81,14 +83,14 @@ class RoundedCpu final : public ForwardingBackend {
         for (int64_t o = 0; o < w.n_out; ++o)
           rows[size_t(o * w.n_in + i0 + t)] = fp16_to_fp32(fp32_to_fp16(cols[size_t(t * w.n_out + o)]));
     }
-    return half_rows_.emplace(w.data, std::move(rows)).first->second;
+    return half_rows_.emplace(key, std::move(rows)).first->second;
   }
 
   WeightsMode weights_;
   bool decode_only_;
   int64_t half_from_;
   bool half_all_;
-  std::map<const uint8_t*, std::vector<float>> half_rows_;
+  std::map<std::pair<const uint8_t*, int64_t>, std::vector<float>> half_rows_;
 };
 
 // The registry entry of a RoundedCpu (test-only MNN number `mnn_type`).
