@@ -8,7 +8,8 @@
 // two candidates is within twice the largest logit difference of that step, i.e. the numerical
 // disagreement alone can flip it. The comparison of that prompt stops there.
 //
-// Cost: prompts are cut to 8 tokens and 6 tokens are generated.
+// Cost: prompts are cut to 8 tokens (GreedyCase::prompt_tokens; a longer prompt continues the golden prompt
+// with the greedy tokens llama.cpp generated after it) and 6 tokens are generated.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -71,9 +73,30 @@ struct GreedyCase {
   WeightsMode weights = WeightsMode::Native;
   GpuMemory gpu_memory = GpuMemory::Buffer;  // the device session's
   KvMemory kv_memory = KvMemory::Buffer;     // the device session's
+  size_t prompt_tokens = kPromptTokens;
+  ActivationMode activations = ActivationMode::F32;       // the device session's; the CPU's is f32
+  std::shared_ptr<const BackendOptions> backend_options;  // the device backend's own; null: its defaults
+  std::string label;                                      // what the printed line names; empty: the profile
 };
 
-inline void compare_greedy(const GreedyCase& g) {
+// What a comparison saw: the largest logit difference relative to the largest logit after the prompts
+// (their last position) and over every step, and the near-ties that ended a prompt's comparison.
+struct GreedyResult {
+  double worst_prompt = 0.0, worst = 0.0;
+  int ties = 0;
+};
+
+// The golden case's prompt tokens cut or continued (by its generated tokens) to n.
+inline std::vector<int32_t> golden_prompt(const nlohmann::json& c, size_t n) {
+  std::vector<int32_t> prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
+  const std::vector<int32_t> generated = c["generated"].get<std::vector<int32_t>>();
+  for (size_t i = 0; prompt.size() < n && i < generated.size(); ++i) prompt.push_back(generated[i]);
+  prompt.resize(std::min(prompt.size(), n));
+  return prompt;
+}
+
+inline GreedyResult compare_greedy(const GreedyCase& g) {
+  GreedyResult r;
   const std::string& profile = g.profile;
   const GgmlType kv_type = g.kv_type;
   const double rel_bound = g.rel_bound;
@@ -82,13 +105,20 @@ inline void compare_greedy(const GreedyCase& g) {
   const int n_prompts = g.n_prompts;
   const WeightsMode weights = g.weights;
   const std::string path = model_path(model_file);
-  ASSERT_MODEL(path);
+  if (!std::filesystem::exists(path)) {
+    ADD_FAILURE() << "model " << path << " is missing: run scripts/fetch_models.sh first";
+    return r;
+  }
   auto model = Model::load(path);
   std::ifstream f(source_path(std::string("tests/data/goldens/") + golden));
-  ASSERT_TRUE(f) << "missing tests/data/goldens/" << golden;
+  if (!f) {
+    ADD_FAILURE() << "missing tests/data/goldens/" << golden;
+    return r;
+  }
   const nlohmann::json goldens = nlohmann::json::parse(f);
 
   SessionOptions so = float_options(kv_type);
+  so.n_ctx = std::max<int64_t>(so.n_ctx, int64_t(g.prompt_tokens) + kGenerate + 8);
   so.weights = weights;
   Session cpu(*model, so);
   so.backend = g.backend;
@@ -96,14 +126,15 @@ inline void compare_greedy(const GreedyCase& g) {
   so.device_profile = profile;
   so.gpu_memory = g.gpu_memory;
   so.kv_memory = g.kv_memory;
+  so.activations = g.activations;
+  so.backend_options = g.backend_options;
   Session gpu(*model, so);
   const int64_t V = model->config().n_vocab;
 
-  int ties = 0;
-  double worst = 0.0;  // largest logit difference relative to the largest logit, over every step
+  int& ties = r.ties;
+  double& worst = r.worst;
   for (int c = 0; c < n_prompts; ++c) {
-    std::vector<int32_t> prompt = goldens["cases"][size_t(c)]["prompt_tokens"].get<std::vector<int32_t>>();
-    prompt.resize(std::min(prompt.size(), kPromptTokens));
+    const std::vector<int32_t> prompt = golden_prompt(goldens["cases"][size_t(c)], g.prompt_tokens);
     cpu.reset();
     gpu.reset();
     cpu.eval(prompt.data(), int64_t(prompt.size()));
@@ -113,7 +144,12 @@ inline void compare_greedy(const GreedyCase& g) {
       const float* lg = gpu.logits();
       const auto [max_diff, max_abs] = logit_diff(lc, lg, V);
       worst = std::max(worst, max_diff / max_abs);
-      ASSERT_LE(max_diff, rel_bound * max_abs) << "prompt " << c << " step " << step;
+      if (step == 0) r.worst_prompt = std::max(r.worst_prompt, max_diff / max_abs);
+      if (max_diff > rel_bound * max_abs) {
+        ADD_FAILURE() << "prompt " << c << " step " << step << ": largest logit difference " << max_diff
+                      << " over " << rel_bound << " of the largest logit " << max_abs;
+        return r;
+      }
       const int32_t tc = argmax(lc, V), tg = argmax(lg, V);
       if (tc != tg) {
         const double margin = double(lc[tc]) - lc[tg];
@@ -129,7 +165,9 @@ inline void compare_greedy(const GreedyCase& g) {
   }
   ::testing::Test::RecordProperty("near_ties", ties);
   ::testing::Test::RecordProperty("worst_relative_logit_difference", std::to_string(worst));
-  std::printf("%s: worst relative logit difference %.3g, near-ties %d\n", profile.c_str(), worst, ties);
+  std::printf("%s: worst relative logit difference %.3g (after the prompt %.3g), near-ties %d\n",
+              (g.label.empty() ? profile : g.label).c_str(), worst, r.worst_prompt, ties);
+  return r;
 }
 
 }  // namespace tilellm::test

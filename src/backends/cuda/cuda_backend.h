@@ -9,8 +9,8 @@
 //    block of 32 (kernels/kernels.h "Q8"; llama.cpp's activation rounding for its CUDA kernels) and run as
 //    integer dot products — dp4a in decode, int8 tensor cores (mma.sync) for short prompts — each block's
 //    sum scaled once; rounded_matmul_input() gives the rounded activations, so a reference can check them
-//    exactly. Prompts of kHalfGemmTokens or more over F16 weights (and, with half_gemm All, over the block
-//    formats too) take the fp16 tensor-core GEMM of cuBLAS where the library is present (blas.h): the
+//    exactly. Prompts of kHalfGemmTokens or more (over every format but F32 by default; half_gemm F16: over
+//    F16 weights only) take the fp16 tensor-core GEMM of cuBLAS where the library is present (blas.h): the
 //    weights dequantized and rounded to fp16 a chunk of rows at a time, the activations scaled by a power
 //    of two and rounded to fp16 (rounded_matmul_input gives them; on_half_gemm says which products take it).
 //    F32 weights stay on the float path. Every other op is float in both modes.
@@ -77,11 +77,12 @@ struct CudaBackendOptions {
   };
   std::vector<HostArray> resident;
   // Which prompt products take cuBLAS's fp16 GEMM where the library is present (matmul.cpp;
-  // --cuda-fp16-gemm): F16 weights (checked whole-model against the CPU on the H200), every format but F32
-  // (the block formats: each product checked, the whole-model check not passed yet: docs/CUDA.md), or none.
-  // Its fp16 weight rows are made a chunk of at most half_chunk_bytes at a time (tests make it small).
+  // --cuda-fp16-gemm): every format but F32 (the default: on the H200 1.4-1.7x llama.cpp CUDA's pp512 where
+  // the int8 kernel gives 0.7-0.9x, and closer to the float path on the real models; docs/CUDA.md), F16
+  // weights only, or none. Its fp16 weight rows are made a chunk of at most half_chunk_bytes at a time
+  // (tests make it small).
   enum class HalfGemm { Off, F16, All };
-  HalfGemm half_gemm = HalfGemm::F16;
+  HalfGemm half_gemm = HalfGemm::All;
   size_t half_chunk_bytes = size_t(96) << 20;  // a 4096 x 11008 matrix in one piece
   // Test hook: "add" makes the add kernel write acc = x (a broken kernel the self-check must catch).
   std::string test_broken_kernel;

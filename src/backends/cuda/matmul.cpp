@@ -1,10 +1,10 @@
 // CUDA products (kernels/matmul.cu for prompts, kernels/matvec.cu for one token): the float path for the
 // F32/F16 formats and for --activations f32, the quantized path (int8 activations, kernels/quantize.cu)
 // for the block formats otherwise; in the quantized mode, prompts of kHalfGemmTokens or more on cuBLAS's
-// fp16 GEMM (kernels/matmul_half.cu makes its operands) over F16 weights, or with --cuda-fp16-gemm all over
-// every format but F32. q/k/v of one format are one launch in decode, and so are gate/up with their
-// activation. A kernel that failed its self-check hands its op to the host backend (a failed fp16 GEMM: to
-// the int8 or float prompt kernel).
+// fp16 GEMM (kernels/matmul_half.cu makes its operands) over every format but F32 (--cuda-fp16-gemm all, the
+// default), over F16 weights only (f16), or nowhere (off). q/k/v of one format are one launch in decode, and
+// so are gate/up with their activation. A kernel that failed its self-check hands its op to the host backend
+// (a failed fp16 GEMM: to the int8 or float prompt kernel).
 #include "backends/cuda/cuda_backend.h"
 #include "backends/f16_round.h"
 #include "backends/q8_round.h"

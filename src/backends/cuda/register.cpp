@@ -15,7 +15,7 @@ namespace {
 
 struct CudaOptions final : BackendOptions {
   int attention_splits = 0;  // 0: auto (32)
-  CudaBackendOptions::HalfGemm half_gemm = CudaBackendOptions::HalfGemm::F16;
+  CudaBackendOptions::HalfGemm half_gemm = CudaBackendOptions::HalfGemm::All;
 };
 
 // CUDA devices are taken as they are: the GPU-family profiles of the OpenCL and Vulkan backends clamp
@@ -125,10 +125,10 @@ BackendEntry cuda_entry() {
   OptionSpec hg;
   hg.flag = "--cuda-fp16-gemm";
   hg.help =
-      "prompt products of 32+ tokens on cuBLAS's fp16 GEMM (where libcublas loads): f16 (over F16 weights), "
-      "all (every format but F32; the block formats' whole-model check is pending) or off";
-  hg.default_value = "f16";
-  hg.choices = {"f16", "all", "off"};
+      "prompt products of 32+ tokens on cuBLAS's fp16 GEMM (where libcublas loads): all (every format but "
+      "F32), f16 (over F16 weights only) or off (the int8 kernel)";
+  hg.default_value = "all";
+  hg.choices = {"all", "f16", "off"};
   hg.set = [](BackendOptions& o, const std::string& v) {
     auto& c = static_cast<CudaOptions&>(o);
     using H = CudaBackendOptions::HalfGemm;
