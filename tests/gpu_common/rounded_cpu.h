@@ -3,8 +3,8 @@
 // path computes, up to float summation order. The CUDA backend rounds the input of every product of a block
 // format; the Vulkan backend only one-token products (decode), its prompts staying on the float path:
 // `decode_only` says which. `half_from` > 0: products over F16 weights of that many tokens or more round
-// their input as the CUDA backend's fp16 GEMM does by default (backends/f16_round.h; --cuda-fp16-gemm f16);
-// `half_all`: over every format but F32 (--cuda-fp16-gemm all), whose block formats' weights that GEMM also
+// their input as the CUDA backend's fp16 GEMM does (backends/f16_round.h; --cuda-fp16-gemm f16); `half_all`:
+// over every format but F32 (--cuda-fp16-gemm all, the default), whose block formats' weights that GEMM also
 // reads rounded to fp16: the reference then multiplies by the exact weights rounded so (F16 weights are
 // already).
 // Registered by each test under its own name (rounded_cpu_entry).
