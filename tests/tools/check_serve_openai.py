@@ -13,6 +13,7 @@ Against a server this script starts (SmolLM2-135M, 2 slots, an API key, small li
     queue (503 with Retry-After);
   - a request sent 3.5 s after its connection opened is answered (not closed as an idle keep-alive);
   - a client that disconnects mid-stream frees its slot (tilellm_slots_busy back to 0, cancelled counted);
+    so does one that disconnects while its whole (non-streamed) reply is generated (the job cancelled);
   - SIGTERM ends the server with exit status 0.
 
     check_serve_openai.py TILELLM_BINARY
@@ -211,6 +212,23 @@ def main() -> int:
         c.check(busy == 1 and after == 0, f"disconnect mid-stream: slots_busy {busy:.0f} -> {after:.0f} "
                                           f"in {time.time() - t0:.2f} s")
         c.check(s.metric("requests_cancelled_total") == cancelled0 + 1, "the cancelled stream is counted")
+
+        # Disconnect while a whole (non-streamed) reply is generated: the client sends its request and closes
+        # the connection at once; the job stops long before its 64 tokens (the server looks every 50 ms).
+        sock = socket.create_connection((host, int(port)))
+        body = json.dumps({"messages": msgs, "max_tokens": 64, "ignore_eos": True}).encode()
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Authorization: Bearer " + KEY.encode() + b"\r\nContent-Length: " +
+                     str(len(body)).encode() + b"\r\n\r\n" + body)
+        sock.close()
+        t0 = time.time()
+        while s.metric("requests_cancelled_total") < cancelled0 + 2 and time.time() - t0 < 10:
+            time.sleep(0.05)
+        # A job ends as cancelled only when told to; one left running would end by its length, uncounted.
+        after = s.wait_metric("slots_busy", 0, timeout=10)
+        c.check(s.metric("requests_cancelled_total") == cancelled0 + 2 and after == 0,
+                f"disconnect before a whole reply: the job cancelled, slots_busy {after:.0f}, "
+                f"in {time.time() - t0:.2f} s")
 
         # A full queue: 2 slots and 1 waiting place, 6 requests at once: some get 503 with Retry-After.
         results = []

@@ -41,6 +41,11 @@ bool Job::poll(std::string* delta, JobResult* result, std::chrono::milliseconds 
   return done_;
 }
 
+bool Job::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(m_);
+  return cv_.wait_for(lk, timeout, [&] { return done_; });
+}
+
 JobResult Job::wait(std::string* text) {
   std::unique_lock<std::mutex> lk(m_);
   cv_.wait(lk, [&] { return done_; });

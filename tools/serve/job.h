@@ -58,6 +58,8 @@ class Job {
   // HTTP thread: waits up to `timeout` for new text or the end; moves the new text to *delta. True once the
   // job has finished (its result then in *result); *delta may hold the last text with it.
   bool poll(std::string* delta, JobResult* result, std::chrono::milliseconds timeout);
+  // Waits up to `timeout` for the end; true once the job has finished.
+  bool wait_for(std::chrono::milliseconds timeout);
   // Waits for the end; the whole text in *text.
   JobResult wait(std::string* text);
 

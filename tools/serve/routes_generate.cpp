@@ -1,11 +1,13 @@
 // The routes that run the model: /v1/chat/completions and /v1/completions (whole replies, or server-sent
 // events ending in `data: [DONE]`), and /v1/embeddings. Each request becomes a Job in the SlotPool's queue;
-// a full queue is 503 with Retry-After. A stream whose client goes away cancels its job, which frees the
-// slot at the decode thread's next step.
+// a full queue is 503 with Retry-After. A client that goes away cancels its job, which frees the slot at the
+// decode thread's next step: a stream's when a write finds the connection closed, a whole reply's when its
+// connection is seen closed while the job runs (peer_watch.h, checked every 50 ms).
 #include <chrono>
 #include <memory>
 
 #include "api_response.h"
+#include "peer_watch.h"
 #include "server_impl.h"
 
 namespace tilellm::serve {
@@ -32,7 +34,7 @@ ApiError queue_full(const SlotPool& pool) {
 void HttpServer::Impl::add_generate_routes() {
   // Prompt tokens checked against the limits, a sampler for the job, then queued and answered.
   auto generate = [this](const GenRequest& r, std::vector<int32_t> prompt, bool chat,
-                         httplib::Response& res) {
+                         const httplib::Request& req, httplib::Response& res) {
     const int64_t n_ctx = pool.n_ctx();
     if (prompt.empty()) throw ApiError(400, "the prompt is empty", chat ? "messages" : "prompt");
     if (int64_t(prompt.size()) >= n_ctx)
@@ -59,6 +61,9 @@ void HttpServer::Impl::add_generate_routes() {
             .count();
     const ReplyHead head{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++), model_id, now, chat};
     if (!r.stream) {
+      const PeerWatch peer(req);
+      while (!job->wait_for(std::chrono::milliseconds(50)))
+        if (!job->cancel.load() && peer.gone()) job->cancel.store(true);
       std::string text;
       const JobResult res_ = job->wait(&text);
       if (res_.finish == Finish::Cancelled)
@@ -112,14 +117,14 @@ void HttpServer::Impl::add_generate_routes() {
       check_model(r.model);
       std::string warning;
       const std::string text = apply_chat_template(tmpl, r.messages, true, &warning);
-      generate(r, model.tokenizer().encode(text, true, true), true, res);
+      generate(r, model.tokenizer().encode(text, true, true), true, req, res);
     });
   };
   auto complete = [this, generate](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       CompletionRequest r = parse_completion(parse_body(req.body));
       check_model(r.model);
-      generate(r, model.tokenizer().encode(r.prompt, true, true), false, res);
+      generate(r, model.tokenizer().encode(r.prompt, true, true), false, req, res);
     });
   };
   auto embed = [this](const httplib::Request& req, httplib::Response& res) {
