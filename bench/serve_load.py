@@ -17,7 +17,7 @@ more than --rss-slack percent; so CI runs it small (tests/tools, CMakeLists.txt)
 
     bench/serve_load.py TILELLM_BINARY [--model M] [--parallel 1 4 8] [--clients 32] [--requests 300]
                         [--max-tokens 32] [--ctx 1024] [--max-queue 64] [--threads T] [--backend B]
-                        [--peer LLAMA_SERVER] [--json OUT]
+                        [--peer LLAMA_SERVER [--peer-args '-ngl 99']] [--json OUT]
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ TOPICS = ["rivers", "bread", "stars", "trains", "music", "chess", "tea", "rain",
 class PeerServer(Server):
     """llama-server under the same load: a free port chosen here (it takes no port 0), ready once /health is 200."""
 
-    def __init__(self, binary: str, model: str, n: int, ctx: int, threads: int):
+    def __init__(self, binary: str, model: str, n: int, ctx: int, threads: int, extra: list[str]):
         super().__init__(binary, model, [])
         with socket.socket() as sk:
             sk.bind(("127.0.0.1", 0))
             port = sk.getsockname()[1]
         self.cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-np", str(n), "-c",
-                    str(n * ctx), "--no-webui"] + (["-t", str(threads)] if threads else [])
+                    str(n * ctx), "--no-webui"] + (["-t", str(threads)] if threads else []) + extra
         self.url = f"http://127.0.0.1:{port}"
 
     def start(self) -> None:
@@ -136,6 +136,8 @@ def main() -> int:
     ap.add_argument("--backend", help="--backend of tilellm serve (default: its own, the CPU)")
     ap.add_argument("--rss-slack", type=float, default=5.0, help="percent the RSS may grow after warm-up")
     ap.add_argument("--peer", help="llama-server binary to run the same load against")
+    ap.add_argument("--peer-args", default="", help="more arguments of llama-server, e.g. '-ngl 99' beside "
+                    "--backend cuda")
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args()
 
@@ -150,7 +152,7 @@ def main() -> int:
             args += ["--backend", a.backend]
         servers = [("tilellm", Server(a.binary, a.model, args))]
         if a.peer:
-            servers.append(("llama-server", PeerServer(a.peer, a.model, n, a.ctx, a.threads)))
+            servers.append(("llama-server", PeerServer(a.peer, a.model, n, a.ctx, a.threads, a.peer_args.split())))
         for name, server in servers:
             with server as s:
                 warm = run_round(s, 0, a.clients, a.clients, a.max_tokens)

@@ -3,7 +3,8 @@
 // window, GELU, q/k norms; written here, so the test needs no model file) through a prompt (the prompt
 // kernels) and decode steps (captured once, then replayed); the quantized mode (int8 activations) with the
 // block formats against the CPU float path fed the same roundings (the "rounded-cpu" backend below); the real
-// models' greedy output (SmolLM2, Gemma 3: tests/gpu_common/compare_greedy.h); hybrid prefill; and the
+// models' greedy output (SmolLM2, Gemma 3: tests/gpu_common/compare_greedy.h); a BatchSession's sequences
+// against a session each; hybrid prefill; and the
 // self-check catching a broken kernel, whose op then runs on the CPU with the output unchanged.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/batch_check.h"
 #include "../gpu_common/compare_greedy.h"
 #include "../gpu_common/compare_tiny.h"
 #include "../gpu_common/hybrid_prefill.h"
@@ -229,6 +231,23 @@ TEST(CudaModel, real_models_quantized_prompts_on_the_fp16_gemm_follow_the_cpu_fl
     }
     EXPECT_LE(res[0].worst_prompt, res[1].worst_prompt)
         << m.file << ": the fp16 GEMM's prompt is further from the float path than the int8 kernel's";
+  }
+}
+
+// Continuous batching on the device: a BatchSession's caches, one per sequence, side by side in the one KV
+// allocation (BackendParams::kv_seqs); every pass's logits those of one CUDA session per sequence
+// (../common/batch_check.h). The float path and an f32 cache: only the products' row counts differ. A pass of
+// one token is a decode step (captured, replayed while the same sequence's cache is written).
+TEST(CudaModel, batch_of_sequences_equals_a_session_each) {
+  SKIP_WITHOUT_CUDA();
+  for (const char* arch : {"llama", "gemma3"}) {
+    SCOPED_TRACE(arch);
+    auto model = Model::load(test::gpu_tiny_model(arch));
+    SessionOptions so = test::float_options(GgmlType::F32);
+    so.backend = "cuda";
+    so.device = test::cuda_test_device();
+    so.n_batch = 32;
+    test::check_batch_against_sessions(*model, so, 1e-4);
   }
 }
 

@@ -2,11 +2,10 @@
 // evaluates a run of tokens for any subset of them and hands back each one's last logits.
 //
 // Two ways, chosen by the backend: on the host backend and on a device backend that holds a KV cache per
-// sequence (BackendEntry::multi_seq: OpenCL, Vulkan) all the step's tokens go through one forward pass
+// sequence (BackendEntry::multi_seq: OpenCL, Vulkan, CUDA) all the step's tokens go through one forward pass
 // (runtime/batch_session.h: the matmuls see every slot's rows at once, so aggregate throughput grows with
-// the slots); on a device backend with a single cache (CUDA, whose decode replays a captured graph) each
-// slot is a Session of its own (its own backend and weights on the device) and the step evaluates them one
-// after another.
+// the slots); on a backend with a single cache each slot is a Session of its own (its own backend and
+// weights) and the step evaluates them one after another.
 #pragma once
 
 #include <cstdint>

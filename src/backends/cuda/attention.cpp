@@ -47,7 +47,7 @@ void CudaBackend::attention(const float* q, const KvCache& kv, int64_t layer, co
   }
   const float* dq = dev_in(q, n, in_a_, "attention");
   float* dout = dev_out(out, n, out_, "attention");
-  record_attention(kv_plane(layer, 0), kv_plane(layer, 1), opts_.kv_dim, n_tok, p, dq,
+  record_attention(kv_plane(kv, layer, 0), kv_plane(kv, layer, 1), opts_.kv_dim, n_tok, p, dq,
                    dev_positions(pos, n_tok), dout, attn_splits_);
   const float* src = q8_[0].src;
   const int64_t rows = q8_[0].rows, cols = q8_[0].cols;

@@ -104,8 +104,9 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
 
   if (o.kv_layers > 0) {
     if (o.kv_ctx <= 0 || o.kv_dim <= 0) fail("internal: CUDA KV cache of {} x {}", o.kv_ctx, o.kv_dim);
+    if (o.kv_seqs < 1) fail("internal: CUDA KV caches for {} sequences", o.kv_seqs);
     const size_t elem = o.kv_type == GgmlType::F16 ? 2 : 4;
-    kv_ = rt_.alloc(size_t(o.kv_layers) * 2 * size_t(o.kv_ctx) * size_t(o.kv_dim) * elem);
+    kv_ = rt_.alloc(size_t(o.kv_seqs) * size_t(o.kv_layers) * 2 * size_t(o.kv_ctx) * size_t(o.kv_dim) * elem);
   }
 
   if (quantized_ && o.half_gemm != CudaBackendOptions::HalfGemm::Off) {
@@ -294,14 +295,15 @@ void CudaBackend::check_kv(const KvCache& kv, int64_t layer, const int32_t* pos,
                            const char* op) const {
   if (!kv_.get()) fail("CUDA backend: {}: the backend was made without a KV cache", op);
   check_tokens(n_tok, op);
-  check_device_kv(kv, 1, opts_.kv_layers, opts_.kv_ctx, opts_.kv_dim, opts_.kv_type, layer, pos, n_tok,
-                  "CUDA backend", op);
+  check_device_kv(kv, opts_.kv_seqs, opts_.kv_layers, opts_.kv_ctx, opts_.kv_dim, opts_.kv_type, layer, pos,
+                  n_tok, "CUDA backend", op);
 }
 
-void* CudaBackend::kv_plane(int64_t layer, int kind) const {
+void* CudaBackend::kv_plane(const KvCache& kv, int64_t layer, int kind) const {
   const size_t elem = opts_.kv_type == GgmlType::F16 ? 2 : 4;
   const size_t plane = size_t(opts_.kv_ctx) * size_t(opts_.kv_dim) * elem;
-  return kv_.as<uint8_t>() + (size_t(layer) * 2 + size_t(kind)) * plane;
+  const size_t index = (size_t(kv.seq()) * size_t(opts_.kv_layers) + size_t(layer)) * 2 + size_t(kind);
+  return kv_.as<uint8_t>() + index * plane;
 }
 
 // Positions [p0, p1) of every layer's K and V planes between the device cache and a host cache of the same
@@ -316,7 +318,7 @@ void CudaBackend::copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_dev
     const size_t bytes = size_t(p1 - p0) * size_t(opts_.kv_dim) * elem;
     for (int64_t l = 0; l < opts_.kv_layers; ++l) {
       for (int kind = 0; kind < 2; ++kind) {
-        const size_t dev = size_t(static_cast<uint8_t*>(kv_plane(l, kind)) - kv_.as<uint8_t>()) +
+        const size_t dev = size_t(static_cast<uint8_t*>(kv_plane(kv, l, kind)) - kv_.as<uint8_t>()) +
                            size_t(p0) * size_t(opts_.kv_dim) * elem;
         uint8_t* host = kv.plane(l, kind) + size_t(p0) * kv.row_bytes();
         if (to_device)

@@ -22,7 +22,9 @@
 //    as KQ8, the rest dequantized to F32; --weights int4b64 /
 //    int8b0 / f16 / f32 convert every matrix (the embedding table keeps its GGUF type). Before anything is
 //    uploaded, the whole model's device bytes are compared with the device's free memory.
-//  - FB-KV on the device, in one allocation: [layer][K|V][pos < n_ctx][kv_dim] in the cache type.
+//  - FB-KV on the device, in one allocation: [seq < kv_seqs][layer][K|V][pos < n_ctx][kv_dim] in the cache
+//    type (one cache per sequence of a BatchSession, one for a Session; the KvCache handed to the cache ops
+//    names its sequence, KvCache::seq()).
 //  - Activations are device-resident (backends/host_mirrors.h): the session's activation arrays are
 //    mirrored by device buffers and only what the other side needs is copied; a forward pass reads back
 //    the logits only. Operands outside every mirror go through fixed scratch buffers.
@@ -65,6 +67,7 @@ struct CudaBackendOptions {
   WeightsMode weights = WeightsMode::Native;
   ActivationMode activations = ActivationMode::Quantized;
   int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
+  int kv_seqs = 1;  // sequence caches (a BatchSession's)
   GgmlType kv_type = GgmlType::F16;
   bool self_check = true;
   bool profiling = false;
@@ -222,7 +225,7 @@ class CudaBackend final : public Backend {
   bool replaying(float* out0 = nullptr);
   void check_tokens(int64_t n_tok, const char* op) const;
   void check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok, const char* op) const;
-  void* kv_plane(int64_t layer, int kind) const;
+  void* kv_plane(const KvCache& kv, int64_t layer, int kind) const;
   void copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_device);
 
   CudaBackendOptions opts_;
@@ -284,7 +287,7 @@ class CudaBackend final : public Backend {
   HostMirrors mirrors_{"CUDA backend"};
   std::vector<cuda::Buffer> mirror_dev_;  // mirror_dev_[i]: the device copy of mirrors_[i]
   std::unordered_map<const float*, cuda::Buffer> norms_;
-  cuda::Buffer kv_;  // [layer][K|V][n_ctx][kv_dim] in the cache type
+  cuda::Buffer kv_;  // [kv_seqs][layer][K|V][n_ctx][kv_dim] in the cache type
 };
 
 }  // namespace tilellm

@@ -18,8 +18,8 @@ void CudaBackend::kv_store(KvCache& kv, int64_t layer, const float* k, const flo
   const float* dk = dev_in(k, n, in_a_, "kv_store");
   const float* dv = dev_in(v, n, in_b_, "kv_store");
   const int32_t* dpos = dev_positions(pos, n_tok);
-  void* kp = kv_plane(layer, 0);
-  void* vp = kv_plane(layer, 1);
+  void* kp = kv_plane(kv, layer, 0);
+  void* vp = kv_plane(kv, layer, 1);
   const bool f16 = opts_.kv_type == GgmlType::F16;
   launch(k_kv_store_.name.c_str(), [&](cudaStream_t s) {
     cuda::kv_store(dk, dv, int(n_tok), int(opts_.kv_dim), dpos, kp, vp, f16, s);

@@ -57,6 +57,7 @@ CudaBackendOptions backend_options(const BackendParams& p) {
   g.kv_layers = p.kv_layers;
   g.kv_ctx = p.kv_ctx;
   g.kv_dim = p.kv_dim;
+  g.kv_seqs = p.kv_seqs;
   g.kv_type = p.kv_type;
   for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
   if (const auto* o = dynamic_cast<const CudaOptions*>(p.options)) {
@@ -98,6 +99,7 @@ BackendEntry cuda_entry() {
   e.name = "cuda";
   e.mnn_type = 2;
   e.prompt_batch = 512;  // the prompt GEMM's tiles are 64 tokens: 8 of them a pass fill the SMs
+  e.multi_seq = true;    // a BatchSession's caches side by side in the one KV allocation
   e.summary =
       "NVIDIA GPUs (compute capability 8.0+): weights and KV cache in device memory, int8 tensor cores";
   e.unavailable = cuda::unavailable;

@@ -55,8 +55,8 @@ void CudaBackend::rope_kv_store(float* q, float* k, const float* v, KvCache& kv,
   const float* dv = dev_in(v, nk, in_a_, "rope_kv_store");
   const cuda::RopeArgs ra = rope_args(*r.table, r.head_dim, r.rope_dim, r.mode);
   const int32_t* dpos = dev_positions(pos, n_tok);
-  void* kp = kv_plane(layer, 0);
-  void* vp = kv_plane(layer, 1);
+  void* kp = kv_plane(kv, layer, 0);
+  void* vp = kv_plane(kv, layer, 1);
   const bool f16 = opts_.kv_type == GgmlType::F16;
   launch(k_rope_kv_store_.name.c_str(), [&](cudaStream_t s) {
     cuda::rope_kv_store(dq, dk, dv, int(n_tok), int(r.n_head), int(r.n_head_kv), dpos, ra, kp, vp, f16, s);
