@@ -25,16 +25,20 @@ namespace tilellm {
 // last decode step this backend ran, with the same shapes and arguments but for the data (the tokens,
 // positions, and the KV rows they read), whatever other passes (prompts) ran since: a backend may record a
 // decode step once and replay it (CUDA graphs, Vulkan command buffers), reading the step's positions from its
-// own memory. pos: [n_tok] int32, the host array the ops of
-// this pass will be given (ForwardScratch::pos), already filled.
+// own memory. A batch decode step is the same over several sequences (a BatchSession's pass of one token for
+// each of n_tok sequences, each with its logits); same_as_last then also says that the sequences' caches are
+// the last such step's, in the same order. pos: [n_tok] int32, the host array the ops of this pass will be
+// given (ForwardScratch::pos; a sequence's ops get its part), already filled.
 struct ForwardStep {
   int64_t n_tok = 0;
   int64_t n_past = 0;  // positions [n_past, n_past + n_tok) are written; the cache then holds n_past + n_tok
   int64_t n_logits = 0;  // rows of logits the pass ends with (0: none)
   const int32_t* pos = nullptr;
   bool decode = false;
+  bool batch_decode = false;  // n_tok sequences, one token each (at most kMaxBatchDecode); decode is false
   bool same_as_last = false;
 };
+constexpr int kMaxBatchDecode = 64;
 
 class Backend {
  public:

@@ -59,9 +59,16 @@ void run_blocks(ForwardContext& ctx, const int32_t* tokens, int64_t n, const Seq
   // The op sequence below depends only on the model, n and whether logits are made: one decode step is
   // another's with new data, whatever passes (prompts) ran between them — when it writes the same cache (a
   // recorded step addresses its sequence's cache on the device). Not with experts: the routing, read back
-  // during the pass, picks the matrices.
-  step.same_as_last = step.decode && s.last_decode_backend == &be && s.last_decode_kv == spans[0].kv;
-  if (step.decode) s.last_decode_backend = &be, s.last_decode_kv = spans[0].kv;
+  // during the pass, picks the matrices. A batch decode step likewise, over the same caches in order.
+  const bool replayable = step.decode || step.batch_decode;
+  bool same = replayable && s.last_decode_backend == &be && s.last_decode_n == n_spans;
+  for (int i = 0; same && i < n_spans; ++i) same = s.last_decode_kvs[size_t(i)] == spans[i].kv;
+  step.same_as_last = same;
+  if (replayable) {
+    s.last_decode_backend = &be;
+    s.last_decode_n = n_spans;
+    for (int i = 0; i < n_spans; ++i) s.last_decode_kvs[size_t(i)] = spans[i].kv;
+  }
   be.begin_forward(step);
 
   const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), VD = c.kv_dim_v(),
@@ -195,6 +202,7 @@ void forward_spans(ForwardContext& ctx, const int32_t* tokens, const SeqSpan* sp
   step.n_past = n_spans == 1 ? spans[0].n_past : 0;
   step.n_logits = n_spans;
   step.decode = n == 1 && !c.moe();
+  step.batch_decode = n_spans > 1 && n == n_spans && n_spans <= kMaxBatchDecode && !c.moe();
   run_blocks(ctx, tokens, n, spans, n_spans, step);
 
   // Each span's last row through the output norm (into consecutive rows of xn), then one output matmul.

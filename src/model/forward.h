@@ -1,6 +1,7 @@
 // The layer loop, written once against the Backend op interface for every supported architecture.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -27,9 +28,11 @@ struct ForwardScratch {
   AlignedBuffer pos;   // [n_batch] int32 positions
   MoeScratch moe;      // a model with experts: the mixture's host arrays (backends/moe.h); else empty
 
-  // The backend of the last decode step, from which the next one's ForwardStep::same_as_last follows.
+  // The backend of the last decode or batch decode step, from which the next one's ForwardStep::same_as_last
+  // follows, and the caches it wrote in their order (a BatchSession has several).
   const Backend* last_decode_backend = nullptr;
-  const KvCache* last_decode_kv = nullptr;  // the cache that decode step wrote (a BatchSession has several)
+  std::array<const KvCache*, kMaxBatchDecode> last_decode_kvs{};
+  int last_decode_n = 0;
 
   // The float arrays (x .. up), which only ops read and write: a backend with its own memory may keep them
   // there between ops (the OpenCL backend mirrors them on the device).

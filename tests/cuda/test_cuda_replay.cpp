@@ -3,7 +3,8 @@
 // decode steps in both activation modes: the logits of every replayed step equal, bit for bit, those of the
 // same steps run eagerly (a backend with profiling on never captures); one capture is made and 31 steps
 // replay; and nothing is allocated while the replayed steps run, neither on the device (the runtime's
-// allocations) nor on the host (operator new, counted by alloc_counter.cpp).
+// allocations) nor on the host (operator new, counted by alloc_counter.cpp). Likewise a batch decode step of
+// three sequences (BatchRig).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -86,6 +87,87 @@ void expect_replay_bit_exact_without_allocations(ActivationMode mode) {
   EXPECT_EQ(replayed.be->captured_steps(), 1u);
   EXPECT_EQ(replayed.be->replayed_steps(), 31u);
   EXPECT_EQ(eager.be->captured_steps(), 0u);
+}
+
+// Three sequences in one backend (a BatchSession's caches, kv_seqs = 3), each with its prompt, then batch
+// decode steps of one token each: the first is captured, the rest replay it while the same sequences decode
+// together, bit-equal to the same steps run eagerly.
+struct BatchRig {
+  static constexpr int kSeqs = 3;
+  const Model& model;
+  std::vector<KvCache> kv;
+  RopeTable rope;
+  ForwardScratch s;
+  std::vector<float> logits;
+  std::unique_ptr<CudaBackend> be;
+
+  BatchRig(const Model& m, int64_t n_ctx, bool profiling)
+      : model(m),
+        rope(n_ctx, m.config().rope_dim, m.config().rope_base, m.config().rope_freq_scale),
+        s(m.config(), 8),
+        logits(size_t(kSeqs * m.config().n_vocab)) {
+    const ModelConfig& c = m.config();
+    for (int i = 0; i < kSeqs; ++i) {
+      kv.emplace_back(c.n_layer, n_ctx, c.n_head_kv, c.head_dim, GgmlType::F16, false);
+      kv.back().set_seq(i);
+    }
+    CudaBackendOptions o;
+    o.device = test::cuda_test_device();
+    o.activations = ActivationMode::Quantized;
+    o.weights = WeightsMode::Int4B64;
+    o.max_tokens = 8;
+    const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});
+    o.max_in_elems = 8 * widest;
+    o.max_out_elems = std::max(o.max_in_elems, kSeqs * c.n_vocab);
+    o.max_width = std::max({c.n_embd, c.head_dim, c.rope_dim});
+    o.kv_layers = c.n_layer;
+    o.kv_ctx = n_ctx;
+    o.kv_dim = kv[0].kv_dim();
+    o.kv_seqs = kSeqs;
+    o.profiling = profiling;
+    for (AlignedBuffer* a : s.activations()) o.resident.push_back({a->as<void>(), a->size()});
+    be = std::make_unique<CudaBackend>(o);
+    be->load_weights(m.weights().weight_set());
+  }
+  // One token for each sequence, at positions n_past[i].
+  void step(const int32_t* tokens, const int64_t* n_past) {
+    SeqSpan spans[kSeqs];
+    for (int i = 0; i < kSeqs; ++i) spans[i] = {&kv[size_t(i)], n_past[i], i, 1};
+    ForwardContext ctx{model, *be, kv[0], rope, rope, s};
+    forward_spans(ctx, tokens, spans, kSeqs, logits.data());
+  }
+  void prompt(int seq, const int32_t* tokens, int64_t n) {
+    const SeqSpan span{&kv[size_t(seq)], 0, 0, n};
+    ForwardContext ctx{model, *be, kv[0], rope, rope, s};
+    forward_spans(ctx, tokens, &span, 1, logits.data());
+  }
+};
+
+TEST(CudaReplay, batch_decode_of_three_sequences_replays_one_capture_bit_exact) {
+  SKIP_WITHOUT_CUDA();
+  auto model = Model::load(test::gpu_tiny_model("llama"));
+  BatchRig replayed(*model, 64, false), eager(*model, 64, true);
+  const int32_t prompts[3][5] = {{1, 50, 34, 28, 25}, {1, 7, 60, 3, 0}, {1, 61, 62, 63, 64}};
+  const int64_t lens[3] = {5, 3, 4};
+  for (int i = 0; i < 3; ++i) {
+    replayed.prompt(i, prompts[i], lens[i]);
+    eager.prompt(i, prompts[i], lens[i]);
+  }
+  int32_t toks[3] = {42, 17, 9};
+  int64_t past[3] = {lens[0], lens[1], lens[2]};
+  const int64_t V = model->config().n_vocab;
+  for (int step = 0; step < 12; ++step) {
+    replayed.step(toks, past);
+    eager.step(toks, past);
+    ASSERT_EQ(replayed.logits, eager.logits) << "step " << step;
+    for (int i = 0; i < 3; ++i) {
+      const float* l = eager.logits.data() + i * V;
+      toks[i] = int32_t(std::max_element(l, l + V) - l);
+      ++past[i];
+    }
+  }
+  EXPECT_EQ(replayed.be->captured_steps(), 1u);
+  EXPECT_EQ(replayed.be->replayed_steps(), 11u);
 }
 
 TEST(CudaReplay, float_path_decode_replays_one_capture_bit_exact_and_allocates_nothing) {

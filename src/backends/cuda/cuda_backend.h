@@ -261,6 +261,11 @@ class CudaBackend final : public Backend {
   cuda::Buffer pos_dev_, ids_dev_;  // [max_tokens] int32: the pass's positions and token ids
   std::vector<int32_t> pos_held_, ids_held_;
   int64_t pos_n_ = -1, ids_n_ = -1;
+  // The pass's position array (ForwardStep::pos) while a pass runs: a sequence's part of it (a batch's
+  // spans) is found at its offset in pos_dev_, so that a recorded batch decode step reads each sequence's
+  // positions from the step input the replays rewrite.
+  const int32_t* step_pos_ = nullptr;
+  int64_t step_pos_n_ = 0;
   struct RopeSlot {
     RopeTableStamp stamp;
     cuda::Buffer dev;

@@ -15,7 +15,10 @@ void CudaBackend::begin_forward(const ForwardStep& step) {
     if (rt_.capturing()) rt_.interrupt_capture();
     rt_.drop_capture();
     mode_ = StepMode::Normal;
+    pos_n_ = -1;  // what its capture meant to place in pos_dev_ is not there
   }
+  step_pos_ = step.pos;
+  step_pos_n_ = step.n_tok;
   step_ops_ = 0;
   deferred_k_ = 0;
   for (Q8Set& set : q8_)
@@ -27,14 +30,17 @@ void CudaBackend::begin_forward(const ForwardStep& step) {
       fail("position {} is outside the KV cache of {}", step.pos[t], opts_.kv_ctx);
   }
   const size_t pos_bytes = size_t(step.n_tok) * sizeof(int32_t);
-  if (step.decode && step.same_as_last && rt_.has_capture() && mirrors_.state_is(capture_begin_state_)) {
+  // A decode step of one sequence or of several (a BatchSession's, each sequence's positions at its offset
+  // in the step input).
+  const bool replayable = step.decode || step.batch_decode;
+  if (replayable && step.same_as_last && rt_.has_capture() && mirrors_.state_is(capture_begin_state_)) {
     mode_ = StepMode::Replaying;
     rt_.set_step_input(kPosSlot, step.pos, pos_bytes);
     std::memcpy(pos_held_.data(), step.pos, pos_bytes);
     pos_n_ = step.n_tok;
     return;
   }
-  if (step.decode && !rt_.profiling()) {
+  if (replayable && !rt_.profiling()) {
     mode_ = StepMode::Capturing;
     capture_begin_state_ = mirrors_.state();
     rt_.begin_capture();
@@ -51,6 +57,7 @@ void CudaBackend::begin_forward(const ForwardStep& step) {
 void CudaBackend::end_forward() {
   const StepMode m = mode_;
   mode_ = StepMode::Normal;
+  step_pos_ = nullptr;
   if (m == StepMode::Capturing) {
     const bool was_capturing = rt_.capturing();
     if (was_capturing && rt_.end_capture()) {

@@ -106,6 +106,10 @@ const float* CudaBackend::norm_weight(const float* w, int64_t n) {
 
 const int32_t* CudaBackend::dev_positions(const int32_t* pos, int64_t n_tok) {
   const size_t bytes = size_t(n_tok) * sizeof(int32_t);
+  // Part of the pass's array, which pos_dev_ holds: its offset there.
+  if (step_pos_ && pos >= step_pos_ && pos + n_tok <= step_pos_ + step_pos_n_ && pos_n_ == step_pos_n_ &&
+      std::memcmp(pos_held_.data(), step_pos_, size_t(step_pos_n_) * sizeof(int32_t)) == 0)
+    return pos_dev_.as<int32_t>() + (pos - step_pos_);
   if (pos_n_ == n_tok && std::memcmp(pos_held_.data(), pos, bytes) == 0) return pos_dev_.as<int32_t>();
   std::memcpy(pos_held_.data(), pos, bytes);
   pos_n_ = n_tok;
