@@ -2,7 +2,7 @@
 // sizes and mixed with other sequences' decode tokens in the same pass, a subset of the sequences per pass, a
 // sequence truncated and continued; every pass's logits within `bound` of the sessions'. For the host
 // backend (tests/runtime) and the device backends that hold a cache per sequence (tests/opencl,
-// tests/vulkan), with the options the caller gives both sides.
+// tests/vulkan, tests/cuda), with the options the caller gives both sides.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "../common/batch_check.h"
+#include "../gpu_common/batch_tiny.h"
 #include "../gpu_common/compare_greedy.h"
 #include "../gpu_common/compare_tiny.h"
 #include "../gpu_common/hybrid_prefill.h"
@@ -234,21 +234,12 @@ TEST(CudaModel, real_models_quantized_prompts_on_the_fp16_gemm_follow_the_cpu_fl
   }
 }
 
-// Continuous batching on the device: a BatchSession's caches, one per sequence, side by side in the one KV
-// allocation (BackendParams::kv_seqs); every pass's logits those of one CUDA session per sequence
-// (../common/batch_check.h). The float path and an f32 cache: only the products' row counts differ. A pass of
-// one token is a decode step (captured, replayed while the same sequence's cache is written).
+// Continuous batching on the device (../gpu_common/batch_tiny.h): the caches side by side in the one KV
+// allocation; passes of one token for each sequence are batch decode steps (captured, then replayed while
+// the same sequences decode together).
 TEST(CudaModel, batch_of_sequences_equals_a_session_each) {
   SKIP_WITHOUT_CUDA();
-  for (const char* arch : {"llama", "gemma3"}) {
-    SCOPED_TRACE(arch);
-    auto model = Model::load(test::gpu_tiny_model(arch));
-    SessionOptions so = test::float_options(GgmlType::F32);
-    so.backend = "cuda";
-    so.device = test::cuda_test_device();
-    so.n_batch = 32;
-    test::check_batch_against_sessions(*model, so, 1e-4);
-  }
+  test::check_tiny_batch("cuda", test::cuda_test_device());
 }
 
 TEST(CudaModel, hybrid_prefill_equals_the_device_path) {

@@ -19,8 +19,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "../common/batch_check.h"
 #include "../common/paths.h"
+#include "../gpu_common/batch_tiny.h"
 #include "../gpu_common/compare_experts.h"
 #include "../gpu_common/compare_greedy.h"
 #include "../gpu_common/compare_tiny.h"
@@ -63,24 +63,14 @@ void compare_greedy(const std::string& profile, GgmlType kv_type, double rel_bou
   test::compare_greedy(g);
 }
 
-// Models with experts: the mixture through Backend::moe_ffn's default, on the device's ops (f32 cache: float
-// summation order only; bound 1e-4).
-// Continuous batching on the device: a BatchSession's caches, one per sequence, in device memory
-// (BackendParams::kv_seqs); every pass's logits those of one OpenCL session per sequence
-// (../common/batch_check.h). The float path and an f32 cache: only the products' row counts differ.
+// Continuous batching on the device (../gpu_common/batch_tiny.h).
 TEST(OpenclModel, batch_of_sequences_equals_a_session_each) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
-  for (const char* arch : {"llama", "gemma3"}) {
-    SCOPED_TRACE(arch);
-    auto model = Model::load(test::gpu_tiny_model(arch));
-    SessionOptions so = test::float_options(GgmlType::F32);
-    so.backend = "opencl";
-    so.device = test::opencl_test_device();
-    so.n_batch = 32;
-    test::check_batch_against_sessions(*model, so, 1e-4);
-  }
+  test::check_tiny_batch("opencl", test::opencl_test_device());
 }
 
+// Models with experts: the mixture through Backend::moe_ffn's default, on the device's ops (f32 cache: float
+// summation order only; bound 1e-4).
 TEST(OpenclModel, experts_equal_cpu_float_path) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
   test::compare_experts("opencl", test::opencl_test_device(), ::testing::TempDir());
