@@ -21,6 +21,31 @@
 namespace tilellm {
 namespace {
 
+// A CUDA backend with a Session's sizes (8 tokens a pass) and the scratch's arrays resident, holding `seqs`
+// caches of kv's geometry, its weights loaded.
+std::unique_ptr<CudaBackend> make_backend(const Model& m, const KvCache& kv, int seqs, ForwardScratch& s,
+                                          bool profiling, ActivationMode mode) {
+  const ModelConfig& c = m.config();
+  CudaBackendOptions o;
+  o.device = test::cuda_test_device();
+  o.activations = mode;
+  o.weights = WeightsMode::Int4B64;  // a block format: the quantized mode's integer products
+  o.max_tokens = 8;
+  const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});
+  o.max_in_elems = 8 * widest;
+  o.max_out_elems = std::max(o.max_in_elems, seqs * c.n_vocab);  // a batch's logits: a row per sequence
+  o.max_width = std::max({c.n_embd, c.head_dim, c.rope_dim});
+  o.kv_layers = kv.n_layer();
+  o.kv_ctx = kv.n_ctx();
+  o.kv_dim = kv.kv_dim();
+  o.kv_seqs = seqs;
+  o.profiling = profiling;
+  for (AlignedBuffer* a : s.activations()) o.resident.push_back({a->as<void>(), a->size()});
+  auto be = std::make_unique<CudaBackend>(o);
+  be->load_weights(m.weights().weight_set());
+  return be;
+}
+
 // The forward pass on a CUDA backend made here with a Session's sizes and resident arrays.
 struct Rig {
   const Model& model;
@@ -36,23 +61,7 @@ struct Rig {
         rope(n_ctx, m.config().rope_dim, m.config().rope_base, m.config().rope_freq_scale),
         s(m.config(), 8),
         logits(size_t(m.config().n_vocab)) {
-    const ModelConfig& c = m.config();
-    CudaBackendOptions o;
-    o.device = test::cuda_test_device();
-    o.activations = mode;
-    o.weights = WeightsMode::Int4B64;  // a block format: the quantized mode's integer products
-    o.max_tokens = 8;
-    const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});
-    o.max_in_elems = 8 * widest;
-    o.max_out_elems = std::max(o.max_in_elems, c.n_vocab);
-    o.max_width = std::max({c.n_embd, c.head_dim, c.rope_dim});
-    o.kv_layers = kv.n_layer();
-    o.kv_ctx = kv.n_ctx();
-    o.kv_dim = kv.kv_dim();
-    o.profiling = profiling;
-    for (AlignedBuffer* a : s.activations()) o.resident.push_back({a->as<void>(), a->size()});
-    be = std::make_unique<CudaBackend>(o);
-    be->load_weights(m.weights().weight_set());
+    be = make_backend(m, kv, 1, s, profiling, mode);
   }
   void run(const int32_t* tokens, int64_t n, int64_t n_past) {
     ForwardContext ctx{model, *be, kv, rope, rope, s};
@@ -111,23 +120,7 @@ struct BatchRig {
       kv.emplace_back(c.n_layer, n_ctx, c.n_head_kv, c.head_dim, GgmlType::F16, false);
       kv.back().set_seq(i);
     }
-    CudaBackendOptions o;
-    o.device = test::cuda_test_device();
-    o.activations = ActivationMode::Quantized;
-    o.weights = WeightsMode::Int4B64;
-    o.max_tokens = 8;
-    const int64_t widest = std::max({c.n_embd, c.n_ff, c.q_dim(), c.n_head * c.head_dim_v, c.kv_dim()});
-    o.max_in_elems = 8 * widest;
-    o.max_out_elems = std::max(o.max_in_elems, kSeqs * c.n_vocab);
-    o.max_width = std::max({c.n_embd, c.head_dim, c.rope_dim});
-    o.kv_layers = c.n_layer;
-    o.kv_ctx = n_ctx;
-    o.kv_dim = kv[0].kv_dim();
-    o.kv_seqs = kSeqs;
-    o.profiling = profiling;
-    for (AlignedBuffer* a : s.activations()) o.resident.push_back({a->as<void>(), a->size()});
-    be = std::make_unique<CudaBackend>(o);
-    be->load_weights(m.weights().weight_set());
+    be = make_backend(m, kv[0], kSeqs, s, profiling, ActivationMode::Quantized);
   }
   // One token for each sequence, at positions n_past[i].
   void step(const int32_t* tokens, const int64_t* n_past) {
