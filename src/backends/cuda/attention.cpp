@@ -1,5 +1,5 @@
-// CUDA attention (kernels/attention.cu): decode, a block per query head walking the keys with the online
-// softmax (split over several blocks a head at long contexts, their partials combined by a second kernel);
+// CUDA attention (kernels/attention.cu): decode, the keys of each query head split over several blocks
+// walking them with the online softmax, the last of a head's blocks to finish combining their partials;
 // prompts, a block per 16 tokens of a head. In the quantized mode the output is also rounded for the
 // product after it (the Q8 buffers), so no separate quantization runs.
 #include "backends/cuda/cuda_backend.h"
@@ -25,7 +25,8 @@ void CudaBackend::record_attention(const void* k_plane, const void* v_plane, int
   float* work = attn_work_.as<float>();
   const cuda::Q8 q8 = quantize ? q8_view(0) : cuda::Q8{};
   launch(k_attention_.name.c_str(), [&](cudaStream_t s) {
-    cuda::attention(dq, k_plane, v_plane, dpos, int(n_tok), a, splits, work, dout, q8, s);
+    cuda::attention(dq, k_plane, v_plane, dpos, int(n_tok), a, splits, work, attn_counters_.as<int>(), dout,
+                    q8, s);
   });
   if (quantize) q8_hold(0, dout, n_tok, p.n_head * p.head_dim);
 }

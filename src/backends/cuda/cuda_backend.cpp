@@ -101,6 +101,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
   const int64_t per_token = std::max<int64_t>(o.max_in_elems / std::max<int64_t>(o.max_tokens, 1), 256);
   attn_work_floats_ = work_splits * 2 * per_token;
   attn_work_ = rt_.alloc(floats(attn_work_floats_));
+  attn_counters_ = rt_.alloc(size_t(per_token) * sizeof(int));  // one a head
+  rt_.zero(attn_counters_, 0, attn_counters_.bytes());
 
   if (o.kv_layers > 0) {
     if (o.kv_ctx <= 0 || o.kv_dim <= 0) fail("internal: CUDA KV cache of {} x {}", o.kv_ctx, o.kv_dim);
@@ -274,9 +276,9 @@ std::string CudaBackend::memory_summary() const {
   }
   for (const cuda::Buffer& b : mirror_dev_) other += b.bytes();
   for (const auto& e : norms_) other += e.second.bytes();
-  for (const cuda::Buffer* b :
-       {&in_a_, &in_b_, &out_, &vec_, &attn_work_, &q8_[0].q, &q8_[0].d, &q8_[0].s, &q8_[1].q, &q8_[1].d,
-        &q8_[1].s, &glu_counters_, &pos_dev_, &ids_dev_, &blas_work_, &half_w_, &half_x_, &half_scale_})
+  for (const cuda::Buffer* b : {&in_a_, &in_b_, &out_, &vec_, &attn_work_, &attn_counters_, &q8_[0].q,
+                                &q8_[0].d, &q8_[0].s, &q8_[1].q, &q8_[1].d, &q8_[1].s, &glu_counters_,
+                                &pos_dev_, &ids_dev_, &blas_work_, &half_w_, &half_x_, &half_scale_})
     other += b->bytes();
   for (const RopeSlot& r : rope_) other += r.dev.bytes();
   constexpr double kMiB = 1024.0 * 1024.0;

@@ -242,6 +242,7 @@ class CudaBackend final : public Backend {
   cuda::Buffer vec_;                // [max_width] floats: a norm weight not uploaded at load
   cuda::Buffer attn_work_;          // [splits][max heads][head_dim + 2] floats: split attention's partials
   int64_t attn_work_floats_ = 0;
+  cuda::Buffer attn_counters_;  // [max heads] ints, zero between launches: the splits finished a head
   // Two sets of Q8 buffers for up to max_in_elems activations each: q int8 [max_in], d [max_in / 32], s
   // [max_in / 16], and the device floats [rows][cols] they hold rounded (src null: none). Two, because the
   // GLU product reads one and writes its output's rounding into the other.

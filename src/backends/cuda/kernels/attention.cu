@@ -1,14 +1,22 @@
 // Causal attention with grouped-query heads and an optional sliding window, the online softmax over chunks
 // of keys (the FB-KV cache: [pos][kv_dim] planes, f16 or f32).
 //
-// attention_kernel (decode, and any prompt the tiled kernel does not take): a block of 128 threads per
-// (query head, token[, split]). Per chunk of 128 keys each thread scores one key (its K row read 16 bytes
-// at a time where rows are 16-byte aligned); the chunk's max and sum are block reductions; then each warp
-// takes every fourth key of the chunk and each lane its own output dims (lane, lane + 32, ...: coalesced V
-// reads), the four warps' partial sums added at the end. With splits > 1 (one token) each of `splits`
-// blocks of a head takes a share of the keys (at least 16: split_share) and leaves (acc, max, sum) in `work`;
-// combine_kernel merges the busy ones. One block a head left most of the GPU idle: a 7B-shaped decode at
-// depth 1024 ran at 97 t/s with one split, 378 with 32.
+// attention_decode_kernel (one token): a block of 4 warps per (query head, split). Each split takes a
+// share of the keys (at least 16: split_share); each warp of it takes KW consecutive keys at a time and
+// every lane its own dims (lane, lane + 32, ...), so a key's K and V rows are read coalesced and all of a
+// round's rows are loaded before any is used: one memory latency per KW keys. The scores are warp sums and
+// each warp keeps its own online softmax (no block barrier per chunk). The four warps' (acc, max, sum)
+// merge in shared memory; with splits > 1 each split leaves its merge in `work` and the last split of a
+// head to finish (a counter per head) merges the busy ones, so decode attention is one launch. One block a
+// head left most of the GPU idle at long contexts (a 7B-shaped decode at depth 1024 ran at 97 t/s with one
+// split, 378 with 32); a thread per key reading its whole K row, with block barriers per chunk and a
+// second kernel merging the splits, cost ~14 us a layer at short contexts.
+//
+// attention_kernel (prompts the tiled kernel does not take): a block of 128 threads per (query head,
+// token). Per chunk of 128 keys each thread scores one key (its K row read 16 bytes at a time where rows are
+// 16-byte aligned); the chunk's max and sum are block reductions; then each warp takes every fourth key of
+// the chunk and each lane its own output dims (coalesced V reads), the four warps' partial sums added at
+// the end.
 //
 // attention_tiled_kernel (prompts, head sizes of 32 .. 128 in steps of 32): a block of 4 warps per 16
 // consecutive tokens of one head, so every K and V row is read once per 16 queries: chunks of 32 keys are
@@ -67,7 +75,7 @@ __device__ __forceinline__ void key_range(int p, int window, int& lo, int& hi) {
 
 // Keys a split of a decode query takes: an equal share, but at least kMinSplitKeys, so that a short context
 // keeps few splits busy and the others (launched for the longest context: the step is one replayed graph)
-// leave at once. How many are busy: ceil((hi - lo) / share), the same in attention_kernel and combine_kernel.
+// leave at once. How many are busy: ceil((hi - lo) / share).
 constexpr int kMinSplitKeys = 16;
 __device__ __forceinline__ int split_share(int lo, int hi, int splits) {
   return max((hi - lo + splits - 1) / splits, kMinSplitKeys);
@@ -75,7 +83,7 @@ __device__ __forceinline__ int split_share(int lo, int hi, int splits) {
 
 __global__ void __launch_bounds__(kThreads)
     attention_kernel(const float* q, const void* k_plane, const void* v_plane, const int32_t* pos, AttnArgs a,
-                     int splits, float* work, float* out, Q8 q8) {
+                     float* out, Q8 q8) {
   extern __shared__ float sh[];
   float* qs = sh;                      // [head_dim]
   float* ps = qs + a.head_dim;         // [kThreads] the chunk's probabilities
@@ -83,14 +91,11 @@ __global__ void __launch_bounds__(kThreads)
   float* red = part + 4 * a.head_dim;  // [32] reductions
   griddep_wait();
   griddep_launch_dependents();
-  const int h = blockIdx.x, t = blockIdx.y, split = blockIdx.z, tid = threadIdx.x;
+  const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
   const int hd = a.head_dim, kh = h / (a.n_head / a.n_head_kv), nd = (hd + 31) / 32;
-  int lo, hi;
-  key_range(pos[t], a.window, lo, hi);
-  const int share = split_share(lo, hi, splits);
-  const int my_lo = lo + split * share, my_hi = min(hi, my_lo + share);
-  if (my_lo >= hi) return;  // an idle split (never split 0): combine_kernel reads only the busy ones
+  int my_lo, my_hi;
+  key_range(pos[t], a.window, my_lo, my_hi);
   const float* qh = q + (int64_t(t) * a.n_head + h) * hd;
   for (int d = tid; d < hd; d += kThreads) qs[d] = qh[d];
   __syncthreads();
@@ -134,60 +139,155 @@ __global__ void __launch_bounds__(kThreads)
     if (e < nd && d < hd) part[warp * hd + d] = acc[e];
   }
   __syncthreads();
-  if (splits == 1) {
-    float* o = out + (int64_t(t) * a.n_head + h) * hd;
-    for (int d0 = 0; d0 < hd; d0 += kThreads) {  // uniform: the quantization's shuffles need whole warps
-      const int d = d0 + tid;
-      float v = 0.0f;
-      if (d < hd) {
-        v = (part[d] + part[hd + d] + part[2 * hd + d] + part[3 * hd + d]) / l;
-        o[d] = v;
-      }
-      if (q8.q && d0 + (tid & ~31) < hd) {
-        const int64_t i = (int64_t(t) * a.n_head + h) * hd + d;
-        quantize_block(v, i, i / 32, q8);
-      }
+  float* o = out + (int64_t(t) * a.n_head + h) * hd;
+  for (int d0 = 0; d0 < hd; d0 += kThreads) {  // uniform: the quantization's shuffles need whole warps
+    const int d = d0 + tid;
+    float v = 0.0f;
+    if (d < hd) {
+      v = (part[d] + part[hd + d] + part[2 * hd + d] + part[3 * hd + d]) / l;
+      o[d] = v;
     }
-    return;
-  }
-  // Partial result of this split (one token): [split][n_head][head_dim + 2] = acc..., max, sum.
-  float* w = work + (int64_t(split) * a.n_head + h) * (hd + 2);
-  for (int d = tid; d < hd; d += kThreads)
-    w[d] = part[d] + part[hd + d] + part[2 * hd + d] + part[3 * hd + d];
-  if (tid == 0) {
-    w[hd] = m;
-    w[hd + 1] = l;
+    if (q8.q && d0 + (tid & ~31) < hd) {
+      const int64_t i = (int64_t(t) * a.n_head + h) * hd + d;
+      quantize_block(v, i, i / 32, q8);
+    }
   }
 }
 
-__global__ void combine_kernel(const float* work, const int32_t* pos, AttnArgs a, int splits, float* out,
-                               Q8 q8) {
-  griddep_wait();
-  griddep_launch_dependents();
-  const int h = blockIdx.x, n_head = a.n_head, hd = a.head_dim;
-  int lo, hi;
-  key_range(pos[0], a.window, lo, hi);
-  const int share = split_share(lo, hi, splits);
-  splits = min(splits, (hi - lo + share - 1) / share);  // the busy ones
+// n partials of one head (k < n: acc [hd] at p + k * stride, then its max and sum at p + k * stride + ms)
+// rescaled to their common max and summed, by a block's threads; an empty one (max -inf, sum 0) adds
+// nothing. With out: the head's output (and its Q8 rounding) written; else the merge left as a partial at
+// `to` (acc [hd], max, sum). `cg`: the partials were written by other blocks of this launch (read past L1).
+__device__ __forceinline__ void merge_partials(const float* p, int64_t stride, int ms, int n, int h,
+                                               const AttnArgs& a, bool cg, float* out, const Q8& q8,
+                                               float* to) {
+  const int hd = a.head_dim;
+  auto at = [&](int64_t i) { return cg ? __ldcg(p + i) : p[i]; };
   float m = -INFINITY;
-  for (int s = 0; s < splits; ++s) m = fmaxf(m, work[(int64_t(s) * n_head + h) * (hd + 2) + hd]);
-  for (int d0 = 0; d0 < hd; d0 += blockDim.x) {
-    const int d = d0 + threadIdx.x;
-    float v = 0.0f;
-    if (d < hd) {
-      float num = 0.0f, den = 0.0f;
-      for (int s = 0; s < splits; ++s) {
-        const float* w = work + (int64_t(s) * n_head + h) * (hd + 2);
-        const float f = w[hd + 1] > 0.0f ? expf(w[hd] - m) : 0.0f;  // an empty split has max -inf, sum 0
-        num += f * w[d];
-        den += f * w[hd + 1];
+  for (int k = 0; k < n; ++k) m = fmaxf(m, at(k * stride + ms));
+  for (int d0 = 0; d0 < hd + 1; d0 += blockDim.x) {  // uniform: the quantization's shuffles need whole warps
+    const int d = d0 + int(threadIdx.x);
+    float num = 0.0f, den = 0.0f;
+    if (d <= hd) {
+      for (int k = 0; k < n; ++k) {
+        const float lk = at(k * stride + ms + 1);
+        const float f = lk > 0.0f ? expf(at(k * stride + ms) - m) : 0.0f;
+        if (d < hd) num += f * at(k * stride + d);
+        den += f * lk;
       }
-      v = num / den;
-      out[int64_t(h) * hd + d] = v;
     }
+    if (!out) {
+      if (d < hd) to[d] = num;
+      if (d == hd) to[hd] = m, to[hd + 1] = den;
+      continue;
+    }
+    const float v = d < hd ? num / den : 0.0f;
+    if (d < hd) out[int64_t(h) * hd + d] = v;
     if (q8.q && d0 + int(threadIdx.x & ~31) < hd)
       quantize_block(v, int64_t(h) * hd + d, (int64_t(h) * hd + d) / 32, q8);
   }
+}
+
+template <bool F16>
+__device__ __forceinline__ float kv_load(const void* plane, int64_t at) {
+  if constexpr (F16)
+    return __half2float(static_cast<const __half*>(plane)[at]);
+  else
+    return static_cast<const float*>(plane)[at];
+}
+
+// ND: the dims a lane holds (head_dim <= 32 ND).
+template <int ND, bool F16>
+__global__ void __launch_bounds__(128)
+    attention_decode_kernel(const float* q, const void* k_plane, const void* v_plane, const int32_t* pos,
+                            AttnArgs a, int splits, float* work, int* counters, float* out, Q8 q8) {
+  constexpr int KW = ND <= 2 ? 8 : ND <= 4 ? 4 : 2;  // keys a warp reads at once
+  constexpr int kStride = 32 * ND + 2;               // a warp's (acc, max, sum) in shared memory
+  __shared__ float wsh[4 * kStride];
+  __shared__ int last;
+  griddep_wait();
+  griddep_launch_dependents();
+  const int h = blockIdx.x, split = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int hd = a.head_dim, kh = h / (a.n_head / a.n_head_kv);
+  int lo, hi;
+  key_range(pos[0], a.window, lo, hi);
+  const int share = split_share(lo, hi, splits);
+  const int busy = (hi - lo + share - 1) / share;
+  const int my_lo = lo + split * share, my_hi = min(hi, my_lo + share);
+  if (split >= busy) return;  // an idle split (never split 0): the merge counts only the busy ones
+  const int64_t head_off = int64_t(kh) * hd;
+  float qr[ND], acc[ND];
+#pragma unroll
+  for (int e = 0; e < ND; ++e) {
+    const int d = lane + 32 * e;
+    qr[e] = d < hd ? q[int64_t(h) * hd + d] * a.scale : 0.0f;
+    acc[e] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  for (int j0 = my_lo + warp * KW; j0 < my_hi; j0 += 4 * KW) {
+    float kr[KW][ND], vr[KW][ND];
+#pragma unroll
+    for (int i = 0; i < KW; ++i) {
+      const int64_t row = int64_t(min(j0 + i, my_hi - 1)) * a.kv_dim + head_off;  // past the end: any row
+#pragma unroll
+      for (int e = 0; e < ND; ++e) {
+        const int d = lane + 32 * e;
+        kr[i][e] = d < hd ? kv_load<F16>(k_plane, row + d) : 0.0f;
+        vr[i][e] = d < hd ? kv_load<F16>(v_plane, row + d) : 0.0f;
+      }
+    }
+    float sc[KW];
+    float mx = m;
+#pragma unroll
+    for (int i = 0; i < KW; ++i) {
+      float p = 0.0f;
+#pragma unroll
+      for (int e = 0; e < ND; ++e) p += qr[e] * kr[i][e];
+      p = warp_sum(p);
+      sc[i] = j0 + i < my_hi ? p : -INFINITY;
+      mx = fmaxf(mx, sc[i]);  // finite: key j0 is in range
+    }
+    const float corr = expf(m - mx);  // 0 on the warp's first keys (m = -inf)
+    l *= corr;
+#pragma unroll
+    for (int e = 0; e < ND; ++e) acc[e] *= corr;
+#pragma unroll
+    for (int i = 0; i < KW; ++i) {
+      const float p = expf(sc[i] - mx);  // 0 past the end
+      l += p;
+#pragma unroll
+      for (int e = 0; e < ND; ++e) acc[e] += p * vr[i][e];
+    }
+    m = mx;
+  }
+  // The four warps' partials (a warp without keys: max -inf, sum 0), merged by the block.
+  float* mine = wsh + warp * kStride;
+#pragma unroll
+  for (int e = 0; e < ND; ++e) mine[lane + 32 * e] = acc[e];
+  if (lane == 0) {
+    mine[32 * ND] = m;
+    mine[32 * ND + 1] = l;
+  }
+  __syncthreads();
+  if (splits == 1) {
+    merge_partials(wsh, kStride, 32 * ND, 4, h, a, false, out, q8, nullptr);
+    return;
+  }
+  // This split's merge into work [split][n_head][hd + 2]; the last busy split of the head to finish merges
+  // them all.
+  const int64_t wstride = int64_t(a.n_head) * (hd + 2);
+  merge_partials(wsh, kStride, 32 * ND, 4, h, a, false, nullptr, q8,
+                 work + split * wstride + int64_t(h) * (hd + 2));
+  __threadfence();  // this split's partial before its count
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(&counters[h], 1) == busy - 1;
+    if (last) counters[h] = 0;  // for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  merge_partials(work + int64_t(h) * (hd + 2), wstride, hd, busy, h, a, true, out, q8, nullptr);
 }
 
 // ---- prompts: 16 queries a block
@@ -330,7 +430,8 @@ bool attention_tiled(const AttnArgs& a, int n_tok) {
 }
 
 void attention(const float* q, const void* k_plane, const void* v_plane, const int32_t* pos, int n_tok,
-               const AttnArgs& a, int splits, float* work, float* out, const Q8& q8, cudaStream_t s) {
+               const AttnArgs& a, int splits, float* work, int* counters, float* out, const Q8& q8,
+               cudaStream_t s) {
   if (n_tok <= 0) return;
   if (attention_tiled(a, n_tok)) {
     const size_t shared = (size_t(kTileQ) * a.head_dim + size_t(kChunk) * (a.head_dim + 4) +
@@ -345,11 +446,40 @@ void attention(const float* q, const void* k_plane, const void* v_plane, const i
                  q8);
     return;
   }
-  if (n_tok > 1) splits = 1;
+  if (n_tok == 1) {
+    const dim3 grid(a.n_head, splits > 1 ? splits : 1);
+    auto go = [&](auto kernel) {
+      launch_pdl(kernel, grid, 128, 0, s, q, k_plane, v_plane, pos, a, splits, work, counters, out, q8);
+    };
+    const int nd = (a.head_dim + 31) / 32;
+    if (a.f16) {
+      if (nd <= 1)
+        go(attention_decode_kernel<1, true>);
+      else if (nd <= 2)
+        go(attention_decode_kernel<2, true>);
+      else if (nd <= 4)
+        go(attention_decode_kernel<4, true>);
+      else if (nd <= 8)
+        go(attention_decode_kernel<8, true>);
+      else
+        go(attention_decode_kernel<16, true>);
+    } else {
+      if (nd <= 1)
+        go(attention_decode_kernel<1, false>);
+      else if (nd <= 2)
+        go(attention_decode_kernel<2, false>);
+      else if (nd <= 4)
+        go(attention_decode_kernel<4, false>);
+      else if (nd <= 8)
+        go(attention_decode_kernel<8, false>);
+      else
+        go(attention_decode_kernel<16, false>);
+    }
+    return;
+  }
   const size_t shared = size_t(a.head_dim + kThreads + 4 * a.head_dim + 32) * sizeof(float);
-  launch_pdl(attention_kernel, dim3(a.n_head, n_tok, splits), kThreads, shared, s, q, k_plane, v_plane, pos,
-             a, splits, work, out, q8);
-  if (splits > 1) launch_pdl(combine_kernel, a.n_head, 128, 0, s, work, pos, a, splits, out, q8);
+  launch_pdl(attention_kernel, dim3(a.n_head, n_tok), kThreads, shared, s, q, k_plane, v_plane, pos, a, out,
+             q8);
 }
 
 }  // namespace tilellm::cuda

@@ -107,8 +107,9 @@ void kv_store(const float* k, const float* v, int n_tok, int kv_dim, const int32
 // --- attention.cu: causal attention of n_tok queries over the keys 0 .. pos[t] (or the last `window` of
 // them), the online softmax over chunks of keys. q, out [n_tok][n_head][head_dim]. With splits > 1 (one
 // token), the keys are split among `splits` blocks per head whose partial results, in `work` (splits *
-// n_head * (head_dim + 2) floats), a second kernel combines. With q8.q set (head_dim % 32 == 0), out is also
-// written rounded (Q8) for the next product.
+// n_head * (head_dim + 2) floats), the last of them to finish combines; `counters` [n_head] ints, zero
+// before the launch and left zero after it. With q8.q set (head_dim % 32 == 0), out is also written
+// rounded (Q8) for the next product.
 struct AttnArgs {
   int n_head = 0, n_head_kv = 0, head_dim = 0, kv_dim = 0;
   float scale = 1.0f;
@@ -116,7 +117,8 @@ struct AttnArgs {
   bool f16 = true;
 };
 void attention(const float* q, const void* k_plane, const void* v_plane, const int32_t* pos, int n_tok,
-               const AttnArgs& a, int splits, float* work, float* out, const Q8& q8, cudaStream_t s);
+               const AttnArgs& a, int splits, float* work, int* counters, float* out, const Q8& q8,
+               cudaStream_t s);
 // Whether a prompt of n_tok takes the tiled kernel (16 queries a block; splits do not apply).
 bool attention_tiled(const AttnArgs& a, int n_tok);
 
