@@ -4,8 +4,9 @@
 // Rows of a multiple of 4 floats (every model's) take rmsnorm4_kernel: up to 1024 threads a row, each
 // holding up to 4 float4s in registers between the sum of squares and the output (16 384 floats a row),
 // so a decode step's single row is one load and one store a thread; eight consecutive threads hold one
-// block of 32 of the Q8 rounding. Other rows take the plain kernel (a warp's 32 consecutive outputs one
-// block).
+// block of 32 of the Q8 rounding; the norm's weights are loaded before waiting for the kernel before
+// (common.cuh: programmatic dependent launch). Other rows take the plain kernel (a warp's 32 consecutive
+// outputs one block).
 #include "common.cuh"
 
 namespace tilellm::cuda {
@@ -53,13 +54,21 @@ template <bool Add, bool Quantize>
 __global__ void __launch_bounds__(1024)
     rmsnorm4_kernel(const float* x, const float* w, float* y, int n, float eps, float* acc, Q8 q8) {
   __shared__ float red[32];
-  griddep_wait();
-  griddep_launch_dependents();
   const int64_t r = blockIdx.x;
   const int n4 = n / 4, tid = threadIdx.x, T = blockDim.x;
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+  // The norm's weights (no kernel writes them) before waiting for the kernel before: in decode their load
+  // overlaps that kernel's end instead of following the sum of squares.
+  float4 held_w[kHeld];
+#pragma unroll
+  for (int k = 0; k < kHeld; ++k) {
+    const int i = tid + k * T;
+    if (i < n4) held_w[k] = w4[i];
+  }
+  griddep_wait();
+  griddep_launch_dependents();
   const float4* xr = reinterpret_cast<const float4*>(x + r * n);
   float4* ar = Add ? reinterpret_cast<float4*>(acc + r * n) : nullptr;
-  const float4* w4 = reinterpret_cast<const float4*>(w);
   float4* yr = reinterpret_cast<float4*>(y + r * n);
   float4 held[kHeld];
   float ss = 0.0f;
@@ -90,11 +99,11 @@ __global__ void __launch_bounds__(1024)
   const float4* src = Add ? ar : xr;
   // Output: the held float4s, then (long rows) the rest read again; both loops uniform over the block, so
   // every lane reaches the quantization's shuffles.
-  auto out = [&](int i, float4 s) {
+  auto out = [&](int i, float4 s, const float4* held_g) {
     const bool in = i < n4;
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (in) {
-      const float4 g = w4[i];
+      const float4 g = held_g ? *held_g : w4[i];
       v = make_float4(s.x * inv * g.x, s.y * inv * g.y, s.z * inv * g.z, s.w * inv * g.w);
       yr[i] = v;
     }
@@ -102,11 +111,11 @@ __global__ void __launch_bounds__(1024)
   };
 #pragma unroll
   for (int k = 0; k < kHeld; ++k) {
-    if (k * T < n4) out(tid + k * T, held[k]);
+    if (k * T < n4) out(tid + k * T, held[k], &held_w[k]);
   }
   for (int i0 = kHeld * T; i0 < n4; i0 += T) {
     const int i = i0 + tid;
-    out(i, i < n4 ? src[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+    out(i, i < n4 ? src[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f), nullptr);
   }
 }
 
