@@ -208,6 +208,21 @@ TEST_P(CudaOps, matvec_long_rows) {
   }
 }
 
+// Decode products with more rows than the GPU holds warps (20 001: pairs of rows a warp, the streamed
+// kernel's path for large matrices; the smaller products above take single rows), each 4-bit format and a
+// byte one.
+TEST_P(CudaOps, matvec_many_rows) {
+  auto be = make();
+  uint32_t seed = 250;
+  std::vector<OwnedWeight> kept;
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q8_0}) {
+    const int64_t n_in = type_traits(t).block_size == 256 ? 256 : 96;
+    kept.push_back(make_weight(t, n_in, 20001, seed++));
+    be->upload_weight(kept.back().w);
+    check_matmul(*be, kept.back().w, exact_rows(kept.back().w), 1, seed++);
+  }
+}
+
 // q/k/v as one job (matmul_shared) and gate/up with their activation (matmul_glu), in decode, on mirrored
 // outputs (the only case they are fused), against the products one by one; and the product after the GLU
 // (down), which in the quantized mode reads the rounding the GLU's launch made of its output (160 rows: five

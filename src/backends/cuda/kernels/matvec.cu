@@ -20,18 +20,22 @@
 // matrices (q/k/v) is one launch: its blocks are numbered matrix after matrix. A GLU job (gate, up) gives
 // each warp the same rows of both and writes act(gate) * up.
 //
-// Streamed path (matvec_stream_kernel; the 4-bit formats with one (d, m) pair per block: Q4_0, Q4_1,
-// INT4B64, KQ4): the register-round kernel above reads such rows at ~2.3 TB/s on an H200 (of ~4.4 a
-// plain read reaches): each warp loads its rows' one round, waits, sums and leaves, so the memory idles
-// between a block's end and the next one's loads, and at only 1 to 3 waves of blocks the whole grid does
-// so in step. Here a grid of one wave of blocks (as many as fit the GPU at once) keeps its warps: warp w
-// takes the groups of kGroup rows w, w + warps, ... and walks them round by round (kRound blocks of 32
-// a lane a round), each round's codes and raw scale bytes loaded into one of two register buffers before
-// the other buffer is used — the scales converted only when used, so that nothing waits on the loads just
-// issued. Measured on an H200, Llama-7B-shaped Q4_0 layers as a decode step launches them: 2.65 TB/s
-// against 2.34 for the register-round kernel. The byte formats (8 bytes of codes per dp4a pair, a third
-// of the instructions a byte) already reach 3.3 TB/s there and keep it; Q4_K's three scale loads a block
-// made the streamed kernel no faster.
+// Streamed path (matvec_stream_kernel; the 4-bit formats: Q4_0, Q4_1, INT4B64, KQ4, Q4_K): the
+// register-round kernel above reads such rows at ~2.2-2.3 TB/s on an H200 (of ~4.4 a plain read reaches):
+// each warp loads its rows' one round, waits, sums and leaves, so the memory idles between a block's end
+// and the next one's loads, and at only 1 to 3 waves of blocks the whole grid does so in step. Here a grid
+// of one wave of blocks (as many as fit the GPU at once) keeps its warps: warp w takes the groups of R rows
+// w, w + warps, ... and walks them round by round (kRound blocks of 32 a lane a round), each round's codes
+// and raw scale bytes loaded into one of two register buffers before the other buffer is used — the
+// scales converted only when used, so that nothing waits on the loads just issued. Q4_K's 20-byte
+// super-block headers are loaded one word a lane and handed out by shuffles (q4k_pair), one load a round
+// where block_pair makes three a block. R is 2 when the job has a pair of rows for every warp slot of the
+// GPU, else 1 (the activations then read through L1 rather than copied into shared memory first).
+// Measured on an H200, Llama-7B-shaped layers as a decode step launches them (docs/PERF.md 2026-12-04
+// 05:59-06:33): Q4_0 2.65 TB/s against 2.34, Q4_K 2.53 against 2.17; pairs against single rows: q/k/v 3.4
+// against 2.9 TB/s, the 4096-row o and down 2.1 and 2.5 against 2.3 and 2.9. The byte formats (8 bytes of
+// codes per dp4a pair, a third of the instructions a byte) already reach 3.3 TB/s there and keep the
+// register-round kernel.
 #include <algorithm>
 
 #include "common.cuh"
@@ -270,10 +274,9 @@ __global__ void __launch_bounds__(128, Glu >= 0 ? 3 : 4)
 // ---- streamed path
 
 constexpr bool streamed(int f) {
-  return f == kQ4_0 || f == kQ4_1 || f == kInt4B64 || f == kKq4;
+  return f == kQ4_0 || f == kQ4_1 || f == kInt4B64 || f == kKq4 || f == kQ4K;
 }
 
-constexpr int kGroup = 2;        // rows of each matrix a warp takes at once
 constexpr int kRound = 2;        // blocks of 32 a lane loads a round, per row
 constexpr int kStreamWarps = 8;  // warps of a block
 
@@ -289,6 +292,20 @@ __device__ __forceinline__ uint2 raw_pair(const uint8_t* row, int nb, int b) {
   else  // kKq4
     return *reinterpret_cast<const uint2*>(row + 16 * nb + 8 * b);
 }
+// Q4_K's pairs of the 32 blocks of a round (4 super-blocks, whose 20-byte headers lanes 0..19 loaded as
+// five words each: word w of super-block s in lane 5 s + w): lane l gets block l's, D sc[l % 8] and
+// -Dmin mn[l % 8] as block_pair forms them. Every lane of the warp takes part (shuffles).
+__device__ __forceinline__ void q4k_pair(uint32_t words, float& d, float& m) {
+  const int lane = threadIdx.x & 31, sb = lane >> 3, j = lane & 7, sh = 8 * (j & 3);
+  const uint32_t h = __shfl_sync(0xffffffffu, words, 5 * sb);
+  const uint32_t sc = __shfl_sync(0xffffffffu, words, 5 * sb + 1 + (j >> 2));
+  const uint32_t mn = __shfl_sync(0xffffffffu, words, 5 * sb + 3 + (j >> 2));
+  d = __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu))) *
+      small_int_to_float(int((sc >> sh) & 255u));
+  m = -(__half2float(__ushort_as_half(static_cast<unsigned short>(h >> 16))) *
+        small_int_to_float(int((mn >> sh) & 255u)));
+}
+
 template <int F>
 __device__ __forceinline__ void pair_of(uint2 r, float& d, float& m) {
   if constexpr (F == kKq4) {
@@ -300,9 +317,15 @@ __device__ __forceinline__ void pair_of(uint2 r, float& d, float& m) {
   }
 }
 
-template <int F, int Glu>
-__global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2 : 3)
+// R: rows of each matrix a warp takes at once (2; 1 for products too small to give every warp of the GPU a
+// pair of rows, whose activations are then read through L1 instead of copied into shared memory first).
+template <int F, int Glu, int R>
+__global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
+                                                     : R == 1 ? 4
+                                                              : 3)
     matvec_stream_kernel(MatvecJob job, JobLayout lay, int groups, Q8 x) {
+  constexpr int kGroup = R;
+  constexpr bool kShared = R > 1;  // the activations copied into shared memory
   constexpr int kMats = Glu >= 0 ? 2 : 1;
   constexpr int kN = kGroup * kMats;                   // rows a warp reads at once
   extern __shared__ __align__(16) unsigned char xs[];  // the activations: q [n_in], d [nb], s [2 nb]
@@ -347,12 +370,21 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2 : 3)
     }
 #pragma unroll
     for (int u = 0; u < kRound; ++u) {
-      const int b = rr * 32 * kRound + lane + 32 * u;
+      const int b0 = rr * 32 * kRound + 32 * u, b = b0 + lane;
+      if constexpr (F == kQ4K) {
+        // Lane l < 20: word l % 5 of the header of super-block b0 / 8 + l / 5 (q4k_pair).
+        const int sb = b0 / 8 + lane / 5;
+        if (lane < 20 && 8 * sb < nb) {
+#pragma unroll
+          for (int k = 0; k < kN; ++k)
+            raw[S][u][k].x = *reinterpret_cast<const uint32_t*>(rows[k] + 16 * nb + 20 * sb + 4 * (lane % 5));
+        }
+      }
       if (b < nb) {
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
           load_codes<F>(rows[k], b, c[S][u][k]);
-          raw[S][u][k] = raw_pair<F>(rows[k], nb, b);
+          if constexpr (F != kQ4K) raw[S][u][k] = raw_pair<F>(rows[k], nb, b);
         }
       }
     }
@@ -361,17 +393,18 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2 : 3)
   // weights), so that their loads overlap that kernel's end.
   if (g < groups) load(std::integral_constant<int, 0>{}, g, 0);
   griddep_wait();
-  {
+  if constexpr (kShared) {
     const uint4* src = reinterpret_cast<const uint4*>(x.q);
     uint4* dst = reinterpret_cast<uint4*>(xs);
     for (int i = threadIdx.x; i < n_in / 16; i += blockDim.x) dst[i] = src[i];
     float* d = reinterpret_cast<float*>(xs + n_in);
     for (int i = threadIdx.x; i < 3 * nb; i += blockDim.x) d[i] = i < nb ? x.d[i] : x.s[i - nb];
+    __syncthreads();
   }
-  __syncthreads();
   if (g >= groups) return;
-  const float* xd = reinterpret_cast<const float*>(xs + n_in);
-  const float* xsum = xd + nb;
+  const unsigned char* xq8 = kShared ? xs : reinterpret_cast<const unsigned char*>(x.q);
+  const float* xd = kShared ? reinterpret_cast<const float*>(xs + n_in) : x.d;
+  const float* xsum = kShared ? xd + nb : x.s;
   float acc[kN];
 #pragma unroll
   for (int k = 0; k < kN; ++k) acc[k] = 0.0f;
@@ -386,17 +419,21 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2 : 3)
 #pragma unroll
     for (int u = 0; u < kRound; ++u) {
       const int b = rd * 32 * kRound + lane + 32 * u;
+      float dk[kN], mk[kN];
+      if constexpr (F == kQ4K) {
+#pragma unroll
+        for (int k = 0; k < kN; ++k) q4k_pair(raw[S][u][k].x, dk[k], mk[k]);  // the whole warp
+      }
       if (b < nb) {
-        const uint4* xq = reinterpret_cast<const uint4*>(xs + 32 * b);
+        const uint4* xq = reinterpret_cast<const uint4*>(xq8 + 32 * b);
         const uint4 xa = xq[0], xb = xq[1];
         const float dx = xd[b], s01 = xsum[2 * b] + xsum[2 * b + 1];
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
           int lo, hi;
           block_dot<F>(c[S][u][k], xa, xb, lo, hi);
-          float d, m;
-          pair_of<F>(raw[S][u][k], d, m);
-          acc[k] += d * dx * float(lo + hi) + m * s01;
+          if constexpr (F != kQ4K) pair_of<F>(raw[S][u][k], dk[k], mk[k]);
+          acc[k] += dk[k] * dx * float(lo + hi) + mk[k] * s01;
         }
       }
     }
@@ -449,31 +486,52 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2 : 3)
   }
 }
 
-// One wave: as many blocks as the GPU holds at once (fewer when the job has fewer groups).
-template <int F, int Glu>
-void launch_stream(const MatvecJob& job, const Q8& x, size_t shared, cudaStream_t s) {
-  JobLayout lay{};
-  const int mats = job.glu >= 0 ? 1 : job.n;
-  for (int i = 0; i < mats; ++i) lay.first[i + 1] = lay.first[i] + int(ceil_div(job.w[i].n_out, kGroup));
-  const int groups = lay.first[mats];
-  if (groups == 0) return;
-  auto kernel = matvec_stream_kernel<F, Glu>;
-  // Per kernel, once: the shared-memory limit raised to what the widest rows need and the blocks a
-  // multiprocessor holds (at 48 KiB of activations, the most a decode step's rows ask).
-  static const int resident = [&] {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024);
+// Blocks of the kernel the GPU holds at once (its registers, and up to 48 KiB of activations: the most a
+// decode step's rows ask), found once per kernel. The kernel's shared-memory limit is raised first: at the
+// default (48 KiB with its static arrays) the query answers 0.
+template <auto Kernel>
+int resident_blocks() {
+  static const int n = [] {
+    cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024);
     int dev = 0, sms = 0, per_sm = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kStreamWarps, 48 * 1024);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, 32 * kStreamWarps, 48 * 1024);
     return std::max(1, sms * per_sm);
   }();
+  return n;
+}
+
+// One wave: as many blocks as the GPU holds at once (fewer when the job has fewer groups).
+template <int F, int Glu, int R>
+void launch_stream_rows(const MatvecJob& job, const Q8& x, size_t shared, cudaStream_t s) {
+  JobLayout lay{};
+  const int mats = job.glu >= 0 ? 1 : job.n;
+  for (int i = 0; i < mats; ++i) lay.first[i + 1] = lay.first[i] + int(ceil_div(job.w[i].n_out, R));
+  const int groups = lay.first[mats];
+  constexpr auto kernel = matvec_stream_kernel<F, Glu, R>;
+  if (R == 1) shared = 0;
   if (shared > 96 * 1024)
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
-  const int blocks = std::min(int(ceil_div(groups, kStreamWarps)), resident);
+  const int blocks = std::min(int(ceil_div(groups, kStreamWarps)), resident_blocks<kernel>());
   launch_pdl(kernel, blocks, 32 * kStreamWarps, shared, s, job, lay, groups, x);
 }
 
+template <int F, int Glu>
+void launch_stream(const MatvecJob& job, const Q8& x, size_t shared, cudaStream_t s) {
+  int rows = 0;
+  for (int i = 0; i < (job.glu >= 0 ? 1 : job.n); ++i) rows += job.w[i].n_out;
+  if (rows == 0) return;
+  // Pairs of rows when there are enough to give every warp slot of the GPU one (measured on the H200:
+  // Llama-7B-shaped Q4_0 q/k/v 3.4 TB/s with pairs, 2.9 with single rows); else single rows (its o and
+  // down products, 4096 rows: 2.1 -> 2.3 and 2.5 -> 2.9 TB/s).
+  if constexpr (Glu < 0) {
+    const int pairs = (rows + 1) / 2;
+    if (pairs < resident_blocks<matvec_stream_kernel<F, Glu, 2>>() * kStreamWarps)
+      return launch_stream_rows<F, Glu, 1>(job, x, shared, s);
+  }
+  launch_stream_rows<F, Glu, 2>(job, x, shared, s);
+}
 }  // namespace
 
 void matvec_f32(const Matrix& w, const float* x, float* y, cudaStream_t s) {
