@@ -452,29 +452,22 @@ void attention(const float* q, const void* k_plane, const void* v_plane, const i
       launch_pdl(kernel, grid, 128, 0, s, q, k_plane, v_plane, pos, a, splits, work, counters, out, q8);
     };
     const int nd = (a.head_dim + 31) / 32;
-    if (a.f16) {
+    auto by_dims = [&]<bool F16>() {
       if (nd <= 1)
-        go(attention_decode_kernel<1, true>);
+        go(attention_decode_kernel<1, F16>);
       else if (nd <= 2)
-        go(attention_decode_kernel<2, true>);
+        go(attention_decode_kernel<2, F16>);
       else if (nd <= 4)
-        go(attention_decode_kernel<4, true>);
+        go(attention_decode_kernel<4, F16>);
       else if (nd <= 8)
-        go(attention_decode_kernel<8, true>);
+        go(attention_decode_kernel<8, F16>);
       else
-        go(attention_decode_kernel<16, true>);
-    } else {
-      if (nd <= 1)
-        go(attention_decode_kernel<1, false>);
-      else if (nd <= 2)
-        go(attention_decode_kernel<2, false>);
-      else if (nd <= 4)
-        go(attention_decode_kernel<4, false>);
-      else if (nd <= 8)
-        go(attention_decode_kernel<8, false>);
-      else
-        go(attention_decode_kernel<16, false>);
-    }
+        go(attention_decode_kernel<16, F16>);
+    };
+    if (a.f16)
+      by_dims.template operator()<true>();
+    else
+      by_dims.template operator()<false>();
     return;
   }
   const size_t shared = size_t(a.head_dim + kThreads + 4 * a.head_dim + 32) * sizeof(float);

@@ -140,6 +140,17 @@ __device__ __forceinline__ void block_dot(const Codes<F>& c, const uint4& xa, co
   }
 }
 
+// The activations (one token of n_in, Q8) into shared memory by the block's threads: q [n_in], then d
+// [n_in / 32] and s [n_in / 16] as floats.
+__device__ __forceinline__ void copy_activations(const Q8& x, int n_in, unsigned char* xs) {
+  const int nb = n_in / 32;
+  const uint4* src = reinterpret_cast<const uint4*>(x.q);
+  uint4* dst = reinterpret_cast<uint4*>(xs);
+  for (int i = threadIdx.x; i < n_in / 16; i += blockDim.x) dst[i] = src[i];
+  float* d = reinterpret_cast<float*>(xs + n_in);
+  for (int i = threadIdx.x; i < 3 * nb; i += blockDim.x) d[i] = i < nb ? x.d[i] : x.s[i - nb];
+}
+
 // A GLU job's rounding of its output (MatvecJob::out_q8): once this block's rows are written, its count of
 // the block of 32 rows they lie in goes up (a block's 8 rows lie in one such block); the block whose count
 // completes it reads the 32 values (written by other blocks: made visible by their fences, read past L1)
@@ -216,13 +227,7 @@ __global__ void __launch_bounds__(128, Glu >= 0 ? 3 : 4)
   // writes weights, so their loads overlap that kernel's end.
   load_round(lane);
   griddep_wait();
-  {
-    const uint4* src = reinterpret_cast<const uint4*>(x.q);
-    uint4* dst = reinterpret_cast<uint4*>(xs);
-    for (int i = threadIdx.x; i < n_in / 16; i += blockDim.x) dst[i] = src[i];
-    float* d = reinterpret_cast<float*>(xs + n_in);
-    for (int i = threadIdx.x; i < 3 * nb; i += blockDim.x) d[i] = i < nb ? x.d[i] : x.s[i - nb];
-  }
+  copy_activations(x, n_in, xs);
   __syncthreads();
   const float* xd = reinterpret_cast<const float*>(xs + n_in);
   const float* xsum = xd + nb;
@@ -394,11 +399,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   if (g < groups) load(std::integral_constant<int, 0>{}, g, 0);
   griddep_wait();
   if constexpr (kShared) {
-    const uint4* src = reinterpret_cast<const uint4*>(x.q);
-    uint4* dst = reinterpret_cast<uint4*>(xs);
-    for (int i = threadIdx.x; i < n_in / 16; i += blockDim.x) dst[i] = src[i];
-    float* d = reinterpret_cast<float*>(xs + n_in);
-    for (int i = threadIdx.x; i < 3 * nb; i += blockDim.x) d[i] = i < nb ? x.d[i] : x.s[i - nb];
+    copy_activations(x, n_in, xs);
     __syncthreads();
   }
   if (g >= groups) return;
