@@ -45,7 +45,8 @@ void add_backend_args(CLI::App* app, BackendArgs& a) {
       ->capture_default_str();
   app->add_option("--prefill", a.prefill,
                   "device backends: where prompts run: gpu, cpu (the host's tiles; KV rows then go to the "
-                  "device), or auto (cpu for batches of 16 tokens or more)")
+                  "device), or auto (where a prompt batch timed at the start ran faster; the speeds are kept "
+                  "in the cache directory for later runs; run -v prints them)")
       ->check(CLI::IsMember({"gpu", "cpu", "auto"}))
       ->capture_default_str();
   app->add_option("--gpu-memory", a.gpu_memory,

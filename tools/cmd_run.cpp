@@ -29,6 +29,7 @@ struct RunArgs {
   bool prompt_cache_all = false;  // also save it after the generation
   bool prompt_cache_ro = false;   // use the file, never write it
   bool verbose_prompt = false;
+  bool verbose = false;  // -v: how the session was set up (--prefill auto's speeds and choice)
 };
 
 // --prompt-cache: restores the file into the session when it exists and keeps the longest prefix of the
@@ -106,6 +107,14 @@ void run(RunArgs a) {
   Session session(*model, session_options(a.model));
   if (const std::string mem = session.device_memory_summary(); !mem.empty())
     std::fprintf(stderr, "%s\n", mem.c_str());
+  if (const PrefillSpeeds* ps = session.prefill_speeds(); ps && a.verbose) {
+    std::fprintf(stderr,
+                 "prefill auto: a %lld-token batch on %s %.1f t/s, on the host's tiles %.1f t/s (%s): prompt "
+                 "batches on %s\n",
+                 static_cast<long long>(ps->tokens), std::string(session.backend_name()).c_str(),
+                 ps->device_tps, ps->host_tps, ps->source.c_str(),
+                 ps->host_faster() ? "the host" : "the device");
+  }
   if (int64_t(prompt.size()) >= session.n_ctx()) {
     fail("the prompt has {} tokens but the context holds {} (raise it with -c)", prompt.size(),
          session.n_ctx());
@@ -179,6 +188,9 @@ void register_run(CLI::App& app) {
   sub->add_option("-r,--reverse-prompt", a->reverse,
                   "stop once the generated text ends with this (repeatable)");
   sub->add_flag("--ignore-eos", a->ignore_eos, "go on past end-of-generation tokens");
+  sub->add_flag("-v,--verbose", a->verbose,
+                "print how the session was set up: with --prefill auto, the two speeds it measured (or kept "
+                "from an earlier run) and where prompts go");
   sub->add_flag("--verbose-prompt", a->verbose_prompt,
                 "print the prompt as the model sees it (after the chat template) and its tokens");
   sub->add_option("--prompt-cache", a->prompt_cache,

@@ -268,7 +268,7 @@ typedef enum tilellm_activations {
 typedef enum tilellm_prefill {
   TILELLM_PREFILL_DEVICE = 0, /* prompts run on the session's backend */
   TILELLM_PREFILL_CPU = 1,    /* device backends: prompts run on the CPU, decoding on the device */
-  TILELLM_PREFILL_AUTO = 2    /* device backends: the CPU for prompt batches of 16 tokens or more */
+  TILELLM_PREFILL_AUTO = 2    /* device backends: where a prompt batch timed at the start ran faster */
 } tilellm_prefill;
 
 typedef struct tilellm_session_params {

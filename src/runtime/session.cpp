@@ -1,9 +1,15 @@
 #include "runtime/session.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <chrono>
+#include <optional>
 
 #include "backends/registry.h"
 #include "base/error.h"
+#include "format/ggml_types.h"
+#include "runtime/model_fingerprint.h"
 #include "runtime/session_params.h"
 
 namespace tilellm {
@@ -54,6 +60,59 @@ Session::Session(const Model& model, const SessionOptions& opts)
   }
   if (host_ || backend_->needs_host_kv()) kv_.allocate();
   tokens_.reserve(size_t(kv_.n_ctx()));
+  if (host_ && opts.prefill == PrefillMode::Auto) measure_prefill();
+}
+
+void Session::measure_prefill() {
+  const ModelConfig& c = model_.config();
+  // At most 64 tokens: a 512-token batch (CUDA's and Vulkan's n_batch) would cost a 7B's CPU pass ~25 s on
+  // a small host, and past a few dozen tokens the tiles' speed no longer grows.
+  const int64_t P = std::min({scratch_.n_batch, kv_.n_ctx(), int64_t(64)});
+  const std::string key = fmt::format(
+      "model {:016x} {} layers, vocab {}\nbackend {} device {} profile {} memory {}/{}\nhost threads {} "
+      "batch {} context {}\nactivations {} weights {} cache {}",
+      model_fingerprint(model_), c.n_layer, c.n_vocab, backend_->name(), opts_.device, opts_.device_profile,
+      int(opts_.gpu_memory), int(opts_.kv_memory), pool_.size(), P, kv_.n_ctx(), int(opts_.activations),
+      int(opts_.weights), type_name(opts_.kv_type));
+  const std::string dir = default_cache_dir(backend_->name());
+  if (std::optional<PrefillSpeeds> kept = find_prefill_speeds(key, dir)) {
+    speeds_ = *kept;
+    return;
+  }
+  speeds_ = PrefillSpeeds{};
+  speeds_.tokens = P;
+  speeds_.source = "measured";
+  if (P < 2) return;  // no prompt batch to place: both 0, the device keeps every pass
+  std::vector<int32_t> ids(static_cast<size_t>(P));
+  for (int64_t t = 0; t < P; ++t) ids[size_t(t)] = int32_t((t * 131 + 7) % c.n_vocab);
+  const RopeTable& rope_local = c.swa_own_rope ? rope_local_ : rope_global_;
+  float* out = logits_.as<float>();  // the last token's logits read back: the device's pass has finished
+  auto timed = [&](Backend& be, int64_t n, bool host) {  // seconds of one pass of n tokens at position 0
+    ForwardContext ctx{model_, be, kv_, rope_global_, rope_local, scratch_};
+    const auto t0 = std::chrono::steady_clock::now();
+    forward(ctx, ids.data(), n, 0, out, 1);
+    if (host) backend_->kv_to_device(kv_, 0, n);  // as eval() sends a host batch's rows up
+    return std::max(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1e-9);
+  };
+  // The host first: a few tokens touch every weight page, then the batch.
+  backend_->kv_to_host(kv_, 0, 0);  // as eval() before a host batch: the device's queue finished
+  timed(*host_, std::min<int64_t>(P, 4), true);
+  speeds_.host_tps = double(P) / timed(*host_, P, true);
+  // The device: a pass of n tokens takes no less time than one of fewer, so P / (its time for 8) bounds its
+  // speed at P from above. Where that bound already loses (a slow device: lavapipe's 64-token batches ran at
+  // 1.5 t/s, ~90 s of measuring), the bound is kept; else the batch itself, after an untimed pass of the same
+  // size that builds every kernel it runs (a GPU backend may build its prompt kernels on first use).
+  const int64_t small = std::min<int64_t>(P, 8);
+  timed(*backend_, small, false);
+  const double bound = double(P) / timed(*backend_, small, false);
+  if (bound < speeds_.host_tps) {
+    speeds_.device_tps = bound;
+    speeds_.source = fmt::format("measured; the device's at most, from {} tokens", small);
+  } else {
+    timed(*backend_, P, false);
+    speeds_.device_tps = double(P) / timed(*backend_, P, false);
+  }
+  keep_prefill_speeds(key, dir, speeds_);
 }
 
 void Session::eval(const int32_t* tokens, int64_t n) {
@@ -131,8 +190,7 @@ const float* Session::hidden_states(int64_t* n) const {
 
 bool Session::prefill_on_host(int64_t n_tok) const {
   if (!host_ || n_tok <= 1) return false;
-  return opts_.prefill == PrefillMode::Cpu ||
-         (opts_.prefill == PrefillMode::Auto && n_tok >= kAutoPrefillTokens);
+  return opts_.prefill == PrefillMode::Cpu || (opts_.prefill == PrefillMode::Auto && speeds_.host_faster());
 }
 
 }  // namespace tilellm

@@ -18,16 +18,20 @@
 #include "base/thread_pool.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "runtime/prefill_speeds.h"
 
 namespace tilellm {
 
 // Where a session on a device backend runs prompt batches (--prefill). Gpu: everything on the device. Cpu:
 // every batch of more than one token runs on the host backend (its tiled kernels, the host KV cache), and the
-// new KV rows go up to the device's cache; decode stays on the device. Auto: the host for batches of at least
-// kAutoPrefillTokens tokens (the OpenCL matmul kernels decode each weight block once per 4 tokens; the CPU's
-// tiles were faster for prompts on every device measured, docs/OPENCL.md), the device for shorter ones.
+// new KV rows go up to the device's cache; decode stays on the device. Auto: where one prompt batch ran
+// faster when the session started (Session::prefill_speeds: a batch of n_batch tokens, at most 64, timed on
+// each side, each after an untimed pass that warms it up; the host's time includes sending its KV rows up),
+// or the speeds kept from an earlier session of the same model, backend, device, threads and modes (runtime/
+// prefill_speeds.h). Which side wins depends on the machine: the CPU's tiles beat the OpenCL row kernels on
+// every device first measured, and the OpenCL GEMM ran prompts 4.5x faster than 16 CPU cores on an H200
+// (docs/OPENCL.md).
 enum class PrefillMode { Gpu, Cpu, Auto };
-inline constexpr int64_t kAutoPrefillTokens = 16;
 
 struct SessionOptions {
   int64_t n_ctx = 0;      // tokens the cache holds; 0: the model's training context, capped at 4096
@@ -117,6 +121,10 @@ class Session {
   std::string device_memory_summary() const { return backend_->memory_summary(); }
   // Whether the backend running the layer loop is the host backend (registry.h).
   bool on_host() const;
+  // --prefill auto: the two speeds its choice came from (null in the other modes).
+  const PrefillSpeeds* prefill_speeds() const {
+    return opts_.prefill == PrefillMode::Auto ? &speeds_ : nullptr;
+  }
 
   // The pacing controller's measures (runtime/telemetry/pacer.h), taken between forward passes: host
   // threads taking work (1..n_threads()), the backend's lower occupancy steps and its lossy tile masking
@@ -150,7 +158,10 @@ class Session {
   // Hybrid prefill: positions [0, host_kv_) are current in kv_, [0, dev_kv_) in the device cache.
   int64_t host_kv_ = 0;
   int64_t dev_kv_ = 0;
+  PrefillSpeeds speeds_;  // --prefill auto
   bool prefill_on_host(int64_t n_tok) const;
+  // Fills speeds_: kept ones, else one batch timed on each side (the cache rows it writes are forgotten).
+  void measure_prefill();
 };
 
 }  // namespace tilellm

@@ -6,7 +6,7 @@
 //   0       8     magic "TLLMSESS"
 //   8       4     u32 format version (kVersion)
 //   12      4     u32 KV cache element type (GGML type id: 0 F32, 1 F16)
-//   16      8     u64 model fingerprint (model_fingerprint below)
+//   16      8     u64 model fingerprint (runtime/model_fingerprint.h)
 //   24      8     i64 n_layer            the cache's geometry ...
 //   32      8     i64 kv_dim
 //   40      8     i64 n_ctx
@@ -37,6 +37,7 @@
 #include <xxhash.h>
 
 #include "base/error.h"
+#include "runtime/model_fingerprint.h"
 #include "runtime/session.h"
 
 namespace tilellm {
@@ -47,26 +48,6 @@ constexpr uint32_t kVersion = 1;
 constexpr size_t kFixedHeader = 72;
 constexpr size_t kMaxName = 256;
 constexpr uint64_t kMaxAppData = uint64_t(1) << 32;
-constexpr size_t kSampleBytes = 4096;
-
-// Identifies a model file without reading all its weights: the file's metadata and tensor table byte for
-// byte (everything before the first tensor's data), and the first and last 4 KiB of every tensor's data
-// (two fine-tunes of one architecture differ there, while their headers may be identical).
-uint64_t model_fingerprint(const Model& m) {
-  const GgufFile& f = m.file();
-  XXH3_state_t st;
-  XXH3_64bits_reset(&st);
-  size_t header = f.file_size();
-  for (const GgufTensor& t : f.tensors()) header = std::min(header, size_t(t.data - f.bytes()));
-  XXH3_64bits_update(&st, f.bytes(), header);
-  for (const GgufTensor& t : f.tensors()) {
-    const size_t n = std::min(t.nbytes, kSampleBytes);
-    XXH3_64bits_update(&st, t.data, n);
-    XXH3_64bits_update(&st, t.data + t.nbytes - n, n);
-  }
-  return XXH3_64bits_digest(&st);
-}
-
 std::string model_label(const Model& m) {
   std::string name = m.config().name;
   if (name.empty()) name = std::filesystem::path(m.file().path()).filename().string();

@@ -1,12 +1,15 @@
 // Hybrid prefill (--prefill cpu) against the device alone, for any device backend (tests/opencl,
-// tests/vulkan): the session runs prompts on the CPU's tiles, sends their KV rows up and decodes on the
-// device; its logits must be the all-device session's.
+// tests/vulkan, tests/cuda): the session runs prompts on the CPU's tiles, sends their KV rows up and decodes
+// on the device; its logits must be the all-device session's. And --prefill auto: its two speeds measured
+// once, kept for the next session, and its logits the device's whichever side it chose.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -70,6 +73,57 @@ inline void expect_hybrid_prefill_equals_the_device_path(const std::string& back
     tok = compare("decode after the second prompt");
   }
   EXPECT_EQ(device.n_past(), hybrid.n_past());
+}
+
+// --prefill auto: the first session times a batch of n_batch (8) tokens on the device and on the CPU's
+// tiles (both speeds positive; the device's may be the bound from its 8-token pass), writes them beside the program cache (one
+// prefill-*.txt file in `cache_dir`) and a second session of the same options reuses them without timing;
+// the logits after a 13-token prompt and two decode steps are the all-device session's (float path, bound
+// 1e-4 as above). A context of 72 keeps the key apart from the other tests' sessions in the process.
+inline void expect_auto_prefill_measures_once(const std::string& backend, int device_index,
+                                              const std::string& cache_dir) {
+  const std::string path = model_path(kSmolLM2);
+  ASSERT_MODEL(path);
+  std::filesystem::remove_all(cache_dir);
+  ASSERT_EQ(setenv("TILELLM_CACHE_DIR", cache_dir.c_str(), 1), 0);
+  auto model = Model::load(path);
+  SessionOptions so = float_options(GgmlType::F32);
+  so.n_ctx = 72;
+  so.n_batch = 8;
+  so.backend = backend;
+  so.device = device_index;
+  Session device(*model, so);
+  EXPECT_EQ(device.prefill_speeds(), nullptr) << "only --prefill auto measures";
+  so.prefill = PrefillMode::Auto;
+  Session first(*model, so);
+  ASSERT_NE(first.prefill_speeds(), nullptr);
+  const PrefillSpeeds a = *first.prefill_speeds();
+  EXPECT_EQ(a.source.rfind("measured", 0), 0u) << a.source;
+  EXPECT_EQ(a.tokens, 8);
+  EXPECT_GT(a.device_tps, 0.0);
+  EXPECT_GT(a.host_tps, 0.0);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(cache_dir))
+    files += e.path().filename().string().rfind("prefill-", 0) == 0;
+  EXPECT_EQ(files, 1) << "the speeds' file in " << cache_dir;
+  Session second(*model, so);
+  const PrefillSpeeds b = *second.prefill_speeds();
+  EXPECT_EQ(b.source, "kept in this process");
+  EXPECT_EQ(b.device_tps, a.device_tps);
+  EXPECT_EQ(b.host_tps, a.host_tps);
+  const int64_t V = model->config().n_vocab;
+  const std::vector<int32_t> prompt = {1, 504, 3492, 282, 253, 1345, 30, 2600, 16, 57, 8, 4411, 42};
+  device.eval(prompt.data(), 13);
+  second.eval(prompt.data(), 13);
+  EXPECT_LE(relative_difference(device.logits(), second.logits(), V), 1e-4)
+      << "prompt on " << (b.host_faster() ? "the host" : "the device");
+  for (int step = 0; step < 2; ++step) {
+    const int32_t tok = argmax(device.logits(), V);
+    device.eval(&tok, 1);
+    second.eval(&tok, 1);
+    EXPECT_LE(relative_difference(device.logits(), second.logits(), V), 1e-4) << "decode step " << step;
+  }
+  unsetenv("TILELLM_CACHE_DIR");
 }
 
 }  // namespace tilellm::test

@@ -118,6 +118,12 @@ TEST(OpenclModel, hybrid_prefill_int8b0_equals_the_device_path) {
   expect_hybrid_prefill_equals_the_device_path(WeightsMode::Int8B0);
 }
 
+TEST(OpenclModel, auto_prefill_measures_once_and_keeps_the_device_logits) {
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  test::expect_auto_prefill_measures_once("opencl", test::opencl_test_device(),
+                                          ::testing::TempDir() + "opencl_auto_prefill");
+}
+
 // Save/restore with the cache in device memory (../gpu_common/session_state.h).
 TEST(OpenclModel, restored_session_decodes_like_the_uninterrupted_one) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";

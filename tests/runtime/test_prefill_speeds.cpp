@@ -1,0 +1,89 @@
+// --prefill auto's kept speeds (runtime/prefill_speeds.cpp): a file written for one key is read back for that
+// key only (its name is the key's hash and the key inside is compared whole); a damaged or foreign file is
+// not used; what was kept in the process is found without a file.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "runtime/prefill_speeds.h"
+
+namespace tilellm {
+namespace {
+
+std::string fresh_dir(const char* name) {
+  const std::filesystem::path d = std::filesystem::temp_directory_path() /
+                                  (std::string("tilellm-") + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+TEST(PrefillSpeeds, a_file_is_read_for_its_own_key_only) {
+  const std::string dir = fresh_dir("prefill-file");
+  const std::string key = "model 0123 (a test key)\nbackend opencl device 0";
+  write(prefill_speeds_path(key, dir), "TLPREFILL 1\n" + key + "\nspeeds 64 541.500 119.250\n");
+  const auto s = find_prefill_speeds(key, dir);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->tokens, 64);
+  EXPECT_DOUBLE_EQ(s->device_tps, 541.5);
+  EXPECT_DOUBLE_EQ(s->host_tps, 119.25);
+  EXPECT_FALSE(s->host_faster());
+  EXPECT_EQ(s->source, prefill_speeds_path(key, dir));
+  // Found once, kept in the process: found again with the file gone.
+  std::filesystem::remove(prefill_speeds_path(key, dir));
+  const auto again = find_prefill_speeds(key, dir);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->source, "kept in this process");
+  // Another key's file name holding this key's text (as a hash collision would): not used.
+  const std::string other = key + " but another device";
+  write(prefill_speeds_path(other, dir), "TLPREFILL 1\n" + key + "\nspeeds 64 1 2\n");
+  EXPECT_FALSE(find_prefill_speeds(other, dir).has_value());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PrefillSpeeds, damaged_files_are_not_used) {
+  const std::string dir = fresh_dir("prefill-damaged");
+  int i = 0;
+  for (const char* body : {"speeds 64 541.5\n", "speeds 64 541.5 nan\n", "speeds 0 1 2\n", "speeds 64 -1 2\n",
+                           "speeds 64 1 2", "speeds 64 1 2\nmore\n", "bytes\n"}) {
+    const std::string key = "damaged case " + std::to_string(i++);
+    write(prefill_speeds_path(key, dir), "TLPREFILL 1\n" + key + "\n" + body);
+    EXPECT_FALSE(find_prefill_speeds(key, dir).has_value()) << body;
+  }
+  const std::string key = "wrong head";
+  write(prefill_speeds_path(key, dir), "TLPREFILL 2\n" + key + "\nspeeds 64 1 2\n");
+  EXPECT_FALSE(find_prefill_speeds(key, dir).has_value());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PrefillSpeeds, kept_speeds_are_written_and_read_back) {
+  const std::string dir = fresh_dir("prefill-keep") + "/made/by/keep";  // created when missing
+  const std::string key = "kept key";
+  PrefillSpeeds s;
+  s.tokens = 8;
+  s.device_tps = 12.5;
+  s.host_tps = 40.25;
+  s.source = "measured";
+  keep_prefill_speeds(key, dir, s);
+  std::ifstream in(prefill_speeds_path(key, dir));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "TLPREFILL 1\nkept key\nspeeds 8 12.500 40.250\n");
+  const auto back = find_prefill_speeds(key, dir);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(back->host_faster());
+  EXPECT_EQ(back->source, "kept in this process");
+  // No directory: kept in the process only.
+  keep_prefill_speeds("no dir key", "", s);
+  EXPECT_TRUE(find_prefill_speeds("no dir key", "").has_value());
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path().parent_path().parent_path());
+}
+
+}  // namespace
+}  // namespace tilellm
