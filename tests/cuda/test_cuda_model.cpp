@@ -247,6 +247,12 @@ TEST(CudaModel, hybrid_prefill_equals_the_device_path) {
   test::expect_hybrid_prefill_equals_the_device_path("cuda", test::cuda_test_device(), WeightsMode::Native);
 }
 
+TEST(CudaModel, auto_prefill_measures_once_and_keeps_the_device_logits) {
+  SKIP_WITHOUT_CUDA();
+  test::expect_auto_prefill_measures_once("cuda", test::cuda_test_device(),
+                                          ::testing::TempDir() + "cuda_auto_prefill");
+}
+
 // Save/restore with the cache in device memory (../gpu_common/session_state.h): on the device alone and with
 // hybrid prefill.
 TEST(CudaModel, restored_session_decodes_like_the_uninterrupted_one) {

@@ -6,7 +6,7 @@
 // (131 rows: 128 + 3) and of tokens (3, 21, 70 = 64 + 6); norms (alone, with the residual add, with the Q8
 // output), RoPE and the fused RoPE + KV write (bit-equal to the CPU's: the cache rows compared byte for
 // byte), GLU, adds, the KV cache ops and attention (one and several splits of the keys, windows, grouped
-// heads, both cache types).
+// heads, both cache types; decode over every head-size bucket and short contexts).
 //
 // Tolerances. Products: each output may differ from the double reference on the same inputs by the
 // rounding of a differently ordered float32 sum and of the block scales' products, bounded by
@@ -401,6 +401,48 @@ TEST_P(CudaOps, kv_cache_and_attention) {
             ASSERT_NEAR(got[i], ref[i], 2e-5 * (std::abs(ref[i]) + 0.05))
                 << "attention window " << window << " tokens " << nt << " splits " << splits << " element "
                 << i;
+        }
+      }
+    }
+  }
+}
+
+// Decode attention (one token) over head sizes of every bucket of dims a lane holds (24, not a multiple of
+// 32; 64, 80, 128, 256), contexts from one key to a few hundred (with 32 splits of at least 16 keys, only the
+// first few busy; keys not a multiple of a warp's run), a window, grouped heads, both cache types.
+TEST_P(CudaOps, decode_attention_over_head_sizes_and_contexts) {
+  uint32_t seed = 500;
+  for (int64_t hd : {24, 64, 80, 128, 256}) {
+    const int64_t n_head = 6, n_head_kv = 2, kv_dim = n_head_kv * hd, filled = 301;
+    for (GgmlType kv_type : {GgmlType::F16, GgmlType::F32}) {
+      for (int splits : {1, 32}) {
+        auto be = make(WeightsMode::Native, kv_dim, kv_type, splits);
+        KvCache host(kLayers, kCtx, n_head_kv, hd, kv_type),
+            dev(kLayers, kCtx, n_head_kv, hd, kv_type, false);
+        for (int64_t p0 = 0; p0 < filled; p0 += 64) {
+          const int64_t nt = std::min<int64_t>(64, filled - p0);
+          std::vector<int32_t> pos(static_cast<size_t>(nt));
+          for (int64_t t = 0; t < nt; ++t) pos[size_t(t)] = int32_t(p0 + t);
+          const std::vector<float> ks = rand_floats(size_t(nt * kv_dim), seed++),
+                                   vs = rand_floats(size_t(nt * kv_dim), seed++);
+          be->kv_store(dev, 1, ks.data(), vs.data(), pos.data(), nt);
+          cpu_->kv_store(host, 1, ks.data(), vs.data(), pos.data(), nt);
+        }
+        AttnParams ap;
+        ap.n_head = n_head, ap.n_head_kv = n_head_kv, ap.head_dim = hd,
+        ap.scale = 1.0f / std::sqrt(float(hd));
+        for (int64_t window : {int64_t(0), int64_t(50)}) {
+          ap.window = window;
+          for (int32_t p : {0, 1, 15, 16, 17, 63, 200, 300}) {
+            const std::vector<float> qs = rand_floats(size_t(n_head * hd), seed++);
+            std::vector<float> ref(qs.size()), got(qs.size(), NAN);
+            cpu_->attention(qs.data(), host, 1, &p, 1, ap, ref.data());
+            be->attention(qs.data(), dev, 1, &p, 1, ap, got.data());
+            for (size_t i = 0; i < ref.size(); ++i)
+              ASSERT_NEAR(got[i], ref[i], 2e-5 * (std::abs(ref[i]) + 0.05))
+                  << "head size " << hd << " splits " << splits << " position " << p << " window " << window
+                  << " element " << i;
+          }
         }
       }
     }
