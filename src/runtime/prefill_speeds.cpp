@@ -1,6 +1,8 @@
 #include "runtime/prefill_speeds.h"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -36,6 +38,19 @@ bool sane(const PrefillSpeeds& s) {
 
 std::string prefill_speeds_path(const std::string& key, const std::string& dir) {
   return fmt::format("{}/prefill-{:016x}.txt", dir, cache_hash(key.data(), key.size()));
+}
+
+std::string engine_build_identity() {
+  Dl_info info{};
+  std::string path = "/proc/self/exe";
+  if (dladdr(reinterpret_cast<const void*>(&engine_build_identity), &info) != 0 && info.dli_fname &&
+      info.dli_fname[0] != '\0')
+    path = info.dli_fname;
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 && (path = "/proc/self/exe", stat(path.c_str(), &st) != 0))
+    return "engine unknown";
+  return fmt::format("engine {} {} bytes, modified {}.{:09}", path, static_cast<long long>(st.st_size),
+                     static_cast<long long>(st.st_mtim.tv_sec), static_cast<long>(st.st_mtim.tv_nsec));
 }
 
 std::optional<PrefillSpeeds> find_prefill_speeds(const std::string& key, const std::string& dir) {

@@ -31,5 +31,8 @@ std::optional<PrefillSpeeds> find_prefill_speeds(const std::string& key, const s
 void keep_prefill_speeds(const std::string& key, const std::string& dir, const PrefillSpeeds& s);
 // The file `key` is kept in under dir.
 std::string prefill_speeds_path(const std::string& key, const std::string& dir);
+// The engine's own build, for the key: the path, size and modification time of the binary this code is in
+// (the program, or libtilellm.so), so that speeds measured by another build of the kernels are not reused.
+std::string engine_build_identity();
 
 }  // namespace tilellm

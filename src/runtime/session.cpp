@@ -70,10 +70,10 @@ void Session::measure_prefill() {
   const int64_t P = std::min({scratch_.n_batch, kv_.n_ctx(), int64_t(64)});
   const std::string key = fmt::format(
       "model {:016x} {} layers, vocab {}\nbackend {} device {} profile {} memory {}/{}\nhost threads {} "
-      "batch {} context {}\nactivations {} weights {} cache {}",
+      "batch {} context {}\nactivations {} weights {} cache {}\n{}",
       model_fingerprint(model_), c.n_layer, c.n_vocab, backend_->name(), opts_.device, opts_.device_profile,
       int(opts_.gpu_memory), int(opts_.kv_memory), pool_.size(), P, kv_.n_ctx(), int(opts_.activations),
-      int(opts_.weights), type_name(opts_.kv_type));
+      int(opts_.weights), type_name(opts_.kv_type), engine_build_identity());
   const std::string dir = default_cache_dir(backend_->name());
   if (std::optional<PrefillSpeeds> kept = find_prefill_speeds(key, dir)) {
     speeds_ = *kept;

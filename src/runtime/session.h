@@ -27,10 +27,10 @@ namespace tilellm {
 // new KV rows go up to the device's cache; decode stays on the device. Auto: where one prompt batch ran
 // faster when the session started (Session::prefill_speeds: a batch of n_batch tokens, at most 64, timed on
 // each side, each after an untimed pass that warms it up; the host's time includes sending its KV rows up),
-// or the speeds kept from an earlier session of the same model, backend, device, threads and modes (runtime/
-// prefill_speeds.h). Which side wins depends on the machine: the CPU's tiles beat the OpenCL row kernels on
-// every device first measured, and the OpenCL GEMM ran prompts 4.5x faster than 16 CPU cores on an H200
-// (docs/OPENCL.md).
+// or the speeds kept from an earlier session of the same model, backend, device, threads, modes and engine
+// build (runtime/prefill_speeds.h). Which side wins depends on the machine: the CPU's tiles beat the OpenCL
+// row kernels on every device first measured, and the OpenCL GEMM ran prompts 4.5x faster than 16 CPU cores
+// on an H200 (docs/OPENCL.md).
 enum class PrefillMode { Gpu, Cpu, Auto };
 
 struct SessionOptions {

@@ -85,5 +85,19 @@ TEST(PrefillSpeeds, kept_speeds_are_written_and_read_back) {
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path().parent_path().parent_path());
 }
 
+// The key's engine line names a file that exists and has the size it states (the test binary itself).
+TEST(PrefillSpeeds, the_engine_build_is_named_by_its_file) {
+  const std::string id = engine_build_identity();
+  ASSERT_EQ(id.rfind("engine ", 0), 0u) << id;
+  ASSERT_NE(id, "engine unknown");
+  const size_t bytes = id.rfind(" bytes, modified ");
+  ASSERT_NE(bytes, std::string::npos) << id;
+  const size_t sp = id.rfind(' ', bytes - 1);
+  const std::string path = id.substr(7, sp - 7);
+  const long long size = std::stoll(id.substr(sp + 1, bytes - sp - 1));
+  EXPECT_EQ(static_cast<long long>(std::filesystem::file_size(path)), size) << id;
+  EXPECT_EQ(engine_build_identity(), id);
+}
+
 }  // namespace
 }  // namespace tilellm
