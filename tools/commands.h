@@ -29,6 +29,8 @@ struct GemvArgs {
 };
 void gemv_bw_main(const GemvArgs& a);
 void register_bench(CLI::App& app);
+// `tilellm batched-bench`: llama-batched-bench's aggregate speeds of B sequences decoded together.
+void register_batched_bench(CLI::App& app);
 // `tilellm monitor`: a sustained workload under telemetry and pacing, and its HTML report.
 void register_monitor(CLI::App& app);
 // `tilellm serve`: the OpenAI-compatible HTTP server (tools/serve/).

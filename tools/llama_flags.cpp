@@ -13,7 +13,8 @@ const std::pair<const char*, const char*> kFlags[] = {
     {"-ngl", "--n-gpu-layers"}, {"-cnv", "--conversation"}, {"-no-cnv", "--no-conversation"},
     {"-sys", "--system"},       {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"},
     {"-fa", "--flash-attn"},    {"-mmp", "--mmap"},         {"-nkvo", "--no-kv-offload"},
-    {"-np", "--parallel"},  // llama-server's slots
+    {"-np", "--parallel"},                                                      // llama-server's slots
+    {"-npp", "--npp"},          {"-ntg", "--ntg"},          {"-npl", "--npl"},  // llama-batched-bench's
 };
 
 }  // namespace

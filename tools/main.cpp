@@ -1,5 +1,5 @@
 // tilellm: the command-line front end. Subcommands: run, chat, perplexity, tokenize, dump-logits, bench,
-// gemm-speed, gemv-bw, devices, monitor, serve.
+// batched-bench, gemm-speed, gemv-bw, devices, monitor, serve.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   tilellm::cli::register_gemm_speed(app);
   tilellm::cli::register_gemv_bw(app);
   tilellm::cli::register_bench(app);
+  tilellm::cli::register_batched_bench(app);
   tilellm::cli::register_monitor(app);
   tilellm::cli::register_devices(app);
   tilellm::cli::register_serve(app);
