@@ -93,6 +93,20 @@ class Backend {
   // q: [n_tok][n_head][head_dim]; out: [n_tok][n_head][head_dim]
   virtual void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
                          const AttnParams& p, float* out) = 0;
+  // A batch decode step's RoPE + KV write and attention (ForwardStep::batch_decode): n tokens, token i (row i
+  // of q, k, v and out, laid out as above) of the sequence whose cache is kvs[i], at position pos[i]. A
+  // backend may take all of them in one launch; this is the reference, a sequence at a time.
+  virtual void rope_kv_store_seqs(float* q, float* k, const float* v, KvCache* const* kvs, int64_t layer,
+                                  const int32_t* pos, int64_t n, const RopeShape& r) {
+    const int64_t qd = r.n_head * r.head_dim, kd = r.n_head_kv * r.head_dim;
+    for (int64_t i = 0; i < n; ++i)
+      rope_kv_store(q + i * qd, k + i * kd, v + i * kd, *kvs[i], layer, pos + i, 1, r);
+  }
+  virtual void attention_seqs(const float* q, KvCache* const* kvs, int64_t layer, const int32_t* pos,
+                              int64_t n, const AttnParams& p, float* out) {
+    const int64_t qd = p.n_head * p.head_dim;
+    for (int64_t i = 0; i < n; ++i) attention(q + i * qd, *kvs[i], layer, pos + i, 1, p, out + i * qd);
+  }
   // out = act(gate) * up, elementwise over n floats.
   virtual void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) = 0;
   // The gated feed-forward's input: out[t] = act(w_gate x[t]) * (w_up x[t]). x: [n_tok][n_in]; out, up:

@@ -2,11 +2,11 @@
 // modes: the float path (--activations f32) and the quantized one (int8 activations, integer products),
 // whose reference multiplies the exact weights by the activations as rounded_matmul_input rounds them.
 // Weights of every GGUF type the device formats take, and the converted formats; decode (1 token: the
-// matvec kernels, alone and as q/k/v and gate/up jobs) and prompt sizes that leave partial tiles of rows
-// (131 rows: 128 + 3) and of tokens (3, 21, 70 = 64 + 6); norms (alone, with the residual add, with the Q8
-// output), RoPE and the fused RoPE + KV write (bit-equal to the CPU's: the cache rows compared byte for
-// byte), GLU, adds, the KV cache ops and attention (one and several splits of the keys, windows, grouped
-// heads, both cache types; decode over every head-size bucket and short contexts).
+// matvec kernels, alone and as q/k/v and gate/up jobs; 2-8 tokens: the few-token kernels) and prompt sizes
+// that leave partial tiles of rows (131 rows: 128 + 3) and of tokens (3, 21, 70 = 64 + 6); norms (alone, with
+// the residual add, with the Q8 output), RoPE and the fused RoPE + KV write (bit-equal to the CPU's: the
+// cache rows compared byte for byte), GLU, adds, the KV cache ops and attention (one and several splits of
+// the keys, windows, grouped heads, both cache types; decode over every head-size bucket and short contexts).
 //
 // Tolerances. Products: each output may differ from the double reference on the same inputs by the
 // rounding of a differently ordered float32 sum and of the block scales' products, bounded by
@@ -150,7 +150,8 @@ TEST_P(CudaOps, matmul_and_embedding_of_every_weight_type) {
     const OwnedWeight& ow = kept.back();
     be->upload_weight(ow.w);
     const std::vector<float> exact = exact_rows(ow.w);
-    for (int64_t n_tok : {1, 3, 21, 70}) check_matmul(*be, ow.w, exact, n_tok, seed++);
+    // 1: decode; 2, 3, 7, 8: the few-token kernel's two sizes, full and partial; 9, 21, 70: prompts.
+    for (int64_t n_tok : {1, 2, 3, 7, 8, 9, 21, 70}) check_matmul(*be, ow.w, exact, n_tok, seed++);
     const int32_t ids[4] = {130, 0, 17, 130};
     std::vector<float> ref(size_t(4 * n_in)), got(ref.size(), NAN);
     cpu_->embed(ow.w, ids, 4, 0.75f, ref.data());
@@ -195,7 +196,8 @@ TEST_P(CudaOps, converted_formats) {
   }
 }
 
-// A long row (11 008 inputs: 344 blocks, more than one unrolled step a lane) in decode, every block format.
+// A long row (11 008 inputs: 344 blocks, more than one unrolled step a lane) in decode and in a batch
+// decode step of 6 tokens, every block format.
 TEST_P(CudaOps, matvec_long_rows) {
   auto be = make();
   uint32_t seed = 200;
@@ -204,7 +206,7 @@ TEST_P(CudaOps, matvec_long_rows) {
     const int64_t n_in = type_traits(t).block_size == 256 ? 11008 / 256 * 256 : 11008;
     kept.push_back(make_weight(t, n_in, 19, seed++));
     be->upload_weight(kept.back().w);
-    check_matmul(*be, kept.back().w, exact_rows(kept.back().w), 1, seed++);
+    for (int64_t n_tok : {1, 6}) check_matmul(*be, kept.back().w, exact_rows(kept.back().w), n_tok, seed++);
   }
 }
 
@@ -223,52 +225,57 @@ TEST_P(CudaOps, matvec_many_rows) {
   }
 }
 
-// q/k/v as one job (matmul_shared) and gate/up with their activation (matmul_glu), in decode, on mirrored
-// outputs (the only case they are fused), against the products one by one; and the product after the GLU
-// (down), which in the quantized mode reads the rounding the GLU's launch made of its output (160 rows: five
+// q/k/v as one job (matmul_shared) and gate/up with their activation (matmul_glu), in decode (1 token) and
+// in a batch decode step (5 tokens: one launch over the matrices, then the GLU), on mirrored outputs (the
+// only case they are fused), against the products one by one; and the product after the GLU (down), which
+// in the quantized mode of one token reads the rounding the GLU's launch made of its output (160 rows: five
 // blocks of 32, each completed by four blocks of 8). The host writes a mirrored array only after
 // host_wrote (which first brings down what the device holds newer).
 TEST_P(CudaOps, shared_input_jobs_equal_the_products_one_by_one) {
   const int64_t n_in = 256, nq = 96, nkv = 35, nff = 256;  // gate/up arrays: the widest of n_down below
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
-    std::vector<float> x(static_cast<size_t>(n_in)), q(static_cast<size_t>(nq)), k(static_cast<size_t>(nkv)),
-        v(static_cast<size_t>(nkv)), gate(static_cast<size_t>(nff)), up(static_cast<size_t>(nff)),
-        down(static_cast<size_t>(nq));
-    CudaBackendOptions o = options();
-    for (std::vector<float>* a : {&x, &q, &k, &v, &gate, &up, &down})
-      o.resident.push_back({a->data(), a->size() * 4});
-    CudaBackend be(o);
-    const int64_t n_down = type_traits(t).block_size == 256 ? 256 : 160;  // K-quants: whole super-blocks
-    OwnedWeight wq = make_weight(t, n_in, nq, 11), wk = make_weight(t, n_in, nkv, 12),
-                wv = make_weight(t, n_in, nkv, 13), wg = make_weight(t, n_in, n_down, 14),
-                wu = make_weight(t, n_in, n_down, 15), wd = make_weight(t, n_down, nq, 17);
-    for (const OwnedWeight* w : {&wq, &wk, &wv, &wg, &wu, &wd}) be.upload_weight(w->w);
-    const std::vector<float> xs = rand_floats(size_t(n_in), 16);
-    be.host_wrote(x.data(), x.size() * 4);
-    std::copy(xs.begin(), xs.end(), x.begin());
-    const Weight* ws[3] = {&wq.w, &wk.w, &wv.w};
-    float* ys[3] = {q.data(), k.data(), v.data()};
-    be.matmul_shared(ws, ys, 3, x.data(), 1);
-    for (int i = 0; i < 3; ++i) {
-      be.to_host(ys[i], ws[i]->n_out * 4);
-      std::vector<float> got(ys[i], ys[i] + ws[i]->n_out);
-      expect_products(be, *ws[i], exact_rows(*ws[i]), xs, 1, got, "matmul_shared");
-    }
-    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
-      be.matmul_glu(wg.w, wu.w, x.data(), 1, act, gate.data(), up.data());
-      be.matmul(wd.w, gate.data(), 1, down.data());
-      be.to_host(gate.data(), size_t(n_down) * 4);
-      be.to_host(down.data(), down.size() * 4);
-      std::vector<float> g(static_cast<size_t>(n_down)), u(static_cast<size_t>(n_down)),
-          ref(static_cast<size_t>(n_down));
-      be.matmul(wg.w, xs.data(), 1, g.data());
-      be.matmul(wu.w, xs.data(), 1, u.data());
-      cpu_->glu(g.data(), u.data(), ref.data(), n_down, act);
-      for (int64_t i = 0; i < n_down; ++i)
-        ASSERT_NEAR(gate[size_t(i)], ref[size_t(i)], 1e-5 * (std::abs(ref[size_t(i)]) + 1e-3))
-            << type_name(t) << " glu row " << i;
-      const std::vector<float> gin(gate.begin(), gate.begin() + n_down);
-      expect_products(be, wd.w, exact_rows(wd.w), gin, 1, down, "the product after the GLU");
+  for (int64_t nt : {1, 5}) {
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+      std::vector<float> x(static_cast<size_t>(nt * n_in)), q(static_cast<size_t>(nt * nq)),
+          k(static_cast<size_t>(nt * nkv)), v(static_cast<size_t>(nt * nkv)),
+          gate(static_cast<size_t>(nt * nff)), up(static_cast<size_t>(nt * nff)),
+          down(static_cast<size_t>(nt * nq));
+      CudaBackendOptions o = options();
+      for (std::vector<float>* a : {&x, &q, &k, &v, &gate, &up, &down})
+        o.resident.push_back({a->data(), a->size() * 4});
+      CudaBackend be(o);
+      const int64_t n_down = type_traits(t).block_size == 256 ? 256 : 160;  // K-quants: whole super-blocks
+      OwnedWeight wq = make_weight(t, n_in, nq, 11), wk = make_weight(t, n_in, nkv, 12),
+                  wv = make_weight(t, n_in, nkv, 13), wg = make_weight(t, n_in, n_down, 14),
+                  wu = make_weight(t, n_in, n_down, 15), wd = make_weight(t, n_down, nq, 17);
+      for (const OwnedWeight* w : {&wq, &wk, &wv, &wg, &wu, &wd}) be.upload_weight(w->w);
+      const std::vector<float> xs = rand_floats(size_t(nt * n_in), 16);
+      be.host_wrote(x.data(), x.size() * 4);
+      std::copy(xs.begin(), xs.end(), x.begin());
+      const Weight* ws[3] = {&wq.w, &wk.w, &wv.w};
+      float* ys[3] = {q.data(), k.data(), v.data()};
+      be.matmul_shared(ws, ys, 3, x.data(), nt);
+      for (int i = 0; i < 3; ++i) {
+        be.to_host(ys[i], nt * ws[i]->n_out * 4);
+        std::vector<float> got(ys[i], ys[i] + nt * ws[i]->n_out);
+        expect_products(be, *ws[i], exact_rows(*ws[i]), xs, nt, got, "matmul_shared");
+      }
+      for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+        // gate and down are [nt][n_down] and [nt][nq] at the arrays' starts.
+        be.matmul_glu(wg.w, wu.w, x.data(), nt, act, gate.data(), up.data());
+        be.matmul(wd.w, gate.data(), nt, down.data());
+        be.to_host(gate.data(), size_t(nt * n_down) * 4);
+        be.to_host(down.data(), down.size() * 4);
+        std::vector<float> g(static_cast<size_t>(nt * n_down)), u(g.size()), ref(g.size());
+        be.matmul(wg.w, xs.data(), nt, g.data());
+        be.matmul(wu.w, xs.data(), nt, u.data());
+        cpu_->glu(g.data(), u.data(), ref.data(), nt * n_down, act);
+        for (size_t i = 0; i < ref.size(); ++i)
+          ASSERT_NEAR(gate[i], ref[i], 1e-5 * (std::abs(ref[i]) + 1e-3))
+              << type_name(t) << " glu row " << i << " of " << nt << " tokens";
+        const std::vector<float> gin(gate.begin(), gate.begin() + nt * n_down);
+        const std::vector<float> dgot(down.begin(), down.begin() + nt * nq);
+        expect_products(be, wd.w, exact_rows(wd.w), gin, nt, dgot, "the product after the GLU");
+      }
     }
   }
 }

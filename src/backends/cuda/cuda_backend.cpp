@@ -24,6 +24,7 @@ static_assert(int(DeviceFormat::F32) == cuda::kF32 && int(DeviceFormat::F16) == 
                   int(DeviceFormat::Int8B0) == cuda::kInt8B0 && int(DeviceFormat::Kq8) == cuda::kKq8 &&
                   int(DeviceFormat::Kq4) == cuda::kKq4 && kDeviceFormats + 1 == cuda::kFormats,
               "the kernels number the device formats as DeviceFormat does");
+static_assert(cuda::kMaxSeqs == kMaxBatchDecode, "a batch decode step's sequences fit cuda::SeqPlanes");
 
 size_t floats(int64_t n) {
   return size_t(std::max<int64_t>(n, 1)) * sizeof(float);
@@ -47,6 +48,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
     const char* fn = f == cuda::kQ4K ? "q4_k" : device_format_name(DeviceFormat(f));
     k_embed_[f].name = fmt::format("embed_{}", fn);
     k_matvec_[f].name = fmt::format("matvec_{}", fn);
+    k_matvec_few_[f].name = fmt::format("matvec_few_{}", fn);
     k_matmul_[f].name = fmt::format("matmul_{}", fn);
     k_matmul16_[f].name = fmt::format("gemm_f16_{}", fn);
   }
@@ -97,11 +99,14 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
   attn_splits_ = o.attention_splits > 0 ? o.attention_splits : 32;
   // Partials: [splits][n_head][head_dim + 2]; n_head * head_dim is one token's q, at most one token's widest
   // activation, and n_head at most that too.
+  // A batch decode step's queries share the room (attention_seqs lowers their splits to fit); the counters,
+  // one a head of each query, cover as many queries as the partials do.
   const int64_t work_splits = std::max(attn_splits_, 3);
   const int64_t per_token = std::max<int64_t>(o.max_in_elems / std::max<int64_t>(o.max_tokens, 1), 256);
   attn_work_floats_ = work_splits * 2 * per_token;
   attn_work_ = rt_.alloc(floats(attn_work_floats_));
-  attn_counters_ = rt_.alloc(size_t(per_token) * sizeof(int));  // one a head
+  attn_counters_n_ = work_splits * per_token;
+  attn_counters_ = rt_.alloc(size_t(attn_counters_n_) * sizeof(int));
   rt_.zero(attn_counters_, 0, attn_counters_.bytes());
 
   if (o.kv_layers > 0) {
@@ -143,7 +148,7 @@ CudaBackend::~CudaBackend() {
 std::vector<CudaBackend::Kernel*> CudaBackend::all_kernels() {
   std::vector<Kernel*> v;
   for (int f = 0; f < cuda::kFormats; ++f)
-    v.insert(v.end(), {&k_embed_[f], &k_matvec_[f], &k_matmul_[f], &k_matmul16_[f]});
+    v.insert(v.end(), {&k_embed_[f], &k_matvec_[f], &k_matvec_few_[f], &k_matmul_[f], &k_matmul16_[f]});
   for (Kernel* k : {&k_rmsnorm_, &k_add_rmsnorm_, &k_rope_, &k_kv_store_, &k_rope_kv_store_, &k_attention_,
                     &k_glu_[0], &k_glu_[1], &k_add_, &k_add_rows_})
     v.push_back(k);
@@ -302,10 +307,22 @@ void CudaBackend::check_kv(const KvCache& kv, int64_t layer, const int32_t* pos,
 }
 
 void* CudaBackend::kv_plane(const KvCache& kv, int64_t layer, int kind) const {
+  return kv_plane_of(kv.seq(), layer, kind);
+}
+
+void* CudaBackend::kv_plane_of(int64_t seq, int64_t layer, int kind) const {
   const size_t elem = opts_.kv_type == GgmlType::F16 ? 2 : 4;
   const size_t plane = size_t(opts_.kv_ctx) * size_t(opts_.kv_dim) * elem;
-  const size_t index = (size_t(kv.seq()) * size_t(opts_.kv_layers) + size_t(layer)) * 2 + size_t(kind);
+  const size_t index = (size_t(seq) * size_t(opts_.kv_layers) + size_t(layer)) * 2 + size_t(kind);
   return kv_.as<uint8_t>() + index * plane;
+}
+
+cuda::SeqPlanes CudaBackend::seq_planes(KvCache* const* kvs, int64_t n) const {
+  // Sequence s's planes of a layer lie s * (layers * 2 planes) elements after sequence 0's.
+  cuda::SeqPlanes sp;
+  sp.stride = opts_.kv_layers * 2 * opts_.kv_ctx * opts_.kv_dim;
+  for (int64_t i = 0; i < n; ++i) sp.seq[i] = int32_t(kvs[i]->seq());
+  return sp;
 }
 
 // Positions [p0, p1) of every layer's K and V planes between the device cache and a host cache of the same

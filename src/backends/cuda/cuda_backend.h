@@ -36,6 +36,11 @@
 //    device, attention's key count is the position + 1, the KV rows are addressed by it. The logits arrive
 //    through a deferred download. A step that cannot be captured whole (a staged upload, a CPU-fallback
 //    op, profiling) runs eagerly, and the next one tries again.
+//  - A batch decode step (one token for each of several sequences, serve's slots) runs as one decode step
+//    does: its products of up to cuda::kMatvecTokens tokens read each weight once for all of them
+//    (kernels/matvec_tokens.cu), and RoPE + KV write and attention take all its sequences in one launch
+//    each (rope_kv_store_seqs, attention_seqs: each token's cache found from its sequence), captured and
+//    replayed like a one-token step.
 //  - Self-check: at construction every kernel runs a small random case against the host backend's float
 //    path (on the rounded activations for the quantized products); one that fails is replaced by the host
 //    backend for its op, with a warning naming it.
@@ -127,7 +132,7 @@ class CudaBackend final : public Backend {
   void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
   void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override;
   void rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const override;
-  // q/k/v of one block format in decode: one launch over the three matrices.
+  // q/k/v (and gate/up) of one block format in decode and batch decode: one launch over the matrices.
   void matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
                      int64_t n_tok) override;
   // gate/up in decode: one launch writing act(gate) * up.
@@ -141,6 +146,11 @@ class CudaBackend final : public Backend {
                 int64_t n_tok) override;
   void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
                  const AttnParams& p, float* out) override;
+  // A batch decode step's sequences: one launch each for RoPE + KV write and for attention.
+  void rope_kv_store_seqs(float* q, float* k, const float* v, KvCache* const* kvs, int64_t layer,
+                          const int32_t* pos, int64_t n, const RopeShape& r) override;
+  void attention_seqs(const float* q, KvCache* const* kvs, int64_t layer, const int32_t* pos, int64_t n,
+                      const AttnParams& p, float* out) override;
   void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
   void add(float* acc, const float* x, int64_t n) override;
   void add_rows(float* x, const float* v, int64_t n_rows, int64_t n) override;
@@ -173,8 +183,9 @@ class CudaBackend final : public Backend {
     std::string name;
     bool on_cpu = false;
   };
-  Kernel k_embed_[cuda::kFormats], k_matvec_[cuda::kFormats], k_matmul_[cuda::kFormats],
-      k_matmul16_[cuda::kFormats];
+  // k_matvec_few_: the quantized products of 2 .. cuda::kMatvecTokens tokens (a batch decode step).
+  Kernel k_embed_[cuda::kFormats], k_matvec_[cuda::kFormats], k_matvec_few_[cuda::kFormats],
+      k_matmul_[cuda::kFormats], k_matmul16_[cuda::kFormats];
   Kernel k_rmsnorm_, k_add_rmsnorm_, k_rope_, k_kv_store_, k_rope_kv_store_, k_attention_, k_glu_[2], k_add_,
       k_add_rows_;
   std::vector<Kernel*> all_kernels();
@@ -193,6 +204,8 @@ class CudaBackend final : public Backend {
   // The products on device operands: x at dx (n_tok rows), y to dy.
   void record_matmul(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy);
   bool half_gemm_of(const DeviceWeight& dw, int64_t n_tok) const;
+  // Whether a product of n_tok tokens takes a decode kernel (matvec for one, matvec_few for a few).
+  bool on_matvec(const DeviceWeight& dw, int64_t n_tok) const;
   void record_half_gemm(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy);
   // The set of Q8 buffers holding the rounded activations of the n_tok x n floats at dx, rounded into set 0
   // unless a set holds them already.
@@ -203,7 +216,8 @@ class CudaBackend final : public Backend {
   void device_wrote(const void* dptr, size_t bytes);  // forgets a Q8 set's source if it overlaps
   // The KV ops on explicit planes (the session's cache, or the self-check's).
   void record_attention(const void* k_plane, const void* v_plane, int64_t kv_dim, int64_t n_tok,
-                        const AttnParams& p, const float* dq, const int32_t* dpos, float* dout, int splits);
+                        const AttnParams& p, const float* dq, const int32_t* dpos, float* dout, int splits,
+                        const cuda::SeqPlanes* seqs = nullptr);
 
   // Mirrored host arrays (host_mirrors.h) and the operands' device places.
   float* dev_in(const float* p, int64_t n, const cuda::Buffer& staging, const char* op);
@@ -226,6 +240,9 @@ class CudaBackend final : public Backend {
   void check_tokens(int64_t n_tok, const char* op) const;
   void check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok, const char* op) const;
   void* kv_plane(const KvCache& kv, int64_t layer, int kind) const;
+  void* kv_plane_of(int64_t seq, int64_t layer, int kind) const;
+  // The sequences of a batch decode step's caches, relative to sequence 0's planes.
+  cuda::SeqPlanes seq_planes(KvCache* const* kvs, int64_t n) const;
   void copy_kv(const KvCache& kv, int64_t p0, int64_t p1, bool to_device);
 
   CudaBackendOptions opts_;
@@ -240,9 +257,12 @@ class CudaBackend final : public Backend {
 
   cuda::Buffer in_a_, in_b_, out_;  // scratch: [max_in_elems], [max_in_elems], [max_out_elems] floats
   cuda::Buffer vec_;                // [max_width] floats: a norm weight not uploaded at load
-  cuda::Buffer attn_work_;          // [splits][max heads][head_dim + 2] floats: split attention's partials
+  cuda::Buffer attn_work_;  // [queries][splits][heads][head_dim + 2] floats: split attention's partials
   int64_t attn_work_floats_ = 0;
-  cuda::Buffer attn_counters_;  // [max heads] ints, zero between launches: the splits finished a head
+  // [attn_counters_n_] ints, zero between launches: the splits finished a head (of each query of a batch
+  // decode step)
+  cuda::Buffer attn_counters_;
+  int64_t attn_counters_n_ = 0;
   // Two sets of Q8 buffers for up to max_in_elems activations each: q int8 [max_in], d [max_in / 32], s
   // [max_in / 16], and the device floats [rows][cols] they hold rounded (src null: none). Two, because the
   // GLU product reads one and writes its output's rounding into the other.

@@ -1,10 +1,12 @@
-// CUDA products (kernels/matmul.cu for prompts, kernels/matvec.cu for one token): the float path for the
+// CUDA products (kernels/matmul.cu for prompts, kernels/matvec.cu for one token, kernels/matvec_tokens.cu
+// for 2 .. cuda::kMatvecTokens tokens on the quantized path: a batch decode step): the float path for the
 // F32/F16 formats and for --activations f32, the quantized path (int8 activations, kernels/quantize.cu)
 // for the block formats otherwise; in the quantized mode, prompts of kHalfGemmTokens or more on cuBLAS's
 // fp16 GEMM (kernels/matmul_half.cu makes its operands) over every format but F32 (--cuda-fp16-gemm all, the
-// default), over F16 weights only (f16), or nowhere (off). q/k/v of one format are one launch in decode, and
-// so are gate/up with their activation. A kernel that failed its self-check hands its op to the host backend
-// (a failed fp16 GEMM: to the int8 or float prompt kernel).
+// default), over F16 weights only (f16), or nowhere (off). q/k/v of one format are one launch in decode and
+// batch decode, and so are gate/up (with their activation for one token). A kernel that failed its
+// self-check hands its op to the host backend (a failed fp16 GEMM: to the int8 or float prompt kernel; a
+// failed few-token kernel: to the prompt kernel).
 #include "backends/cuda/cuda_backend.h"
 #include "backends/f16_round.h"
 #include "backends/q8_round.h"
@@ -84,6 +86,12 @@ void CudaBackend::record_half_gemm(const DeviceWeight& dw, const float* dx, int6
   }
 }
 
+bool CudaBackend::on_matvec(const DeviceWeight& dw, int64_t n_tok) const {
+  const int f = int(dw.fmt);
+  if (n_tok == 1) return !k_matvec_[f].on_cpu;
+  return quantized(dw.fmt) && n_tok <= cuda::kMatvecTokens && !k_matvec_few_[f].on_cpu;
+}
+
 void CudaBackend::record_matmul(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy) {
   const int f = int(dw.fmt);
   if (half_gemm_of(dw, n_tok)) return record_half_gemm(dw, dx, n_tok, dy);
@@ -96,6 +104,12 @@ void CudaBackend::record_matmul(const DeviceWeight& dw, const float* dx, int64_t
       job.w[0] = m;
       job.y[0] = dy;
       launch(k_matvec_[f].name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
+    } else if (on_matvec(dw, n_tok)) {
+      cuda::MatvecJob job;
+      job.w[0] = m;
+      job.y[0] = dy;
+      job.n_tok = int(n_tok);
+      launch(k_matvec_few_[f].name.c_str(), [&](cudaStream_t s) { cuda::matvec_tokens_q8(job, q8, s); });
     } else {
       launch(k_matmul_[f].name.c_str(), [&](cudaStream_t s) { cuda::matmul_q8(m, q8, int(n_tok), dy, s); });
     }
@@ -111,7 +125,7 @@ void CudaBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float* 
   if (replaying(y)) return;
   const DeviceWeight& dw = find_weight(w, "matmul");
   const int f = int(dw.fmt);
-  if (k_matmul_[f].on_cpu && !half_gemm_of(dw, n_tok) && (n_tok > 1 || k_matvec_[f].on_cpu)) {
+  if (k_matmul_[f].on_cpu && !half_gemm_of(dw, n_tok) && !on_matvec(dw, n_tok)) {
     host_in(x, n_tok * w.n_in);
     host_out(y, n_tok * w.n_out);
     return cpu_->matmul(w, x, n_tok, y);
@@ -124,27 +138,33 @@ void CudaBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float* 
 
 void CudaBackend::matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
                                 int64_t n_tok) {
-  // One launch in decode when the products share a block format on the quantized path and each output is
-  // a mirrored array of its own; otherwise one by one (the input's rounding is still made once).
-  bool together = n_tok == 1 && n <= 3 && mode_ != StepMode::Replaying;
+  // One launch in decode (one token, or one for each of a few sequences) when the products share a block
+  // format on the quantized path and each output is a mirrored array of its own; otherwise one by one (the
+  // input's rounding is still made once).
+  bool together = n_tok <= cuda::kMatvecTokens && n <= 3 && mode_ != StepMode::Replaying;
   const DeviceWeight* dws[3] = {};
   for (int i = 0; i < n && together; ++i) {
     dws[i] = &find_weight(*ws[i], "matmul");
     together = quantized(dws[i]->fmt) && dws[i]->fmt == dws[0]->fmt && dws[i]->n_in == dws[0]->n_in &&
-               !k_matvec_[int(dws[i]->fmt)].on_cpu && ys[i] != x && is_mirror_start(ys[i], ws[i]->n_out);
+               on_matvec(*dws[i], n_tok) && ys[i] != x && is_mirror_start(ys[i], n_tok * ws[i]->n_out);
   }
   if (!together) return Backend::matmul_shared(ws, ys, n, x, n_tok);
   step_ops_ += uint64_t(n);  // as n matmuls count in a replay
-  const float* dx = dev_in(x, ws[0]->n_in, in_a_, "matmul");
+  const float* dx = dev_in(x, n_tok * ws[0]->n_in, in_a_, "matmul");
   cuda::MatvecJob job;
   job.n = n;
+  job.n_tok = int(n_tok);
   for (int i = 0; i < n; ++i) {
     job.w[i] = dws[i]->matrix();
-    job.y[i] = dev_out(ys[i], ws[i]->n_out, out_, "matmul");
+    job.y[i] = dev_out(ys[i], n_tok * ws[i]->n_out, out_, "matmul");
   }
-  const cuda::Q8 q8 = q8_view(q8_of(dx, 1, ws[0]->n_in));
-  launch(k_matvec_[int(dws[0]->fmt)].name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
-  for (int i = 0; i < n; ++i) dev_done(ys[i], ws[i]->n_out, job.y[i]);
+  const cuda::Q8 q8 = q8_view(q8_of(dx, n_tok, ws[0]->n_in));
+  const int f = int(dws[0]->fmt);
+  if (n_tok == 1)
+    launch(k_matvec_[f].name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
+  else
+    launch(k_matvec_few_[f].name.c_str(), [&](cudaStream_t s) { cuda::matvec_tokens_q8(job, q8, s); });
+  for (int i = 0; i < n; ++i) dev_done(ys[i], n_tok * ws[i]->n_out, job.y[i]);
 }
 
 void CudaBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const float* x, int64_t n_tok,

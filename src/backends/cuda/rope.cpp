@@ -1,6 +1,7 @@
 // CUDA RoPE (kernels/rope.cu): alone, and the layer's RoPE of q and k fused with the KV write (one launch;
-// the op the layer loop calls). The table is the whole one on the device, looked up by each token's
-// position there, so a replayed decode step needs nothing from the host.
+// the op the layer loop calls; a batch decode step's sequences in one launch too). The table is the whole one
+// on the device, looked up by each token's position there, so a replayed decode step needs nothing from the
+// host.
 #include "backends/cuda/cuda_backend.h"
 #include "base/error.h"
 
@@ -59,7 +60,37 @@ void CudaBackend::rope_kv_store(float* q, float* k, const float* v, KvCache& kv,
   void* vp = kv_plane(kv, layer, 1);
   const bool f16 = opts_.kv_type == GgmlType::F16;
   launch(k_rope_kv_store_.name.c_str(), [&](cudaStream_t s) {
-    cuda::rope_kv_store(dq, dk, dv, int(n_tok), int(r.n_head), int(r.n_head_kv), dpos, ra, kp, vp, f16, s);
+    cuda::rope_kv_store(dq, dk, dv, int(n_tok), int(r.n_head), int(r.n_head_kv), dpos, ra, kp, vp, f16,
+                        cuda::SeqPlanes{}, s);
+  });
+  dev_done(q, nq, dq);
+  dev_done(k, nk, dk);
+}
+
+void CudaBackend::rope_kv_store_seqs(float* q, float* k, const float* v, KvCache* const* kvs, int64_t layer,
+                                     const int32_t* pos, int64_t n, const RopeShape& r) {
+  const int64_t nq = n * r.n_head * r.head_dim, nk = n * r.n_head_kv * r.head_dim;
+  const bool fused = !k_rope_kv_store_.on_cpu && !kv_on_cpu() && r.fusable(opts_.kv_dim) &&
+                     n <= cuda::kMaxSeqs && is_mirror_start(q, nq) && is_mirror_start(k, nk) &&
+                     is_mirror_start(v, nk);
+  if (!fused) return Backend::rope_kv_store_seqs(q, k, v, kvs, layer, pos, n, r);
+  step_ops_ += 3;  // as rope_kv_store counts itself
+  if (mode_ == StepMode::Replaying) return;
+  for (int64_t i = 0; i < n; ++i) {
+    check_kv(*kvs[i], layer, pos + i, 1, "rope_kv_store");
+    if (pos[i] >= r.table->n_pos) fail("position {} is outside the RoPE table of {}", pos[i], r.table->n_pos);
+  }
+  float* dq = dev_in(q, nq, in_a_, "rope_kv_store");
+  float* dk = dev_in(k, nk, in_a_, "rope_kv_store");
+  const float* dv = dev_in(v, nk, in_a_, "rope_kv_store");
+  const cuda::RopeArgs ra = rope_args(*r.table, r.head_dim, r.rope_dim, r.mode);
+  const int32_t* dpos = dev_positions(pos, n);
+  const cuda::SeqPlanes sp = seq_planes(kvs, n);
+  void* kp = kv_plane_of(0, layer, 0);
+  void* vp = kv_plane_of(0, layer, 1);
+  const bool f16 = opts_.kv_type == GgmlType::F16;
+  launch(k_rope_kv_store_.name.c_str(), [&](cudaStream_t s) {
+    cuda::rope_kv_store(dq, dk, dv, int(n), int(r.n_head), int(r.n_head_kv), dpos, ra, kp, vp, f16, sp, s);
   });
   dev_done(q, nq, dq);
   dev_done(k, nk, dk);

@@ -34,7 +34,7 @@ void CudaBackend::verdict(Kernel& k, double err) {
       "warning: CUDA kernel %s failed its self-check on %s: error %.3g of the largest value; %s from now "
       "on\n",
       k.name.c_str(), caps().name.c_str(), err,
-      matvec                              ? "one-token products use the prompt kernel"
+      matvec                              ? "its products use the prompt kernel"
       : k.name.rfind("gemm_f16_", 0) == 0 ? "prompts of its format use the int8 or float kernel"
       : k.name == "add_rmsnorm"           ? "the separate add and rmsnorm run instead"
                                           : "its op runs on the CPU");
@@ -44,18 +44,21 @@ void CudaBackend::run_self_check() {
   std::mt19937 rng(0x5e1fc4ecu);
   auto check_products = [&](const Weight& w, const Weight& exact) {
     const int f = weights_.at(w.data).fmt;
-    // 5: a partial token tile; 1: decode; a prompt long enough for the fp16 GEMM where it is set up (its
-    // weights rounded to fp16 move a product by ~2^-12 of its size, well inside the tolerance).
+    // 13: a partial token tile of the prompt kernel; 5: a few tokens (a batch decode step); 1: decode; a
+    // prompt long enough for the fp16 GEMM where it is set up (its weights rounded to fp16 move a product by
+    // ~2^-12 of its size, well inside the tolerance).
     const int64_t n_half = kHalfGemmTokens;
     const std::vector<float> x = random_floats(size_t(n_half * w.n_in), rng);
-    for (int64_t nt : {int64_t(5), int64_t(1), n_half}) {
+    for (int64_t nt : {int64_t(13), int64_t(5), int64_t(1), n_half}) {
       if (nt == n_half && !on_half_gemm(w, nt)) continue;
       std::vector<float> xr(size_t(nt * w.n_in)), ref(size_t(nt * w.n_out)), got(ref.size());
       rounded_matmul_input(w, x.data(), nt, xr.data());
       cpu_->matmul(exact, xr.data(), nt, ref.data());
+      const bool few = nt > 1 && on_matvec(weights_.at(w.data), nt);
       matmul(w, x.data(), nt, got.data());
       verdict(nt == 1        ? k_matvec_[f]
               : nt == n_half ? k_matmul16_[f]
+              : few          ? k_matvec_few_[f]
                              : k_matmul_[f],
               relative_error(ref, got));
     }
@@ -217,7 +220,7 @@ void CudaBackend::run_self_check() {
         const int32_t* dpos = dev_positions(pos, 3);
         launch(k_rope_kv_store_.name.c_str(), [&](cudaStream_t s) {
           cuda::rope_kv_store(in_a_.as<float>(), in_b_.as<float>(), out_.as<float>(), 3, 4, 2, dpos, ra, kp,
-                              vp, f16, s);
+                              vp, f16, cuda::SeqPlanes{}, s);
         });
         rt_.download(in_a_, 0, q_got.data(), q_got.size() * sizeof(float));
         rt_.download(in_b_, 0, k_got.data(), k_got.size() * sizeof(float));
@@ -239,7 +242,8 @@ void CudaBackend::run_self_check() {
     }
 
     // Attention reads the reference cache's exact contents, so a kv_store fault does not show up here; one
-    // token in 1 and 3 splits (the combining kernel), three tokens, and 18 (the tiled prompt kernel).
+    // token in 1 and 3 splits (the combining kernel), three tokens (as a prompt and as a batch decode step),
+    // and 18 (the tiled prompt kernel).
     for (int kind = 0; kind < 2; ++kind) rt_.upload(cache, size_t(kind) * plane, ref.plane(0, kind), plane);
     AttnParams p;
     p.n_head = 4;
@@ -255,6 +259,13 @@ void CudaBackend::run_self_check() {
       cpu_->attention(q.data(), ref, 0, pos, 3, p, want_o.data());
       rt_.upload(in_a_, 0, q.data(), q.size() * sizeof(float));
       record_attention(kp, vp, kv_dim, 3, p, in_a_.as<float>(), dev_positions(pos, 3), out_.as<float>(), 1);
+      rt_.download(out_, 0, have_o.data(), have_o.size() * sizeof(float));
+      err = std::max(err, relative_error(want_o, have_o));
+      // The three tokens as a batch decode step's (each its own decode query, here all in one cache), in 3
+      // splits.
+      const cuda::SeqPlanes one_cache{};
+      record_attention(kp, vp, kv_dim, 3, p, in_a_.as<float>(), dev_positions(pos, 3), out_.as<float>(), 3,
+                       &one_cache);
       rt_.download(out_, 0, have_o.data(), have_o.size() * sizeof(float));
       err = std::max(err, relative_error(want_o, have_o));
       for (int splits : {1, 3}) {

@@ -1,7 +1,8 @@
 // Causal attention with grouped-query heads and an optional sliding window, the online softmax over chunks
 // of keys (the FB-KV cache: [pos][kv_dim] planes, f16 or f32).
 //
-// attention_decode_kernel (one token): a block of 4 warps per (query head, split). Each split takes a
+// attention_decode_kernel (one token, or a batch decode step's tokens of as many sequences, each in its own
+// cache: grid z): a block of 4 warps per (query head, split). Each split takes a
 // share of the keys (at least 16: split_share); each warp of it takes KW consecutive keys at a time and
 // every lane its own dims (lane, lane + 32, ...), so a key's K and V rows are read coalesced and all of a
 // round's rows are loaded before any is used: one memory latency per KW keys. The scores are warp sums and
@@ -200,7 +201,8 @@ __device__ __forceinline__ float kv_load(const void* plane, int64_t at) {
 template <int ND, bool F16>
 __global__ void __launch_bounds__(128)
     attention_decode_kernel(const float* q, const void* k_plane, const void* v_plane, const int32_t* pos,
-                            AttnArgs a, int splits, float* work, int* counters, float* out, Q8 q8) {
+                            AttnArgs a, int splits, float* work, int* counters, float* out, Q8 q8,
+                            const __grid_constant__ SeqPlanes sp) {
   constexpr int KW = ND <= 2 ? 8 : ND <= 4 ? 4 : 2;  // keys a warp reads at once
   constexpr int kStride = 32 * ND + 2;               // a warp's (acc, max, sum) in shared memory
   __shared__ float wsh[4 * kStride];
@@ -209,8 +211,24 @@ __global__ void __launch_bounds__(128)
   griddep_launch_dependents();
   const int h = blockIdx.x, split = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int hd = a.head_dim, kh = h / (a.n_head / a.n_head_kv);
+  // Token t of a batch decode step (blockIdx.z; 0 for one token): its query, output, rounding, partials and
+  // counters at its offsets, its keys in its sequence's planes.
+  const int t = blockIdx.z;
+  const int64_t nq = int64_t(a.n_head) * hd;
+  q += t * nq;
+  out += t * nq;
+  if (q8.q) {
+    q8.q += t * nq;
+    q8.d += t * nq / 32;
+    q8.s += t * nq / 16;
+  }
+  work += int64_t(t) * splits * a.n_head * (hd + 2);
+  counters += t * a.n_head;
+  const size_t elem = F16 ? 2 : 4;
+  k_plane = static_cast<const char*>(k_plane) + size_t(sp.seq[t] * sp.stride) * elem;
+  v_plane = static_cast<const char*>(v_plane) + size_t(sp.seq[t] * sp.stride) * elem;
   int lo, hi;
-  key_range(pos[0], a.window, lo, hi);
+  key_range(pos[t], a.window, lo, hi);
   const int share = split_share(lo, hi, splits);
   const int busy = (hi - lo + share - 1) / share;
   const int my_lo = lo + split * share, my_hi = min(hi, my_lo + share);
@@ -431,9 +449,9 @@ bool attention_tiled(const AttnArgs& a, int n_tok) {
 
 void attention(const float* q, const void* k_plane, const void* v_plane, const int32_t* pos, int n_tok,
                const AttnArgs& a, int splits, float* work, int* counters, float* out, const Q8& q8,
-               cudaStream_t s) {
+               const SeqPlanes* seqs, cudaStream_t s) {
   if (n_tok <= 0) return;
-  if (attention_tiled(a, n_tok)) {
+  if (!seqs && attention_tiled(a, n_tok)) {
     const size_t shared = (size_t(kTileQ) * a.head_dim + size_t(kChunk) * (a.head_dim + 4) +
                            size_t(kChunk) * a.head_dim + 4 * 4 * kChunk) *
                           sizeof(float);
@@ -446,10 +464,12 @@ void attention(const float* q, const void* k_plane, const void* v_plane, const i
                  q8);
     return;
   }
-  if (n_tok == 1) {
-    const dim3 grid(a.n_head, splits > 1 ? splits : 1);
+  if (n_tok == 1 || seqs) {
+    const dim3 grid(a.n_head, splits > 1 ? splits : 1, n_tok);
+    const SeqPlanes one{};
     auto go = [&](auto kernel) {
-      launch_pdl(kernel, grid, 128, 0, s, q, k_plane, v_plane, pos, a, splits, work, counters, out, q8);
+      launch_pdl(kernel, grid, 128, 0, s, q, k_plane, v_plane, pos, a, splits, work, counters, out, q8,
+                 seqs ? *seqs : one);
     };
     const int nd = (a.head_dim + 31) / 32;
     auto by_dims = [&]<bool F16>() {

@@ -67,8 +67,15 @@ struct MatvecJob {
   // and left zero after it.
   Q8 out_q8;
   int* counters = nullptr;
+  int n_tok = 1;  // matvec_tokens_q8: x holds n_tok token rows, y_i [n_tok][w_i.n_out]
 };
 void matvec_q8(const MatvecJob& job, const Q8& x, cudaStream_t s);
+
+// --- matvec_tokens.cu: the quantized path's products of 2 .. kMatvecTokens tokens, each weight read once
+// for all of them: y_i [job.n_tok][w_i.n_out] = x [n_tok][n_in] times W_i^T for the job's up to 3
+// matrices (no glu, no out_q8).
+constexpr int kMatvecTokens = 8;
+void matvec_tokens_q8(const MatvecJob& job, const Q8& x, cudaStream_t s);
 
 // --- matmul.cu: y [n_tok][w.n_out] = x [n_tok][w.n_in] times W^T. Float path: float tiles on the CUDA
 // cores (every format; the exact weights). Quantized path: int8 tensor-core products per block of 32 (the
@@ -93,12 +100,21 @@ struct RopeArgs {
 };
 // x [n_tok][n_heads][head_dim], in place.
 void rope(float* x, int n_tok, int n_heads, const int32_t* pos, const RopeArgs& r, cudaStream_t s);
+// A batch decode step's tokens, each of its own sequence (one cache per sequence in one allocation): token
+// t's K and V planes lie seq[t] * stride elements after the planes handed to the kernel. Passed by value
+// (kernel parameters): no upload, and a recorded step keeps it. The default value puts every token in the
+// planes given.
+constexpr int kMaxSeqs = 64;
+struct SeqPlanes {
+  int64_t stride = 0;
+  int32_t seq[kMaxSeqs] = {};
+};
 // rope(q), rope(k), then k and v written into the cache rows at pos (kv_dim = n_head_kv * head_dim, the
 // rotated dims the whole table width: RopeShape::fusable). q [n_tok][n_head][head_dim]; k, v
-// [n_tok][n_head_kv][head_dim]; k is left rotated.
+// [n_tok][n_head_kv][head_dim]; k is left rotated. Token t's rows go to the planes sp places it in.
 void rope_kv_store(float* q, float* k, const float* v, int n_tok, int n_head, int n_head_kv,
                    const int32_t* pos, const RopeArgs& r, void* k_plane, void* v_plane, bool f16,
-                   cudaStream_t s);
+                   const SeqPlanes& sp, cudaStream_t s);
 
 // --- kv_store.cu: k, v [n_tok][kv_dim] into the planes' rows pos[t] (f16: rounded to nearest even).
 void kv_store(const float* k, const float* v, int n_tok, int kv_dim, const int32_t* pos, void* k_plane,
@@ -116,9 +132,11 @@ struct AttnArgs {
   int window = 0;
   bool f16 = true;
 };
+// With seqs (a batch decode step): each of the n_tok tokens is one sequence's decode token, its keys in
+// the planes seqs places it in; splits apply, work and counters then holding n_tok times the room above.
 void attention(const float* q, const void* k_plane, const void* v_plane, const int32_t* pos, int n_tok,
                const AttnArgs& a, int splits, float* work, int* counters, float* out, const Q8& q8,
-               cudaStream_t s);
+               const SeqPlanes* seqs, cudaStream_t s);
 // Whether a prompt of n_tok takes the tiled kernel (16 queries a block; splits do not apply).
 bool attention_tiled(const AttnArgs& a, int n_tok);
 

@@ -50,7 +50,8 @@ __global__ void rope_kernel(float* x, int n_tok, int n_heads, const int32_t* pos
 
 // Threads over [n_tok][n_head + 2 n_head_kv][head_dim / 2]: the q heads, then the k heads, then the v heads.
 __global__ void rope_kv_store_kernel(float* q, float* k, const float* v, int n_tok, int n_head, int n_head_kv,
-                                     const int32_t* pos, RopeArgs r, void* k_plane, void* v_plane, bool f16) {
+                                     const int32_t* pos, RopeArgs r, void* k_plane, void* v_plane, bool f16,
+                                     const __grid_constant__ SeqPlanes sp) {
   griddep_wait();
   griddep_launch_dependents();
   const int pairs = r.head_dim / 2, heads = n_head + 2 * n_head_kv;
@@ -82,7 +83,7 @@ __global__ void rope_kv_store_kernel(float* q, float* k, const float* v, int n_t
     b = v[src + i1];
   }
   void* plane = is_k ? k_plane : v_plane;
-  const int64_t row = int64_t(p) * kv_dim + int64_t(kh) * r.head_dim;
+  const int64_t row = int64_t(sp.seq[t]) * sp.stride + int64_t(p) * kv_dim + int64_t(kh) * r.head_dim;
   put(plane, f16, row + i0, a);
   put(plane, f16, row + i1, b);
 }
@@ -96,11 +97,11 @@ void rope(float* x, int n_tok, int n_heads, const int32_t* pos, const RopeArgs& 
 
 void rope_kv_store(float* q, float* k, const float* v, int n_tok, int n_head, int n_head_kv,
                    const int32_t* pos, const RopeArgs& r, void* k_plane, void* v_plane, bool f16,
-                   cudaStream_t s) {
+                   const SeqPlanes& sp, cudaStream_t s) {
   const int64_t n = int64_t(n_tok) * (n_head + 2 * n_head_kv) * (r.head_dim / 2);
   if (n > 0)
     launch_pdl(rope_kv_store_kernel, ceil_div(n, 256), 256, 0, s, q, k, v, n_tok, n_head, n_head_kv, pos, r,
-               k_plane, v_plane, f16);
+               k_plane, v_plane, f16, sp);
 }
 
 }  // namespace tilellm::cuda

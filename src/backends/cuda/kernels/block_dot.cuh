@@ -1,0 +1,62 @@
+// The decode products' block arithmetic, shared by the one-token (matvec.cu) and few-token
+// (matvec_tokens.cu) kernels: a block of 32 weights' codes as loaded, and its integer dot product with a
+// block of int8 activations (dp4a: four int8 products and their sum per instruction).
+#pragma once
+
+#include "common.cuh"
+
+namespace tilellm::cuda {
+
+// dp4a of unsigned bytes (INT8B0's codes) with signed ones.
+__device__ __forceinline__ int dp4a_us(uint32_t a, uint32_t b, int c) {
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// A block's codes as loaded: one 16-byte vector (4-bit formats) or two (byte formats).
+template <int F>
+struct Codes {
+  uint4 v[fmt_nibbles(F) ? 1 : 2];
+};
+
+template <int F>
+__device__ __forceinline__ void load_codes(const uint8_t* row, int b, Codes<F>& c) {
+  const uint4* p = reinterpret_cast<const uint4*>(row + size_t(fmt_code_bytes(F)) * b);
+  c.v[0] = p[0];
+  if constexpr (!fmt_nibbles(F)) c.v[1] = p[1];
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int t) {
+  return t == 0 ? v.x : t == 1 ? v.y : t == 2 ? v.z : v.w;
+}
+
+// sum_j c_j q_j over a block (two halves of 16 for KQ8, whose halves have their own scales): xa, xb the
+// activation block's bytes 0..15 and 16..31.
+template <int F>
+__device__ __forceinline__ void block_dot(const Codes<F>& c, const uint4& xa, const uint4& xb, int& lo,
+                                          int& hi) {
+  lo = 0;
+  hi = 0;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    if constexpr (fmt_nibbles(F)) {
+      const uint32_t w = word(c.v[0], t);
+      lo = __dp4a(int(w & 0x0F0F0F0Fu), int(word(xa, t)), lo);
+      hi = __dp4a(int((w >> 4) & 0x0F0F0F0Fu), int(word(xb, t)), hi);
+    } else if constexpr (F == kInt8B0) {
+      lo = dp4a_us(word(c.v[0], t), word(xa, t), lo);
+      hi = dp4a_us(word(c.v[1], t), word(xb, t), hi);
+    } else {
+      lo = __dp4a(int(word(c.v[0], t)), int(word(xa, t)), lo);
+      hi = __dp4a(int(word(c.v[1], t)), int(word(xb, t)), hi);
+    }
+  }
+}
+
+// Launch-wide numbering of a job's blocks: matrix i takes blocks [first[i], first[i + 1]).
+struct JobLayout {
+  int first[4];
+};
+
+}  // namespace tilellm::cuda
