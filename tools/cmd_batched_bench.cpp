@@ -86,6 +86,8 @@ void run_batched_bench(const BatchedBenchArgs& a) {
   const bool md = a.output == "md";
   const std::vector<int64_t> pps = int_list(a.npp, "-npp", 0), tgs = int_list(a.ntg, "-ntg", 0),
                              bs_list = int_list(a.npl, "-npl", 1);
+  if (*std::max_element(pps.begin(), pps.end()) + *std::max_element(tgs.begin(), tgs.end()) == 0)
+    fail("-npp and -ntg are all 0: no tokens to measure");
   auto model = load_model(a.model);
   const int64_t V = model->config().n_vocab;
   std::mt19937 rng(a.seed);

@@ -2,7 +2,7 @@
 """`tilellm batched-bench` on a random tiny model (make_tiny_model.py), as llama-batched-bench users call it:
 llama's single-dash -npp / -ntg / -npl, the table's rows (one per PP x TG x B, N_KV = B (PP + TG), every time
 and speed positive, each speed its tokens over its time), the jsonl form with llama-batched-bench's field
-names, and the clear errors (-npl 0, -npp -1).
+names, and the clear errors (-npl 0, -npp -1, nothing to measure).
 
     check_batched_bench.py TILELLM_BINARY
 """
@@ -53,7 +53,8 @@ def main() -> int:
             ok = (j["pp"], j["tg"], j["pl"], j["n_kv"]) == (4, 3, 2, 14) and j["speed_tg"] > 0 and j["t"] > 0
         check(ok, f"-o jsonl: {lines}")
 
-        for args, pattern in ((("-npl", "0"), "-npl: 0 is below 1"), (("-npp", "-1"), "-npp")):
+        for args, pattern in ((("-npl", "0"), "-npl: 0 is below 1"), (("-npp", "-1"), "-npp"),
+                              (("-npp", "0", "-ntg", "0"), "no tokens to measure")):
             r = bb(*args)
             check(r.returncode != 0 and pattern in r.stderr, f"{' '.join(args)} refused: {r.stderr.strip()[-160:]}")
     return checks.summary()
