@@ -93,9 +93,10 @@ class Backend {
   // q: [n_tok][n_head][head_dim]; out: [n_tok][n_head][head_dim]
   virtual void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
                          const AttnParams& p, float* out) = 0;
-  // A batch decode step's RoPE + KV write and attention (ForwardStep::batch_decode): n tokens, token i (row i
-  // of q, k, v and out, laid out as above) of the sequence whose cache is kvs[i], at position pos[i]. A
-  // backend may take all of them in one launch; this is the reference, a sequence at a time.
+  // The RoPE + KV write and attention of n sequences' decode tokens (a batch decode step, or the one-token
+  // spans leading a pass of several sequences): token i (row i of q, k, v and out, laid out as above) of the
+  // sequence whose cache is kvs[i], at position pos[i]. A backend may take all of them in one launch; this
+  // is the reference, a sequence at a time.
   virtual void rope_kv_store_seqs(float* q, float* k, const float* v, KvCache* const* kvs, int64_t layer,
                                   const int32_t* pos, int64_t n, const RopeShape& r) {
     const int64_t qd = r.n_head * r.head_dim, kd = r.n_head_kv * r.head_dim;

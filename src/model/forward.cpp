@@ -71,11 +71,16 @@ void run_blocks(ForwardContext& ctx, const int32_t* tokens, int64_t n, const Seq
     for (int i = 0; i < n_spans; ++i) s.last_decode_kvs[size_t(i)] = spans[i].kv;
   }
   be.begin_forward(step);
-  // A batch decode step's caches, for the ops that take all its sequences at once (the V rows as wide as
-  // the K rows: the layout rope_kv_store_seqs and attention_seqs assume).
+  // The leading run of one-token spans (a batch decode step's, or the decoding sequences' tokens that serve
+  // puts before a prompt chunk) goes through the ops that take several sequences at once, with their caches;
+  // V rows as wide as K rows (the layout rope_kv_store_seqs and attention_seqs assume).
   std::array<KvCache*, kMaxBatchDecode> kvs{};
-  const bool by_seqs = step.batch_decode && c.head_dim_v == c.head_dim;
-  for (int i = 0; by_seqs && i < n_spans; ++i) kvs[size_t(i)] = spans[i].kv;
+  int n_seqs = 0;
+  while (c.head_dim_v == c.head_dim && n_seqs < n_spans && n_seqs < kMaxBatchDecode && spans[n_seqs].n == 1) {
+    kvs[size_t(n_seqs)] = spans[n_seqs].kv;
+    ++n_seqs;
+  }
+  if (n_seqs < 2) n_seqs = 0;
 
   const int64_t E = c.n_embd, QD = c.q_dim(), KD = c.kv_dim(), VD = c.kv_dim_v(),
                 AD = c.n_head * c.head_dim_v;
@@ -115,11 +120,11 @@ void run_blocks(ForwardContext& ctx, const int32_t* tokens, int64_t n, const Seq
     ap.head_dim = c.head_dim;
     ap.scale = c.attn_scale;
     ap.window = local ? c.sliding_window : 0;
-    if (by_seqs) {
-      be.rope_kv_store_seqs(q, k, v, kvs.data(), il, pos, n_spans, rs);
-      be.attention_seqs(q, kvs.data(), il, pos, n_spans, ap, attn);
+    if (n_seqs > 0) {  // spans 0 .. n_seqs - 1 are rows 0 .. n_seqs - 1
+      be.rope_kv_store_seqs(q, k, v, kvs.data(), il, pos, n_seqs, rs);
+      be.attention_seqs(q, kvs.data(), il, pos, n_seqs, ap, attn);
     }
-    for (int i = 0; !by_seqs && i < n_spans; ++i) {
+    for (int i = n_seqs; i < n_spans; ++i) {
       const SeqSpan& sp = spans[i];
       const int64_t b = sp.begin;
       be.rope_kv_store(q + b * QD, k + b * KD, v + b * VD, *sp.kv, il, pos + b, sp.n, rs);

@@ -84,6 +84,21 @@ inline void check_batch_against_sessions(const Model& model, const SessionOption
     batch.eval(e, n);
     for (int i = 0; i < n; ++i) compare(i, e[i].seq, "a decode step");
   }
+  // serve's order: the decoding sequences' tokens first, then a chunk of another's prompt.
+  {
+    const std::vector<int32_t> chunk = random_tokens(rng, 4, int(V));
+    BatchSession::Entry e[3];
+    int32_t next[2];
+    for (int seq = 0; seq < 2; ++seq) {
+      next[seq] = argmax_of(ref[size_t(seq)]->logits(), V);
+      e[seq] = {seq, &next[seq], 1};
+      ref[size_t(seq)]->eval(&next[seq], 1);
+    }
+    e[2] = {2, chunk.data(), 4};
+    ref[2]->eval(chunk.data(), 4);
+    batch.eval(e, 3);
+    for (int i = 0; i < 3; ++i) compare(i, e[i].seq, "decode tokens beside a prompt chunk");
+  }
   for (int seq = 0; seq < 3; ++seq) EXPECT_EQ(batch.tokens(seq), ref[size_t(seq)]->tokens()) << seq;
 
   // Truncated and continued: as a session truncated the same way.
