@@ -1,8 +1,8 @@
 // CUDA attention (kernels/attention.cu): decode, the keys of each query head split over several blocks
 // walking them with the online softmax, the last of a head's blocks to finish combining their partials (a
 // batch decode step's sequences in the same launch, each over its own cache); prompts, a block per 16
-// tokens of a head. In the quantized mode the output is also rounded for the
-// product after it (the Q8 buffers), so no separate quantization runs.
+// tokens of a head. In the quantized mode the output is also rounded for the product after it (the Q8
+// buffers), so no separate quantization runs.
 #include "backends/cuda/cuda_backend.h"
 #include "base/error.h"
 
