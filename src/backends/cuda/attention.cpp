@@ -34,29 +34,40 @@ void CudaBackend::record_attention(const void* k_plane, const void* v_plane, int
   if (quantize) q8_hold(0, dout, n_tok, p.n_head * p.head_dim);
 }
 
-void CudaBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
-                            int64_t n_tok, const AttnParams& p, float* out) {
-  if (replaying(out)) return;
-  check_kv(kv, layer, pos, n_tok, "attention");
-  if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_head_kv * p.head_dim != kv.kv_dim()) {
+void CudaBackend::check_attention(const AttnParams& p, int64_t kv_dim) const {
+  if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_head_kv * p.head_dim != kv_dim) {
     fail("attention: {} heads over {} KV heads of size {} do not fit a cache row of {}", p.n_head,
-         p.n_head_kv, p.head_dim, kv.kv_dim());
+         p.n_head_kv, p.head_dim, kv_dim);
   }
   if (p.head_dim > 512 || p.window < 0) fail("CUDA attention: head size {} exceeds 512", p.head_dim);
+}
+
+void CudaBackend::attention_on_device(const float* q, int64_t layer, const int32_t* pos, int64_t n_tok,
+                                      const AttnParams& p, float* out, int64_t seq, int splits,
+                                      const cuda::SeqPlanes* seqs) {
   const int64_t n = n_tok * p.n_head * p.head_dim;
-  if (kv_on_cpu()) {
-    host_in(q, n);
-    host_out(out, n);
-    return cpu_->attention(q, kv, layer, pos, n_tok, p, out);
-  }
   const float* dq = dev_in(q, n, in_a_, "attention");
   float* dout = dev_out(out, n, out_, "attention");
-  record_attention(kv_plane(kv, layer, 0), kv_plane(kv, layer, 1), opts_.kv_dim, n_tok, p, dq,
-                   dev_positions(pos, n_tok), dout, attn_splits_);
+  record_attention(kv_plane_of(seq, layer, 0), kv_plane_of(seq, layer, 1), opts_.kv_dim, n_tok, p, dq,
+                   dev_positions(pos, n_tok), dout, splits, seqs);
   const float* src = q8_[0].src;
   const int64_t rows = q8_[0].rows, cols = q8_[0].cols;
   dev_done(out, n, dout);
   q8_hold(0, src, rows, cols);  // dev_done forgets it: here the kernel wrote both together
+}
+
+void CudaBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
+                            int64_t n_tok, const AttnParams& p, float* out) {
+  if (replaying(out)) return;
+  check_kv(kv, layer, pos, n_tok, "attention");
+  check_attention(p, kv.kv_dim());
+  if (kv_on_cpu()) {
+    const int64_t n = n_tok * p.n_head * p.head_dim;
+    host_in(q, n);
+    host_out(out, n);
+    return cpu_->attention(q, kv, layer, pos, n_tok, p, out);
+  }
+  attention_on_device(q, layer, pos, n_tok, p, out, kv.seq(), attn_splits_, nullptr);
 }
 
 void CudaBackend::attention_seqs(const float* q, KvCache* const* kvs, int64_t layer, const int32_t* pos,
@@ -64,25 +75,14 @@ void CudaBackend::attention_seqs(const float* q, KvCache* const* kvs, int64_t la
   if (kv_on_cpu() || n > cuda::kMaxSeqs) return Backend::attention_seqs(q, kvs, layer, pos, n, p, out);
   if (replaying(out)) return;
   for (int64_t i = 0; i < n; ++i) check_kv(*kvs[i], layer, pos + i, 1, "attention");
-  if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0 || p.n_head_kv * p.head_dim != opts_.kv_dim) {
-    fail("attention: {} heads over {} KV heads of size {} do not fit a cache row of {}", p.n_head,
-         p.n_head_kv, p.head_dim, opts_.kv_dim);
-  }
-  if (p.head_dim > 512 || p.window < 0) fail("CUDA attention: head size {} exceeds 512", p.head_dim);
-  const int64_t nq = n * p.n_head * p.head_dim;
-  const float* dq = dev_in(q, nq, in_a_, "attention");
-  float* dout = dev_out(out, nq, out_, "attention");
-  const cuda::SeqPlanes sp = seq_planes(kvs, n);
+  check_attention(p, opts_.kv_dim);
   // The splits the partials' room allows for n queries (more tokens keep the GPU busy with fewer splits).
   const int64_t room =
       std::min(attn_work_floats_ / (n * p.n_head * (p.head_dim + 2)), attn_counters_n_ / (n * p.n_head));
   const int splits = int(std::max<int64_t>(1, std::min<int64_t>(attn_splits_, room)));
-  record_attention(kv_plane_of(0, layer, 0), kv_plane_of(0, layer, 1), opts_.kv_dim, n, p, dq,
-                   dev_positions(pos, n), dout, splits, &sp);
-  const float* src = q8_[0].src;
-  const int64_t rows = q8_[0].rows, cols = q8_[0].cols;
-  dev_done(out, nq, dout);
-  q8_hold(0, src, rows, cols);
+  // The planes of sequence 0, each token's sequence placing it from there.
+  const cuda::SeqPlanes sp = seq_planes(kvs, n);
+  attention_on_device(q, layer, pos, n, p, out, 0, splits, &sp);
 }
 
 }  // namespace tilellm

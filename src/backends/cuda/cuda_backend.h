@@ -204,8 +204,10 @@ class CudaBackend final : public Backend {
   // The products on device operands: x at dx (n_tok rows), y to dy.
   void record_matmul(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy);
   bool half_gemm_of(const DeviceWeight& dw, int64_t n_tok) const;
-  // Whether a product of n_tok tokens takes a decode kernel (matvec for one, matvec_few for a few).
+  // Whether a product of n_tok tokens takes a decode kernel (matvec for one, matvec_few for a few), and
+  // that kernel's launch for a job of job.n_tok tokens.
   bool on_matvec(const DeviceWeight& dw, int64_t n_tok) const;
+  void launch_matvec(const cuda::MatvecJob& job, const cuda::Q8& q8);
   void record_half_gemm(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy);
   // The set of Q8 buffers holding the rounded activations of the n_tok x n floats at dx, rounded into set 0
   // unless a set holds them already.
@@ -214,6 +216,17 @@ class CudaBackend final : public Backend {
   bool q8_fits(int64_t n) const { return n <= int64_t(q8_[0].q.bytes()); }
   void q8_hold(int set, const float* src, int64_t rows, int64_t cols);
   void device_wrote(const void* dptr, size_t bytes);  // forgets a Q8 set's source if it overlaps
+  // The fused RoPE + KV write's conditions (shapes, mirrored operands, verdicts), and its launch into the
+  // planes of sequence `seq` (each token placed from there by sp).
+  bool rope_kv_fused(const float* q, const float* k, const float* v, int64_t n_tok, const RopeShape& r) const;
+  void record_rope_kv_store(float* q, float* k, const float* v, int64_t layer, const int32_t* pos,
+                            int64_t n_tok, const RopeShape& r, int64_t seq, const cuda::SeqPlanes& sp);
+  // Attention's shape checks, and its device path from the planes of sequence `seq` (seqs: a batch decode
+  // step's tokens, each placed from there).
+  void check_attention(const AttnParams& p, int64_t kv_dim) const;
+  void attention_on_device(const float* q, int64_t layer, const int32_t* pos, int64_t n_tok,
+                           const AttnParams& p, float* out, int64_t seq, int splits,
+                           const cuda::SeqPlanes* seqs);
   // The KV ops on explicit planes (the session's cache, or the self-check's).
   void record_attention(const void* k_plane, const void* v_plane, int64_t kv_dim, int64_t n_tok,
                         const AttnParams& p, const float* dq, const int32_t* dpos, float* dout, int splits,

@@ -92,6 +92,14 @@ bool CudaBackend::on_matvec(const DeviceWeight& dw, int64_t n_tok) const {
   return quantized(dw.fmt) && n_tok <= cuda::kMatvecTokens && !k_matvec_few_[f].on_cpu;
 }
 
+void CudaBackend::launch_matvec(const cuda::MatvecJob& job, const cuda::Q8& q8) {
+  const int f = job.w[0].fmt;
+  if (job.n_tok == 1)
+    launch(k_matvec_[f].name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
+  else
+    launch(k_matvec_few_[f].name.c_str(), [&](cudaStream_t s) { cuda::matvec_tokens_q8(job, q8, s); });
+}
+
 void CudaBackend::record_matmul(const DeviceWeight& dw, const float* dx, int64_t n_tok, float* dy) {
   const int f = int(dw.fmt);
   if (half_gemm_of(dw, n_tok)) return record_half_gemm(dw, dx, n_tok, dy);
@@ -99,17 +107,12 @@ void CudaBackend::record_matmul(const DeviceWeight& dw, const float* dx, int64_t
   const bool one = n_tok == 1 && !k_matvec_[f].on_cpu;
   if (quantized(dw.fmt)) {
     const cuda::Q8 q8 = q8_view(q8_of(dx, n_tok, dw.n_in));
-    if (one) {
-      cuda::MatvecJob job;
-      job.w[0] = m;
-      job.y[0] = dy;
-      launch(k_matvec_[f].name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
-    } else if (on_matvec(dw, n_tok)) {
+    if (on_matvec(dw, n_tok)) {
       cuda::MatvecJob job;
       job.w[0] = m;
       job.y[0] = dy;
       job.n_tok = int(n_tok);
-      launch(k_matvec_few_[f].name.c_str(), [&](cudaStream_t s) { cuda::matvec_tokens_q8(job, q8, s); });
+      launch_matvec(job, q8);
     } else {
       launch(k_matmul_[f].name.c_str(), [&](cudaStream_t s) { cuda::matmul_q8(m, q8, int(n_tok), dy, s); });
     }
@@ -158,12 +161,7 @@ void CudaBackend::matmul_shared(const Weight* const* ws, float* const* ys, int n
     job.w[i] = dws[i]->matrix();
     job.y[i] = dev_out(ys[i], n_tok * ws[i]->n_out, out_, "matmul");
   }
-  const cuda::Q8 q8 = q8_view(q8_of(dx, n_tok, ws[0]->n_in));
-  const int f = int(dws[0]->fmt);
-  if (n_tok == 1)
-    launch(k_matvec_[f].name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
-  else
-    launch(k_matvec_few_[f].name.c_str(), [&](cudaStream_t s) { cuda::matvec_tokens_q8(job, q8, s); });
+  launch_matvec(job, q8_view(q8_of(dx, n_tok, ws[0]->n_in)));
   for (int i = 0; i < n; ++i) dev_done(ys[i], n_tok * ws[i]->n_out, job.y[i]);
 }
 
@@ -190,8 +188,7 @@ void CudaBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const flo
         job.out_q8 = q8_view(1 - in_set);
         job.counters = glu_counters_.as<int>();
       }
-      const cuda::Q8 q8 = q8_view(in_set);
-      launch(k_matvec_[int(g.fmt)].name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
+      launch_matvec(job, q8_view(in_set));
       dev_done(out, g.n_out, job.y[0]);
       if (round_out) q8_hold(1 - in_set, job.y[0], 1, g.n_out);
       return;

@@ -30,23 +30,19 @@ void CudaBackend::rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_di
   dev_done(x, n, dx);
 }
 
-void CudaBackend::rope_kv_store(float* q, float* k, const float* v, KvCache& kv, int64_t layer,
-                                const int32_t* pos, int64_t n_tok, const RopeShape& r) {
+bool CudaBackend::rope_kv_fused(const float* q, const float* k, const float* v, int64_t n_tok,
+                                const RopeShape& r) const {
   // Fused only where the shapes allow it and q, k, v are mirrored arrays of their own (in place on the
   // device); otherwise the unfused reference, each op as its own verdict says.
-  const bool fused = !k_rope_kv_store_.on_cpu && !kv_on_cpu() && r.fusable(opts_.kv_dim) &&
-                     is_mirror_start(q, n_tok * r.n_head * r.head_dim) &&
-                     is_mirror_start(k, n_tok * r.n_head_kv * r.head_dim) &&
-                     is_mirror_start(v, n_tok * r.n_head_kv * r.head_dim);
-  if (!fused || mode_ == StepMode::Replaying) {
-    if (fused) {
-      step_ops_ += 3;  // as the capture counted it (below)
-      return;
-    }
-    return Backend::rope_kv_store(q, k, v, kv, layer, pos, n_tok, r);
-  }
-  step_ops_ += 3;  // the reference's three ops, as a replay of the unfused path would count them
-  check_kv(kv, layer, pos, n_tok, "rope_kv_store");
+  return !k_rope_kv_store_.on_cpu && !kv_on_cpu() && r.fusable(opts_.kv_dim) &&
+         is_mirror_start(q, n_tok * r.n_head * r.head_dim) &&
+         is_mirror_start(k, n_tok * r.n_head_kv * r.head_dim) &&
+         is_mirror_start(v, n_tok * r.n_head_kv * r.head_dim);
+}
+
+void CudaBackend::record_rope_kv_store(float* q, float* k, const float* v, int64_t layer, const int32_t* pos,
+                                       int64_t n_tok, const RopeShape& r, int64_t seq,
+                                       const cuda::SeqPlanes& sp) {
   for (int64_t t = 0; t < n_tok; ++t) {
     if (pos[t] >= r.table->n_pos) fail("position {} is outside the RoPE table of {}", pos[t], r.table->n_pos);
   }
@@ -56,44 +52,35 @@ void CudaBackend::rope_kv_store(float* q, float* k, const float* v, KvCache& kv,
   const float* dv = dev_in(v, nk, in_a_, "rope_kv_store");
   const cuda::RopeArgs ra = rope_args(*r.table, r.head_dim, r.rope_dim, r.mode);
   const int32_t* dpos = dev_positions(pos, n_tok);
-  void* kp = kv_plane(kv, layer, 0);
-  void* vp = kv_plane(kv, layer, 1);
+  void* kp = kv_plane_of(seq, layer, 0);
+  void* vp = kv_plane_of(seq, layer, 1);
   const bool f16 = opts_.kv_type == GgmlType::F16;
   launch(k_rope_kv_store_.name.c_str(), [&](cudaStream_t s) {
-    cuda::rope_kv_store(dq, dk, dv, int(n_tok), int(r.n_head), int(r.n_head_kv), dpos, ra, kp, vp, f16,
-                        cuda::SeqPlanes{}, s);
+    cuda::rope_kv_store(dq, dk, dv, int(n_tok), int(r.n_head), int(r.n_head_kv), dpos, ra, kp, vp, f16, sp,
+                        s);
   });
   dev_done(q, nq, dq);
   dev_done(k, nk, dk);
 }
 
+void CudaBackend::rope_kv_store(float* q, float* k, const float* v, KvCache& kv, int64_t layer,
+                                const int32_t* pos, int64_t n_tok, const RopeShape& r) {
+  if (!rope_kv_fused(q, k, v, n_tok, r)) return Backend::rope_kv_store(q, k, v, kv, layer, pos, n_tok, r);
+  step_ops_ += 3;  // the reference's three ops, as a replay of the unfused path would count them
+  if (mode_ == StepMode::Replaying) return;
+  check_kv(kv, layer, pos, n_tok, "rope_kv_store");
+  record_rope_kv_store(q, k, v, layer, pos, n_tok, r, kv.seq(), cuda::SeqPlanes{});
+}
+
 void CudaBackend::rope_kv_store_seqs(float* q, float* k, const float* v, KvCache* const* kvs, int64_t layer,
                                      const int32_t* pos, int64_t n, const RopeShape& r) {
-  const int64_t nq = n * r.n_head * r.head_dim, nk = n * r.n_head_kv * r.head_dim;
-  const bool fused = !k_rope_kv_store_.on_cpu && !kv_on_cpu() && r.fusable(opts_.kv_dim) &&
-                     n <= cuda::kMaxSeqs && is_mirror_start(q, nq) && is_mirror_start(k, nk) &&
-                     is_mirror_start(v, nk);
-  if (!fused) return Backend::rope_kv_store_seqs(q, k, v, kvs, layer, pos, n, r);
+  if (n > cuda::kMaxSeqs || !rope_kv_fused(q, k, v, n, r))
+    return Backend::rope_kv_store_seqs(q, k, v, kvs, layer, pos, n, r);
   step_ops_ += 3;  // as rope_kv_store counts itself
   if (mode_ == StepMode::Replaying) return;
-  for (int64_t i = 0; i < n; ++i) {
-    check_kv(*kvs[i], layer, pos + i, 1, "rope_kv_store");
-    if (pos[i] >= r.table->n_pos) fail("position {} is outside the RoPE table of {}", pos[i], r.table->n_pos);
-  }
-  float* dq = dev_in(q, nq, in_a_, "rope_kv_store");
-  float* dk = dev_in(k, nk, in_a_, "rope_kv_store");
-  const float* dv = dev_in(v, nk, in_a_, "rope_kv_store");
-  const cuda::RopeArgs ra = rope_args(*r.table, r.head_dim, r.rope_dim, r.mode);
-  const int32_t* dpos = dev_positions(pos, n);
-  const cuda::SeqPlanes sp = seq_planes(kvs, n);
-  void* kp = kv_plane_of(0, layer, 0);
-  void* vp = kv_plane_of(0, layer, 1);
-  const bool f16 = opts_.kv_type == GgmlType::F16;
-  launch(k_rope_kv_store_.name.c_str(), [&](cudaStream_t s) {
-    cuda::rope_kv_store(dq, dk, dv, int(n), int(r.n_head), int(r.n_head_kv), dpos, ra, kp, vp, f16, sp, s);
-  });
-  dev_done(q, nq, dq);
-  dev_done(k, nk, dk);
+  for (int64_t i = 0; i < n; ++i) check_kv(*kvs[i], layer, pos + i, 1, "rope_kv_store");
+  // The planes of sequence 0, each token's sequence placing it from there.
+  record_rope_kv_store(q, k, v, layer, pos, n, r, 0, seq_planes(kvs, n));
 }
 
 }  // namespace tilellm
