@@ -423,14 +423,53 @@ void Runtime::begin() {
   recording_ = true;
 }
 
-void Runtime::barrier() {
+namespace {
+
+// The accesses a barrier makes available (the writes of the source stages) or visible (everything the
+// destination stages do).
+VkAccessFlags writes_of(VkPipelineStageFlags st) {
+  return (st & VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT ? VK_ACCESS_SHADER_WRITE_BIT : 0) |
+         (st & VK_PIPELINE_STAGE_TRANSFER_BIT ? VK_ACCESS_TRANSFER_WRITE_BIT : 0);
+}
+VkAccessFlags accesses_of(VkPipelineStageFlags st) {
+  return (st & VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT ? VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT
+                                                    : 0) |
+         (st & VK_PIPELINE_STAGE_TRANSFER_BIT ? VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT
+                                              : 0) |
+         (st & VK_PIPELINE_STAGE_HOST_BIT ? VK_ACCESS_HOST_READ_BIT : 0);
+}
+
+void record_barrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkPipelineStageFlags dst) {
   VkMemoryBarrier mb{};
   mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                     VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
-  const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  vk.vkCmdPipelineBarrier(cur(), st, st | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  mb.srcAccessMask = writes_of(src);
+  mb.dstAccessMask = accesses_of(dst);
+  vk.vkCmdPipelineBarrier(cb, src, dst, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+}  // namespace
+
+void Runtime::sync_before(VkPipelineStageFlags stage) {
+  if (pending_src_ == 0) return;
+  record_barrier(cur(), pending_src_, stage);
+  pending_src_ = 0;
+}
+
+void Runtime::recorded(VkPipelineStageFlags stage) {
+  (independent_ ? group_src_ : pending_src_) |= stage;
+}
+
+void Runtime::end_commands(VkCommandBuffer cb) {
+  pending_src_ |= group_src_;
+  group_src_ = 0;
+  independent_ = false;
+  if (pending_src_ != 0) {
+    record_barrier(
+        cb, pending_src_,
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT);
+  }
+  pending_src_ = 0;
+  check(vk.vkEndCommandBuffer(cb), "vkEndCommandBuffer");
 }
 
 void Runtime::dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const void* push,
@@ -502,6 +541,7 @@ void Runtime::dispatch_with(const Pipeline& p, const Image* image,
   vk.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   vk.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (p.push_bytes) vk.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
+  sync_before(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT);
   size_t t = 0;
   // Profiling times the ordinary recording only (a capture is not made while profiling: the backend's
   // choice).
@@ -524,17 +564,13 @@ void Runtime::dispatch_with(const Pipeline& p, const Image* image,
                            2 * uint32_t(timed_.size()) + 1);
     timed_.push_back(t);
   }
-  if (independent_) {
-    pending_barrier_ = true;
-  } else {
-    barrier();
-  }
+  recorded(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT);
 }
 
 void Runtime::end_independent() {
   independent_ = false;
-  if (pending_barrier_) barrier();
-  pending_barrier_ = false;
+  pending_src_ |= group_src_;
+  group_src_ = 0;
 }
 
 void Runtime::upload(const Buffer& dst, size_t offset, const void* src, size_t bytes) {
@@ -552,8 +588,9 @@ void Runtime::upload(const Buffer& dst, size_t offset, const void* src, size_t b
     std::memcpy(static_cast<uint8_t*>(ring_.mapped()) + ring_used_, s, n);
     begin();
     VkBufferCopy c{ring_used_, offset, n};
+    sync_before(VK_PIPELINE_STAGE_TRANSFER_BIT);
     vk.vkCmdCopyBuffer(cur(), ring_.get(), dst.get(), 1, &c);
-    barrier();
+    recorded(VK_PIPELINE_STAGE_TRANSFER_BIT);
     ring_used_ += n;
     s += n;
     offset += n;
@@ -567,15 +604,17 @@ void Runtime::copy(const Buffer& src, size_t src_offset, const Buffer& dst, size
     fail("internal: Vulkan copy of {} bytes outside its buffers", bytes);
   begin();
   VkBufferCopy c{src_offset, dst_offset, bytes};
+  sync_before(VK_PIPELINE_STAGE_TRANSFER_BIT);
   vk.vkCmdCopyBuffer(cur(), src.get(), dst.get(), 1, &c);
-  barrier();
+  recorded(VK_PIPELINE_STAGE_TRANSFER_BIT);
 }
 
 void Runtime::fill(const Buffer& dst, size_t offset, size_t bytes, uint32_t word) {
   if (bytes == 0) return;
   begin();
+  sync_before(VK_PIPELINE_STAGE_TRANSFER_BIT);
   vk.vkCmdFillBuffer(cur(), dst.get(), offset, bytes, word);
-  barrier();
+  recorded(VK_PIPELINE_STAGE_TRANSFER_BIT);
 }
 
 void Runtime::download_deferred(const Buffer& src, size_t offset, void* dst, size_t bytes) {
@@ -583,8 +622,9 @@ void Runtime::download_deferred(const Buffer& src, size_t offset, void* dst, siz
     return download(src, offset, dst, bytes);
   begin();
   VkBufferCopy c{offset, capture_.readback_used, bytes};
+  sync_before(VK_PIPELINE_STAGE_TRANSFER_BIT);
   vk.vkCmdCopyBuffer(cur(), src.get(), capture_readback_.get(), 1, &c);
-  barrier();
+  recorded(VK_PIPELINE_STAGE_TRANSFER_BIT);
   capture_.deferred.push_back({capture_.readback_used, bytes, dst});
   capture_.readback_used = (capture_.readback_used + bytes + 15) / 16 * 16;
 }
@@ -596,8 +636,9 @@ void Runtime::download(const Buffer& src, size_t offset, void* dst, size_t bytes
     const size_t n = std::min(bytes, readback_.bytes());
     begin();
     VkBufferCopy c{offset, 0, n};
+    sync_before(VK_PIPELINE_STAGE_TRANSFER_BIT);
     vk.vkCmdCopyBuffer(cmd_, src.get(), readback_.get(), 1, &c);
-    barrier();
+    recorded(VK_PIPELINE_STAGE_TRANSFER_BIT);
     submit_and_wait();
     std::memcpy(d, readback_.mapped(), n);
     d += n;
@@ -632,7 +673,7 @@ void submit_one(VkQueue q, VkDevice dev, VkFence fence, VkCommandBuffer cmd, uin
 void Runtime::submit_and_wait() {
   if (capture_.active) return spoil_capture();
   if (!recording_) begin();
-  check(vk.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+  end_commands(cmd_);
   recording_ = false;
   submit_one(queue_, dev_, fence_, cmd_, waited_ns_);
   check(vk.vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
@@ -675,7 +716,7 @@ bool Runtime::end_capture() {
   if (!capture_.active) return false;
   capture_.active = false;
   if (capture_.recording) {
-    check(vk.vkEndCommandBuffer(capture_.cmd), "vkEndCommandBuffer");
+    end_commands(capture_.cmd);
     capture_.recording = false;
     submit_one(queue_, dev_, fence_, capture_.cmd, waited_ns_);
     ring_used_ = 0;  // the capture's staged uploads have been read
@@ -718,8 +759,9 @@ void Runtime::step_input(size_t slot_offset, const void* src, size_t bytes, cons
   std::memcpy(static_cast<uint8_t*>(step_in_.mapped()) + slot_offset, src, bytes);
   begin();
   VkBufferCopy c{slot_offset, offset, bytes};
+  sync_before(VK_PIPELINE_STAGE_TRANSFER_BIT);
   vk.vkCmdCopyBuffer(cur(), step_in_.get(), dst.get(), 1, &c);
-  barrier();
+  recorded(VK_PIPELINE_STAGE_TRANSFER_BIT);
 }
 
 void Runtime::set_step_input(size_t slot_offset, const void* src, size_t bytes) {

@@ -155,7 +155,7 @@ class Runtime {
                 const void* push, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
   // Inside a span of independent dispatches (none reads what another of the span writes: the products of
   // q, k and v from one input), the barriers between them are left out, so their work overlaps; the barrier
-  // after the span's last one orders it before what follows.
+  // before the next command after the span orders the whole span before it.
   void begin_independent() { independent_ = true; }
   void end_independent();
   // Staged upload (recorded; src may change once it returns), device copy (recorded), fill of 32-bit words.
@@ -211,7 +211,15 @@ class Runtime {
   // A capture that has to submit in its middle (a blocking download, a full ring or pool) becomes ordinary
   // recorded work: submitted now, not kept.
   void spoil_capture();
-  void barrier();
+  // Barriers are recorded lazily, each with the stages it has to order: a command records the stage it ran
+  // in (recorded) and the next command the stage it runs in (sync_before), which emits one barrier from the
+  // stages not yet waited for to that stage alone. Only the end of a command buffer (end_commands) also
+  // orders them before the host and every later command, whatever it is. A barrier with the host or
+  // transfer stages among its destinations costs a compute -> compute one more on some drivers; inside a
+  // decode step nearly every barrier is compute -> compute.
+  void sync_before(VkPipelineStageFlags stage);
+  void recorded(VkPipelineStageFlags stage);
+  void end_commands(VkCommandBuffer cb);
   void dispatch_with(const Pipeline& p, const Image* image, std::initializer_list<const Buffer*> buffers,
                      const void* push, uint32_t gx, uint32_t gy, uint32_t gz);
   void submit_and_wait();
@@ -230,7 +238,10 @@ class Runtime {
   bool sampled_images_ = false, storage_kv_images_ = false;
   uint32_t desc_sets_left_ = 0;
   bool recording_ = false;
-  bool independent_ = false, pending_barrier_ = false;
+  bool independent_ = false;
+  // Stages of the commands recorded since the last barrier (pending_src_), and of the current span of
+  // independent dispatches (group_src_, joined to pending_src_ when the span ends).
+  VkPipelineStageFlags pending_src_ = 0, group_src_ = 0;
   Buffer ring_, readback_;  // host-visible: staged uploads; downloads
   size_t ring_used_ = 0;
   uint64_t allocations_ = 0;

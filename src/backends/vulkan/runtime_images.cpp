@@ -125,8 +125,9 @@ void Runtime::upload_image(const Image& dst, uint32_t y0, uint32_t lines, const 
     c.imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1};
     c.imageOffset = {0, int32_t(y0), 0};
     c.imageExtent = {dst.width(), n, 1};
+    sync_before(VK_PIPELINE_STAGE_TRANSFER_BIT);
     vk.vkCmdCopyBufferToImage(cur(), ring_.get(), dst.img_, VK_IMAGE_LAYOUT_GENERAL, 1, &c);
-    barrier();
+    recorded(VK_PIPELINE_STAGE_TRANSFER_BIT);
     ring_used_ += n * line_bytes;
     s += n * line_bytes;
     y0 += n;
@@ -149,8 +150,9 @@ void Runtime::download_image(const Image& src, uint32_t y0, uint32_t lines, void
     c.imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1};
     c.imageOffset = {0, int32_t(y0), 0};
     c.imageExtent = {src.width(), n, 1};
+    sync_before(VK_PIPELINE_STAGE_TRANSFER_BIT);
     vk.vkCmdCopyImageToBuffer(cmd_, src.img_, VK_IMAGE_LAYOUT_GENERAL, readback_.get(), 1, &c);
-    barrier();
+    recorded(VK_PIPELINE_STAGE_TRANSFER_BIT);
     submit_and_wait();
     std::memcpy(d, readback_.mapped(), n * line_bytes);
     d += n * line_bytes;
