@@ -140,6 +140,20 @@ bool has_device_extension(VkPhysicalDevice d, std::string_view name) {
   return false;
 }
 
+uint32_t compute_queue_family(VkPhysicalDevice d) {
+  uint32_t nq = 0;
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(d, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> q(nq);
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(d, &nq, q.data());
+  uint32_t any = UINT32_MAX;
+  for (uint32_t i = 0; i < nq; ++i) {
+    if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+    if (!(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) return i;
+    if (any == UINT32_MAX) any = i;
+  }
+  return any;
+}
+
 Capabilities query_capabilities(VkPhysicalDevice d) {
   Capabilities c;
   const std::vector<std::string> ext = device_extensions(d);
@@ -263,15 +277,13 @@ Capabilities query_capabilities(VkPhysicalDevice d) {
   c.coopmat_nv2 = has("VK_NV_cooperative_matrix2");
   c.coopmat_f16 = c.coopmat_khr && cmf.cooperativeMatrix && c.float16 && coopmat_f16_listed(d);
 
-  uint32_t nq = 0;
-  vk.vkGetPhysicalDeviceQueueFamilyProperties(d, &nq, nullptr);
-  std::vector<VkQueueFamilyProperties> q(nq);
-  vk.vkGetPhysicalDeviceQueueFamilyProperties(d, &nq, q.data());
-  for (const VkQueueFamilyProperties& f : q) {
-    if (f.queueFlags & VK_QUEUE_COMPUTE_BIT) {
-      c.timestamps = f.timestampValidBits > 0;
-      break;
-    }
+  const uint32_t family = compute_queue_family(d);
+  if (family != UINT32_MAX) {
+    uint32_t nq = 0;
+    vk.vkGetPhysicalDeviceQueueFamilyProperties(d, &nq, nullptr);
+    std::vector<VkQueueFamilyProperties> q(nq);
+    vk.vkGetPhysicalDeviceQueueFamilyProperties(d, &nq, q.data());
+    c.timestamps = q[family].timestampValidBits > 0;
   }
 
   VkPhysicalDeviceMemoryProperties mem;

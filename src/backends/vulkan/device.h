@@ -103,6 +103,10 @@ void apply_profile(Capabilities& caps, const DeviceProfile& p);
 // The physical devices of the process's instance (empty when there is no instance: loader.h says why).
 std::vector<VkPhysicalDevice> list_devices();
 Capabilities query_capabilities(VkPhysicalDevice d);
+// The queue family the runtime submits to: one with compute and without graphics where the device has it
+// (a discrete GPU's compute engines, as other compute engines choose), else the first with compute;
+// UINT32_MAX when none has compute.
+uint32_t compute_queue_family(VkPhysicalDevice d);
 // Whether the device lists the extension.
 bool has_device_extension(VkPhysicalDevice d, std::string_view name);
 // "  key: value" lines, for `tilellm devices`.

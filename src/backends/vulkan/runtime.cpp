@@ -55,17 +55,7 @@ Runtime::Runtime(int device, std::string_view profile, bool profiling) : profili
   apply_profile(caps_, find_profile(profile));
   vk.vkGetPhysicalDeviceMemoryProperties(phys_, &mem_);
 
-  uint32_t nq = 0;
-  vk.vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, nullptr);
-  std::vector<VkQueueFamilyProperties> fams(nq);
-  vk.vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, fams.data());
-  family_ = UINT32_MAX;
-  for (uint32_t i = 0; i < nq; ++i) {
-    if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
-      family_ = i;
-      break;
-    }
-  }
+  family_ = compute_queue_family(phys_);
   if (family_ == UINT32_MAX) fail("Vulkan: device {} has no compute queue", caps_.name);
   if (profiling_ && !caps_.timestamps)
     fail("Vulkan: device {}'s compute queue writes no timestamps (--profile needs them)", caps_.name);
