@@ -315,6 +315,32 @@ TEST_P(VulkanOps, matvec_q8_inputs) {
       EXPECT_NEAR(got[size_t(r)], ref[size_t(r)], 1e-4 * std::abs(ref[size_t(r)]) + 1e-6);
   }
   check_converted_decode(o, 160 * 32, seed);
+  // The gate and up products with the gated unit in one dispatch (matvec_q8_glu.comp): 37 rows (a partial
+  // group, no rounding of the output) and 96 (three blocks of 32, rounded for the down product), both
+  // activations, against the host's products of the same rounded input and its gated unit.
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    for (int64_t n_out : {37, 96}) {
+      const int64_t n_in = type_traits(t).block_size == 256 ? 512 : 27 * 32;
+      OwnedWeight g = make_weight(t, n_in, n_out, seed++), u = make_weight(t, n_in, n_out, seed++);
+      vk.upload_weight(g.w);
+      vk.upload_weight(u.w);
+      for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+        std::vector<float> x = rand_floats(size_t(n_in), seed++), xr(x.size());
+        vk.rounded_matmul_input(g.w, x.data(), 1, xr.data());
+        const size_t un = size_t(n_out);
+        std::vector<float> gr(un), ur(un), ref(un), got(un), up(un);
+        cpu_->matmul(g.w, xr.data(), 1, gr.data());
+        cpu_->matmul(u.w, xr.data(), 1, ur.data());
+        cpu_->glu(gr.data(), ur.data(), ref.data(), n_out, act);
+        vk.matmul_glu(g.w, u.w, x.data(), 1, act, got.data(), up.data());
+        const double scale = double(*std::max_element(
+            ref.begin(), ref.end(), [](float a, float b) { return std::fabs(a) < std::fabs(b); }));
+        for (size_t r = 0; r < un; ++r)
+          EXPECT_NEAR(got[r], ref[r], 1e-5 * std::fabs(scale) + 1e-6)
+              << type_name(t) << " row " << r << " of " << n_out;
+      }
+    }
+  }
 }
 
 // --weights int4b64 / int8b0 / f16 / f32: rows converted at upload, against the CPU's float path on the

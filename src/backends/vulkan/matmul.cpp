@@ -4,7 +4,8 @@
 // cooperative matrices or 4-row x 4-token float tiles; an integer matvec that failed the self-check hands
 // decode to the float matvec, a float matvec that failed to the matmul one, a cooperative-matrix GEMM to
 // the float tiles, and the host backend multiplies only when none is left. A weight held in an image
-// (--gpu-memory image) takes the same chain of the shaders' _image variants.
+// (--gpu-memory image) takes the same chain of the shaders' _image variants. One token's gate and up
+// products on the integer path take matvec_q8_glu.comp with the gated unit (matmul_glu).
 #include <algorithm>
 
 #include "backends/q8_round.h"
@@ -127,6 +128,48 @@ void VulkanBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   bool overwritten = false;
   for (int i = 0; i < n; ++i) overwritten = overwritten || dy[i]->get() == dx.get();
   if (q8 && !overwritten) q8_held_ = {dx.get(), ws[0]->n_in};
+}
+
+vulkan::Pipeline* VulkanBackend::fused_glu(const DeviceWeight& g, const DeviceWeight& u, FfnAct act,
+                                           const float* x, const float* out) {
+  vulkan::Pipeline& p = p_matmul_glu_q8_[int(g.fmt)][act == FfnAct::SiLU ? 0 : 1];
+  const bool fits = p.pipeline && !p.on_cpu && uses_q8(g, 1) && uses_q8(u, 1) && u.fmt == g.fmt && !g.img &&
+                    !u.img && g.bufs.size() == 1 && u.bufs.size() == 1 && u.row_bytes == g.row_bytes &&
+                    u.n_in == g.n_in && u.n_out == g.n_out && out != x;
+  return fits ? &p : nullptr;
+}
+
+void VulkanBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const float* x, int64_t n_tok,
+                               FfnAct act, float* out, float* up) {
+  vulkan::Pipeline* p = nullptr;
+  if (n_tok == 1) p = fused_glu(find_weight(w_gate, "matmul"), find_weight(w_up, "matmul"), act, x, out);
+  if (!p) return Backend::matmul_glu(w_gate, w_up, x, n_tok, act, out, up);
+  // The reference's two products and gated unit, as a replayed step counts them; a replay places out's
+  // deferred download as the capture made it (dev_done), once.
+  const Q8Held held = q8_held_;
+  step_ops_ += 2;
+  if (replaying(out)) return;
+  q8_held_ = held;
+  const DeviceWeight& g = find_weight(w_gate, "matmul");
+  const DeviceWeight& u = find_weight(w_up, "matmul");
+  const vulkan::Buffer& dx = dev_in(x, g.n_in, in_a_, "matmul");
+  const vulkan::Buffer& dy = dev_out(out, g.n_out, out_, "matmul_glu");
+  record_quantize(dx, g.n_in, q8_held_);
+  // The output's rounding for the down product, where it is whole blocks that fit the rounding buffers.
+  const bool round = g.n_out % 32 == 0 && g.n_out <= opts_.max_in_elems;
+  struct {
+    uint32_t row_bytes, n_in, n_rows, round_out;
+  } pc{uint32_t(g.row_bytes), uint32_t(g.n_in), uint32_t(g.n_out), round ? 1u : 0u};
+  const uint64_t groups = (uint64_t(g.n_out) + glu_rows_ - 1) / glu_rows_;
+  const uint32_t gx = uint32_t(std::min<uint64_t>(groups, caps().max_group_count[0]));
+  const uint32_t gz = uint32_t((groups + gx - 1) / gx);
+  rt_.dispatch(*p, {&g.bufs[0], &q8x_, &dy, &u.bufs[0], &q8y_, &glu_counters_}, &pc, gx, 1, gz);
+  dev_done(out, g.n_out, dy);
+  q8_held_ = {};
+  if (round) {
+    std::swap(q8x_, q8y_);
+    q8_held_ = {dy.get(), g.n_out};
+  }
 }
 
 }  // namespace tilellm

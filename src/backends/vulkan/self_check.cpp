@@ -34,12 +34,14 @@ namespace {
 void warn_failed(const vulkan::Pipeline& p, const vulkan::Capabilities& c, double err, bool cached) {
   const bool q8 = p.name.rfind("matvec_q8_", 0) == 0;
   const bool matvec = p.name.rfind("matvec_", 0) == 0;
+  const bool glu = p.name.rfind("matmul_glu_", 0) == 0;
   std::fprintf(
       stderr,
       "warning: Vulkan pipeline %s failed its self-check%s on %s (profile %s): error %.3g of the largest "
       "value; %s from now on\n",
       p.name.c_str(), cached ? " (cached verdict)" : "", c.name.c_str(), c.profile.c_str(), err,
-      q8                                        ? "one-token products of its format take the float matvec"
+      glu                                       ? "the gate and up products and the gated unit run apart"
+      : q8                                      ? "one-token products of its format take the float matvec"
       : matvec                                  ? "one-token products use the matmul pipeline"
       : p.name.rfind("matmul_coopmat_", 0) == 0 ? "prompts use the float matmul pipeline"
       : p.name == "add_rmsnorm"                 ? "the separate add and rmsnorm run instead"
@@ -129,6 +131,71 @@ void VulkanBackend::check_fused_rounding(std::mt19937& rng) {
       worst = std::max({worst, relative_error(ref, got), rounding_error(got)});
     }
     verdict(*p, worst);
+  }
+}
+
+void VulkanBackend::check_fused_glu(std::mt19937& rng) {
+  // 64 rows: two blocks of 32 for the rounding, each completed by 32 / glu_rows_ groups.
+  const int64_t n_out = 64;
+  auto check = [&](const Weight& g, const Weight& g_ref, const Weight& u, const Weight& u_ref) {
+    const DeviceWeight& dg = find_weight(g, "self-check");
+    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+      vulkan::Pipeline* p = fused_glu(dg, find_weight(u, "self-check"), act, nullptr, nullptr);
+      if (!p) continue;
+      std::vector<float> x = random_floats(size_t(g.n_in), rng), xr(x.size());
+      for (float& v : x) v *= 4.0f;  // both tails of the activations
+      rounded_matmul_input(g, x.data(), 1, xr.data());
+      const size_t un = size_t(n_out);
+      std::vector<float> gr(un), ur(un), ref(un), got(un), up(un);
+      cpu_->matmul(g_ref, xr.data(), 1, gr.data());
+      cpu_->matmul(u_ref, xr.data(), 1, ur.data());
+      cpu_->glu(gr.data(), ur.data(), ref.data(), n_out, act);
+      matmul_glu(g, u, x.data(), 1, act, got.data(), up.data());
+      verdict(*p, std::max(relative_error(ref, got), rounding_error(got)));
+    }
+  };
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K}) {
+    const int64_t n_in = type_traits(t).block_size == 256 ? 256 : 96;
+    std::vector<uint8_t> bytes = random_rows(t, n_in, 2 * n_out, rng);
+    Weight g;
+    g.name = fmt::format("self-check {} gate", type_name(t));
+    g.type = t;
+    g.data = bytes.data();
+    g.n_in = n_in;
+    g.n_out = n_out;
+    g.row_bytes = row_size(t, n_in);
+    Weight u = g;
+    u.name = fmt::format("self-check {} up", type_name(t));
+    u.data += n_out * g.row_bytes;
+    weights_.emplace(g.data, make_device_weight(g, WeightsMode::Native, false));
+    weights_.emplace(u.data, make_device_weight(u, WeightsMode::Native, false));
+    check(g, g, u, u);
+    weights_.erase(g.data);
+    weights_.erase(u.data);
+  }
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+    const int64_t n_in = 96;
+    const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
+    std::vector<float> src = random_floats(size_t(n_in * 2 * n_out), rng), exact(src.size());
+    for (int64_t r = 0; r < 2 * n_out; ++r)
+      dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);
+    Weight g;
+    g.name = fmt::format("self-check {} gate", weights_mode_name(mode));
+    g.type = GgmlType::F32;
+    g.data = reinterpret_cast<const uint8_t*>(src.data());
+    g.n_in = n_in;
+    g.n_out = n_out;
+    g.row_bytes = size_t(n_in) * sizeof(float);
+    Weight u = g, ge = g, ue = g;
+    u.data += n_out * g.row_bytes;
+    ge.data = reinterpret_cast<const uint8_t*>(exact.data());
+    ue.data = ge.data + n_out * g.row_bytes;
+    weights_.emplace(g.data, make_device_weight(g, mode, false));
+    weights_.emplace(u.data, make_device_weight(u, mode, false));
+    // The host backend holds the float rows as F32: it multiplies by the conversion's exact values.
+    check(g, ge, u, ue);
+    weights_.erase(g.data);
+    weights_.erase(u.data);
   }
 }
 
@@ -261,6 +328,7 @@ void VulkanBackend::run_self_check() {
     verdict(p_add_rmsnorm_, std::max(relative_error(acc_ref, acc_got), relative_error(ref, got)));
   }
   if (p_rmsnorm_q8_.pipeline) check_fused_rounding(rng);
+  if (q8x_.get()) check_fused_glu(rng);
   {
     const int64_t n_tok = 3, heads = 2, hd = 16;
     const RopeTable table(8, hd, 10000.0f, 1.0f);

@@ -34,7 +34,7 @@ constexpr vulkan::ImageBinding kWeightImage{0, false};
 
 // Push-constant sizes of the shaders (their `pc` blocks).
 constexpr uint32_t kMatmulPush = 28, kEmbedPush = 20, kNormPush = 8, kRopePush = 16, kKvPush = 12,
-                   kRopeKvPush = 28, kAttnPush = 36, kElemPush = 4;
+                   kRopeKvPush = 28, kAttnPush = 36, kElemPush = 4, kGluPush = 16;
 
 }  // namespace
 
@@ -111,6 +111,8 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   // --vk-matvec's ROWS and LOCAL when given.
   const bool q8 = o.activations == ActivationMode::Quantized && c.integer_dot;
   q8_rows_ = std::clamp<uint32_t>(o.matvec_rows ? o.matvec_rows : 2, 1, 8);
+  // The fused gated unit's rows: a power of two, so that a group's rows lie in one block of 32.
+  glu_rows_ = pow2_at_most(std::min<uint32_t>(q8_rows_, 4));
   const uint32_t q8_local =
       pow2_at_most(std::min<uint64_t>({o.matvec_local ? o.matvec_local : 64, inv, shared / (8 * 4)}));
   const uint32_t mv_parts = pow2_at_most(std::clamp<uint32_t>(o.matvec_parts ? o.matvec_parts : 2, 1, 8));
@@ -183,6 +185,10 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
     if (q8 && device_format_is_block(DeviceFormat(f))) {
       p_matvec_q8_[f] = rt_.pipeline("matvec_q8", sg, 3, kMatmulPush, q8_local, {fu, q8_rows_});
       p_matvec_q8_[f].name = fmt::format("matvec_q8_{}", device_format_name(DeviceFormat(f)));
+      for (uint32_t a = 0; a < 2; ++a) {
+        p_matmul_glu_q8_[f][a] = rt_.pipeline("matvec_q8_glu", sg, 6, kGluPush, q8_local, {fu, glu_rows_, a});
+        p_matmul_glu_q8_[f][a].name = fmt::format("matmul_glu_q8_{}_{}", a ? "gelu" : "silu", fname);
+      }
     }
     p_embed_[f] = rt_.pipeline("embedding", false, 3, kEmbedPush, elem_local_, {fu});
     p_embed_[f].name = fmt::format("embed_{}", device_format_name(DeviceFormat(f)));
@@ -260,7 +266,12 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   in_b_ = rt_.alloc(floats(opts_.max_in_elems));
   out_ = rt_.alloc(floats(opts_.max_out_elems));
   vec_ = rt_.alloc(floats(opts_.max_width));
-  if (q8) q8x_ = rt_.alloc(size_t(opts_.max_in_elems) + size_t(opts_.max_in_elems / 32) * 12);
+  if (q8) {
+    q8x_ = rt_.alloc(size_t(opts_.max_in_elems) + size_t(opts_.max_in_elems / 32) * 12);
+    q8y_ = rt_.alloc(q8x_.bytes());
+    glu_counters_ = rt_.alloc(size_t(opts_.max_in_elems / 32 + 1) * 4);
+    rt_.fill(glu_counters_, 0, glu_counters_.bytes(), 0);
+  }
   pos_dev_ = rt_.alloc(size_t(opts_.max_tokens) * 4);
   pos_held_.assign(size_t(opts_.max_tokens), 0);
   ids_dev_ = rt_.alloc(size_t(opts_.max_tokens) * 4);
@@ -378,6 +389,8 @@ std::vector<vulkan::Pipeline*> VulkanBackend::all_pipelines() {
   std::vector<vulkan::Pipeline*> v;
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_embed_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_[f]);
+  for (int f = 0; f < kDeviceFormats; ++f)
+    v.insert(v.end(), {&p_matmul_glu_q8_[f][0], &p_matmul_glu_q8_[f][1]});
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matvec_q8_[f]);
   for (int f = 0; f < kDeviceFormats; ++f) v.push_back(&p_matmul_cm_[f]);

@@ -3,7 +3,9 @@
 // rope_kv_store, attention, glu, add), each the CPU backend's float path computed on the device (exact
 // dequantized weights, float32 arithmetic) — except one-token products of the block formats under
 // --activations q8 (the default) on a device with integer dot products: their input rounded to int8 per
-// block of 32 as the CUDA backend rounds it (shaders/q8.glsl), the products in integers (matvec_q8.comp).
+// block of 32 as the CUDA backend rounds it (shaders/q8.glsl), the products in integers (matvec_q8.comp;
+// the gate and up products with the gated unit and its output's rounding in one dispatch,
+// matvec_q8_glu.comp).
 //
 // Memory (all allocated in the constructor and load_weights; nothing is allocated while ops run):
 //  - Weights: one device buffer each, keyed by the host Weight's data pointer, in the device formats every
@@ -172,6 +174,8 @@ class VulkanBackend final : public Backend {
   void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
                  const AttnParams& p, float* out) override;
   void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
+  void matmul_glu(const Weight& w_gate, const Weight& w_up, const float* x, int64_t n_tok, FfnAct act,
+                  float* out, float* up) override;
   void add(float* acc, const float* x, int64_t n) override;
   void add_rows(float* x, const float* v, int64_t n_rows, int64_t n) override;
   void add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
@@ -216,6 +220,14 @@ class VulkanBackend final : public Backend {
   // The integer decode matvecs (shaders/matvec_q8.comp) per block format, where the device has integer dot
   // products and --activations q8; their input rounded first by p_quantize_ into q8x_.
   vulkan::Pipeline p_matvec_q8_[kDeviceFormats], p_quantize_;
+  // The gate and up products of one token with the gated unit and its output's rounding in one dispatch
+  // (shaders/matvec_q8_glu.comp), per block format and activation (0 SiLU, 1 GELU-tanh), under the same
+  // conditions; the rounding goes to q8y_, which then trades places with q8x_ (the dispatch reads q8x_).
+  vulkan::Pipeline p_matmul_glu_q8_[kDeviceFormats][2];
+  uint32_t glu_rows_ = 2;  // rows of each matrix a group of it takes (matvec_q8_glu.comp's TL_ROWS)
+  // Whether matmul_glu of these weights takes p_matmul_glu_q8_ (the same answer while a capture replays).
+  vulkan::Pipeline* fused_glu(const DeviceWeight& g, const DeviceWeight& u, FfnAct act, const float* x,
+                              const float* out);
   bool q8_paused_ = false;  // the self-check's float-matvec case: the integer path left out
   // Prompts of at least kCoopmatMinTokens tokens on cooperative matrices (shaders/matmul_coopmat.comp:
   // tiles of kCoopmatRows rows x kCoopmatTokens tokens, eight subgroups), where the device has the shape
@@ -271,6 +283,9 @@ class VulkanBackend final : public Backend {
   // The products' checks of every weight format (on images when `images`).
   void check_formats(std::mt19937& rng, bool images);
   void check_fused_rounding(std::mt19937& rng);
+  // The fused gate/up products with the gated unit (p_matmul_glu_q8_) of every block format, both
+  // activations: output and its rounding against the host's on the same rounded input.
+  void check_fused_glu(std::mt19937& rng);
   // The largest error of the rounding q8x_ holds against the host's rounding of `out` (whole blocks of 32).
   double rounding_error(const std::vector<float>& out);
   void check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x, int64_t n_tok);
@@ -377,6 +392,8 @@ class VulkanBackend final : public Backend {
   vulkan::Buffer in_a_, in_b_, out_,
       vec_;                        // scratch: [max_in_elems], [max_in_elems], [max_out_elems], [max_width]
   vulkan::Buffer q8x_;             // a one-token input rounded: [n / 4] code words, [n / 32] d, [n / 16] s
+  vulkan::Buffer q8y_;             // the same size: the fused gated unit's output rounding (then swapped)
+  vulkan::Buffer glu_counters_;    // [max_in_elems / 32] uint32 zeros: matvec_q8_glu.comp's block counts
   vulkan::Buffer pos_dev_;         // [max_tokens] int32: the pass's positions
   std::vector<int32_t> pos_held_;  // what pos_dev_ holds (pos_n_ entries)
   int64_t pos_n_ = -1;
