@@ -43,13 +43,25 @@ std::string start_ms(double ms) {
   return ms < 0 ? std::string() : fmt::format("{:.1f}", ms);
 }
 
+// llama-bench's "backends": its name for the backend the row ran on (r.backend is "cpu" or
+// "<name>:<device>+<memory>", e.g. "vulkan:0+buffer").
+std::string llama_backends(const std::string& backend) {
+  const std::string name = backend.substr(0, backend.find(':'));
+  if (name == "cuda") return "CUDA";
+  if (name == "vulkan") return "Vulkan";
+  if (name == "opencl") return "OpenCL";
+  if (name == "cpu") return "CPU";
+  return name;
+}
+
 std::vector<Cell> cells(const Row& r) {
+  const bool gpu = r.backend != "cpu";
   return {
       {"build_commit", Kind::Str, r.build_commit},
       {"build_number", Kind::Int, "0"},
       {"cpu_info", Kind::Str, r.cpu_info},
       {"gpu_info", Kind::Str, ""},
-      {"backends", Kind::Str, "CPU"},
+      {"backends", Kind::Str, llama_backends(r.backend)},
       {"model_filename", Kind::Str, r.model_filename},
       {"model_type", Kind::Str, r.model_type},
       {"model_size", Kind::Int, std::to_string(r.model_size)},
@@ -59,7 +71,8 @@ std::vector<Cell> cells(const Row& r) {
       {"n_threads", Kind::Int, std::to_string(r.n_threads)},
       {"type_k", Kind::Str, r.type_k},
       {"type_v", Kind::Str, r.type_v},
-      {"n_gpu_layers", Kind::Int, "0"},
+      {"n_gpu_layers", Kind::Int,
+       gpu ? "99" : "0"},  // a device backend holds every layer (llama-bench -ngl 99)
       {"n_prompt", Kind::Int, std::to_string(r.test.n_prompt)},
       {"n_gen", Kind::Int, std::to_string(r.test.n_gen)},
       {"n_depth", Kind::Int, std::to_string(r.test.n_depth)},
