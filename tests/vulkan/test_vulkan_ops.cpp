@@ -321,7 +321,11 @@ TEST_P(VulkanOps, matvec_q8_inputs) {
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
     for (int64_t n_out : {37, 96}) {
       const int64_t n_in = type_traits(t).block_size == 256 ? 512 : 27 * 32;
-      OwnedWeight g = make_weight(t, n_in, n_out, seed++), u = make_weight(t, n_in, n_out, seed++);
+      // Kept while vk lives: an uploaded weight's memory is not reused by another.
+      kept.push_back(make_weight(t, n_in, n_out, seed++));
+      kept.push_back(make_weight(t, n_in, n_out, seed++));
+      const OwnedWeight& g = kept[kept.size() - 2];
+      const OwnedWeight& u = kept.back();
       vk.upload_weight(g.w);
       vk.upload_weight(u.w);
       for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
