@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "format/asym_quant.h"
 #include "format/quants.h"
 
 namespace tilellm {
@@ -62,6 +63,32 @@ double relative_error(const std::vector<float>& ref, const std::vector<float>& g
     mag = std::max(mag, std::abs(double(ref[i])));
   }
   return err / std::max(mag, 1e-30);
+}
+
+Weight check_weight(GgmlType t, const uint8_t* data, int64_t n_in, int64_t n_out) {
+  Weight w;
+  w.name = "self-check " + std::string(type_name(t));
+  w.type = t;
+  w.data = data;
+  w.n_in = n_in;
+  w.n_out = n_out;
+  w.row_bytes = row_size(t, n_in);
+  return w;
+}
+
+ConvertedRows::ConvertedRows(WeightsMode mode, int64_t n_in, int64_t rows, std::mt19937& rng)
+    : src(random_floats(size_t(n_in * rows), rng)), exact_values(src.size()) {
+  const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
+  for (int64_t r = 0; r < rows; ++r)
+    dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact_values.data() + r * n_in);
+  w.name = std::string("self-check ") + weights_mode_name(mode);
+  w.type = GgmlType::F32;
+  w.data = reinterpret_cast<const uint8_t*>(src.data());
+  w.n_in = n_in;
+  w.n_out = rows;
+  w.row_bytes = size_t(n_in) * sizeof(float);
+  exact = w;
+  exact.data = reinterpret_cast<const uint8_t*>(exact_values.data());
 }
 
 }  // namespace tilellm

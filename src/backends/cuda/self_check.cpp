@@ -71,13 +71,7 @@ void CudaBackend::run_self_check() {
     // float rows end in a partial block.
     const int64_t n_in = bs == 1 ? 63 : bs == 256 ? 256 : 96, n_out = 11;
     std::vector<uint8_t> bytes = random_rows(t, n_in, n_out, rng);
-    Weight w;
-    w.name = fmt::format("self-check {}", type_name(t));
-    w.type = t;
-    w.data = bytes.data();
-    w.n_in = n_in;
-    w.n_out = n_out;
-    w.row_bytes = row_size(t, n_in);
+    const Weight w = check_weight(t, bytes.data(), n_in, n_out);
     weights_.emplace(w.data, make_device_weight(w, WeightsMode::Native));
     const int f = weights_.at(w.data).fmt;
     const int32_t ids[3] = {3, 0, 6};
@@ -89,20 +83,8 @@ void CudaBackend::run_self_check() {
     weights_.erase(w.data);
   }
   for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
-    const int64_t n_in = 96, n_out = 5;
-    const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
-    std::vector<float> src = random_floats(size_t(n_in * n_out), rng), exact(src.size());
-    for (int64_t r = 0; r < n_out; ++r)
-      dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);
-    Weight w;
-    w.name = fmt::format("self-check {}", weights_mode_name(mode));
-    w.type = GgmlType::F32;
-    w.data = reinterpret_cast<const uint8_t*>(src.data());
-    w.n_in = n_in;
-    w.n_out = n_out;
-    w.row_bytes = size_t(n_in) * sizeof(float);
-    Weight we = w;
-    we.data = reinterpret_cast<const uint8_t*>(exact.data());
+    const ConvertedRows c(mode, 96, 5, rng);
+    const Weight &w = c.w, &we = c.exact;
     weights_.emplace(w.data, make_device_weight(w, mode));
     // The host backend holds the float rows as F32: it multiplies by the conversion's exact values.
     check_products(w, we);

@@ -117,13 +117,7 @@ void OpenclBackend::run_self_check() {
     const int64_t n_in = bs == 1 ? 63 : bs == 256 ? 256 : 64, n_tok = 2;
     const int64_t n_out = gemm_.on() ? gemm_.tr() + 5 : 5;
     std::vector<uint8_t> bytes = random_rows(t, n_in, n_out, rng);
-    Weight w;
-    w.name = fmt::format("self-check {}", type_name(t));
-    w.type = t;
-    w.data = bytes.data();
-    w.n_in = n_in;
-    w.n_out = n_out;
-    w.row_bytes = row_size(t, n_in);
+    const Weight w = check_weight(t, bytes.data(), n_in, n_out);
     weights_.emplace(w.data,
                      make_device_weight(w, WeightsMode::Native, false));  // whatever options.weights says
     const DevFormat f = weights_.at(w.data).fmt;
@@ -169,19 +163,8 @@ void OpenclBackend::run_self_check() {
   // INT4B64 a group of one block.
   for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
     const int64_t n_in = 96, n_out = 5, n_tok = 2;
-    const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
-    std::vector<float> src = random_floats(size_t(n_in * n_out), rng), exact(src.size());
-    for (int64_t r = 0; r < n_out; ++r)
-      dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);
-    Weight w, we;
-    w.name = fmt::format("self-check {}", weights_mode_name(mode));
-    w.type = GgmlType::F32;
-    w.data = reinterpret_cast<const uint8_t*>(src.data());
-    w.n_in = n_in;
-    w.n_out = n_out;
-    w.row_bytes = size_t(n_in) * sizeof(float);
-    we = w;
-    we.data = reinterpret_cast<const uint8_t*>(exact.data());
+    const ConvertedRows c(mode, n_in, n_out, rng);
+    const Weight &w = c.w, &we = c.exact;
     weights_.emplace(w.data, make_device_weight(w, mode, false));
     const DevFormat f = weights_.at(w.data).fmt;
     const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);

@@ -157,15 +157,9 @@ void VulkanBackend::check_fused_glu(std::mt19937& rng) {
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K}) {
     const int64_t n_in = type_traits(t).block_size == 256 ? 256 : 96;
     std::vector<uint8_t> bytes = random_rows(t, n_in, 2 * n_out, rng);
-    Weight g;
-    g.name = fmt::format("self-check {} gate", type_name(t));
-    g.type = t;
-    g.data = bytes.data();
-    g.n_in = n_in;
-    g.n_out = n_out;
-    g.row_bytes = row_size(t, n_in);
+    // Gate rows first, then up's.
+    const Weight g = check_weight(t, bytes.data(), n_in, n_out);
     Weight u = g;
-    u.name = fmt::format("self-check {} up", type_name(t));
     u.data += n_out * g.row_bytes;
     weights_.emplace(g.data, make_device_weight(g, WeightsMode::Native, false));
     weights_.emplace(u.data, make_device_weight(u, WeightsMode::Native, false));
@@ -174,22 +168,13 @@ void VulkanBackend::check_fused_glu(std::mt19937& rng) {
     weights_.erase(u.data);
   }
   for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
-    const int64_t n_in = 96;
-    const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
-    std::vector<float> src = random_floats(size_t(n_in * 2 * n_out), rng), exact(src.size());
-    for (int64_t r = 0; r < 2 * n_out; ++r)
-      dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);
-    Weight g;
-    g.name = fmt::format("self-check {} gate", weights_mode_name(mode));
-    g.type = GgmlType::F32;
-    g.data = reinterpret_cast<const uint8_t*>(src.data());
-    g.n_in = n_in;
-    g.n_out = n_out;
-    g.row_bytes = size_t(n_in) * sizeof(float);
-    Weight u = g, ge = g, ue = g;
+    // Gate rows first, then up's.
+    const ConvertedRows c(mode, 96, 2 * n_out, rng);
+    Weight g = c.w, ge = c.exact;
+    g.n_out = ge.n_out = n_out;
+    Weight u = g, ue = ge;
     u.data += n_out * g.row_bytes;
-    ge.data = reinterpret_cast<const uint8_t*>(exact.data());
-    ue.data = ge.data + n_out * g.row_bytes;
+    ue.data += n_out * g.row_bytes;
     weights_.emplace(g.data, make_device_weight(g, mode, false));
     weights_.emplace(u.data, make_device_weight(u, mode, false));
     // The host backend holds the float rows as F32: it multiplies by the conversion's exact values.
@@ -245,13 +230,7 @@ void VulkanBackend::check_formats(std::mt19937& rng, bool images) {
     const bool cm = (images ? p_matmul_cm_img_[0] : p_matmul_cm_[0]).pipeline != VK_NULL_HANDLE;
     // The cooperative-matrix GEMM's rows follow the decode's 11 in the same array.
     std::vector<uint8_t> bytes = random_rows(t, n_in, n_out + (cm ? kCoopmatCheckRows : 0), rng);
-    Weight w;
-    w.name = fmt::format("self-check {}", type_name(t));
-    w.type = t;
-    w.data = bytes.data();
-    w.n_in = n_in;
-    w.n_out = n_out;
-    w.row_bytes = row_size(t, n_in);
+    const Weight w = check_weight(t, bytes.data(), n_in, n_out);
     weights_.emplace(w.data, make_device_weight(w, WeightsMode::Native, images));
     const DeviceFormat f = weights_.at(w.data).fmt;
     if (!images) {  // the lookup reads buffers only
@@ -278,19 +257,9 @@ void VulkanBackend::check_formats(std::mt19937& rng, bool images) {
     const int64_t n_in = 96, n_out = 5, n_tok = 5;
     const bool cm = (images ? p_matmul_cm_img_[0] : p_matmul_cm_[0]).pipeline != VK_NULL_HANDLE;
     const int64_t rows = n_out + (cm ? kCoopmatCheckRows : 0);  // the GEMM's rows after the decode's
-    const AsymFormat kind = mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0;
-    std::vector<float> src = random_floats(size_t(n_in * rows), rng), exact(src.size());
-    for (int64_t r = 0; r < rows; ++r)
-      dequantize_row_asym(kind, src.data() + r * n_in, n_in, exact.data() + r * n_in);
-    Weight w;
-    w.name = fmt::format("self-check {}", weights_mode_name(mode));
-    w.type = GgmlType::F32;
-    w.data = reinterpret_cast<const uint8_t*>(src.data());
-    w.n_in = n_in;
-    w.n_out = n_out;
-    w.row_bytes = size_t(n_in) * sizeof(float);
-    Weight we = w;
-    we.data = reinterpret_cast<const uint8_t*>(exact.data());
+    const ConvertedRows c(mode, n_in, rows, rng);
+    Weight w = c.w, we = c.exact;
+    w.n_out = we.n_out = n_out;
     weights_.emplace(w.data, make_device_weight(w, mode, images));
     const std::vector<float> x = random_floats(size_t(kCoopmatCheckTokens * n_in), rng);
     // The host backend holds the float rows as F32: it multiplies by the conversion's exact values.
