@@ -140,13 +140,13 @@ void VulkanBackend::check_fused_glu(std::mt19937& rng) {
   auto check = [&](const Weight& g, const Weight& g_ref, const Weight& u, const Weight& u_ref) {
     const DeviceWeight& dg = find_weight(g, "self-check");
     for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
-      vulkan::Pipeline* p = fused_glu(dg, find_weight(u, "self-check"), act, nullptr, nullptr);
-      if (!p) continue;
       std::vector<float> x = random_floats(size_t(g.n_in), rng), xr(x.size());
-      for (float& v : x) v *= 4.0f;  // both tails of the activations
-      rounded_matmul_input(g, x.data(), 1, xr.data());
       const size_t un = size_t(n_out);
       std::vector<float> gr(un), ur(un), ref(un), got(un), up(un);
+      vulkan::Pipeline* p = fused_glu(dg, find_weight(u, "self-check"), act, x.data(), got.data());
+      if (!p) continue;
+      for (float& v : x) v *= 4.0f;  // both tails of the activations
+      rounded_matmul_input(g, x.data(), 1, xr.data());
       cpu_->matmul(g_ref, xr.data(), 1, gr.data());
       cpu_->matmul(u_ref, xr.data(), 1, ur.data());
       cpu_->glu(gr.data(), ur.data(), ref.data(), n_out, act);
