@@ -141,8 +141,10 @@ vulkan::Pipeline* VulkanBackend::fused_glu(const DeviceWeight& g, const DeviceWe
 
 void VulkanBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const float* x, int64_t n_tok,
                                FfnAct act, float* out, float* up) {
-  vulkan::Pipeline* p = nullptr;
-  if (n_tok == 1) p = fused_glu(find_weight(w_gate, "matmul"), find_weight(w_up, "matmul"), act, x, out);
+  if (n_tok != 1) return Backend::matmul_glu(w_gate, w_up, x, n_tok, act, out, up);
+  const DeviceWeight& g = find_weight(w_gate, "matmul");
+  const DeviceWeight& u = find_weight(w_up, "matmul");
+  vulkan::Pipeline* p = fused_glu(g, u, act, x, out);
   if (!p) return Backend::matmul_glu(w_gate, w_up, x, n_tok, act, out, up);
   // The reference's two products and gated unit, as a replayed step counts them; a replay places out's
   // deferred download as the capture made it (dev_done), once.
@@ -150,8 +152,6 @@ void VulkanBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const f
   step_ops_ += 2;
   if (replaying(out)) return;
   q8_held_ = held;
-  const DeviceWeight& g = find_weight(w_gate, "matmul");
-  const DeviceWeight& u = find_weight(w_up, "matmul");
   const vulkan::Buffer& dx = dev_in(x, g.n_in, in_a_, "matmul");
   const vulkan::Buffer& dy = dev_out(out, g.n_out, out_, "matmul_glu");
   record_quantize(dx, g.n_in, q8_held_);

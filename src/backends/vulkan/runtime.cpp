@@ -450,9 +450,10 @@ void Runtime::recorded(VkPipelineStageFlags stage) {
 }
 
 void Runtime::end_commands(VkCommandBuffer cb) {
+  // A span of independent dispatches cut by a submission goes on in the next command buffer (behind this
+  // barrier), still without barriers between its dispatches.
   pending_src_ |= group_src_;
   group_src_ = 0;
-  independent_ = false;
   if (pending_src_ != 0) {
     record_barrier(
         cb, pending_src_,
