@@ -797,6 +797,55 @@ TEST_P(OpenclOps, attention_matches_cpu) {
   }
 }
 
+// Prompts on attention_tiled (16 tokens of a head a work-group, keys in chunks of 32): 8, 17 and 33
+// tokens (one part tile; a whole and a part one; two whole and one token) starting at positions 0, 5 and
+// 44, so that tiles start mid-chunk and the last keys end one short of the cache; windows of 0 and 20
+// (starting mid-tile); grouped heads; head sizes the kernel takes (40, 64, 128) and one it leaves to the
+// per-token kernel (256). Under a profile whose local memory is too small the per-token kernel answers.
+TEST_P(OpenclOps, prompt_attention_on_tiles_matches_cpu) {
+  for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+    for (int64_t head_dim : {int64_t(40), int64_t(64), int64_t(128), int64_t(256)}) {
+      const int64_t n_head_kv = 2, n_head = 6, kv_dim = n_head_kv * head_dim;
+      OpenclBackendOptions o = small_options(33);
+      o.max_in_elems = o.max_out_elems = 33 * n_head * head_dim;
+      o.kv_layers = kLayers;
+      o.kv_ctx = kCtx;
+      o.kv_dim = kv_dim;
+      o.kv_type = type;
+      OpenclBackend be(o);
+      KvCache ck(kLayers, kCtx, n_head_kv, head_dim, type), gk(kLayers, kCtx, n_head_kv, head_dim, type);
+      fill_caches(cpu_, be, ck, gk, kv_dim, 900);
+      for (const auto& [n_tok, first] : {std::pair<int64_t, int32_t>{8, 0}, {17, 5}, {33, 44}}) {
+        std::vector<int32_t> pos(static_cast<size_t>(n_tok));
+        for (size_t i = 0; i < pos.size(); ++i) pos[i] = first + int32_t(i);
+        const std::vector<float> q = rand_floats(size_t(n_tok * n_head * head_dim), 901);
+        for (int64_t window : {int64_t(0), int64_t(20)}) {
+          AttnParams p;
+          p.n_head = n_head;
+          p.n_head_kv = n_head_kv;
+          p.head_dim = head_dim;
+          p.scale = 1.0f / std::sqrt(float(head_dim));
+          p.window = window;
+          if (GetParam() == "none" && head_dim <= 128) {
+            EXPECT_TRUE(be.attention_tiled(n_tok, p)) << "head size " << head_dim;
+          }
+          std::vector<float> a(q.size()), b(q.size(), -7.0f);
+          cpu_.attention(q.data(), ck, 1, pos.data(), n_tok, p, a.data());
+          be.attention(q.data(), gk, 1, pos.data(), n_tok, p, b.data());
+          // The bound of attention_matches_cpu.
+          const double ds = 2.0 * double(head_dim) * kU * std::sqrt(double(head_dim));
+          const double bound = 2.0 * (2.0 * ds + double(kCtx + 8) * kU);
+          for (size_t i = 0; i < a.size(); ++i) {
+            ASSERT_LE(std::abs(double(a[i]) - b[i]), bound)
+                << type_name(type) << " hd " << head_dim << " tokens " << n_tok << " from " << first
+                << " window " << window << " [" << i << "]";
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Profiles, OpenclOps,
                          ::testing::Values("none", "powervr-rogue", "mali-valhall", "adreno-7xx"),
                          [](const ::testing::TestParamInfo<std::string>& i) {

@@ -79,6 +79,21 @@ tl_w16 tl_w16_broken_q4_1(tl_raw16 r) {
 TL_MATVEC_GLU_BLOCK32(matvec_glu_q4_1, 8, 16, broken_q4_1)
 )";
 
+// The prompts' tiled attention returning its queries instead of attending.
+constexpr const char* kBrokenAttentionTiled = R"(
+__kernel __attribute__((reqd_work_group_size(128, 1, 1))) void attention_tiled(
+    __global const float* q, __global const float* cache, ulong layer_off, int n_ctx, int kv_dim,
+    __global const int* pos, int n_tok, int n_head, int group, int head_dim, float scale, int window,
+    __global float* out, __local float* lq, __local float* lk, __local float* lv, __local float* lp,
+    __local float* lc) {
+  const int h = get_group_id(0) % n_head, t0 = (get_group_id(0) / n_head) * 16;
+  for (int e = get_local_id(0); e < 16 * head_dim; e += 128) {
+    const ulong at = ((ulong)(t0 + e / head_dim) * n_head + h) * head_dim + e % head_dim;
+    if (t0 + e / head_dim < n_tok) out[at] = q[at];
+  }
+}
+)";
+
 bool have_device() {
   return !opencl::list_devices().empty();
 }
@@ -117,6 +132,24 @@ TEST(OpenclSelfCheck, broken_rmsnorm_is_caught_and_replaced_by_the_cpu) {
   cpu.rmsnorm(x.data(), w.data(), a.data(), 3, 77, 1e-6f);
   be.rmsnorm(x.data(), w.data(), b.data(), 3, 77, 1e-6f);
   EXPECT_EQ(a, b);  // the CPU backend computed it
+}
+
+TEST(OpenclSelfCheck, broken_tiled_attention_is_caught_and_prompts_take_the_per_token_kernel) {
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  ::testing::internal::CaptureStderr();
+  OpenclBackend be(options_with("attention_tiled", kBrokenAttentionTiled));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(be.cpu_fallbacks(), std::vector<std::string>{"attention_tiled"});
+  EXPECT_NE(err.find("warning: OpenCL kernel attention_tiled failed its self-check"), std::string::npos)
+      << err;
+  AttnParams p;
+  p.n_head = 4;
+  p.n_head_kv = 2;
+  p.head_dim = 64;
+  EXPECT_FALSE(be.attention_tiled(32, p));
+  OpenclBackend intact(options_with("", ""));
+  EXPECT_TRUE(intact.cpu_fallbacks().empty());
+  EXPECT_TRUE(intact.attention_tiled(32, p));
 }
 
 TEST(OpenclSelfCheck, broken_q4_0_matmul_is_caught_and_other_types_stay_on_the_device) {

@@ -1,5 +1,7 @@
 // Causal attention over the device FB-KV cache (attention.cl): one work-group of 32 x split items per (token,
-// head) and chunk of its keys; long contexts split the keys over chunks merged by attention_merge.
+// head) and chunk of its keys; long contexts split the keys over chunks merged by attention_merge. Prompts
+// of kTiledTokens or more take attention_tiled where the head size and local memory allow it: 16 tokens of
+// a head a work-group, each K and V row read once for all of them.
 #include <algorithm>
 
 #include "backends/opencl/opencl_backend.h"
@@ -30,10 +32,59 @@ int64_t OpenclBackend::attention_chunks(int64_t n_tok, const AttnParams& p, cons
   return n;
 }
 
+size_t OpenclBackend::attention_tiled_local_bytes(int64_t head_dim) {
+  // attention.cl: lq [TQ][hd + 4], lk [KC][hd + 4], lv [KC][hd], lp [TQ][KC], lc [TQ] floats.
+  const size_t hd = size_t(head_dim);
+  return (kAttnTileTokens * (hd + 4) + kAttnTileKeys * (hd + 4) + kAttnTileKeys * hd +
+          kAttnTileTokens * kAttnTileKeys + kAttnTileTokens) *
+         sizeof(float);
+}
+
+bool OpenclBackend::attention_tiled(int64_t n_tok, const AttnParams& p) const {
+  const opencl::Kernel& k = k_attention_tiled_;
+  return n_tok >= kTiledTokens && !k.on_cpu && k.max_wg >= kAttnTileItems && p.head_dim % 8 == 0 &&
+         p.head_dim <= 128 && attention_tiled_local_bytes(p.head_dim) <= caps().local_mem_bytes;
+}
+
+void OpenclBackend::enqueue_attention_tiled(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx,
+                                            int64_t kv_dim, int64_t n_tok, const AttnParams& p,
+                                            const opencl::Buffer& q, const opencl::Buffer& pos,
+                                            const opencl::Buffer& out) {
+  const opencl::Kernel& k = k_attention_tiled_;
+  const cl_ulong off = layer_off;
+  const cl_int ctx = cl_int(n_ctx), d = cl_int(kv_dim), nt = cl_int(n_tok), n_head = cl_int(p.n_head),
+               group = cl_int(p.n_head / p.n_head_kv), hd = cl_int(p.head_dim), window = cl_int(p.window);
+  const size_t h = size_t(p.head_dim);
+  int a = 0;
+  opencl::set_arg(k, a++, q);
+  opencl::set_arg(k, a++, cache);
+  opencl::set_arg(k, a++, off);
+  opencl::set_arg(k, a++, ctx);
+  opencl::set_arg(k, a++, d);
+  opencl::set_arg(k, a++, pos);
+  opencl::set_arg(k, a++, nt);
+  opencl::set_arg(k, a++, n_head);
+  opencl::set_arg(k, a++, group);
+  opencl::set_arg(k, a++, hd);
+  opencl::set_arg(k, a++, p.scale);
+  opencl::set_arg(k, a++, window);
+  opencl::set_arg(k, a++, out);
+  opencl::set_local_arg(k, a++, kAttnTileTokens * (h + 4) * sizeof(float));
+  opencl::set_local_arg(k, a++, kAttnTileKeys * (h + 4) * sizeof(float));
+  opencl::set_local_arg(k, a++, kAttnTileKeys * h * sizeof(float));
+  opencl::set_local_arg(k, a++, kAttnTileTokens * kAttnTileKeys * sizeof(float));
+  opencl::set_local_arg(k, a++, kAttnTileTokens * sizeof(float));
+  const size_t tiles = (size_t(n_tok) + kAttnTileTokens - 1) / kAttnTileTokens;
+  const size_t global[1] = {tiles * size_t(p.n_head) * kAttnTileItems}, local[1] = {kAttnTileItems};
+  rt_.launch(k, 1, global, local);
+}
+
 void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx,
                                       int64_t kv_dim, int64_t n_tok, const AttnParams& p,
                                       const opencl::Buffer& q, const int32_t* host_pos,
                                       const opencl::Buffer& pos, const opencl::Buffer& out) {
+  if (attention_tiled(n_tok, p))
+    return enqueue_attention_tiled(cache, layer_off, n_ctx, kv_dim, n_tok, p, q, pos, out);
   constexpr size_t kBlock = 32;  // TL_ATTN_BLOCK: keys per block, and items per split
   const opencl::Kernel& k = k_attention_;
   // Items per key: the most of 8, 4, 2 that divides head_dim into float4 steps and fits the kernel's

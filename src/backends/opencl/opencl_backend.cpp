@@ -167,6 +167,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   k_rope_kv_store_ = rt_.kernel(program_, "rope_kv_store");
   k_attention_ = rt_.kernel(program_, "attention");
   k_attention_merge_ = rt_.kernel(program_, "attention_merge");
+  k_attention_tiled_ = rt_.kernel(program_, "attention_tiled");
   k_glu_silu_ = rt_.kernel(program_, "glu_silu");
   k_glu_gelu_ = rt_.kernel(program_, "glu_gelu");
   k_add_ = rt_.kernel(program_, "add");
@@ -180,9 +181,9 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     *slot = rt_.kernel(test_program_, o.test_kernel_name.c_str());
   }
 
-  // The self-check (self_check.cpp) needs a little room whatever the session's sizes: up to 4 tokens, inputs
-  // and outputs of a few hundred floats, rows of 64.
-  opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, 4);
+  // The self-check (self_check.cpp) needs a little room whatever the session's sizes: up to 18 tokens (the
+  // tiled attention's prompt), inputs and outputs of a few hundred floats, rows of 64.
+  opts_.max_tokens = std::max<int64_t>(opts_.max_tokens, 18);
   opts_.max_in_elems = std::max<int64_t>(opts_.max_in_elems, 4096);
   opts_.max_out_elems = std::max<int64_t>(opts_.max_out_elems, 4096);
   opts_.max_width = std::max<int64_t>(opts_.max_width, 64);
@@ -424,8 +425,9 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
   for (int i = 0; i < kFormats; ++i) {
     if (k_matvec_glu_[i].handle) v.push_back(&k_matvec_glu_[i]);
   }
-  for (opencl::Kernel* k : {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_,
-                            &k_add_, &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_}) {
+  for (opencl::Kernel* k :
+       {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_,
+        &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_, &k_attention_tiled_}) {
     v.push_back(k);
   }
   for (opencl::Kernel* ks : {k_matmul_img_, k_matvec_img_}) {
@@ -474,7 +476,7 @@ std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
   for (const opencl::Kernel& k : k_matvec_glu_) note(k);
   for (const opencl::Kernel* k :
        {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_,
-        &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_}) {
+        &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_, &k_attention_tiled_}) {
     note(*k);
   }
   for (const opencl::Kernel& k : k_matmul_img_) note(k);

@@ -232,6 +232,8 @@ class OpenclBackend final : public Backend {
  public:
   // Slots of the image kernel tables (matmul_image.cpp): none, F16, Q4_0, Q4_1, Q8_0, KQ4.
   static constexpr int kImageKernels = 6;
+  // Whether attention over n_tok tokens with these heads takes attention_tiled (attention.cpp).
+  bool attention_tiled(int64_t n_tok, const AttnParams& p) const;
 
  private:
   struct DeviceWeight {
@@ -284,6 +286,15 @@ class OpenclBackend final : public Backend {
   void enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t kv_dim,
                          int64_t n_tok, const AttnParams& p, const opencl::Buffer& q, const int32_t* host_pos,
                          const opencl::Buffer& pos, const opencl::Buffer& out);
+  // Prompts of kTiledTokens or more: attention_tiled (attention.cl) where it applies (attention_tiled()):
+  // work-groups of kAttnTileItems items over kAttnTileTokens tokens of a head, keys in chunks of
+  // kAttnTileKeys (the kernel's TL_ATTN_WG, TL_ATTN_TQ, TL_ATTN_KC).
+  static constexpr int64_t kTiledTokens = 8;
+  static constexpr size_t kAttnTileItems = 128, kAttnTileTokens = 16, kAttnTileKeys = 32;
+  static size_t attention_tiled_local_bytes(int64_t head_dim);
+  void enqueue_attention_tiled(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t kv_dim,
+                               int64_t n_tok, const AttnParams& p, const opencl::Buffer& q,
+                               const opencl::Buffer& pos, const opencl::Buffer& out);
   // How many chunks of key blocks (chunk_blocks each) the attention of these rows runs in: 1 unless the
   // longest row has more than opts_.attention_chunk_blocks blocks, bounded by the partial-sums buffer.
   int64_t attention_chunks(int64_t n_tok, const AttnParams& p, const int32_t* pos,
@@ -385,7 +396,7 @@ class OpenclBackend final : public Backend {
   opencl::Kernel k_matvec_glu_[kFormats];
   GemmTiles gemm_;  // the shape k_matmul_ were built with (TL_GEMM_* in the generated header)
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
-  opencl::Kernel k_add_rmsnorm_, k_rope_kv_store_, k_attention_merge_;
+  opencl::Kernel k_add_rmsnorm_, k_rope_kv_store_, k_attention_merge_, k_attention_tiled_;
   // --gpu-memory image: the image kernels, slots as matmul_image.cpp maps them (slot 0 stays empty).
   opencl::ProgramHandle image_program_;
   opencl::Kernel k_matmul_img_[kImageKernels], k_matvec_img_[kImageKernels];

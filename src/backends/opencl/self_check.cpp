@@ -341,6 +341,25 @@ void OpenclBackend::run_self_check() {
     rt_.read(out_, 0, have_o.data(), have_o.size() * sizeof(float));
     opts_.attention_chunk_blocks = chunk_blocks;
     verdict(k_attention_merge_, relative_error(want_o, have_o));
+    // A prompt of 18 tokens (positions 22 .. 39: a whole tile and a part one) on attention_tiled, without
+    // and with a window that starts mid-chunk.
+    if (attention_tiled(18, p)) {
+      std::vector<int32_t> pp(18);
+      for (size_t i = 0; i < pp.size(); ++i) pp[i] = int32_t(22 + i);
+      const std::vector<float> q18 = random_floats(size_t(18 * p.n_head * hd), rng);
+      std::vector<float> want(q18.size()), have(q18.size());
+      double err = 0.0;
+      for (int window : {0, 7}) {
+        p.window = window;
+        cpu_->attention(q18.data(), ref, 0, pp.data(), 18, p, want.data());
+        rt_.write_now(in_a_, 0, q18.data(), q18.size() * sizeof(float));
+        enqueue_attention(cache, 0, n_ctx, kv_dim, 18, p, in_a_, pp.data(), dev_positions(pp.data(), 18),
+                          out_);
+        rt_.read(out_, 0, have.data(), have.size() * sizeof(float));
+        err = std::max(err, relative_error(want, have));
+      }
+      verdict(k_attention_tiled_, err);
+    }
   }
 }
 

@@ -137,6 +137,113 @@ __kernel void attention_merge(__global const float* chunks, int n_chunks, int he
   out[(ulong)r * head_dim + i] = acc / l;
 }
 
+// ---- prompts: attention_tiled, TL_ATTN_TQ consecutive tokens of one head a work-group of TL_ATTN_WG items,
+// so that each K and V row is read once per TL_ATTN_TQ queries (attention reads it once per query). Per
+// chunk of TL_ATTN_KC keys, from the tile's lowest first key to its highest position: the chunk's K and V
+// rows into local memory; the TQ x KC scores (item e takes query e / KC, key e % KC, and more of them by
+// steps of WG); item i < TQ updates query i's running max and sum over the keys that query sees (causal,
+// window) and turns its scores into weights; then every item updates its accumulators, elements
+// lid, lid + WG, ... of the tile's [TQ][head_dim] output. The running max starts at -FLT_MAX rather than
+// -inf, so no infinity enters the arithmetic (a query with no key yet keeps weight 0 and correction 1).
+// Host conditions: head_dim % 8 == 0 and <= 128 (TQ * head_dim a multiple of WG, at most TL_ATTN_ACC
+// accumulators an item) and the local memory below.
+// q, out: [n_tok][n_head][head_dim]; pos: [n_tok]. Local memory (floats): lq [TQ][head_dim + 4] (scaled q),
+// lk [KC][head_dim + 4] (rows padded by 4 so that neighbouring items' float4 reads of neighbouring rows fall
+// in different banks), lv [KC][head_dim], lp [TQ][KC] (scores, then weights), lc [TQ] (corrections, then
+// 1 / sum).
+#define TL_ATTN_TQ 16
+#define TL_ATTN_KC 32
+#define TL_ATTN_WG 128
+#define TL_ATTN_ACC (TL_ATTN_TQ * 128 / TL_ATTN_WG)
+
+__kernel __attribute__((reqd_work_group_size(TL_ATTN_WG, 1, 1))) void attention_tiled(
+    __global const float* q, __global const TL_KV_T* cache, ulong layer_off, int n_ctx, int kv_dim,
+    __global const int* pos, int n_tok, int n_head, int group, int head_dim, float scale, int window,
+    __global float* out, __local float* lq, __local float* lk, __local float* lv, __local float* lp,
+    __local float* lc) {
+  const int h = get_group_id(0) % n_head, t0 = (get_group_id(0) / n_head) * TL_ATTN_TQ;
+  const int kvh = h / group, lid = get_local_id(0);
+  const int nq = min(TL_ATTN_TQ, n_tok - t0), qs = head_dim + 4, hd4 = head_dim / 4;
+  for (int e = lid; e < TL_ATTN_TQ * head_dim; e += TL_ATTN_WG) {
+    const int qi = e / head_dim, d = e % head_dim;
+    lq[qi * qs + d] = qi < nq ? q[((ulong)(t0 + qi) * n_head + h) * head_dim + d] * scale : 0.0f;
+  }
+  // The keys any query of the tile sees.
+  int j_lo = n_ctx, j_hi = -1;
+  for (int qi = 0; qi < nq; ++qi) {
+    const int p = pos[t0 + qi];
+    j_lo = min(j_lo, window > 0 ? max(0, p - window + 1) : 0);
+    j_hi = max(j_hi, p);
+  }
+  // Item lid < nq: query lid's own key range, running max and sum.
+  const int my_p = lid < nq ? pos[t0 + lid] : -1;
+  const int my_lo = window > 0 ? max(0, my_p - window + 1) : 0;
+  float m = -FLT_MAX, l = 0.0f;
+  const int n_acc = TL_ATTN_TQ * head_dim / TL_ATTN_WG;
+  float acc[TL_ATTN_ACC];
+  for (int a = 0; a < TL_ATTN_ACC; ++a) acc[a] = 0.0f;
+  __global const TL_KV_T* kbase = cache + layer_off + (ulong)kvh * head_dim;
+  __global const TL_KV_T* vbase = kbase + (ulong)n_ctx * kv_dim;
+  for (int j0 = j_lo; j0 <= j_hi; j0 += TL_ATTN_KC) {
+    barrier(CLK_LOCAL_MEM_FENCE);  // lq written (first chunk); the last chunk's rows and weights spent
+    for (int e = lid; e < TL_ATTN_KC * hd4; e += TL_ATTN_WG) {
+      const int k = e / hd4, d = 4 * (e % hd4), j = j0 + k;
+      float4 kr = (float4)(0.0f), vr = (float4)(0.0f);
+      if (j <= j_hi) {
+        kr = TL_KV_GET4(kbase + (ulong)j * kv_dim, d);
+        vr = TL_KV_GET4(vbase + (ulong)j * kv_dim, d);
+      }
+      vstore4(kr, 0, lk + k * qs + d);
+      vstore4(vr, 0, lv + k * head_dim + d);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int e = lid; e < TL_ATTN_TQ * TL_ATTN_KC; e += TL_ATTN_WG) {
+      __local const float* qr = lq + (e / TL_ATTN_KC) * qs;
+      __local const float* kr = lk + (e % TL_ATTN_KC) * qs;
+      float sc = 0.0f;
+      for (int d = 0; d < head_dim; d += 4) sc += dot(vload4(0, qr + d), vload4(0, kr + d));
+      lp[e] = sc;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < TL_ATTN_TQ) {
+      __local float* pr = lp + lid * TL_ATTN_KC;
+      float mx = m;
+      for (int k = 0; k < TL_ATTN_KC; ++k) {
+        const int j = j0 + k;
+        if (j >= my_lo && j <= my_p) mx = fmax(mx, pr[k]);
+      }
+      float sum = 0.0f;
+      for (int k = 0; k < TL_ATTN_KC; ++k) {
+        const int j = j0 + k;
+        const float w = j >= my_lo && j <= my_p ? exp(pr[k] - mx) : 0.0f;
+        pr[k] = w;
+        sum += w;
+      }
+      const float corr = exp(m - mx);  // 1 while the query has no key yet (m = mx = -FLT_MAX)
+      l = l * corr + sum;
+      m = mx;
+      lc[lid] = corr;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int a = 0; a < TL_ATTN_ACC; ++a) {
+      if (a < n_acc) {
+        const int e = a * TL_ATTN_WG + lid, qi = e / head_dim, d = e % head_dim;
+        __local const float* pr = lp + qi * TL_ATTN_KC;
+        float v = acc[a] * lc[qi];
+        for (int k = 0; k < TL_ATTN_KC; ++k) v += pr[k] * lv[k * head_dim + d];
+        acc[a] = v;
+      }
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < TL_ATTN_TQ) lc[lid] = l > 0.0f ? 1.0f / l : 0.0f;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int a = 0; a < TL_ATTN_ACC; ++a) {
+    const int e = a * TL_ATTN_WG + lid, qi = e / head_dim, d = e % head_dim;
+    if (a < n_acc && qi < nq) out[((ulong)(t0 + qi) * n_head + h) * head_dim + d] = acc[a] * lc[qi];
+  }
+}
+
 #undef TL_KV_T
 #undef TL_KV_GET
 #undef TL_KV_GET4
