@@ -5,6 +5,7 @@
 //
 // Tolerances, in units of u = 2^-24 (float32 unit roundoff), each justified where it is checked. Ops whose
 // device arithmetic is the CPU's operation for operation (embedding, add, kv_store) must match bit for bit.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -713,6 +714,29 @@ TEST_P(OpenclOps, kv_store_matches_cpu_bit_for_bit) {
   }
 }
 
+// Attention's parameters: scale 1 / sqrt(head_dim).
+AttnParams attn_params(int64_t n_head, int64_t n_head_kv, int64_t head_dim, int64_t window) {
+  AttnParams p;
+  p.n_head = n_head;
+  p.n_head_kv = n_head_kv;
+  p.head_dim = head_dim;
+  p.scale = 1.0f / std::sqrt(float(head_dim));
+  p.window = window;
+  return p;
+}
+
+// Scores: q.k over head_dim terms in different orders differ by <= 2 hd u sum|q k| scale <= 2 hd u sqrt(hd)
+// (|q|, |k| <= 1, scale = 1/sqrt(hd)); a score error ds changes the softmax weights by a relative ~2 ds, the
+// exp's ulps and the running sums (<= n_keys terms) add (n_keys + 8) u. The output is a convex combination
+// of V rows (|v| <= 1), so |diff| <= 2 (2 ds + (n_keys + 8) u).
+void expect_attention_near(const std::vector<float>& a, const std::vector<float>& b, int64_t head_dim,
+                           int64_t n_keys, const std::string& what) {
+  const double ds = 2.0 * double(head_dim) * kU * std::sqrt(double(head_dim));
+  const double bound = 2.0 * (2.0 * ds + double(n_keys + 8) * kU);
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_LE(std::abs(double(a[i]) - b[i]), bound) << what << " [" << i << "]";
+}
+
 // A KV cache split over several device buffers (2 layers fit one here, so layer 2 lives in the second
 // buffer) stores and attends exactly as one buffer does.
 TEST_P(OpenclOps, kv_cache_split_over_buffers_matches_cpu) {
@@ -745,11 +769,7 @@ TEST_P(OpenclOps, kv_cache_split_over_buffers_matches_cpu) {
   std::vector<float> a(q.size()), b(q.size(), -7.0f);
   cpu_.attention(q.data(), ck, 2, pos, 2, p, a.data());
   be.attention(q.data(), gk, 2, pos, 2, p, b.data());
-  // The bound of attention_matches_cpu below, for head size 40 and kCtx keys.
-  const double ds = 2.0 * double(hd) * kU * std::sqrt(double(hd));
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_LE(std::abs(double(a[i]) - b[i]), 2.0 * (2.0 * ds + double(kCtx + 8) * kU)) << "[" << i << "]";
-  }
+  expect_attention_near(a, b, hd, kCtx, "split cache");
   // A layer larger than the buffer limit is a named error.
   o.kv_max_buffer_bytes = 1000;
   EXPECT_THROW(OpenclBackend{o}, Error);
@@ -771,26 +791,13 @@ TEST_P(OpenclOps, attention_matches_cpu) {
         const int64_t n_tok = 4;
         const std::vector<float> q = rand_floats(size_t(n_tok * n_head * head_dim), 77);
         for (int64_t window : {int64_t(0), int64_t(20)}) {
-          AttnParams p;
-          p.n_head = n_head;
-          p.n_head_kv = n_head_kv;
-          p.head_dim = head_dim;
-          p.scale = 1.0f / std::sqrt(float(head_dim));
-          p.window = window;
+          const AttnParams p = attn_params(n_head, n_head_kv, head_dim, window);
           std::vector<float> a(q.size()), b(q.size(), -7.0f);
           cpu_.attention(q.data(), ck, 1, pos, n_tok, p, a.data());
           be->attention(q.data(), gk, 1, pos, n_tok, p, b.data());
-          // Scores: q.k over head_dim terms in different orders differ by <= 2 hd u sum|q k| scale <= 2 hd u
-          // sqrt(hd) (|q|, |k| <= 1, scale = 1/sqrt(hd)); a score error ds changes the softmax weights by a
-          // relative ~2 ds, the exp's ulps and the running sums (<= n_keys terms) add (n_keys + 8) u. The
-          // output is a convex combination of V rows (|v| <= 1), so |diff| <= 2 (2 ds + (n_keys + 8) u).
-          const double ds = 2.0 * double(head_dim) * kU * std::sqrt(double(head_dim));
-          const double bound = 2.0 * (2.0 * ds + double(kCtx + 8) * kU);
-          for (size_t i = 0; i < a.size(); ++i) {
-            ASSERT_LE(std::abs(double(a[i]) - b[i]), bound)
-                << type_name(type) << " hd " << head_dim << " window " << window << " chunk blocks "
-                << chunk_blocks << " [" << i << "]";
-          }
+          expect_attention_near(a, b, head_dim, kCtx,
+                                fmt::format("{} hd {} window {} chunk blocks {}", type_name(type), head_dim,
+                                            window, chunk_blocks));
         }
       }
     }
@@ -820,26 +827,16 @@ TEST_P(OpenclOps, prompt_attention_on_tiles_matches_cpu) {
         for (size_t i = 0; i < pos.size(); ++i) pos[i] = first + int32_t(i);
         const std::vector<float> q = rand_floats(size_t(n_tok * n_head * head_dim), 901);
         for (int64_t window : {int64_t(0), int64_t(20)}) {
-          AttnParams p;
-          p.n_head = n_head;
-          p.n_head_kv = n_head_kv;
-          p.head_dim = head_dim;
-          p.scale = 1.0f / std::sqrt(float(head_dim));
-          p.window = window;
+          const AttnParams p = attn_params(n_head, n_head_kv, head_dim, window);
           if (GetParam() == "none" && head_dim <= 128) {
             EXPECT_TRUE(be.attention_tiled(n_tok, p)) << "head size " << head_dim;
           }
           std::vector<float> a(q.size()), b(q.size(), -7.0f);
           cpu_.attention(q.data(), ck, 1, pos.data(), n_tok, p, a.data());
           be.attention(q.data(), gk, 1, pos.data(), n_tok, p, b.data());
-          // The bound of attention_matches_cpu.
-          const double ds = 2.0 * double(head_dim) * kU * std::sqrt(double(head_dim));
-          const double bound = 2.0 * (2.0 * ds + double(kCtx + 8) * kU);
-          for (size_t i = 0; i < a.size(); ++i) {
-            ASSERT_LE(std::abs(double(a[i]) - b[i]), bound)
-                << type_name(type) << " hd " << head_dim << " tokens " << n_tok << " from " << first
-                << " window " << window << " [" << i << "]";
-          }
+          expect_attention_near(a, b, head_dim, kCtx,
+                                fmt::format("{} hd {} tokens {} from {} window {}", type_name(type), head_dim,
+                                            n_tok, first, window));
         }
       }
     }
