@@ -159,6 +159,13 @@ std::string backend_label(const BackendArgs& a) {
   return s;
 }
 
+std::string device_name(const BackendArgs& a) {
+  const BackendEntry* e = find_backend(chosen_backend(a));
+  if (!e || e->host || !e->devices || (e->unavailable && !e->unavailable().empty())) return {};
+  const std::vector<DeviceInfo> devs = e->devices(a.device_profile);
+  return a.device >= 0 && size_t(a.device) < devs.size() ? devs[size_t(a.device)].name : std::string();
+}
+
 int64_t default_prompt_batch(const std::string& backend) {
   const BackendEntry* e = find_backend(backend);
   return e ? e->prompt_batch : BackendEntry{}.prompt_batch;

@@ -40,6 +40,9 @@ void apply_backend_args(const BackendArgs& a, SessionOptions& o);
 // "cpu", or "<backend>:<device>" with ":<profile>" when one is set and "+<memory>" for a GPU backend: the
 // bench row's backend field.
 std::string backend_label(const BackendArgs& a);
+// The chosen device's name as `tilellm devices` lists it (under the profile), or "" for the host backend
+// or a device the backend does not list.
+std::string device_name(const BackendArgs& a);
 
 // The prompt tokens a forward pass of `backend` takes when -b is not given (BackendEntry::prompt_batch; 64
 // for a name this build does not have, which fails later with its reason).

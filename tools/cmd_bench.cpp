@@ -215,7 +215,7 @@ void run_bench(BenchArgs a) {
   const std::vector<int> threads = thread_counts(a);
 
   const std::string commit = build_commit(), cpu = bench::cpu_model_name(),
-                    cpu_set = bench::cpu_affinity_list();
+                    cpu_set = bench::cpu_affinity_list(), gpu = device_name(a.backend);
   const bool tty = isatty(STDERR_FILENO);
   std::unique_ptr<bench::Printer> printer = bench::make_printer(format);
   StartTimes start;
@@ -256,6 +256,7 @@ void run_bench(BenchArgs a) {
         bench::Row r;
         r.build_commit = commit;
         r.cpu_info = cpu;
+        r.gpu_info = gpu;
         r.model_filename = path;
         r.model_type = bench::model_type(*model);
         r.model_size = model->weight_bytes();

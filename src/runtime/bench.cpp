@@ -60,7 +60,7 @@ std::vector<Cell> cells(const Row& r) {
       {"build_commit", Kind::Str, r.build_commit},
       {"build_number", Kind::Int, "0"},
       {"cpu_info", Kind::Str, r.cpu_info},
-      {"gpu_info", Kind::Str, ""},
+      {"gpu_info", Kind::Str, r.gpu_info},
       {"backends", Kind::Str, llama_backends(r.backend)},
       {"model_filename", Kind::Str, r.model_filename},
       {"model_type", Kind::Str, r.model_type},

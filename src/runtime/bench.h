@@ -50,6 +50,7 @@ struct Row {
   // llama-bench's fields.
   std::string build_commit;
   std::string cpu_info;
+  std::string gpu_info;  // a device backend's device, as `tilellm devices` names it; empty for the CPU
   std::string model_filename;
   std::string model_type;   // "<arch> <params> <file type>", e.g. "llama 135M Q4_0"
   uint64_t model_size = 0;  // bytes of all tensors

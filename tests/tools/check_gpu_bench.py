@@ -11,7 +11,9 @@ runs them, on a small shape:
   - gemv-bw --backend NAME prints its peaks and one row per format, with the same bytes read and copied, then
     the back-to-back table: one row per format, its copies and a positive time and bandwidth.
   - the backend runs with the runtime library it found at run time (the binary links neither libOpenCL nor
-    libvulkan).
+    libvulkan);
+  - `bench --backend NAME -o jsonl` on a random tiny model names the backend, the device (gpu_info, as
+    `tilellm devices` lists device 0) and all layers on it (n_gpu_layers 99), as llama-bench's rows do.
 
     check_gpu_bench.py TILELLM_BINARY [BACKEND_NUMBER]
 
@@ -20,9 +22,15 @@ Exits 77 (CTest's skip code) when the backend has no device here or is not in th
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_check import tiny_model  # noqa: E402
 
 GPU_LINE = re.compile(
     r"^  (\S+)\s+M=(\d+)\s+K=(\d+)\s+N=(\d+)\s+total=([0-9.]+) ms \(([0-9.]+) GFLOPS\)  "
@@ -141,6 +149,19 @@ def main() -> int:
         cells = [c.strip() for c in l.strip("|").split("|")]
         if len(cells) != 6 or not int(cells[1]) >= 2 or not float(cells[2]) > 0 or not float(cells[3]) > 0:
             fails.append(f"gemv-bw back-to-back row: {l}")
+
+    section = devices.stdout.split(f"backend {name} (MNN type {num})", 1)[1]
+    device0 = re.search(r"^  device 0: (.*)$", section, re.M)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = tiny_model(os.path.join(tmp, "tiny.gguf"))
+        r = run(binary, "bench", "-m", model, "--backend", name, "-p", "8", "-n", "2", "-r", "1", "-o", "jsonl")
+        rows = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+        if r.returncode != 0 or len(rows) != 2 or not device0:
+            fails.append(f"bench -o jsonl on {name}: {r.stdout}{r.stderr}")
+        for row in rows:
+            got = (row.get("backends"), row.get("gpu_info"), row.get("n_gpu_layers"))
+            if got != (TITLES[num], device0.group(1), 99):
+                fails.append(f"bench jsonl row: backends, gpu_info, n_gpu_layers {got}")
 
     for f in fails:
         print("FAIL:", f)
