@@ -3,6 +3,7 @@
 // of kTiledTokens or more take attention_tiled where the head size and local memory allow it: 16 tokens of
 // a head a work-group, each K and V row read once for all of them.
 #include <algorithm>
+#include <array>
 
 #include "backends/opencl/opencl_backend.h"
 #include "base/error.h"
@@ -32,18 +33,21 @@ int64_t OpenclBackend::attention_chunks(int64_t n_tok, const AttnParams& p, cons
   return n;
 }
 
-size_t OpenclBackend::attention_tiled_local_bytes(int64_t head_dim) {
+std::array<size_t, 5> OpenclBackend::attention_tiled_local(int64_t head_dim) {
   // attention.cl: lq [TQ][hd + 4], lk [KC][hd + 4], lv [KC][hd], lp [TQ][KC], lc [TQ] floats.
-  const size_t hd = size_t(head_dim);
-  return (kAttnTileTokens * (hd + 4) + kAttnTileKeys * (hd + 4) + kAttnTileKeys * hd +
-          kAttnTileTokens * kAttnTileKeys + kAttnTileTokens) *
-         sizeof(float);
+  const size_t hd = size_t(head_dim), f = sizeof(float);
+  return {kAttnTileTokens * (hd + 4) * f, kAttnTileKeys * (hd + 4) * f, kAttnTileKeys * hd * f,
+          kAttnTileTokens * kAttnTileKeys * f, kAttnTileTokens * f};
 }
 
 bool OpenclBackend::attention_tiled(int64_t n_tok, const AttnParams& p) const {
   const opencl::Kernel& k = k_attention_tiled_;
   return n_tok >= kTiledTokens && !k.on_cpu && k.max_wg >= kAttnTileItems && p.head_dim % 8 == 0 &&
-         p.head_dim <= 128 && attention_tiled_local_bytes(p.head_dim) <= caps().local_mem_bytes;
+         p.head_dim <= 128 && [&] {
+           size_t bytes = 0;
+           for (size_t b : attention_tiled_local(p.head_dim)) bytes += b;
+           return bytes <= caps().local_mem_bytes;
+         }();
 }
 
 void OpenclBackend::enqueue_attention_tiled(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx,
@@ -54,7 +58,6 @@ void OpenclBackend::enqueue_attention_tiled(const opencl::Buffer& cache, uint64_
   const cl_ulong off = layer_off;
   const cl_int ctx = cl_int(n_ctx), d = cl_int(kv_dim), nt = cl_int(n_tok), n_head = cl_int(p.n_head),
                group = cl_int(p.n_head / p.n_head_kv), hd = cl_int(p.head_dim), window = cl_int(p.window);
-  const size_t h = size_t(p.head_dim);
   int a = 0;
   opencl::set_arg(k, a++, q);
   opencl::set_arg(k, a++, cache);
@@ -69,11 +72,7 @@ void OpenclBackend::enqueue_attention_tiled(const opencl::Buffer& cache, uint64_
   opencl::set_arg(k, a++, p.scale);
   opencl::set_arg(k, a++, window);
   opencl::set_arg(k, a++, out);
-  opencl::set_local_arg(k, a++, kAttnTileTokens * (h + 4) * sizeof(float));
-  opencl::set_local_arg(k, a++, kAttnTileKeys * (h + 4) * sizeof(float));
-  opencl::set_local_arg(k, a++, kAttnTileKeys * h * sizeof(float));
-  opencl::set_local_arg(k, a++, kAttnTileTokens * kAttnTileKeys * sizeof(float));
-  opencl::set_local_arg(k, a++, kAttnTileTokens * sizeof(float));
+  for (size_t bytes : attention_tiled_local(p.head_dim)) opencl::set_local_arg(k, a++, bytes);
   const size_t tiles = (size_t(n_tok) + kAttnTileTokens - 1) / kAttnTileTokens;
   const size_t global[1] = {tiles * size_t(p.n_head) * kAttnTileItems}, local[1] = {kAttnTileItems};
   rt_.launch(k, 1, global, local);

@@ -47,6 +47,7 @@
 //    reusing a host staging array (or host-writing a mirrored array) whose upload may still be in flight.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -291,7 +292,8 @@ class OpenclBackend final : public Backend {
   // kAttnTileKeys (the kernel's TL_ATTN_WG, TL_ATTN_TQ, TL_ATTN_KC).
   static constexpr int64_t kTiledTokens = 8;
   static constexpr size_t kAttnTileItems = 128, kAttnTileTokens = 16, kAttnTileKeys = 32;
-  static size_t attention_tiled_local_bytes(int64_t head_dim);
+  // Its local-memory arguments' bytes, in order (the launch sets them; attention_tiled() sums them).
+  static std::array<size_t, 5> attention_tiled_local(int64_t head_dim);
   void enqueue_attention_tiled(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t kv_dim,
                                int64_t n_tok, const AttnParams& p, const opencl::Buffer& q,
                                const opencl::Buffer& pos, const opencl::Buffer& out);
