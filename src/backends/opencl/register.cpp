@@ -97,6 +97,9 @@ BackendEntry opencl_entry() {
   e.name = "opencl";
   e.multi_seq = true;
   e.mnn_type = 3;
+  // A pass of 64 tokens leaves the prompt GEMM's tiles too few to fill a large GPU: on the H200, 7B Q4_0
+  // pp512 ran 541 / 950 / 1149 / 1257 t/s at 64 / 128 / 256 / 512 tokens a pass (docs/PERF.md 2026-12-04).
+  e.prompt_batch = 512;
   e.summary = "any OpenCL 1.2+ device: weights and KV cache in device memory";
   e.unavailable = unavailable;
   e.devices = devices;
