@@ -483,10 +483,13 @@ TEST(OpenclGemmTiles, chosen_from_local_memory_work_group_limit_and_multiple) {
   OpenclBackend::GemmTiles g = OpenclBackend::gemm_tiles_for(c);
   EXPECT_EQ(g.tr(), 128);
   EXPECT_EQ(g.tt(), 64);
-  EXPECT_EQ(g.items(), 256u);
-  // A multiple the largest group is not a multiple of: still the largest that fits.
-  c.wg_multiple = 512;
-  EXPECT_EQ(OpenclBackend::gemm_tiles_for(c).items(), 256u);
+  EXPECT_EQ(g.items(), 128u);
+  EXPECT_EQ(g.rm, 8);
+  EXPECT_EQ(g.tm, 8);
+  EXPECT_TRUE(g.ahead());  // the 128-row tile reads the next block before the products
+  // A multiple no candidate's group is a multiple of: still the largest that fits.
+  c.wg_multiple = 256;
+  EXPECT_EQ(OpenclBackend::gemm_tiles_for(c).tr(), 128);
   // Less local memory: smaller tiles, the preferred multiple deciding between those that fit.
   c.wg_multiple = 32;
   c.local_mem_bytes = 16 * 1024;
@@ -494,6 +497,7 @@ TEST(OpenclGemmTiles, chosen_from_local_memory_work_group_limit_and_multiple) {
   EXPECT_EQ(g.tr(), 64);
   EXPECT_EQ(g.tt(), 64);
   EXPECT_EQ(g.items(), 128u);
+  EXPECT_FALSE(g.ahead());
   c.local_mem_bytes = 8 * 1024;
   g = OpenclBackend::gemm_tiles_for(c);
   EXPECT_EQ(g.items(), 64u);
@@ -504,8 +508,6 @@ TEST(OpenclGemmTiles, chosen_from_local_memory_work_group_limit_and_multiple) {
   EXPECT_EQ(g.local_bytes(), 4096u);
   // A work-group limit (the device's, or a kernel's) below the group: the next smaller one.
   c.local_mem_bytes = 48 * 1024;
-  c.max_work_group_size = 200;
-  EXPECT_EQ(OpenclBackend::gemm_tiles_for(c).items(), 128u);
   c.max_work_group_size = 100;
   EXPECT_EQ(OpenclBackend::gemm_tiles_for(c).items(), 64u);
   EXPECT_EQ(OpenclBackend::gemm_tiles_for(c, 63).items(), 16u);

@@ -11,13 +11,14 @@
 
 namespace tilellm {
 
-// Candidates, largest first. 8 x 4 outputs per item make each k cost 3 float4 local loads for 32
-// multiply-adds. The first, 128 rows x 64 tokens over 256 items (24 KiB of local memory), decodes twice the
-// rows of a block per group as the next, 64 x 64 over 128 items (16 KiB), for the same tokens: on the H200
-// it ran the 7B's Q4_0 prompt 1.26x faster and TinyLlama's 1.17x, the best of six shapes measured
-// (docs/PERF.md 2026-12-04 17:30). The smaller ones fit 8 KiB and 4 KiB (PowerVR Rogue's whole local memory).
+// Candidates, largest first. The first, 128 rows x 64 tokens over 128 items with 8 x 8 outputs each (24 KiB
+// of local memory; per k 4 float4 local loads for 64 multiply-adds), ran prompts fastest on the H200 of the
+// tiles measured there (docs/PERF.md 2026-12-04 17:15 and 17:50: 7B Q4_0 pp512 1784 t/s against 1258 for the
+// next one, 64 x 64 over 128 items with 8 x 4 outputs, 3 loads for 32). The smaller ones fit 8 KiB and
+// 4 KiB (PowerVR Rogue's whole local memory). A compiler that cannot give 128 items the first tile's
+// registers reports a smaller work-group limit for its kernel, and the next tile is built (OpenclBackend).
 OpenclBackend::GemmTiles OpenclBackend::gemm_tiles_for(const opencl::Capabilities& caps, size_t max_items) {
-  static constexpr GemmTiles kCandidates[] = {{8, 4, 16, 16}, {8, 4, 8, 16}, {4, 4, 8, 8}, {4, 4, 4, 4}};
+  static constexpr GemmTiles kCandidates[] = {{8, 8, 16, 8}, {8, 4, 8, 16}, {4, 4, 8, 8}, {4, 4, 4, 4}};
   const GemmTiles* fit = nullptr;
   for (const GemmTiles& g : kCandidates) {
     if (g.items() > std::min(caps.max_work_group_size, max_items) || g.local_bytes() > caps.local_mem_bytes)

@@ -105,8 +105,9 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
                           kMatmulTile, gemm_.on() ? 1 : 0);
     if (gemm_.on()) {
       defines += fmt::format(
-          "#define TL_GEMM_RM {}\n#define TL_GEMM_TM {}\n#define TL_GEMM_WR {}\n#define TL_GEMM_WT {}\n",
-          gemm_.rm, gemm_.tm, gemm_.wr, gemm_.wt);
+          "#define TL_GEMM_RM {}\n#define TL_GEMM_TM {}\n#define TL_GEMM_WR {}\n#define TL_GEMM_WT {}\n"
+          "#define TL_GEMM_AHEAD {}\n",
+          gemm_.rm, gemm_.tm, gemm_.wr, gemm_.wt, gemm_.ahead() ? 1 : 0);
     }
     // The programs: one from every op file, the image matmuls when used, and the test hook's replacement
     // kernel when one is set. All come from the binary cache when it holds an entry for exactly these texts
