@@ -19,6 +19,9 @@ namespace tilellm {
 // registers reports a smaller work-group limit for its kernel, and the next tile is built (OpenclBackend).
 OpenclBackend::GemmTiles OpenclBackend::gemm_tiles_for(const opencl::Capabilities& caps, size_t max_items) {
   static constexpr GemmTiles kCandidates[] = {{8, 8, 16, 8}, {8, 4, 8, 16}, {4, 4, 8, 8}, {4, 4, 4, 4}};
+  static_assert(
+      std::ranges::all_of(kCandidates, [](const GemmTiles& g) { return size_t(g.tr()) <= g.items(); }),
+      "gemm.cl decodes each row of a tile with one item");
   const GemmTiles* fit = nullptr;
   for (const GemmTiles& g : kCandidates) {
     if (g.items() > std::min(caps.max_work_group_size, max_items) || g.local_bytes() > caps.local_mem_bytes)

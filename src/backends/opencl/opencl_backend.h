@@ -129,13 +129,13 @@ class OpenclBackend final : public Backend {
   // so a group computes tr() rows by tt() tokens. wr == 0: no GEMM, the row kernels run.
   struct GemmTiles {
     int rm = 0, tm = 0, wr = 0, wt = 0;
-    bool on() const { return wr > 0; }
-    int tr() const { return rm * wr; }
-    int tt() const { return tm * wt; }
-    size_t items() const { return size_t(wr) * size_t(wt); }
+    constexpr bool on() const { return wr > 0; }
+    constexpr int tr() const { return rm * wr; }
+    constexpr int tt() const { return tm * wt; }
+    constexpr size_t items() const { return size_t(wr) * size_t(wt); }
     // Whether the kernel reads the next block before the current one's products (TL_GEMM_AHEAD, gemm.cl):
     // on tiles of 128 rows, where an H200 ran prompts faster with it; on 64 x 64 it ran them slower.
-    bool ahead() const { return tr() >= 128; }
+    constexpr bool ahead() const { return tr() >= 128; }
     // The weight and activation tiles of one 32-weight block: [32][tr] and [32][tt] floats.
     size_t local_bytes() const { return size_t(32) * size_t(tr() + tt()) * sizeof(float); }
   };
