@@ -109,11 +109,11 @@ void run(RunArgs a) {
     std::fprintf(stderr, "%s\n", mem.c_str());
   if (const PrefillSpeeds* ps = session.prefill_speeds(); ps && a.verbose) {
     std::fprintf(stderr,
-                 "prefill auto: a %lld-token batch on %s %.1f t/s, on the host's tiles %.1f t/s (%s): prompt "
-                 "batches on %s\n",
-                 static_cast<long long>(ps->tokens), std::string(session.backend_name()).c_str(),
-                 ps->device_tps, ps->host_tps, ps->source.c_str(),
-                 ps->host_faster() ? "the host" : "the device");
+                 "prefill auto: %s %.1f t/s at %lld tokens a pass, the host's tiles %.1f t/s at %lld (%s): "
+                 "prompt batches on %s\n",
+                 std::string(session.backend_name()).c_str(), ps->device_tps,
+                 static_cast<long long>(ps->device_tokens), ps->host_tps, static_cast<long long>(ps->tokens),
+                 ps->source.c_str(), ps->host_faster() ? "the host" : "the device");
   }
   if (int64_t(prompt.size()) >= session.n_ctx()) {
     fail("the prompt has {} tokens but the context holds {} (raise it with -c)", prompt.size(),

@@ -18,7 +18,7 @@
 namespace tilellm {
 namespace {
 
-constexpr const char* kHead = "TLPREFILL 1\n";
+constexpr const char* kHead = "TLPREFILL 2\n";
 
 std::mutex& kept_mutex() {
   static std::mutex m;
@@ -30,8 +30,8 @@ std::map<std::string, PrefillSpeeds>& kept() {
 }
 
 bool sane(const PrefillSpeeds& s) {
-  return s.tokens > 0 && std::isfinite(s.device_tps) && std::isfinite(s.host_tps) && s.device_tps > 0 &&
-         s.host_tps > 0;
+  return s.tokens > 0 && s.device_tokens > 0 && std::isfinite(s.device_tps) && std::isfinite(s.host_tps) &&
+         s.device_tps > 0 && s.host_tps > 0;
 }
 
 }  // namespace
@@ -73,14 +73,16 @@ std::optional<PrefillSpeeds> find_prefill_speeds(const std::string& key, const s
   const std::string want = std::string(kHead) + key + "\n";
   if (text.compare(0, want.size(), want) != 0) return std::nullopt;
   PrefillSpeeds s;
-  long long tokens = 0;
+  long long tokens = 0, device_tokens = 0;
   char tail = 0;
   int used = 0;
   const char* rest = text.c_str() + want.size();
-  if (std::sscanf(rest, "speeds %lld %lf %lf%c%n", &tokens, &s.device_tps, &s.host_tps, &tail, &used) != 4 ||
+  if (std::sscanf(rest, "speeds %lld %lld %lf %lf%c%n", &tokens, &device_tokens, &s.device_tps, &s.host_tps,
+                  &tail, &used) != 5 ||
       tail != '\n' || rest[used] != '\0')
     return std::nullopt;  // the line whole and nothing after it
   s.tokens = tokens;
+  s.device_tokens = device_tokens;
   if (!sane(s)) return std::nullopt;
   s.source = path;
   std::lock_guard<std::mutex> lock(kept_mutex());
@@ -102,7 +104,7 @@ void keep_prefill_speeds(const std::string& key, const std::string& dir, const P
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return;
     out << kHead << key << "\n"
-        << fmt::format("speeds {} {:.3f} {:.3f}\n", s.tokens, s.device_tps, s.host_tps);
+        << fmt::format("speeds {} {} {:.3f} {:.3f}\n", s.tokens, s.device_tokens, s.device_tps, s.host_tps);
     if (!out.flush()) {
       out.close();
       std::filesystem::remove(tmp, ec);

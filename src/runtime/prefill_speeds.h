@@ -1,12 +1,12 @@
-// --prefill auto's measurement: how fast one prompt batch runs on the device and on the host's tiles, kept
+// --prefill auto's measurement: how fast prompt batches run on the device and on the host's tiles, kept
 // so that later sessions of the same model, backend, device and modes reuse it instead of timing again.
 //
 // Kept in the process (every session made after the first) and in a file beside the GPU backends' program
 // cache (backends/program_cache.h: default_cache_dir of the backend): `prefill-<16 hex digits>.txt`, the
 // digits a hash of the key text, the file holding
-//   TLPREFILL 1
+//   TLPREFILL 2
 //   <the key text, one or more lines>
-//   speeds <tokens> <device tokens/s> <host tokens/s>
+//   speeds <host batch> <device batch> <device tokens/s> <host tokens/s>
 // A file whose key differs (a hash collision) or that does not parse is measured again and rewritten. Writes
 // go to a temporary file renamed over the entry.
 #pragma once
@@ -18,7 +18,8 @@
 namespace tilellm {
 
 struct PrefillSpeeds {
-  int64_t tokens = 0;  // the timed batch
+  int64_t tokens = 0;         // the host's timed batch
+  int64_t device_tokens = 0;  // the device's timed batch (its speed there)
   double device_tps = 0.0, host_tps = 0.0;
   std::string source;  // "measured", "kept in this process", or the file it was read from
   bool host_faster() const { return host_tps > device_tps; }

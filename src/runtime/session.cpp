@@ -65,14 +65,17 @@ Session::Session(const Model& model, const SessionOptions& opts)
 
 void Session::measure_prefill() {
   const ModelConfig& c = model_.config();
-  // At most 64 tokens: a 512-token batch (CUDA's and Vulkan's n_batch) would cost a 7B's CPU pass ~25 s on
-  // a small host, and past a few dozen tokens the tiles' speed no longer grows.
+  // The host at most 64 tokens: a 512-token batch (the GPU backends' n_batch) would cost a 7B's CPU pass ~25
+  // s on a small host, and past a few dozen tokens its tiles' speed no longer grows. The device at the batch
+  // it will run, where its speed may still grow (the H200's OpenCL GEMM: 541 t/s at 64 tokens a pass, 1784 at
+  // 512), reached by doubling from 8 tokens while a pass lasts under kDeviceProbeSeconds.
   const int64_t P = std::min({scratch_.n_batch, kv_.n_ctx(), int64_t(64)});
+  const int64_t D = std::min(scratch_.n_batch, kv_.n_ctx());
   const std::string key = fmt::format(
       "model {:016x} {} layers, vocab {}\nbackend {} device {} profile {} memory {}/{}\nhost threads {} "
-      "batch {} context {}\nactivations {} weights {} cache {}\n{}",
+      "batch {} device batch {} context {}\nactivations {} weights {} cache {}\n{}",
       model_fingerprint(model_), c.n_layer, c.n_vocab, backend_->name(), opts_.device, opts_.device_profile,
-      int(opts_.gpu_memory), int(opts_.kv_memory), pool_.size(), P, kv_.n_ctx(), int(opts_.activations),
+      int(opts_.gpu_memory), int(opts_.kv_memory), pool_.size(), P, D, kv_.n_ctx(), int(opts_.activations),
       int(opts_.weights), type_name(opts_.kv_type), engine_build_identity());
   const std::string dir = default_cache_dir(backend_->name());
   if (std::optional<PrefillSpeeds> kept = find_prefill_speeds(key, dir)) {
@@ -81,10 +84,11 @@ void Session::measure_prefill() {
   }
   speeds_ = PrefillSpeeds{};
   speeds_.tokens = P;
+  speeds_.device_tokens = D;
   speeds_.source = "measured";
   if (P < 2) return;  // no prompt batch to place: both 0, the device keeps every pass
-  std::vector<int32_t> ids(static_cast<size_t>(P));
-  for (int64_t t = 0; t < P; ++t) ids[size_t(t)] = int32_t((t * 131 + 7) % c.n_vocab);
+  std::vector<int32_t> ids(static_cast<size_t>(D));
+  for (int64_t t = 0; t < D; ++t) ids[size_t(t)] = int32_t((t * 131 + 7) % c.n_vocab);
   const RopeTable& rope_local = c.swa_own_rope ? rope_local_ : rope_global_;
   float* out = logits_.as<float>();  // the last token's logits read back: the device's pass has finished
   auto timed = [&](Backend& be, int64_t n, bool host) {  // seconds of one pass of n tokens at position 0
@@ -98,19 +102,28 @@ void Session::measure_prefill() {
   backend_->kv_to_host(kv_, 0, 0);  // as eval() before a host batch: the device's queue finished
   timed(*host_, std::min<int64_t>(P, 4), true);
   speeds_.host_tps = double(P) / timed(*host_, P, true);
-  // The device: a pass of n tokens takes no less time than one of fewer, so P / (its time for 8) bounds its
-  // speed at P from above. Where that bound already loses (a slow device: lavapipe's 64-token batches ran at
-  // 1.5 t/s, ~90 s of measuring), the bound is kept; else the batch itself, after an untimed pass of the same
-  // size that builds every kernel it runs (a GPU backend may build its prompt kernels on first use).
-  const int64_t small = std::min<int64_t>(P, 8);
-  timed(*backend_, small, false);
-  const double bound = double(P) / timed(*backend_, small, false);
-  if (bound < speeds_.host_tps) {
-    speeds_.device_tps = bound;
-    speeds_.source = fmt::format("measured; the device's at most, from {} tokens", small);
-  } else {
-    timed(*backend_, P, false);
-    speeds_.device_tps = double(P) / timed(*backend_, P, false);
+  // The device: each size after an untimed pass of the same size (a GPU backend may build a kernel on first
+  // use). A pass of D tokens takes no less time than one of fewer, so D / (the time for n) bounds its speed
+  // at D from above: where that bound already loses to the host (a slow device: lavapipe's 64-token batches
+  // ran at 1.5 t/s), the bound is kept. Where the doubling stops early (a pass took kDeviceProbeSeconds),
+  // the speed of the last size stands for D's, from below.
+  for (int64_t n = std::min<int64_t>(D, 8);; n = std::min(2 * n, D)) {
+    timed(*backend_, n, false);
+    const double t = timed(*backend_, n, false);
+    if (n == D) {
+      speeds_.device_tps = double(D) / t;
+      break;
+    }
+    if (double(D) / t < speeds_.host_tps) {
+      speeds_.device_tps = double(D) / t;
+      speeds_.source = fmt::format("measured; the device's at most, from {} tokens", n);
+      break;
+    }
+    if (t >= kDeviceProbeSeconds) {
+      speeds_.device_tps = double(n) / t;
+      speeds_.device_tokens = n;
+      break;
+    }
   }
   keep_prefill_speeds(key, dir, speeds_);
 }

@@ -24,9 +24,10 @@ namespace tilellm {
 
 // Where a session on a device backend runs prompt batches (--prefill). Gpu: everything on the device. Cpu:
 // every batch of more than one token runs on the host backend (its tiled kernels, the host KV cache), and the
-// new KV rows go up to the device's cache; decode stays on the device. Auto: where one prompt batch ran
-// faster when the session started (Session::prefill_speeds: a batch of n_batch tokens, at most 64, timed on
-// each side, each after an untimed pass that warms it up; the host's time includes sending its KV rows up),
+// new KV rows go up to the device's cache; decode stays on the device. Auto: where prompt batches ran
+// faster when the session started (Session::prefill_speeds: the host's tiles at n_batch tokens, at most 64,
+// the device at n_batch, reached by doubling from 8 while a pass lasts under kDeviceProbeSeconds, each size
+// after an untimed pass that warms it up; the host's time includes sending its KV rows up),
 // or the speeds kept from an earlier session of the same model, backend, device, threads, modes and engine
 // build (runtime/prefill_speeds.h). Which side wins depends on the machine: the CPU's tiles beat the OpenCL
 // row kernels on every device first measured, and the OpenCL GEMM ran prompts 4.5x faster than 16 CPU cores
@@ -160,8 +161,10 @@ class Session {
   int64_t dev_kv_ = 0;
   PrefillSpeeds speeds_;  // --prefill auto
   bool prefill_on_host(int64_t n_tok) const;
-  // Fills speeds_: kept ones, else one batch timed on each side (the cache rows it writes are forgotten).
+  // Fills speeds_: kept ones, else timed on each side (the cache rows it writes are forgotten).
   void measure_prefill();
+  // The device's timing passes double in size up to n_batch until one lasts this long (measure_prefill).
+  static constexpr double kDeviceProbeSeconds = 0.25;
 };
 
 }  // namespace tilellm

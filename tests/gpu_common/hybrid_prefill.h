@@ -76,8 +76,9 @@ inline void expect_hybrid_prefill_equals_the_device_path(const std::string& back
 }
 
 // --prefill auto: the first session times a batch of n_batch (8) tokens on the device and on the CPU's
-// tiles (both speeds positive; the device's may be the bound from its 8-token pass), writes them beside the program cache (one
-// prefill-*.txt file in `cache_dir`) and a second session of the same options reuses them without timing;
+// tiles (both speeds positive; the device's may be the bound from its 8-token pass), writes them beside the
+// program cache (one prefill-*.txt file in `cache_dir`) and a second session of the same options reuses them
+// without timing; with n_batch 24 the device is timed at 8, 16 or 24 tokens (doubling while a pass is short);
 // the logits after a 13-token prompt and two decode steps are the all-device session's (float path, bound
 // 1e-4 as above). A context of 72 keeps the key apart from the other tests' sessions in the process.
 inline void expect_auto_prefill_measures_once(const std::string& backend, int device_index,
@@ -100,6 +101,7 @@ inline void expect_auto_prefill_measures_once(const std::string& backend, int de
   const PrefillSpeeds a = *first.prefill_speeds();
   EXPECT_EQ(a.source.rfind("measured", 0), 0u) << a.source;
   EXPECT_EQ(a.tokens, 8);
+  EXPECT_EQ(a.device_tokens, 8);
   EXPECT_GT(a.device_tps, 0.0);
   EXPECT_GT(a.host_tps, 0.0);
   int files = 0;
@@ -111,6 +113,16 @@ inline void expect_auto_prefill_measures_once(const std::string& backend, int de
   EXPECT_EQ(b.source, "kept in this process");
   EXPECT_EQ(b.device_tps, a.device_tps);
   EXPECT_EQ(b.host_tps, a.host_tps);
+  {
+    SessionOptions wide = so;
+    wide.n_batch = 24;
+    Session third(*model, wide);
+    const PrefillSpeeds w = *third.prefill_speeds();
+    EXPECT_EQ(w.source.rfind("measured", 0), 0u) << "another batch is another key: " << w.source;
+    EXPECT_EQ(w.tokens, 24);
+    EXPECT_TRUE(w.device_tokens == 8 || w.device_tokens == 16 || w.device_tokens == 24) << w.device_tokens;
+    EXPECT_GT(w.device_tps, 0.0);
+  }
   const int64_t V = model->config().n_vocab;
   const std::vector<int32_t> prompt = {1, 504, 3492, 282, 253, 1345, 30, 2600, 16, 57, 8, 4411, 42};
   device.eval(prompt.data(), 13);

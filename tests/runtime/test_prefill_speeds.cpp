@@ -28,10 +28,11 @@ void write(const std::string& path, const std::string& text) {
 TEST(PrefillSpeeds, a_file_is_read_for_its_own_key_only) {
   const std::string dir = fresh_dir("prefill-file");
   const std::string key = "model 0123 (a test key)\nbackend opencl device 0";
-  write(prefill_speeds_path(key, dir), "TLPREFILL 1\n" + key + "\nspeeds 64 541.500 119.250\n");
+  write(prefill_speeds_path(key, dir), "TLPREFILL 2\n" + key + "\nspeeds 64 512 541.500 119.250\n");
   const auto s = find_prefill_speeds(key, dir);
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->tokens, 64);
+  EXPECT_EQ(s->device_tokens, 512);
   EXPECT_DOUBLE_EQ(s->device_tps, 541.5);
   EXPECT_DOUBLE_EQ(s->host_tps, 119.25);
   EXPECT_FALSE(s->host_faster());
@@ -43,7 +44,7 @@ TEST(PrefillSpeeds, a_file_is_read_for_its_own_key_only) {
   EXPECT_EQ(again->source, "kept in this process");
   // Another key's file name holding this key's text (as a hash collision would): not used.
   const std::string other = key + " but another device";
-  write(prefill_speeds_path(other, dir), "TLPREFILL 1\n" + key + "\nspeeds 64 1 2\n");
+  write(prefill_speeds_path(other, dir), "TLPREFILL 2\n" + key + "\nspeeds 64 64 1 2\n");
   EXPECT_FALSE(find_prefill_speeds(other, dir).has_value());
   std::filesystem::remove_all(dir);
 }
@@ -51,14 +52,15 @@ TEST(PrefillSpeeds, a_file_is_read_for_its_own_key_only) {
 TEST(PrefillSpeeds, damaged_files_are_not_used) {
   const std::string dir = fresh_dir("prefill-damaged");
   int i = 0;
-  for (const char* body : {"speeds 64 541.5\n", "speeds 64 541.5 nan\n", "speeds 0 1 2\n", "speeds 64 -1 2\n",
-                           "speeds 64 1 2", "speeds 64 1 2\nmore\n", "bytes\n"}) {
+  for (const char* body : {"speeds 64 64 541.5\n", "speeds 64 64 541.5 nan\n", "speeds 0 64 1 2\n",
+                           "speeds 64 0 1 2\n", "speeds 64 64 -1 2\n", "speeds 64 64 1 2",
+                           "speeds 64 64 1 2\nmore\n", "speeds 64 1 2\n", "bytes\n"}) {
     const std::string key = "damaged case " + std::to_string(i++);
-    write(prefill_speeds_path(key, dir), "TLPREFILL 1\n" + key + "\n" + body);
+    write(prefill_speeds_path(key, dir), "TLPREFILL 2\n" + key + "\n" + body);
     EXPECT_FALSE(find_prefill_speeds(key, dir).has_value()) << body;
   }
-  const std::string key = "wrong head";
-  write(prefill_speeds_path(key, dir), "TLPREFILL 2\n" + key + "\nspeeds 64 1 2\n");
+  const std::string key = "wrong head";  // the first version's file, without the device's batch
+  write(prefill_speeds_path(key, dir), "TLPREFILL 1\n" + key + "\nspeeds 64 1 2\n");
   EXPECT_FALSE(find_prefill_speeds(key, dir).has_value());
   std::filesystem::remove_all(dir);
 }
@@ -68,13 +70,14 @@ TEST(PrefillSpeeds, kept_speeds_are_written_and_read_back) {
   const std::string key = "kept key";
   PrefillSpeeds s;
   s.tokens = 8;
+  s.device_tokens = 16;
   s.device_tps = 12.5;
   s.host_tps = 40.25;
   s.source = "measured";
   keep_prefill_speeds(key, dir, s);
   std::ifstream in(prefill_speeds_path(key, dir));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(text, "TLPREFILL 1\nkept key\nspeeds 8 12.500 40.250\n");
+  EXPECT_EQ(text, "TLPREFILL 2\nkept key\nspeeds 8 16 12.500 40.250\n");
   const auto back = find_prefill_speeds(key, dir);
   ASSERT_TRUE(back.has_value());
   EXPECT_TRUE(back->host_faster());
