@@ -89,6 +89,16 @@ class Backend {
     rope(k, n_tok, r.n_head_kv, r.head_dim, r.rope_dim, pos, *r.table, r.mode);
     kv_store(kv, layer, k, v, pos, n_tok);
   }
+  // A layer's q/k/v products with the RoPE and KV write after them: matmul_shared(wqkv = {wq, wk, wv}, x)
+  // into q, k, v, then rope_kv_store. x: [n_tok][wq.n_in]. A backend may do it in one pass; this is the
+  // unfused reference.
+  virtual void matmul_rope_kv_store(const Weight* const* wqkv, const float* x, int64_t n_tok, float* q,
+                                    float* k, float* v, KvCache& kv, int64_t layer, const int32_t* pos,
+                                    const RopeShape& r) {
+    float* ys[3] = {q, k, v};
+    matmul_shared(wqkv, ys, 3, x, n_tok);
+    rope_kv_store(q, k, v, kv, layer, pos, n_tok, r);
+  }
   // Causal attention of n_tok queries over the cached keys/values of `layer` (already holding these tokens).
   // q: [n_tok][n_head][head_dim]; out: [n_tok][n_head][head_dim]
   virtual void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
@@ -147,6 +157,15 @@ class Backend {
                            float eps) {
     add(acc, x, n_rows * n);
     rmsnorm(acc, w, y, n_rows, n, eps);
+  }
+  // A block's output product with the residual add and the next RMSNorm after it: o = wo x, acc += o, then
+  // y = rmsnorm(acc) * g (x: [n_tok][wo.n_in]; o, acc, y: [n_tok][wo.n_out]; y must not alias acc, o or
+  // x). o is scratch (its contents afterwards are unspecified). A backend may leave the norm's scale to the
+  // products that read y next; this is the unfused reference.
+  virtual void matmul_add_rmsnorm(const Weight& wo, const float* x, int64_t n_tok, float* o, float* acc,
+                                  const float* g, float* y, float eps) {
+    matmul(wo, x, n_tok, o);
+    add_rmsnorm(acc, o, g, y, n_tok, wo.n_out, eps);
   }
 
   // For a backend that keeps the KV cache in memory of its own (OpenCL): copy positions [p0, p1) of every

@@ -93,10 +93,23 @@ void run_blocks(ForwardContext& ctx, const int32_t* tokens, int64_t n, const Seq
 
     // Attention block. Its input norm comes with the previous layer's last residual add (below).
     if (il == 0) be.rmsnorm(x, L.attn_norm.data(), xn, n, E, c.rms_eps);
-    {
-      const Weight* ws[3] = {&L.wq, &L.wk, &L.wv};
+    RopeShape rs;
+    rs.n_head = c.n_head;
+    rs.n_head_kv = c.n_head_kv;
+    rs.head_dim = c.head_dim;
+    rs.rope_dim = c.rope_dim;
+    rs.table = &rope;
+    rs.mode = c.rope_mode;
+    const Weight* wqkv[3] = {&L.wq, &L.wk, &L.wv};
+    // One sequence's tokens with nothing between the products and RoPE: the products, RoPE and the KV
+    // write in one call.
+    const bool qkv_rope =
+        L.bq.empty() && !c.qk_norm && n_seqs == 0 && n_spans == 1 && spans[0].begin == 0 && spans[0].n == n;
+    if (qkv_rope) {
+      be.matmul_rope_kv_store(wqkv, xn, n, q, k, v, *spans[0].kv, il, pos, rs);
+    } else {
       float* ys[3] = {q, k, v};
-      be.matmul_shared(ws, ys, 3, xn, n);
+      be.matmul_shared(wqkv, ys, 3, xn, n);
     }
     if (!L.bq.empty()) {
       be.add_rows(q, L.bq.data(), n, c.q_dim());
@@ -107,13 +120,6 @@ void run_blocks(ForwardContext& ctx, const int32_t* tokens, int64_t n, const Seq
       be.rmsnorm(q, L.q_norm.data(), q, n * c.n_head, c.head_dim, c.rms_eps);
       be.rmsnorm(k, L.k_norm.data(), k, n * c.n_head_kv, c.head_dim, c.rms_eps);
     }
-    RopeShape rs;
-    rs.n_head = c.n_head;
-    rs.n_head_kv = c.n_head_kv;
-    rs.head_dim = c.head_dim;
-    rs.rope_dim = c.rope_dim;
-    rs.table = &rope;
-    rs.mode = c.rope_mode;
     AttnParams ap;
     ap.n_head = c.n_head;
     ap.n_head_kv = c.n_head_kv;
@@ -127,14 +133,18 @@ void run_blocks(ForwardContext& ctx, const int32_t* tokens, int64_t n, const Seq
     for (int i = n_seqs; i < n_spans; ++i) {
       const SeqSpan& sp = spans[i];
       const int64_t b = sp.begin;
-      be.rope_kv_store(q + b * QD, k + b * KD, v + b * VD, *sp.kv, il, pos + b, sp.n, rs);
+      if (!qkv_rope) be.rope_kv_store(q + b * QD, k + b * KD, v + b * VD, *sp.kv, il, pos + b, sp.n, rs);
       be.attention(q + b * QD, *sp.kv, il, pos + b, sp.n, ap, attn + b * AD);
     }
-    be.matmul(L.wo, attn, n, o);
-    if (c.post_norms) be.rmsnorm(o, L.post_attn_norm.data(), o, n, E, c.rms_eps);
-
-    // Feed-forward block: the residual add and its input norm in one call.
-    be.add_rmsnorm(x, o, L.ffn_norm.data(), xn, n, E, c.rms_eps);
+    // Feed-forward block: the output product, the residual add and the block's input norm in one call
+    // (the norm after the product's own post-norm, where the architecture has one).
+    if (c.post_norms) {
+      be.matmul(L.wo, attn, n, o);
+      be.rmsnorm(o, L.post_attn_norm.data(), o, n, E, c.rms_eps);
+      be.add_rmsnorm(x, o, L.ffn_norm.data(), xn, n, E, c.rms_eps);
+    } else {
+      be.matmul_add_rmsnorm(L.wo, attn, n, o, x, L.ffn_norm.data(), xn, c.rms_eps);
+    }
     if (c.moe()) {
       // The mixture adds its output to the residual stream itself.
       be.moe_ffn(W.moe(c, il), xn, n, x, s.moe);
@@ -142,6 +152,11 @@ void run_blocks(ForwardContext& ctx, const int32_t* tokens, int64_t n, const Seq
       continue;
     }
     be.matmul_glu(L.w_gate, L.w_up, xn, n, c.ffn_act, gate, up);
+    if (il + 1 < c.n_layer && !c.post_norms) {
+      be.matmul_add_rmsnorm(L.w_down, gate, n, o, x, W.layers[size_t(il + 1)].attn_norm.data(), xn,
+                            c.rms_eps);
+      continue;
+    }
     be.matmul(L.w_down, gate, n, o);
     if (c.post_norms) be.rmsnorm(o, L.post_ffn_norm.data(), o, n, E, c.rms_eps);
     if (il + 1 < c.n_layer) {

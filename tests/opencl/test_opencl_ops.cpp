@@ -6,6 +6,7 @@
 // Tolerances, in units of u = 2^-24 (float32 unit roundoff), each justified where it is checked. Ops whose
 // device arithmetic is the CPU's operation for operation (embedding, add, kv_store) must match bit for bit.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,6 +42,20 @@ std::vector<float> dequantize(const Weight& w) {
   for (int64_t r = 0; r < w.n_out; ++r) dequantize_row(w.type, w.row(r), f.data() + r * w.n_in, w.n_in);
   return f;
 }
+
+// The block formats the device reads, each through a (weights mode, GGUF type) that keeps it (the GGUF
+// ones, the two --weights conversions, Kq4 for Q4_K and Kq8 for the other K-quants), and the suffix of its
+// kernels' names.
+struct BlockFormat {
+  WeightsMode mode;
+  GgmlType type;
+  const char* fmt;
+};
+constexpr BlockFormat kBlockFormats[] = {
+    {WeightsMode::Native, GgmlType::Q4_0, "q4_0"},  {WeightsMode::Native, GgmlType::Q4_1, "q4_1"},
+    {WeightsMode::Native, GgmlType::Q8_0, "q8_0"},  {WeightsMode::Int4B64, GgmlType::F32, "int4b64"},
+    {WeightsMode::Int8B0, GgmlType::F32, "int8b0"}, {WeightsMode::Native, GgmlType::Q4_K, "kq4"},
+    {WeightsMode::Native, GgmlType::Q5_K, "kq8"},   {WeightsMode::Native, GgmlType::Q6_K, "kq8"}};
 
 // Fixture: a CPU backend (2 threads, float path) and an OpenCL backend under the profile of the parameter.
 class OpenclOps : public ::testing::TestWithParam<std::string> {
@@ -268,21 +283,9 @@ TEST_P(OpenclOps, decode_gate_up_and_glu_run_as_one_kernel) {
   // bit for bit to the unfused device path (two matvecs, then the glu kernel), which sums the same units in
   // the same order; the matvecs and glu are held to the CPU by their own tests. 37 rows leave the last group
   // half used.
-  struct Case {
-    WeightsMode mode;
-    GgmlType type;
-    const char* kernel;
-  };
-  const Case cases[] = {{WeightsMode::Native, GgmlType::Q4_0, "matvec_glu_q4_0"},
-                        {WeightsMode::Native, GgmlType::Q4_1, "matvec_glu_q4_1"},
-                        {WeightsMode::Native, GgmlType::Q8_0, "matvec_glu_q8_0"},
-                        {WeightsMode::Int4B64, GgmlType::F32, "matvec_glu_int4b64"},
-                        {WeightsMode::Int8B0, GgmlType::F32, "matvec_glu_int8b0"},
-                        {WeightsMode::Native, GgmlType::Q4_K, "matvec_glu_kq4"},
-                        {WeightsMode::Native, GgmlType::Q5_K, "matvec_glu_kq8"},
-                        {WeightsMode::Native, GgmlType::Q6_K, "matvec_glu_kq8"}};
   const int64_t n_out = 37;
-  for (const Case& c : cases) {
+  for (const BlockFormat& c : kBlockFormats) {
+    const std::string kernel = std::string("matvec_glu_") + c.fmt;
     const int64_t n_in = type_traits(c.type).block_size == 256 ? 512 : 160;
     const std::vector<float> x = rand_floats(size_t(n_in), 33);
     OpenclBackendOptions o = small_options(4);
@@ -299,11 +302,11 @@ TEST_P(OpenclOps, decode_gate_up_and_glu_run_as_one_kernel) {
       be.reset_kernel_times();
       be.matmul_glu(g.w, u.w, x.data(), 1, act, fused.data(), up.data());
       const std::vector<KernelTime> t = be.kernel_times();
-      ASSERT_EQ(t.size(), 1u) << c.kernel;
-      EXPECT_EQ(t[0].name, c.kernel);
+      ASSERT_EQ(t.size(), 1u) << kernel;
+      EXPECT_EQ(t[0].name, kernel);
       EXPECT_EQ(t[0].calls, 1);
       be.Backend::matmul_glu(g.w, u.w, x.data(), 1, act, want.data(), up.data());
-      EXPECT_EQ(fused, want) << c.kernel << (act == FfnAct::SiLU ? " silu" : " gelu");
+      EXPECT_EQ(fused, want) << kernel << (act == FfnAct::SiLU ? " silu" : " gelu");
     }
   }
 }
@@ -567,6 +570,144 @@ TEST_P(OpenclOps, add_rmsnorm_matches_add_then_rmsnorm_on_the_cpu) {
   }
 }
 
+TEST_P(OpenclOps, decode_norm_is_left_to_the_products_that_read_it) {
+  // Decode's output product with the residual add and the next RMSNorm (matmul_add_rmsnorm), its output read
+  // by q/k/v-like products (one launch) and the gate/up/GLU kernel, all on device-resident arrays as in a
+  // forward pass: no norm kernel runs until something else reads the norm (here the host, which gets it
+  // scaled by one rms_scale launch). Against the unfused device ops (fuse_norms off), which their own tests
+  // hold to the CPU, for every block format the device reads:
+  //  - the residual bit for bit (the same product, then one rounding of the add either way);
+  //  - the norm's output: the sums of squares in other orders (<= n u relative each) and the scale applied
+  //    before or after the weight (2 roundings either way): (n + 16) u relative;
+  //  - a product over it: the same sums of terms that differ by that much, each sum within n u of exact:
+  //    (2 n + 16) u sum |w_j y_j|, and through the GLU (SiLU's slope <= 1.1) 1.1 e_g |up| + |silu(g)| e_u
+  //    plus a few roundings of the output.
+  // A float-row (F16) product reading the norm gets it scaled first (converted with the rest in the
+  // --weights modes, it takes the scale as they do).
+  const float eps = 1e-5f;
+  constexpr int64_t kQ = 37, kK = 9, kV = 13, kFf = 37, kF16 = 11;
+  for (const BlockFormat& c : kBlockFormats) {
+    const std::string matvec = std::string("matvec_") + c.fmt;
+    const bool k_quant = type_traits(c.type).block_size == 256;
+    const int64_t n = k_quant ? 256 : 96, m = k_quant ? 512 : 160;  // the norm's width, the product's input
+    OwnedWeight& wo = keep(make_weight(c.type, m, n, 61));
+    OwnedWeight* reads[5] = {&keep(make_weight(c.type, n, kQ, 62)), &keep(make_weight(c.type, n, kK, 63)),
+                             &keep(make_weight(c.type, n, kV, 64)), &keep(make_weight(c.type, n, kFf, 65)),
+                             &keep(make_weight(c.type, n, kFf, 66))};
+    OwnedWeight& wf = keep(make_weight(GgmlType::F16, n, kF16, 67));
+    const std::vector<float> x0 = rand_floats(size_t(m), 68), acc0 = rand_floats(size_t(n), 69, -2.0f, 2.0f),
+                             g = rand_floats(size_t(n), 70);
+    // The forward's arrays, resident on the device; what one run leaves in them.
+    struct Run {
+      std::vector<float> x, acc, xn, o, q, k, v, gate, up, f;
+      std::vector<KernelTime> before_read, after_read;
+    };
+    auto run = [&](bool fuse) {
+      Run r{x0,
+            acc0,
+            std::vector<float>(size_t(n)),
+            std::vector<float>(size_t(n)),
+            std::vector<float>(size_t(kQ)),
+            std::vector<float>(size_t(kK)),
+            std::vector<float>(size_t(kV)),
+            std::vector<float>(size_t(kFf)),
+            std::vector<float>(size_t(kFf)),
+            std::vector<float>(size_t(kF16)),
+            {},
+            {}};
+      OpenclBackendOptions o = small_options(1);
+      o.weights = c.mode;
+      o.profiling = true;
+      o.fuse_norms = fuse;
+      for (std::vector<float>* a : {&r.x, &r.acc, &r.xn, &r.o, &r.q, &r.k, &r.v, &r.gate, &r.up, &r.f})
+        o.resident.push_back({a->data(), a->size() * 4});
+      OpenclBackend be(o);
+      be.upload_weight(wo.w);
+      for (OwnedWeight* w : reads) be.upload_weight(w->w);
+      be.upload_weight(wf.w);
+      be.host_wrote(r.x.data(), r.x.size() * 4);
+      be.host_wrote(r.acc.data(), r.acc.size() * 4);
+      be.reset_kernel_times();
+      be.matmul_add_rmsnorm(wo.w, r.x.data(), 1, r.o.data(), r.acc.data(), g.data(), r.xn.data(), eps);
+      const Weight* qkv[3] = {&reads[0]->w, &reads[1]->w, &reads[2]->w};
+      float* ys[3] = {r.q.data(), r.k.data(), r.v.data()};
+      be.matmul_shared(qkv, ys, 3, r.xn.data(), 1);
+      be.matmul_glu(reads[3]->w, reads[4]->w, r.xn.data(), 1, FfnAct::SiLU, r.gate.data(), r.up.data());
+      r.before_read = be.kernel_times();
+      be.reset_kernel_times();
+      be.matmul(wf.w, r.xn.data(), 1, r.f.data());  // float rows: the norm scaled for it
+      for (std::vector<float>* a : {&r.acc, &r.xn, &r.q, &r.k, &r.v, &r.gate, &r.f})
+        be.to_host(a->data(), a->size() * 4);
+      r.after_read = be.kernel_times();
+      return r;
+    };
+    const Run fused = run(true), ref = run(false);
+    auto names = [](const std::vector<KernelTime>& t) {  // in name order
+      std::vector<std::string> v;
+      for (const KernelTime& k : t) v.push_back(fmt::format("{} x{}", k.name, k.calls));
+      std::sort(v.begin(), v.end());
+      return fmt::format("{}", fmt::join(v, " "));
+    };
+    // Fused: the residual product and the q/k/v launch, and the GLU kernel; no norm kernel.
+    EXPECT_EQ(names(fused.before_read), fmt::format("matvec_glu_{} x1 {} x2", c.fmt, matvec)) << matvec;
+    // The F16 matrix (converted with the rest under --weights int4b64 / int8b0, then reading the scale).
+    EXPECT_EQ(names(fused.after_read), c.mode == WeightsMode::Native
+                                           ? "matvec_f16 x1 rms_scale x1"
+                                           : fmt::format("{} x1 rms_scale x1", matvec))
+        << matvec;
+    EXPECT_NE(names(ref.before_read).find("add_rmsnorm x1"), std::string::npos) << matvec;
+
+    EXPECT_EQ(fused.acc, ref.acc) << matvec;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_LE(std::abs(double(fused.xn[size_t(i)]) - ref.xn[size_t(i)]),
+                double(n + 16) * kU * std::abs(double(ref.xn[size_t(i)])))
+          << matvec << " norm [" << i << "]";
+    }
+    // Row i of w as the device forms it (exact), and sum_j w_ij y_j, sum_j |w_ij y_j| over the unfused norm.
+    auto row_of = [&](const Weight& w, int64_t i) {
+      std::vector<float> row(static_cast<size_t>(n)), exact(static_cast<size_t>(n));
+      dequantize_row(w.type, w.row(i), row.data(), n);
+      if (c.mode == WeightsMode::Native) return row;
+      dequantize_row_asym(c.mode == WeightsMode::Int4B64 ? AsymFormat::Int4B64 : AsymFormat::Int8B0,
+                          row.data(), n, exact.data());
+      return exact;
+    };
+    auto dot = [&](const Weight& w, int64_t i, bool magnitude) {
+      const std::vector<float> row = row_of(w, i);
+      double s = 0.0;
+      for (int64_t j = 0; j < n; ++j) {
+        const double t = double(row[size_t(j)]) * ref.xn[size_t(j)];
+        s += magnitude ? std::abs(t) : t;
+      }
+      return s;
+    };
+    auto magnitude = [&](const OwnedWeight& w, int64_t i) { return dot(w.w, i, true); };
+    const double per = double(2 * n + 16) * kU;
+    const std::vector<float>* outs[3][2] = {{&fused.q, &ref.q}, {&fused.k, &ref.k}, {&fused.v, &ref.v}};
+    for (int w = 0; w < 3; ++w) {
+      for (size_t i = 0; i < outs[w][1]->size(); ++i) {
+        ASSERT_LE(std::abs(double((*outs[w][0])[i]) - (*outs[w][1])[i]),
+                  per * magnitude(*reads[w], int64_t(i)))
+            << matvec << " product " << w << " row " << i;
+      }
+    }
+    for (int64_t i = 0; i < kFf; ++i) {
+      // The gate and up values over the unfused norm (within e of the device's sums).
+      const double eg = per * magnitude(*reads[3], i), eu = per * magnitude(*reads[4], i);
+      const double gv = std::abs(dot(reads[3]->w, i, false)) + eg,
+                   uv = std::abs(dot(reads[4]->w, i, false)) + eu;
+      const double bound = 1.1 * eg * uv + 1.1 * gv * eu + 16.0 * kU * std::abs(double(ref.gate[size_t(i)]));
+      ASSERT_LE(std::abs(double(fused.gate[size_t(i)]) - ref.gate[size_t(i)]), bound)
+          << matvec << " glu row " << i;
+    }
+    // The F16 product read the scaled norm: the same kernel over inputs within the norm's bound.
+    for (int64_t i = 0; i < kF16; ++i) {
+      ASSERT_LE(std::abs(double(fused.f[size_t(i)]) - ref.f[size_t(i)]), per * dot(wf.w, i, true))
+          << matvec << " f16 row " << i;
+    }
+  }
+}
+
 TEST_P(OpenclOps, rope_matches_cpu_in_both_modes) {
   auto be = make();
   const int64_t n_tok = 5, n_heads = 3, head_dim = 66;
@@ -697,6 +838,72 @@ TEST_P(OpenclOps, rope_kv_store_is_one_launch_equal_to_rope_rope_kv_store) {
           EXPECT_EQ(
               0, std::memcmp(fused.plane(layer, kind) + at, apart.plane(layer, kind) + at, fused.row_bytes()))
               << type_name(type) << " kind " << kind << " position " << p;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(OpenclOps, decode_qkv_products_turn_and_store_their_rows_in_one_launch) {
+  // Decode's q/k/v products with RoPE and the KV write (matmul_rope_kv_store), Norm mode, q, k, v resident:
+  // one matvec launch whose q, k, v and cache rows equal bit for bit those of the unfused device path (the
+  // q/k/v launch, then rope_kv_store: the same sums, the same turn of each pair), in both cache types, for
+  // a nibble, a byte and a K-quant format, with 12 of 16 dims turned (the rest copied), 4 query heads over 2
+  // KV heads; also reading a norm left pending by the product before (the scale taken either way). Neox
+  // pairs do not lie in a group's rows: that mode keeps the two launches.
+  const int64_t hd = 16, kv_dim = 2 * hd, nq = 4 * hd, n_in = 256, n = 256;
+  const RopeTable table(kCtx, 12, 10000.0f, 1.0f);
+  const int32_t pos[1] = {37};
+  for (GgmlType wt : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    OwnedWeight& wq = keep(make_weight(wt, n_in, nq, 71));
+    OwnedWeight& wk = keep(make_weight(wt, n_in, kv_dim, 72));
+    OwnedWeight& wv = keep(make_weight(wt, n_in, kv_dim, 73));
+    OwnedWeight& wo = keep(make_weight(wt, n_in, n, 74));
+    for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+      for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+        RopeShape r;
+        r.n_head = 4;
+        r.n_head_kv = 2;
+        r.head_dim = hd;
+        r.rope_dim = 12;
+        r.table = &table;
+        r.mode = mode;
+        std::vector<float> x = rand_floats(size_t(n_in), 75), acc = rand_floats(size_t(n), 76),
+                           xn(static_cast<size_t>(n)), o_scratch(static_cast<size_t>(n)),
+                           q(static_cast<size_t>(nq)), k(static_cast<size_t>(kv_dim)),
+                           v(static_cast<size_t>(kv_dim)), q2(q.size()), k2(k.size()), v2(v.size());
+        const std::vector<float> g = rand_floats(size_t(n), 77);
+        OpenclBackendOptions o = small_options(1);
+        o.profiling = true;
+        o.kv_layers = kLayers;
+        o.kv_ctx = kCtx;
+        o.kv_dim = kv_dim;
+        o.kv_type = type;
+        for (std::vector<float>* a : {&x, &acc, &xn, &o_scratch, &q, &k, &v, &q2, &k2, &v2})
+          o.resident.push_back({a->data(), a->size() * 4});
+        OpenclBackend be(o);
+        for (OwnedWeight* w : {&wq, &wk, &wv, &wo}) be.upload_weight(w->w);
+        be.host_wrote(x.data(), x.size() * 4);
+        be.host_wrote(acc.data(), acc.size() * 4);
+        // The norm the q/k/v products read, left pending by the product before them.
+        be.matmul_add_rmsnorm(wo.w, x.data(), 1, o_scratch.data(), acc.data(), g.data(), xn.data(), 1e-5f);
+        const Weight* ws[3] = {&wq.w, &wk.w, &wv.w};
+        KvCache kv(kLayers, kCtx, 2, hd, type);  // the geometry (the device holds the rows)
+        be.reset_kernel_times();
+        be.matmul_rope_kv_store(ws, xn.data(), 1, q.data(), k.data(), v.data(), kv, 0, pos, r);
+        const std::vector<KernelTime> t = be.kernel_times();
+        be.Backend::matmul_rope_kv_store(ws, xn.data(), 1, q2.data(), k2.data(), v2.data(), kv, 1, pos, r);
+        ASSERT_EQ(t.size(), mode == RopeMode::Norm ? 1u : 2u) << type_name(wt);
+        for (std::vector<float>* a : {&q, &k, &v, &q2, &k2, &v2}) be.to_host(a->data(), a->size() * 4);
+        EXPECT_EQ(q, q2) << type_name(wt) << " " << type_name(type);
+        EXPECT_EQ(k, k2) << type_name(wt) << " " << type_name(type);
+        EXPECT_EQ(v, v2) << type_name(wt) << " " << type_name(type);
+        KvCache back(kLayers, kCtx, 2, hd, type);
+        be.read_kv(back);
+        for (int kind = 0; kind < 2; ++kind) {
+          const size_t at = size_t(pos[0]) * back.row_bytes();
+          EXPECT_EQ(0, std::memcmp(back.plane(0, kind) + at, back.plane(1, kind) + at, back.row_bytes()))
+              << type_name(wt) << " " << type_name(type) << " kind " << kind;
         }
       }
     }

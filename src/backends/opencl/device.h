@@ -220,5 +220,10 @@ inline void set_arg(const Kernel& k, cl_uint i, const Buffer& b) {
 inline void set_local_arg(const Kernel& k, cl_uint i, size_t bytes) {
   set_arg(k, i, bytes, nullptr);
 }
+// A __global pointer argument left null (a kernel's optional buffer; OpenCL 1.2 allows a null buffer).
+inline void set_null_arg(const Kernel& k, cl_uint i) {
+  const cl_mem m = nullptr;
+  set_arg(k, i, sizeof(cl_mem), &m);
+}
 
 }  // namespace tilellm::opencl

@@ -1,6 +1,9 @@
 // Writes new K/V rows into the device FB-KV cache (kv_store.cl), alone or with the layer's RoPE in one
-// launch; the host cache is not touched, unless the KV kernels failed the self-check, in which case both KV
-// ops run on the CPU over the host cache.
+// launch, or (decode, Norm mode) from inside the q/k/v products' launch (quants.cl); the host cache is not
+// touched, unless the KV kernels failed the self-check, in which case both KV ops run on the CPU over the
+// host cache.
+#include <optional>
+
 #include "backends/opencl/opencl_backend.h"
 #include "base/error.h"
 
@@ -93,6 +96,39 @@ void OpenclBackend::rope_kv_store(float* q, float* k, const float* v, KvCache& k
   enqueue_rope_kv_store(buf, off, kv.n_ctx(), n_tok, r, qb, kb, vb, rows, pb);
   dev_done(q, nq, qb);
   dev_done(k, nk, kb);
+}
+
+void OpenclBackend::matmul_rope_kv_store(const Weight* const* wqkv, const float* x, int64_t n_tok, float* q,
+                                         float* k, float* v, KvCache& kv, int64_t layer, const int32_t* pos,
+                                         const RopeShape& r) {
+  float* ys[3] = {q, k, v};
+  // One launch when the unfused ops' kernels are trusted (rope_kv_store's check covers this path too), the
+  // pairs are Norm mode's (adjacent, so a group's four rows hold whole pairs of one head), the shapes are
+  // q's heads and the cache's rows, and q, k, v go in one matvec launch (one block format, device arrays).
+  const bool one = n_tok == 1 && r.mode == RopeMode::Norm && r.head_dim % 4 == 0 &&
+                   !k_rope_kv_store_.on_cpu && !k_rope_.on_cpu && !kv_on_cpu() && r.fusable(kv.kv_dim()) &&
+                   2 * r.table->n_half <= opts_.max_width && wqkv[0]->n_out == r.n_head * r.head_dim &&
+                   wqkv[1]->n_out == kv.kv_dim() && wqkv[2]->n_out == kv.kv_dim() &&
+                   matvec_run(wqkv, ys, 3, n_tok) == 3;
+  if (!one) return Backend::matmul_rope_kv_store(wqkv, x, n_tok, q, k, v, kv, layer, pos, r);
+  check_kv(kv, layer, pos, n_tok, "rope_kv_store");
+  if (pos[0] >= r.table->n_pos) fail("position {} is outside the RoPE table of {}", pos[0], r.table->n_pos);
+  const int64_t n_in = wqkv[0]->n_in;
+  const std::optional<PendingNorm> pending = scaled_input(wqkv, 3, x, n_in, n_tok);
+  const opencl::Buffer& xb = dev_in(x, n_in, in_a_, "matmul", pending.has_value());
+  const DeviceWeight* dws[3];
+  const opencl::Buffer* ybs[3];
+  for (int j = 0; j < 3; ++j) {
+    dws[j] = &find_weight(*wqkv[j], "matmul");
+    ybs[j] = &dev_out(ys[j], dws[j]->n_out, out_, "matmul");
+  }
+  const opencl::Buffer& rows = dev_rope_rows(*r.table, pos, n_tok);
+  const opencl::Buffer& pb = dev_positions(pos, n_tok);
+  uint64_t off = 0;
+  const opencl::Buffer& cache = kv_buffer(kv, layer, off);
+  const RopeKv rope{&rows, int(r.head_dim), int(r.table->n_half), &cache, off, kv.n_ctx(), &pb};
+  enqueue_matvec_blocks(dws, ybs, 3, xb, pending ? &*pending : nullptr, nullptr, &rope);
+  for (int j = 0; j < 3; ++j) dev_done(ys[j], dws[j]->n_out, *ybs[j]);
 }
 
 }  // namespace tilellm

@@ -4,7 +4,17 @@
 // work-group per tile of tr rows x tt tokens, or, where the device cannot hold its smallest tile, the row
 // kernel, one work-group per (output row, tile of kMatmulTile tokens). matmul_shared places the shared input
 // on the device once for all its weights.
+//
+// The norm left to the readers (matmul_add_rmsnorm, decode): the output and down products end their block
+// with the residual add and the next block's RMSNorm. Here the product itself adds its rows into the
+// residual, writes them times the norm's weight and one sum of squares per work-group, and the group that
+// finishes last turns the sums into the norm's scale (kernels/quants.cl); the q/k/v and gate/up products
+// that read the norm next multiply their dot products by it. So a decode step launches no norm kernel after
+// its first (an H200 spent 13.7% of a 7B decode step's kernel time in the 63 add_rmsnorm launches, ~4 of
+// their ~8 us the launch itself: docs/PERF.md 2026-12-04 17:15). Anything else that reads the norm's output
+// gets it scaled first (settle_norm: rmsnorm.cpp, resident.cpp).
 #include <algorithm>
+#include <optional>
 
 #include "backends/opencl/opencl_backend.h"
 #include "base/error.h"
@@ -74,12 +84,14 @@ void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const 
   rt_.launch(k, 2, global, local);
 }
 
-void OpenclBackend::enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y) {
+void OpenclBackend::enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y,
+                                   const PendingNorm* scale) {
   if (!dw.float_rows()) {
     const DeviceWeight* dws[1] = {&dw};
     const opencl::Buffer* ys[1] = {&y};
-    return enqueue_matvec_blocks(dws, ys, 1, x);
+    return enqueue_matvec_blocks(dws, ys, 1, x, scale);
   }
+  if (scale) fail("internal: a float-row matvec given a pending norm");
   constexpr int64_t kRows = 4;  // TL_MV_ROWS (common.cl)
   const opencl::Kernel& k = matvec_kernel(dw.fmt);
   // About one 4-float chunk per item per pass, at least one SIMD width, at most 64.
@@ -109,9 +121,25 @@ size_t OpenclBackend::matvec_block_wg(const opencl::Kernel& k, int64_t n_in) con
   return reduction_wg(k, size_t(want), 4);
 }
 
+namespace {
+
+// The x_scale argument of the block-format matvec and GLU kernels (quants.cl): the buffer whose first float
+// is the pending norm's scale, or null when x carries none.
+void set_scale_arg(const opencl::Kernel& k, cl_uint i, const opencl::Buffer& part, bool scaled) {
+  if (scaled)
+    opencl::set_arg(k, i, part);
+  else
+    opencl::set_null_arg(k, i);
+}
+
+}  // namespace
+
 void OpenclBackend::enqueue_matvec_blocks(const DeviceWeight* const* dws, const opencl::Buffer* const* ys,
-                                          int n, const opencl::Buffer& x) {
+                                          int n, const opencl::Buffer& x, const PendingNorm* scale,
+                                          const Residual* res, const RopeKv* rope) {
   if (n < 1 || n > 3) fail("internal: one matvec launch takes 1 to 3 weights, not {}", n);
+  if (res && n != 1) fail("internal: a residual product takes one weight, not {}", n);
+  if (rope && (n != 3 || res)) fail("internal: RoPE in a matvec launch takes q, k, v alone");
   constexpr int64_t kRows = 4;  // TL_MVB_ROWS (quants.cl)
   const DeviceWeight& dw = *dws[0];
   const opencl::Kernel& k = matvec_kernel(dw.fmt);
@@ -134,12 +162,40 @@ void OpenclBackend::enqueue_matvec_blocks(const DeviceWeight* const* dws, const 
   opencl::set_arg(k, 4, n_in);
   opencl::set_arg(k, 8, x);
   opencl::set_local_arg(k, 12, wg * 4 * sizeof(float));
+  if (scale && scale->n != dw.n_in)
+    fail("internal: a norm of {} floats scales rows of {}", scale->n, dw.n_in);
+  set_scale_arg(k, 13, norm_part_, scale != nullptr);
+  const float eps = res ? res->eps : 0.0f;
+  if (res) {
+    opencl::set_arg(k, 14, *res->acc);
+    opencl::set_arg(k, 15, *res->g);
+    opencl::set_arg(k, 16, norm_part_);
+    opencl::set_arg(k, 17, norm_count_);
+  } else {
+    for (cl_uint i = 14; i < 18; ++i) opencl::set_null_arg(k, i);
+  }
+  opencl::set_arg(k, 18, eps);
+  const cl_int hd = rope ? rope->head_dim : 0, half = rope ? rope->n_half : 0,
+               ctx = rope ? cl_int(rope->n_ctx) : 0;
+  const cl_ulong off = rope ? rope->layer_off : 0;
+  if (rope) {
+    opencl::set_arg(k, 19, *rope->cs);
+    opencl::set_arg(k, 22, *rope->cache);
+    opencl::set_arg(k, 25, *rope->pos);
+  } else {
+    for (cl_uint i : {19u, 22u, 25u}) opencl::set_null_arg(k, i);
+  }
+  opencl::set_arg(k, 20, hd);
+  opencl::set_arg(k, 21, half);
+  opencl::set_arg(k, 23, off);
+  opencl::set_arg(k, 24, ctx);
   const size_t global[1] = {groups * wg}, local[1] = {wg};
   rt_.launch(k, 1, global, local);
 }
 
 void OpenclBackend::enqueue_matvec_glu(const DeviceWeight& g, const DeviceWeight& u, FfnAct act,
-                                       const opencl::Buffer& x, const opencl::Buffer& y) {
+                                       const opencl::Buffer& x, const opencl::Buffer& y,
+                                       const PendingNorm* scale) {
   constexpr int64_t kRows = 2;  // rows of each matrix per group (TL_MATVEC_GLU_BLOCK32)
   const opencl::Kernel& k = k_matvec_glu_[int(g.fmt)];
   const size_t wg = matvec_block_wg(k, g.n_in);
@@ -154,6 +210,8 @@ void OpenclBackend::enqueue_matvec_glu(const DeviceWeight& g, const DeviceWeight
   opencl::set_arg(k, 6, y);
   opencl::set_arg(k, 7, gelu);
   opencl::set_local_arg(k, 8, wg * 4 * sizeof(float));
+  if (scale && scale->n != g.n_in) fail("internal: a norm of {} floats scales rows of {}", scale->n, g.n_in);
+  set_scale_arg(k, 9, norm_part_, scale != nullptr);
   const size_t global[1] = {size_t((g.n_out + kRows - 1) / kRows) * wg}, local[1] = {wg};
   rt_.launch(k, 1, global, local);
 }
@@ -166,9 +224,11 @@ void OpenclBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const f
     const opencl::Kernel& k = k_matvec_glu_[int(g.fmt)];
     if (k.handle && !k.on_cpu && !g.img && !u.img && u.fmt == g.fmt && u.row_bytes == g.row_bytes &&
         u.n_in == g.n_in && u.n_out == g.n_out) {
-      const opencl::Buffer& xb = dev_in(x, g.n_in, in_a_, "matmul");
+      const Weight* ws[2] = {&w_gate, &w_up};
+      const std::optional<PendingNorm> scale = scaled_input(ws, 2, x, g.n_in, n_tok);
+      const opencl::Buffer& xb = dev_in(x, g.n_in, in_a_, "matmul", scale.has_value());
       const opencl::Buffer& yb = dev_out(out, g.n_out, out_, "matmul");
-      enqueue_matvec_glu(g, u, act, xb, yb);
+      enqueue_matvec_glu(g, u, act, xb, yb, scale ? &*scale : nullptr);
       dev_done(out, g.n_out, yb);
       return;
     }
@@ -191,20 +251,23 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
     if (ws[i]->n_in != n_in)
       fail("matmul_shared: weight {} reads {} inputs, not {}", ws[i]->name, ws[i]->n_in, n_in);
   }
+  // x may be a norm whose scale the product before left pending: taken by the kernels, or applied now.
+  const std::optional<PendingNorm> pending = scaled_input(ws, n, x, n_in, n_tok);
+  const PendingNorm* scale = pending ? &*pending : nullptr;
   const opencl::Buffer* xb = nullptr;  // placed on the device by the first weight that runs there
   for (int i = 0; i < n; ++i) {
     const DeviceWeight& dw = find_weight(*ws[i], "matmul");
     // Decode: up to three block-format weights of one format whose outputs are device arrays of their own
     // go in one launch (enqueue_matvec_blocks): each launch costs a few microseconds on its own.
     if (const int run = matvec_run(ws + i, ys + i, n - i, n_tok); run > 1) {
-      if (!xb) xb = &dev_in(x, n_in, in_a_, "matmul");
+      if (!xb) xb = &dev_in(x, n_in, in_a_, "matmul", scale != nullptr);
       const DeviceWeight* dws[3];
       const opencl::Buffer* ybs[3];
       for (int j = 0; j < run; ++j) {
         dws[j] = &find_weight(*ws[i + j], "matmul");
         ybs[j] = &dev_out(ys[i + j], dws[j]->n_out, out_, "matmul");
       }
-      enqueue_matvec_blocks(dws, ybs, run, *xb);
+      enqueue_matvec_blocks(dws, ybs, run, *xb, scale);
       for (int j = 0; j < run; ++j) dev_done(ys[i + j], dws[j]->n_out, *ybs[j]);
       i += run - 1;
       continue;
@@ -223,10 +286,10 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
       cpu_->matmul(*ws[i], x, n_tok, ys[i]);
       continue;
     }
-    if (!xb) xb = &dev_in(x, n_tok * n_in, in_a_, "matmul");
+    if (!xb) xb = &dev_in(x, n_tok * n_in, in_a_, "matmul", scale != nullptr);
     const opencl::Buffer& yb = dev_out(ys[i], n_tok * dw.n_out, out_, "matmul");
     if (vec) {
-      img ? enqueue_matvec_image(dw, *xb, yb) : enqueue_matvec(dw, *xb, yb);
+      img ? enqueue_matvec_image(dw, *xb, yb) : enqueue_matvec(dw, *xb, yb, scale);
     } else {
       img ? enqueue_matmul_image(dw, n_tok, *xb, yb) : enqueue_matmul(dw, n_tok, *xb, yb);
     }
@@ -246,6 +309,46 @@ int OpenclBackend::matvec_run(const Weight* const* ws, float* const* ys, int n, 
   int run = 0;
   while (run < std::min(n, 3) && fits(find_weight(*ws[run], "matmul"), ys[run])) ++run;
   return std::max(run, 1);
+}
+
+std::optional<OpenclBackend::PendingNorm> OpenclBackend::scaled_input(const Weight* const* ws, int n,
+                                                                      const float* x, int64_t n_in,
+                                                                      int64_t n_tok) {
+  if (!pending_.y || reinterpret_cast<const uint8_t*>(x) != pending_.y || n_tok != 1 || n_in != pending_.n ||
+      !opts_.one_token_matvec)
+    return std::nullopt;  // dev_in settles a pending norm that x meets
+  for (int i = 0; i < n; ++i) {
+    const DeviceWeight& dw = find_weight(*ws[i], "matmul");
+    if (dw.img || dw.float_rows() || matvec_kernel(dw.fmt).on_cpu) {
+      settle_norm(x, size_t(n_in) * sizeof(float), false);
+      return std::nullopt;
+    }
+  }
+  return pending_;
+}
+
+void OpenclBackend::matmul_add_rmsnorm(const Weight& wo, const float* x, int64_t n_tok, float* o, float* acc,
+                                       const float* g, float* y, float eps) {
+  const int64_t n = wo.n_out;
+  if (n_tok == 1 && opts_.fuse_norms && opts_.one_token_matvec && !k_rms_scale_.on_cpu &&
+      n <= opts_.max_width && y != acc && y != x && is_mirror_start(acc, n) && is_mirror_start(y, n)) {
+    const DeviceWeight& dw = find_weight(wo, "matmul");
+    if (!dw.img && !dw.float_rows() && !matvec_kernel(dw.fmt).on_cpu) {
+      const opencl::Buffer& xb = dev_in(x, dw.n_in, in_a_, "matmul_add_rmsnorm");
+      const opencl::Buffer& ab = dev_in(acc, n, in_b_, "matmul_add_rmsnorm");  // the mirror's own buffer
+      const opencl::Buffer& gb = norm_weight(g, n);
+      const opencl::Buffer& yb = dev_out(y, n, out_, "matmul_add_rmsnorm");  // forgets a norm pending there
+      const DeviceWeight* dws[1] = {&dw};
+      const opencl::Buffer* ybs[1] = {&yb};
+      const Residual res{&ab, &gb, eps};
+      enqueue_matvec_blocks(dws, ybs, 1, xb, nullptr, &res);
+      dev_done(acc, n, ab);
+      dev_done(y, n, yb);
+      pending_ = {reinterpret_cast<const uint8_t*>(y), n};
+      return;
+    }
+  }
+  Backend::matmul_add_rmsnorm(wo, x, n_tok, o, acc, g, y, eps);
 }
 
 }  // namespace tilellm

@@ -163,6 +163,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   }
   k_rmsnorm_ = rt_.kernel(program_, "rmsnorm");
   k_add_rmsnorm_ = rt_.kernel(program_, "add_rmsnorm");
+  k_rms_scale_ = rt_.kernel(program_, "rms_scale");
   k_rope_ = rt_.kernel(program_, "rope");
   k_kv_store_ = rt_.kernel(program_, "kv_store");
   k_rope_kv_store_ = rt_.kernel(program_, "rope_kv_store");
@@ -193,6 +194,17 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   out_ = rt_.alloc(floats(opts_.max_out_elems));
   attn_part_ = rt_.alloc(kAttnPartFloats * sizeof(float));
   vec_ = rt_.alloc(floats(opts_.max_width));
+  // A residual product's scale and partial sums: one per group of 4 rows of a norm (up to max_width; the
+  // self-check's norm of 256), each slot starting empty (TL_NORM_EMPTY in kernels/quants.cl); its counter
+  // starts at 0.
+  {
+    std::vector<uint32_t> empty(std::max<size_t>(size_t(opts_.max_width), 256) / 4 + 2, 0xfff0deadu);
+    empty[0] = 0x3f800000u;  // the scale slot: 1.0f
+    norm_part_ =
+        rt_.alloc(empty.size() * sizeof(uint32_t), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, empty.data());
+  }
+  const int32_t zero = 0;
+  norm_count_ = rt_.alloc(sizeof(int32_t), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, &zero);
   for (Staged* st : {&ids_, &pos_}) {
     st->host.assign(size_t(opts_.max_tokens), 0);
     st->dev = rt_.alloc(size_t(opts_.max_tokens) * sizeof(int32_t));
@@ -428,7 +440,7 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
   }
   for (opencl::Kernel* k :
        {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_,
-        &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_, &k_attention_tiled_}) {
+        &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_, &k_attention_tiled_, &k_rms_scale_}) {
     v.push_back(k);
   }
   for (opencl::Kernel* ks : {k_matmul_img_, k_matvec_img_}) {
@@ -452,8 +464,8 @@ OpenclBackend::DeviceMemory OpenclBackend::device_memory() const {
   for (const opencl::Buffer& b : kv_bufs_) m.kv += b.bytes;
   for (const Mirror& mi : mirrors_) m.other += mi.dev.bytes;
   for (const auto& e : norms_) m.other += e.second.bytes;
-  for (const opencl::Buffer* b :
-       {&in_a_, &in_b_, &attn_part_, &out_, &vec_, &ids_.dev, &pos_.dev, &rope_[0].dev, &rope_[1].dev})
+  for (const opencl::Buffer* b : {&in_a_, &in_b_, &attn_part_, &out_, &vec_, &norm_part_, &norm_count_,
+                                  &ids_.dev, &pos_.dev, &rope_[0].dev, &rope_[1].dev})
     m.other += b->bytes;
   return m;
 }
@@ -477,7 +489,7 @@ std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
   for (const opencl::Kernel& k : k_matvec_glu_) note(k);
   for (const opencl::Kernel* k :
        {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_,
-        &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_, &k_attention_tiled_}) {
+        &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_, &k_attention_tiled_, &k_rms_scale_}) {
     note(*k);
   }
   for (const opencl::Kernel& k : k_matmul_img_) note(k);

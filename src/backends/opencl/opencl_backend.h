@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -110,6 +111,9 @@ struct OpenclBackendOptions {
   // products to the matmul kernel too (what a matvec kernel that failed the self-check leads to).
   bool tiled_matmul = true;
   bool one_token_matvec = true;
+  // Test switch: `fuse_norms = false` runs matmul_add_rmsnorm as the unfused ops (the reference of the
+  // fused path's tests).
+  bool fuse_norms = true;
   // Key blocks (of 32) per work-group before attention splits a row's keys over work-groups (tests set 1
   // to split short contexts).
   int64_t attention_chunk_blocks = 4;
@@ -213,6 +217,11 @@ class OpenclBackend final : public Backend {
   // One launch (kv_store.cl's rope_kv_store) when q, k, v are device-resident arrays; else the unfused ops.
   void rope_kv_store(float* q, float* k, const float* v, KvCache& kv, int64_t layer, const int32_t* pos,
                      int64_t n_tok, const RopeShape& r) override;
+  // Decode with Norm-mode RoPE, q/k/v of one block format in one launch into device arrays: the products
+  // turn q and k and write the cache rows themselves (kernels/quants.cl); else the unfused ops.
+  void matmul_rope_kv_store(const Weight* const* wqkv, const float* x, int64_t n_tok, float* q, float* k,
+                            float* v, KvCache& kv, int64_t layer, const int32_t* pos,
+                            const RopeShape& r) override;
   void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
                  const AttnParams& p, float* out) override;
   void glu(const float* gate, const float* up, float* out, int64_t n, FfnAct act) override;
@@ -222,6 +231,11 @@ class OpenclBackend final : public Backend {
   void add(float* acc, const float* x, int64_t n) override;
   void add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
                    float eps) override;
+  // Decode, a block-format matrix, acc and y device-resident arrays: the product adds its rows into acc,
+  // writes y unscaled and the norm's scale for the products that read y next (matmul.cpp, "The norm left to
+  // the readers"); o is not written. Else the unfused ops.
+  void matmul_add_rmsnorm(const Weight& wo, const float* x, int64_t n_tok, float* o, float* acc,
+                          const float* g, float* y, float eps) override;
   std::vector<KernelTime> kernel_times() const override { return rt_.kernel_times(); }
   void reset_kernel_times() override { rt_.reset_kernel_times(); }
 
@@ -314,18 +328,55 @@ class OpenclBackend final : public Backend {
   // Enqueues y = W x, x and y on the device from offset 0.
   void enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                       const opencl::Buffer& y);
-  // Enqueues y = W x for one token with the matvec kernel.
-  void enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y);
+  // A norm whose scale a product left to its readers (matmul_add_rmsnorm): y, the norm's n floats at the
+  // start of a mirrored array, holds acc * g on the device, and norm_part_[0] the scale. Kept until y is
+  // written again or read by anything but a block-format matvec.
+  struct PendingNorm {
+    const uint8_t* y = nullptr;  // null: none
+    int64_t n = 0;
+  };
+  // A product that adds its rows into a residual: acc += W x, y = acc * g, the norm's scale (eps) into
+  // norm_part_[0] (its partial sums after it, counted in norm_count_).
+  struct Residual {
+    const opencl::Buffer* acc;
+    const opencl::Buffer* g;
+    float eps;
+  };
+  // The q/k/v launch's RoPE and KV write (matmul_rope_kv_store): the token's table row [n_half][cos, sin],
+  // the layer's cache buffer and offset, the positions.
+  struct RopeKv {
+    const opencl::Buffer* cs;
+    int head_dim, n_half;
+    const opencl::Buffer* cache;
+    uint64_t layer_off;
+    int64_t n_ctx;
+    const opencl::Buffer* pos;
+  };
+  // Applies a pending norm's scale (rms_scale) when [p, p + bytes) meets its floats, or forgets it when an
+  // op is about to overwrite all of them (`overwrite`).
+  void settle_norm(const void* p, size_t bytes, bool overwrite);
+  // The pending norm when x (n floats, one token) is its output and every weight of ws runs a block-format
+  // matvec on the device (which can take the scale); else none, the norm settled if x meets it.
+  std::optional<PendingNorm> scaled_input(const Weight* const* ws, int n, const float* x, int64_t n_in,
+                                          int64_t n_tok);
+  // y[0, n) *= the scale in norm_part_[0].
+  void enqueue_rms_scale(const opencl::Buffer& y, int64_t n);
+  // Enqueues y = W x for one token with the matvec kernel (`scale`: x is a pending norm's output).
+  void enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y,
+                      const PendingNorm* scale = nullptr);
   // One launch of a block format's matvec over 1 to 3 weights of that format and row size sharing x
   // (kernels/quants.cl), y[i] = W[i] x.
   // The local size of the block-format matvec and GLU kernels for rows of n_in weights.
   size_t matvec_block_wg(const opencl::Kernel& k, int64_t n_in) const;
+  // `scale`: x is a pending norm's output; `res`: the product is added into a residual (one weight);
+  // `rope`: the weights are q, k, v, turned and written into the cache.
   void enqueue_matvec_blocks(const DeviceWeight* const* dws, const opencl::Buffer* const* ys, int n,
-                             const opencl::Buffer& x);
+                             const opencl::Buffer& x, const PendingNorm* scale = nullptr,
+                             const Residual* res = nullptr, const RopeKv* rope = nullptr);
   // Decode's gate and up products and their GLU (TL_MATVEC_GLU_BLOCK32): y = act(g x) * (u x); g and u of
   // one block format and shape.
   void enqueue_matvec_glu(const DeviceWeight& g, const DeviceWeight& u, FfnAct act, const opencl::Buffer& x,
-                          const opencl::Buffer& y);
+                          const opencl::Buffer& y, const PendingNorm* scale = nullptr);
   // How many of the n weights from ws go in one decode launch with ws[0] (1 when not decoding, or when the
   // next one differs in format or row size, sits in an image, or writes to staging).
   int matvec_run(const Weight* const* ws, float* const* ys, int n, int64_t n_tok);
@@ -355,8 +406,10 @@ class OpenclBackend final : public Backend {
   // Uploads the host-newer range of m (non-blocking, from the host array).
   void upload_dirty(Mirror& m);
   // The device buffer holding an op's input of n floats at p, from offset 0: the mirror itself, or `staging`
-  // filled from an offset into a mirror (device copy) or from unmirrored host memory (blocking write).
-  const opencl::Buffer& dev_in(const float* p, int64_t n, const opencl::Buffer& staging, const char* op);
+  // filled from an offset into a mirror (device copy) or from unmirrored host memory (blocking write). A
+  // pending norm there is settled first unless the caller takes its scale (`keep_norm`).
+  const opencl::Buffer& dev_in(const float* p, int64_t n, const opencl::Buffer& staging, const char* op,
+                               bool keep_norm = false);
   // The device buffer an op writes its n floats for p into, from offset 0: the mirror itself, else `staging`
   // (which may be the buffer dev_in filled, for ops in place). Call dev_done() after the launch.
   const opencl::Buffer& dev_out(float* p, int64_t n, const opencl::Buffer& staging, const char* op);
@@ -402,6 +455,9 @@ class OpenclBackend final : public Backend {
   GemmTiles gemm_;  // the shape k_matmul_ were built with (TL_GEMM_* in the generated header)
   opencl::Kernel k_rmsnorm_, k_rope_, k_kv_store_, k_attention_, k_glu_silu_, k_glu_gelu_, k_add_;
   opencl::Kernel k_add_rmsnorm_, k_rope_kv_store_, k_attention_merge_, k_attention_tiled_;
+  // rms_scale: a pending norm's scale applied; its self-check covers the products' norm arguments too, and
+  // when it fails no product leaves a norm pending.
+  opencl::Kernel k_rms_scale_;
   // --gpu-memory image: the image kernels, slots as matmul_image.cpp maps them (slot 0 stays empty).
   opencl::ProgramHandle image_program_;
   opencl::Kernel k_matmul_img_[kImageKernels], k_matvec_img_[kImageKernels];
@@ -422,6 +478,10 @@ class OpenclBackend final : public Backend {
   opencl::Buffer attn_part_;    // [kAttnPartFloats]: a split attention's chunk sums (attention.cl)
   opencl::Buffer out_;          // [max_out_elems] floats: op outputs
   opencl::Buffer vec_;          // [max_width] floats: a norm weight vector not uploaded by upload_model
+  // A residual product's norm (kernels/quants.cl): [0] the scale, [1 + g] group g's sum of squares; the
+  // groups counted in norm_count_ (one int, 0 between launches). [2 + max(max_width, 256) / 4] floats.
+  opencl::Buffer norm_part_, norm_count_;
+  PendingNorm pending_;
 
   std::vector<Mirror> mirrors_;                             // the options' resident arrays
   std::unordered_map<const float*, opencl::Buffer> norms_;  // norm weights by host address: [n] floats

@@ -67,7 +67,10 @@ void OpenclBackend::upload_dirty(Mirror& m) {
 
 void OpenclBackend::to_host(const void* p, size_t bytes) {
   Mirror* m = find_mirror(p, bytes, "to_host");
-  if (!m || m->dev_lo == m->dev_hi) return;
+  if (!m) return;
+  // The download below covers the array's whole device-newer range: a pending norm in it is settled first.
+  if (pending_.y >= m->host && pending_.y < m->host + m->bytes) settle_norm(pending_.y, sizeof(float), false);
+  if (m->dev_lo == m->dev_hi) return;
   // The whole device-newer range, not only [p, p + bytes): the invariant (one side newer) needs it before
   // the host may write anywhere in the array.
   download(m->dev, m->dev_lo, m->host + m->dev_lo, m->dev_hi - m->dev_lo);
@@ -84,8 +87,9 @@ void OpenclBackend::host_wrote(void* p, size_t bytes) {
 }
 
 const opencl::Buffer& OpenclBackend::dev_in(const float* p, int64_t n, const opencl::Buffer& staging,
-                                            const char* op) {
+                                            const char* op, bool keep_norm) {
   const size_t bytes = size_t(n) * sizeof(float);
+  if (!keep_norm) settle_norm(p, bytes, false);
   Mirror* m = find_mirror(p, bytes, op);
   if (m) {
     upload_dirty(*m);
@@ -105,6 +109,7 @@ const opencl::Buffer& OpenclBackend::dev_in(const float* p, int64_t n, const ope
 const opencl::Buffer& OpenclBackend::dev_out(float* p, int64_t n, const opencl::Buffer& staging,
                                              const char* op) {
   const size_t bytes = size_t(n) * sizeof(float);
+  settle_norm(p, bytes, true);
   Mirror* m = find_mirror(p, bytes, op);
   if (m) {
     // The host-newer bytes go up first, so that the device becomes the only newer side.

@@ -1,5 +1,6 @@
 // RMSNorm on the device, alone and fused with the residual add before it: one work-group per row, a group
-// reduction of the sum of squares (rmsnorm.cl).
+// reduction of the sum of squares (rmsnorm.cl). And the scale of a norm left to the products that read it
+// (matmul.cpp's matmul_add_rmsnorm), applied where anything else reads it.
 #include <algorithm>
 
 #include "backends/opencl/opencl_backend.h"
@@ -70,6 +71,29 @@ void OpenclBackend::add_rmsnorm(float* acc, const float* x, const float* w, floa
   rt_.launch(k, 1, global, local);
   dev_done(acc, n_rows * n, ab);
   dev_done(y, n_rows * n, yb);
+}
+
+void OpenclBackend::settle_norm(const void* p, size_t bytes, bool overwrite) {
+  if (!pending_.y) return;
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  const size_t pb = size_t(pending_.n) * sizeof(float);
+  if (b + bytes <= pending_.y || b >= pending_.y + pb) return;  // another range
+  const PendingNorm pn = pending_;
+  pending_ = {};
+  if (overwrite && b <= pn.y && b + bytes >= pn.y + pb) return;  // all of it written anew: nothing to scale
+  // y is the start of a mirrored array (matmul_add_rmsnorm), its device copy the newer one.
+  enqueue_rms_scale(find_mirror(pn.y, pb, "rms_scale")->dev, pn.n);
+}
+
+void OpenclBackend::enqueue_rms_scale(const opencl::Buffer& y, int64_t n) {
+  const opencl::Kernel& k = k_rms_scale_;
+  const size_t wg = std::min<size_t>(64, k.max_wg);
+  const cl_int nn = cl_int(n);
+  opencl::set_arg(k, 0, y);
+  opencl::set_arg(k, 1, norm_part_);
+  opencl::set_arg(k, 2, nn);
+  const size_t global[1] = {(size_t(n) + wg - 1) / wg * wg}, local[1] = {wg};
+  rt_.launch(k, 1, global, local);
 }
 
 }  // namespace tilellm

@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <utility>
 
 #include "backends/check_cases.h"
 #include "backends/opencl/image_weight.h"
@@ -32,8 +34,10 @@ void OpenclBackend::warn_cpu_fallback(const opencl::Kernel& k, double err, bool 
   // A failed matvec kernel hands decode to its type's matmul kernel (matmul.cpp), which has its own verdict.
   // A failed fused kernel hands its work to the separate kernels it stands for.
   const bool matvec = k.name.rfind("matvec_", 0) == 0 && k.name.rfind("matvec_glu_", 0) != 0;
-  const bool fused =
-      k.name.rfind("matvec_glu_", 0) == 0 || k.name == "rope_kv_store" || k.name == "add_rmsnorm";
+  // rms_scale stands for the norm left to the products that read it (matmul.cpp): its failure keeps the
+  // norms in kernels of their own.
+  const bool fused = k.name.rfind("matvec_glu_", 0) == 0 || k.name == "rope_kv_store" ||
+                     k.name == "add_rmsnorm" || k.name == "rms_scale";
   std::fprintf(stderr,
                "warning: OpenCL kernel %s failed its self-check on %s (profile %s)%s: error %.3g of the "
                "largest value; %s from now on\n",
@@ -71,6 +75,32 @@ void OpenclBackend::run_self_check() {
     failed_.push_back({k.name, err});
     warn_cpu_fallback(k, err, /*cached=*/false);
   };
+
+  // A matrix of random rows as the device holds it (w), and the weight the CPU computes with (ref: its exact
+  // values), in a GGUF type or converted; the block formats every device kernel reads, each through one
+  // (mode, type) that keeps it (Q4_K: KQ4, Q6_K: KQ8).
+  struct Rows {
+    std::vector<uint8_t> bytes;
+    std::unique_ptr<ConvertedRows> conv;
+    Weight w, ref;
+  };
+  auto make_rows = [&](WeightsMode mode, GgmlType t, int64_t n_in, int64_t n_out) {
+    Rows r;
+    if (mode == WeightsMode::Native) {
+      r.bytes = random_rows(t, n_in, n_out, rng);
+      r.w = r.ref = check_weight(t, r.bytes.data(), n_in, n_out);
+    } else {
+      r.conv = std::make_unique<ConvertedRows>(mode, n_in, n_out, rng);
+      r.w = r.conv->w;
+      r.ref = r.conv->exact;
+    }
+    return r;
+  };
+  static constexpr std::pair<WeightsMode, GgmlType> kBlockKinds[] = {
+      {WeightsMode::Native, GgmlType::Q4_0}, {WeightsMode::Native, GgmlType::Q4_1},
+      {WeightsMode::Native, GgmlType::Q8_0}, {WeightsMode::Native, GgmlType::Q4_K},
+      {WeightsMode::Native, GgmlType::Q6_K}, {WeightsMode::Int4B64, GgmlType::F32},
+      {WeightsMode::Int8B0, GgmlType::F32}};
 
   // The fused decode GLU of a block format: gate g (already on the device), a second random weight of its
   // shape and format as up; ref_g / ref_u are what the CPU computes with (the exact values of a conversion).
@@ -181,6 +211,57 @@ void OpenclBackend::run_self_check() {
     weights_.erase(w.data);
   }
 
+  // The norm left to the readers (matmul.cpp, matmul_add_rmsnorm): for every block format the device reads,
+  // a product of n rows adding into a random residual and writing the next norm's output unscaled, that
+  // output read with the scale by a product and by the GLU kernel of 37 rows, then scaled by rms_scale; all
+  // against matmul, add_rmsnorm, matmul and matmul_glu on the CPU. Rows of 256 (the K-quants' super-block).
+  // One verdict, rms_scale's: when it fails, no product leaves a norm pending (the unfused ops run).
+  {
+    const int64_t n = 256, rows = 37;
+    const float eps = 1e-5f;
+    auto fbytes = [](int64_t k) { return size_t(k) * sizeof(float); };
+    const opencl::Buffer acc_b = rt_.alloc(fbytes(n)), g_b = rt_.alloc(fbytes(n)), z_b = rt_.alloc(fbytes(n));
+    const opencl::Buffer y_b = rt_.alloc(fbytes(rows)), glu_b = rt_.alloc(fbytes(rows));
+    double err = 0.0;
+    for (const auto& [mode, t] : kBlockKinds) {
+      const Rows p = make_rows(mode, t, n, n), c = make_rows(mode, t, n, rows),
+                 u = make_rows(mode, t, n, rows);
+      const DeviceWeight dp = make_device_weight(p.w, mode, false), dc = make_device_weight(c.w, mode, false),
+                         du = make_device_weight(u.w, mode, false);
+      const opencl::Kernel& glu_k = k_matvec_glu_[int(dp.fmt)];
+      if (dp.float_rows() || matvec_kernel(dp.fmt).on_cpu || !glu_k.handle || glu_k.on_cpu) continue;
+      const std::vector<float> x = random_floats(size_t(n), rng), g = random_floats(size_t(n), rng);
+      std::vector<float> acc = random_floats(size_t(n), rng);
+      rt_.write_now(in_a_, 0, x.data(), fbytes(n));
+      rt_.write_now(acc_b, 0, acc.data(), fbytes(n));
+      rt_.write_now(g_b, 0, g.data(), fbytes(n));
+      const DeviceWeight* dws[1] = {&dp};
+      const opencl::Buffer* zs[1] = {&z_b};
+      const Residual res{&acc_b, &g_b, eps};
+      enqueue_matvec_blocks(dws, zs, 1, in_a_, nullptr, &res);
+      const PendingNorm pn{nullptr, n};
+      const DeviceWeight* dcs[1] = {&dc};
+      const opencl::Buffer* ys[1] = {&y_b};
+      enqueue_matvec_blocks(dcs, ys, 1, z_b, &pn);
+      enqueue_matvec_glu(dc, du, FfnAct::SiLU, z_b, glu_b, &pn);
+      enqueue_rms_scale(z_b, n);
+      const size_t nn = static_cast<size_t>(n), nr = static_cast<size_t>(rows);
+      std::vector<float> acc_got(nn), xn_got(nn), y_got(nr), glu_got(nr);
+      rt_.read(acc_b, 0, acc_got.data(), fbytes(n));
+      rt_.read(z_b, 0, xn_got.data(), fbytes(n));
+      rt_.read(y_b, 0, y_got.data(), fbytes(rows));
+      rt_.read(glu_b, 0, glu_got.data(), fbytes(rows));
+      ++epoch_;
+      std::vector<float> o(nn), xn(nn), y(nr), gl(nr), up(nr);
+      cpu_->matmul(p.ref, x.data(), 1, o.data());
+      cpu_->add_rmsnorm(acc.data(), o.data(), g.data(), xn.data(), 1, n, eps);
+      cpu_->matmul(c.ref, xn.data(), 1, y.data());
+      cpu_->matmul_glu(c.ref, u.ref, xn.data(), 1, FfnAct::SiLU, gl.data(), up.data());
+      err = std::max({err, relative_error(acc, acc_got), relative_error(xn, xn_got), relative_error(y, y_got),
+                      relative_error(gl, glu_got)});
+    }
+    verdict(k_rms_scale_, err);
+  }
   {
     const int64_t rows = 3, n = 50;
     const std::vector<float> x = random_floats(size_t(rows * n), rng), w = random_floats(size_t(n), rng);
@@ -313,6 +394,50 @@ void OpenclBackend::run_self_check() {
         }
         err = std::max(
             {err, relative_error(q_ref, q), relative_error(k_ref, k), relative_error(rows_ref, rows_dev)});
+      }
+      // The same in decode's q/k/v products (matmul_rope_kv_store: Norm mode, one token at position 9), for
+      // every block format: q, k, v and the cache rows against matmul, rope_kv_store on the CPU.
+      r.mode = RopeMode::Norm;
+      const int64_t n_in = 256, nq = r.n_head * hd;
+      const int32_t p9 = 9;
+      const opencl::Buffer qb = rt_.alloc(size_t(nq) * sizeof(float)),
+                           kb = rt_.alloc(size_t(kv_dim) * sizeof(float)),
+                           vb = rt_.alloc(size_t(kv_dim) * sizeof(float));
+      for (const auto& [mode, t] : kBlockKinds) {
+        const Rows wq = make_rows(mode, t, n_in, nq), wk = make_rows(mode, t, n_in, kv_dim),
+                   wv = make_rows(mode, t, n_in, kv_dim);
+        const DeviceWeight dq = make_device_weight(wq.w, mode, false),
+                           dk = make_device_weight(wk.w, mode, false),
+                           dv = make_device_weight(wv.w, mode, false);
+        if (dq.float_rows() || matvec_kernel(dq.fmt).on_cpu) continue;
+        const std::vector<float> x = random_floats(size_t(n_in), rng);
+        std::vector<float> q(static_cast<size_t>(nq)), k(static_cast<size_t>(kv_dim)), v(k.size());
+        const Weight* refs[3] = {&wq.ref, &wk.ref, &wv.ref};
+        float* ys[3] = {q.data(), k.data(), v.data()};
+        cpu_->matmul_shared(refs, ys, 3, x.data(), 1);
+        cpu_->rope_kv_store(q.data(), k.data(), v.data(), ref, 0, &p9, 1, r);
+        rt_.write_now(in_a_, 0, x.data(), x.size() * sizeof(float));
+        const DeviceWeight* dws[3] = {&dq, &dk, &dv};
+        const opencl::Buffer* ybs[3] = {&qb, &kb, &vb};
+        const RopeKv rope{&dev_rope_rows(table, &p9, 1), int(hd), int(table.n_half), &cache, 0, n_ctx,
+                          &dev_positions(&p9, 1)};
+        enqueue_matvec_blocks(dws, ybs, 3, in_a_, nullptr, nullptr, &rope);
+        std::vector<float> q_got(q.size()), k_got(k.size()), v_got(v.size());
+        rt_.read(qb, 0, q_got.data(), q_got.size() * sizeof(float));
+        rt_.read(kb, 0, k_got.data(), k_got.size() * sizeof(float));
+        rt_.read(vb, 0, v_got.data(), v_got.size() * sizeof(float));
+        rt_.read(cache, 0, dev.data(), dev.size());
+        ++epoch_;
+        std::vector<float> rows_ref, rows_dev;
+        for (int kind = 0; kind < 2; ++kind) {
+          for (int64_t i = 0; i < kv_dim; ++i) {
+            const size_t at = size_t(p9 * kv_dim + i) * elem;
+            rows_ref.push_back(cache_value(ref.plane(0, kind) + at));
+            rows_dev.push_back(cache_value(dev.data() + size_t(kind) * plane + at));
+          }
+        }
+        err = std::max({err, relative_error(q, q_got), relative_error(k, k_got), relative_error(v, v_got),
+                        relative_error(rows_ref, rows_dev)});
       }
       verdict(k_rope_kv_store_, err);
     }

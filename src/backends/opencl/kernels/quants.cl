@@ -257,21 +257,124 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
     }                                                                                                     \
   }
 
+// The RMSNorm around decode's products (OpenclBackend::matmul_add_rmsnorm), in the products themselves so
+// that the step launches no norm kernel:
+//  - A product that ends a block (the output and down products; one matrix) adds its rows into the residual
+//    res, writes them times the next norm's weight res_g to y, and one sum of squares of its group's rows to
+//    res_part[1 + group]; the group that finishes last (a counter, res_count, counted up with an atomic and
+//    set back to 0 by that group for the next launch) sums the partials in group order, so the same sum
+//    whoever is last, and writes the norm's scale 1 / sqrt(sum / n + eps) to res_part[0] (tl_mvb_residual).
+//    res = 0: the product writes its sums to y.
+//  - A product that reads such a y (q/k/v, gate/up) multiplies its dot products by that scale, x_scale[0]:
+//    the norm of the rows times the weights, with the scale taken out of the sum. x_scale = 0: no scale.
+// The partials reach the last group through global memory within one launch, where OpenCL 1.2 orders
+// nothing between work-groups (a last-group sum of plain stores gave wrong results in some runs on an H200:
+// docs/PERF.md 2026-11-30 17:08). So every exchange is an atomic, performed where all groups see it, and
+// nothing relies on the order of two of them: a slot holds TL_NORM_EMPTY (a NaN pattern, never written as
+// a partial: a NaN sum goes as the canonical NaN) until its group's partial arrives; the last group swaps each slot back to empty, taking its
+// value, and waits on a slot still empty (its writer has already counted itself, so the value is on its
+// way). The buffer starts with every slot empty (the host fills it), and each launch leaves it so.
+#define TL_NORM_EMPTY ((int)0xfff0dead)
+//
+// The group's four row sums t (rows r0.. of n_out): to y, or (res) into the residual, y = res * res_g, the
+// sum of the rows' squares into slot 1 + g of res_part, and the scale by the last group. Every item calls
+// it; scratch is __local float[L].
+void tl_mvb_residual(float4 t, int r0, int n_out, __global float* y, __global float* res,
+                     __global const float* res_g, __global float* res_part, __global int* res_count,
+                     float eps, __local float* scratch) {
+  const int lid = get_local_id(0), g = get_group_id(0), groups = get_num_groups(0);
+  const float v[4] = {t.x, t.y, t.z, t.w};
+  if (!res) {
+    if (lid == 0) {
+      for (int k = 0; k < TL_MVB_ROWS && r0 + k < n_out; ++k) y[r0 + k] = v[k];
+    }
+    return;
+  }
+  __local int* last = (__local int*)scratch;
+  __global int* slots = (__global int*)(res_part + 1);
+  if (lid == 0) {
+    float sq = 0.0f;
+    for (int k = 0; k < TL_MVB_ROWS && r0 + k < n_out; ++k) {
+      const float h = res[r0 + k] + v[k];
+      res[r0 + k] = h;
+      y[r0 + k] = h * res_g[r0 + k];
+      sq += h * h;
+    }
+    atomic_xchg(slots + g, as_int(sq) == TL_NORM_EMPTY ? as_int(NAN) : as_int(sq));
+    last[0] = atomic_inc(res_count) == groups - 1;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int is_last = last[0];
+  barrier(CLK_LOCAL_MEM_FENCE);  // before tl_group_sum reuses scratch
+  if (!is_last) return;
+  float s = 0.0f;
+  for (int i = lid; i < groups; i += get_local_size(0)) {
+    int bits = atomic_xchg(slots + i, TL_NORM_EMPTY);
+    while (bits == TL_NORM_EMPTY) bits = atomic_xchg(slots + i, TL_NORM_EMPTY);
+    s += as_float(bits);
+  }
+  s = tl_group_sum(s, scratch);
+  if (lid == 0) {
+    res_part[0] = 1.0f / sqrt(s / (float)n_out + eps);
+    atomic_xchg(res_count, 0);  // for the next launch
+  }
+}
+
+// Decode's q/k/v products with RoPE and the KV write (OpenclBackend::matmul_rope_kv_store): matrices 0, 1,
+// 2 of the launch are q, k, v of one token. A group's four rows lie in one head (head_dim % 4 == 0) and
+// hold two of Norm mode's rotated pairs (2i, 2i + 1), so item 0 turns them as rope_kv_store does (the same
+// table row cs [n_half][cos, sin] and tl_rotate), writes q and k rotated and v, and the k and v rows into
+// the cache at position pos as kv_store does: [K|V][pos < n_ctx][kv_dim] from layer_off, kv_dim = the k and
+// v matrices' rows. cs = 0: the rows go to y as they are.
+#if TL_KV_F16
+#define TL_MVB_KV __global half*
+#define TL_MVB_KV_PUT(val, p) vstore_half_rte((val), 0, (p))
+#else
+#define TL_MVB_KV __global float*
+#define TL_MVB_KV_PUT(val, p) (*(p) = (val))
+#endif
+void tl_mvb_rope_kv(float4 t, int r0, int n_out, int mi, __global float* y, __global const float* cs,
+                    int head_dim, int n_half, TL_MVB_KV cache, ulong layer_off, int n_ctx, int pos) {
+  float v[4] = {t.x, t.y, t.z, t.w};
+  if (mi < 2) {
+    for (int p = 0; p < TL_MVB_ROWS; p += 2) {
+      const int i = ((r0 + p) % head_dim) / 2;
+      if (i < n_half) {
+        const float2 e = tl_rotate(v[p], v[p + 1], cs[2 * i], cs[2 * i + 1]);
+        v[p] = e.x;
+        v[p + 1] = e.y;
+      }
+    }
+  }
+  TL_MVB_KV row = cache + layer_off + (ulong)pos * n_out + (mi == 2 ? (ulong)n_ctx * n_out : 0);
+  for (int k = 0; k < TL_MVB_ROWS && r0 + k < n_out; ++k) {
+    y[r0 + k] = v[k];
+    if (mi > 0) TL_MVB_KV_PUT(v[k], row + r0 + k);
+  }
+}
+#undef TL_MVB_KV_PUT
+
 #define TL_MATVEC_BLOCK32(NAME, LO, HI, FMT)                                                               \
   __kernel void NAME(__global const uchar* w0, __global const uchar* w1, __global const uchar* w2,         \
                      ulong row_bytes, int n_in, int n0, int n1, int n2, __global const float* x,          \
-                     __global float* y0, __global float* y1, __global float* y2, __local float4* scratch) { \
+                     __global float* y0, __global float* y1, __global float* y2, __local float4* scratch, \
+                     __global const float* x_scale, __global float* res, __global const float* res_g,     \
+                     __global float* res_part, __global int* res_count, float res_eps,                    \
+                     __global const float* rope_cs, int head_dim, int n_half, TL_MVB_KV cache,            \
+                     ulong layer_off, int n_ctx, __global const int* pos) {                               \
     /* Up to three matrices of one format over the same x in one launch (decode's q, k, v or gate, up): */ \
     /* groups [0, g0) take (w0, y0), the next g1 (w1, y1), the rest (w2, y2); unused ones have n = 0. */  \
+    /* The norm and RoPE arguments: above; res only with one matrix, rope_cs with q, k, v. */            \
     const int g0 = (n0 + TL_MVB_ROWS - 1) / TL_MVB_ROWS, g1 = (n1 + TL_MVB_ROWS - 1) / TL_MVB_ROWS;       \
-    int g = get_group_id(0), n_out = n0;                                                                  \
+    int g = get_group_id(0), n_out = n0, mi = 0;                                                          \
     __global const uchar* w = w0;                                                                         \
     __global float* y = y0;                                                                               \
     if (g >= g0 + g1) {                                                                                   \
-      g -= g0 + g1, n_out = n2, w = w2, y = y2;                                                           \
+      g -= g0 + g1, n_out = n2, w = w2, y = y2, mi = 2;                                                   \
     } else if (g >= g0) {                                                                                 \
-      g -= g0, n_out = n1, w = w1, y = y1;                                                                \
+      g -= g0, n_out = n1, w = w1, y = y1, mi = 1;                                                        \
     }                                                                                                     \
+    const float scale = x_scale ? x_scale[0] : 1.0f;                                                      \
     const int r0 = g * TL_MVB_ROWS;                                                                       \
     const int nb = n_in / 32;                                                                             \
     __global const uchar* row0 = w + (ulong)r0 * row_bytes;                                               \
@@ -280,12 +383,12 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
     __global const uchar* row3 = w + (ulong)min(r0 + 3, n_out - 1) * row_bytes;                          \
     float4 acc = (float4)(0.0f);                                                                          \
     TL_MVB_UNITS(LO, HI, FMT, row0, row1, row2, row3)                                                    \
-    const float4 t = tl_group_sum4(acc, scratch);                                                         \
-    if (get_local_id(0) == 0) {                                                                           \
-      y[r0] = t.x;                                                                                        \
-      if (r0 + 1 < n_out) y[r0 + 1] = t.y;                                                                \
-      if (r0 + 2 < n_out) y[r0 + 2] = t.z;                                                                \
-      if (r0 + 3 < n_out) y[r0 + 3] = t.w;                                                                \
+    const float4 t = tl_group_sum4(acc, scratch) * scale;                                                 \
+    if (rope_cs) {                                                                                        \
+      if (get_local_id(0) == 0)                                                                           \
+        tl_mvb_rope_kv(t, r0, n_out, mi, y, rope_cs, head_dim, n_half, cache, layer_off, n_ctx, pos[0]);  \
+    } else {                                                                                              \
+      tl_mvb_residual(t, r0, n_out, y, res, res_g, res_part, res_count, res_eps, (__local float*)scratch); \
     }                                                                                                     \
   }
 
@@ -293,17 +396,18 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
 // formulas of glu.cl), Wg and Wu of one format and shape. A group takes rows r0, r0 + 1 of both matrices,
 // so each x load serves four rows; with the matvec's local size (the host uses one rule for both) the sums
 // are those of TL_MATVEC_BLOCK32 (same units, order and reduction), so y equals that kernel's two outputs
-// put through the glu kernel.
+// put through the glu kernel. The norm arguments as TL_MATVEC_BLOCK32's (a scaled x).
 #define TL_MATVEC_GLU_BLOCK32(NAME, LO, HI, FMT)                                                           \
   __kernel void NAME(__global const uchar* wg, __global const uchar* wu, ulong row_bytes, int n_in,        \
                      int n_out, __global const float* x, __global float* y, int act,                      \
-                     __local float4* scratch) {                                                           \
+                     __local float4* scratch, __global const float* x_scale) {                            \
+    const float scale = x_scale ? x_scale[0] : 1.0f;                                                      \
     const int r0 = get_group_id(0) * 2;                                                                   \
     const int nb = n_in / 32;                                                                             \
     const ulong o0 = (ulong)r0 * row_bytes, o1 = (ulong)min(r0 + 1, n_out - 1) * row_bytes;               \
     float4 acc = (float4)(0.0f);                                                                          \
     TL_MVB_UNITS(LO, HI, FMT, wg + o0, wg + o1, wu + o0, wu + o1)                                        \
-    const float4 t = tl_group_sum4(acc, scratch);                                                         \
+    const float4 t = tl_group_sum4(acc, scratch) * scale;                                                 \
     if (get_local_id(0) == 0) {                                                                           \
       y[r0] = tl_glu(t.x, t.z, act);                                                                      \
       if (r0 + 1 < n_out) y[r0 + 1] = tl_glu(t.y, t.w, act);                                              \

@@ -49,3 +49,10 @@ __kernel void add_rmsnorm(__global float* acc, __global const float* x, __global
   for (int c = lid; c < n4; c += ls) vstore4(vload4(c, ar) * scale * vload4(c, w), c, yr);
   if (4 * n4 + lid < n) yr[4 * n4 + lid] = ar[4 * n4 + lid] * scale * w[4 * n4 + lid];
 }
+
+// The scale a product left to its readers (quants.cl, "The RMSNorm around decode's products"), applied where
+// something else reads the norm's output: y[i] *= scale[0] for the n floats of y.
+__kernel void rms_scale(__global float* y, __global const float* scale, int n) {
+  const int i = get_global_id(0);
+  if (i < n) y[i] *= scale[0];
+}
