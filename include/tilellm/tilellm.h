@@ -276,7 +276,7 @@ typedef struct tilellm_session_params {
   int32_t device;          /* index into that backend's devices */
   int32_t n_threads;       /* CPU threads; 0: one per hardware thread */
   int64_t n_ctx;           /* tokens the KV cache holds; 0: the model's training context, at most 4096 */
-  int64_t n_batch;         /* prompt tokens per forward pass (64) */
+  int64_t n_batch;         /* prompt tokens per forward pass; 0: the backend's own (64 on the CPU, 512 on GPUs) */
   tilellm_kv_type kv_type; /* the KV cache's element type (F16) */
   tilellm_weights_mode weights;
   tilellm_activations activations;
@@ -302,6 +302,8 @@ TILELLM_API tilellm_status tilellm_session_create(const tilellm_model* model,
 TILELLM_API void tilellm_session_free(tilellm_session* session);
 
 TILELLM_API int64_t tilellm_session_n_ctx(const tilellm_session* session);
+/* Prompt tokens a forward pass takes (params.n_batch, or the backend's own for 0). */
+TILELLM_API int64_t tilellm_session_n_batch(const tilellm_session* session);
 /* Tokens in the cache (positions [0, n_past)). */
 TILELLM_API int64_t tilellm_session_n_past(const tilellm_session* session);
 /* The tokens in the cache, *n_tokens of them; valid until the session changes. */

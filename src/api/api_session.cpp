@@ -23,7 +23,7 @@ SessionOptions session_options(const tilellm_session_params& p) {
   SessionOptions o;
   if (p.n_threads < 0) raise(bad, "n_threads must be 0 (all hardware threads) or more, got {}", p.n_threads);
   if (p.n_ctx < 0) raise(bad, "n_ctx must be 0 (the model's) or more, got {}", p.n_ctx);
-  if (p.n_batch < 1) raise(bad, "n_batch must be at least 1, got {}", p.n_batch);
+  if (p.n_batch < 0) raise(bad, "n_batch must be 0 (the backend's own) or more, got {}", p.n_batch);
   if (p.device < 0) raise(bad, "device must be 0 or more, got {}", p.device);
   if (p.kv_type != TILELLM_KV_F16 && p.kv_type != TILELLM_KV_F32)
     raise(bad, "kv_type {} is not a tilellm_kv_type (TILELLM_KV_F16, TILELLM_KV_F32)", int(p.kv_type));
@@ -39,7 +39,7 @@ SessionOptions session_options(const tilellm_session_params& p) {
   o.device = p.device;
   o.n_threads = p.n_threads;
   o.n_ctx = p.n_ctx;
-  o.n_batch = p.n_batch;
+  o.n_batch = p.n_batch;  // 0: the backend's own, below
   o.kv_type = p.kv_type == TILELLM_KV_F32 ? GgmlType::F32 : GgmlType::F16;
   static constexpr WeightsMode kModes[] = {WeightsMode::Native, WeightsMode::Int4B64, WeightsMode::Int8B0,
                                            WeightsMode::Int4B0, WeightsMode::F16,     WeightsMode::F32};
@@ -61,6 +61,8 @@ SessionOptions session_options(const tilellm_session_params& p) {
       throw ApiError(known ? TILELLM_ERR_BACKEND : bad, err.what());
     }
   }
+  // As the CLI without -b: a GPU backend's prompt GEMM fills the device only with many tokens a pass.
+  if (o.n_batch == 0) o.n_batch = e->prompt_batch;
   std::map<std::string, std::string> given;
   for (size_t i = 0; i < p.n_backend_options; ++i) {
     const char* kv = p.backend_options[i];
@@ -91,7 +93,7 @@ tilellm_session_params tilellm_session_default_params(void) {
   p.device = 0;
   p.n_threads = 0;
   p.n_ctx = 0;
-  p.n_batch = 64;
+  p.n_batch = 0;
   p.kv_type = TILELLM_KV_F16;
   p.weights = TILELLM_WEIGHTS_NATIVE;
   p.activations = TILELLM_ACTIVATIONS_Q8;
@@ -124,6 +126,10 @@ void tilellm_session_free(tilellm_session* session) {
 
 int64_t tilellm_session_n_ctx(const tilellm_session* session) {
   return session ? session->session->n_ctx() : 0;
+}
+
+int64_t tilellm_session_n_batch(const tilellm_session* session) {
+  return session ? session->session->n_batch() : 0;
 }
 
 int64_t tilellm_session_n_past(const tilellm_session* session) {

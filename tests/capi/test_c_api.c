@@ -238,10 +238,21 @@ static tilellm_session_params small_params(int64_t n_ctx) {
 static void test_session_options(const tilellm_model* m) {
   tilellm_session* s = (tilellm_session*)1;
   tilellm_session_params p = small_params(64);
-  p.n_batch = 0;
-  expect_error(tilellm_session_create(m, &p, &s), TILELLM_ERR_INVALID_ARGUMENT, "n_batch must be at least 1",
-               "n_batch 0");
+  p.n_batch = -1;
+  expect_error(tilellm_session_create(m, &p, &s), TILELLM_ERR_INVALID_ARGUMENT, "n_batch must be 0",
+               "n_batch -1");
   check(s == NULL, "a failed create sets *out to NULL");
+  /* n_batch 0 (the default): the backend's own, 64 on the CPU; a given one is kept (within the context). */
+  p = small_params(128);
+  check(p.n_batch == 0, "the default n_batch is the backend's own (0)");
+  check(tilellm_session_create(m, &p, &s) == TILELLM_OK && tilellm_session_n_batch(s) == 64,
+        "the CPU's own n_batch is 64");
+  tilellm_session_free(s);
+  p.n_batch = 24;
+  check(tilellm_session_create(m, &p, &s) == TILELLM_OK && tilellm_session_n_batch(s) == 24,
+        "n_batch 24 kept");
+  tilellm_session_free(s);
+  s = (tilellm_session*)1;
   p = small_params(64);
   p.n_threads = -2;
   expect_error(tilellm_session_create(m, &p, &s), TILELLM_ERR_INVALID_ARGUMENT, "n_threads", "n_threads -2");
