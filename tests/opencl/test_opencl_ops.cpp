@@ -784,6 +784,18 @@ void fill_caches(CpuBackend& cpu, OpenclBackend& be, KvCache& ck, KvCache& gk, i
   }
 }
 
+// RoPE over 4 query heads and 2 KV heads of hd dims each, the first rope_dim of them turned.
+RopeShape four_over_two(int64_t hd, int64_t rope_dim, const RopeTable& table, RopeMode mode) {
+  RopeShape r;
+  r.n_head = 4;
+  r.n_head_kv = 2;
+  r.head_dim = hd;
+  r.rope_dim = rope_dim;
+  r.table = &table;
+  r.mode = mode;
+  return r;
+}
+
 TEST_P(OpenclOps, rope_kv_store_is_one_launch_equal_to_rope_rope_kv_store) {
   // q, k, v resident on the device (as in a forward pass): one rope_kv_store launch whose q, k and cache rows
   // equal bit for bit those of the two rope launches and the kv_store launch (the same arithmetic), in both
@@ -794,13 +806,7 @@ TEST_P(OpenclOps, rope_kv_store_is_one_launch_equal_to_rope_rope_kv_store) {
   const int32_t pos[3] = {40, 3, 76};
   for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
     for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
-      RopeShape r;
-      r.n_head = 4;
-      r.n_head_kv = 2;
-      r.head_dim = hd;
-      r.rope_dim = 8;
-      r.table = &table;
-      r.mode = mode;
+      const RopeShape r = four_over_two(hd, 8, table, mode);
       std::vector<float> q = rand_floats(size_t(n_tok * 4 * hd), 61),
                          k = rand_floats(size_t(n_tok * kv_dim), 62),
                          v = rand_floats(size_t(n_tok * kv_dim), 63);
@@ -861,13 +867,7 @@ TEST_P(OpenclOps, decode_qkv_products_turn_and_store_their_rows_in_one_launch) {
     OwnedWeight& wo = keep(make_weight(wt, n_in, n, 74));
     for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
       for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
-        RopeShape r;
-        r.n_head = 4;
-        r.n_head_kv = 2;
-        r.head_dim = hd;
-        r.rope_dim = 12;
-        r.table = &table;
-        r.mode = mode;
+        const RopeShape r = four_over_two(hd, 12, table, mode);
         std::vector<float> x = rand_floats(size_t(n_in), 75), acc = rand_floats(size_t(n), 76),
                            xn(static_cast<size_t>(n)), o_scratch(static_cast<size_t>(n)),
                            q(static_cast<size_t>(nq)), k(static_cast<size_t>(kv_dim)),
