@@ -1,11 +1,11 @@
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 
 #include "api_response.h"
 #include "chat_page.h"
@@ -210,10 +210,11 @@ HttpServer::HttpServer(const Model& model, const ChatTemplate& tmpl, SlotPool& p
   // not wait on idle connections): a client held up between connect and send (a loaded machine) would have
   // its connection closed unanswered. With TCP_DEFER_ACCEPT the kernel hands a connection over only once its
   // request has arrived (or after 30 s without one), so that wait starts with the request in hand.
-  s.http.set_socket_options([](socket_t sock) {
+  s.http.set_socket_options([&s](socket_t sock) {
     httplib::default_socket_options(sock);
     const int defer_s = 30;
     setsockopt(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s));
+    if (s.listen_fd < 0) s.listen_fd = int(sock);
   });
   s.http.set_keep_alive_timeout(2);
   s.add_routes();
@@ -223,14 +224,18 @@ HttpServer::~HttpServer() = default;
 
 int HttpServer::bind() {
   Impl& s = *impl_;
-  if (s.opts.port == 0) {
-    const int port = s.http.bind_to_any_port(s.opts.host);
+  int port = s.opts.port;
+  if (port == 0) {
+    port = s.http.bind_to_any_port(s.opts.host);
     if (port < 0) fail("cannot listen on {}: no port could be bound", s.opts.host);
-    return port;
+  } else if (!s.http.bind_to_port(s.opts.host, port)) {
+    fail("cannot listen on {}:{} (in use, or not an address of this machine)", s.opts.host, port);
   }
-  if (!s.http.bind_to_port(s.opts.host, s.opts.port))
-    fail("cannot listen on {}:{} (in use, or not an address of this machine)", s.opts.host, s.opts.port);
-  return s.opts.port;
+  // cpp-httplib listens with a backlog of 5: connections beyond it wait unaccepted, and on a loaded machine
+  // (32 clients reconnecting after 503s, the accept loop held up) some were reset (serve_load under CI's
+  // load: 2 of 40). Listening again on the bound socket raises the backlog to the system's.
+  if (s.listen_fd >= 0) ::listen(s.listen_fd, SOMAXCONN);
+  return port;
 }
 
 void HttpServer::listen() {
