@@ -214,7 +214,7 @@ HttpServer::HttpServer(const Model& model, const ChatTemplate& tmpl, SlotPool& p
     httplib::default_socket_options(sock);
     const int defer_s = 30;
     setsockopt(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s));
-    if (s.listen_fd < 0) s.listen_fd = int(sock);
+    if (s.binding) s.listen_fd = int(sock);
   });
   s.http.set_keep_alive_timeout(2);
   s.add_routes();
@@ -225,12 +225,14 @@ HttpServer::~HttpServer() = default;
 int HttpServer::bind() {
   Impl& s = *impl_;
   int port = s.opts.port;
+  s.binding = true;
   if (port == 0) {
     port = s.http.bind_to_any_port(s.opts.host);
     if (port < 0) fail("cannot listen on {}: no port could be bound", s.opts.host);
   } else if (!s.http.bind_to_port(s.opts.host, port)) {
     fail("cannot listen on {}:{} (in use, or not an address of this machine)", s.opts.host, port);
   }
+  s.binding = false;
   // cpp-httplib listens with a backlog of 5: connections beyond it wait unaccepted, and on a loaded machine
   // (32 clients reconnecting after 503s, the accept loop held up) some were reset (serve_load under CI's
   // load: 2 of 40). Listening again on the bound socket raises the backlog to the system's.

@@ -23,7 +23,10 @@ struct HttpServer::Impl {
   int64_t created = 0;  // the server's start, as the models' "created"
   std::atomic<uint64_t> next_id{1};
   httplib::Server http;
-  int listen_fd = -1;  // the listening socket, as set_socket_options first saw it (bind)
+  // The listening socket: the last one the socket-options hook saw while bind() ran (a host name may give
+  // several addresses, tried in turn).
+  int listen_fd = -1;
+  bool binding = false;
 
   Impl(const Model& m, const ChatTemplate& t, SlotPool& p, Metrics& mt, const ServeOptions& o);
   void add_routes();
