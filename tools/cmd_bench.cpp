@@ -16,9 +16,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "commands.h"
 #include "common.h"
 #include "pace_args.h"
@@ -93,7 +93,7 @@ std::vector<int> thread_counts(const BenchArgs& a) {
     if (x < 1 || x > 4096) fail("-t: thread count {} is out of range", x);
     t.push_back(int(x));
   }
-  if (t.empty()) t.push_back(int(std::max(1u, std::thread::hardware_concurrency())));
+  if (t.empty()) t.push_back(ThreadPool::default_threads());
   return t;
 }
 
@@ -324,7 +324,8 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   add_backend_args(sub, a->backend);
   sub->add_option("-r,--repetitions", a->reps, "timed runs per test")->capture_default_str();
-  sub->add_option("-t,--threads", a->threads, "thread counts, comma list (default: all hardware threads)");
+  sub->add_option("-t,--threads", a->threads,
+                  "thread counts, comma list (default: the CPUs this process may use)");
   sub->add_option("-o,--output", a->output, "output format")
       ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}))
       ->capture_default_str();

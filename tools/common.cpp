@@ -50,7 +50,8 @@ void add_model_args(CLI::App* app, ModelArgs& a) {
   add_backend_args(app, a.backend);
   app->add_option("-m,--model", a.model,
                   "GGUF model file (default: models/" + std::string(kDefaultModel) + ")");
-  app->add_option("-t,--threads", a.threads, "CPU threads (default: all)")->check(at_least(1));
+  app->add_option("-t,--threads", a.threads, "CPU threads (default: the CPUs this process may use)")
+      ->check(at_least(1));
   app->add_option("-c,--ctx-size", a.ctx, "context size in tokens (default, or 0: model's, at most 4096)")
       ->check(at_least(0));
   app->add_option("-b,--batch-size", a.batch,

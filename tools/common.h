@@ -17,7 +17,7 @@ namespace tilellm::cli {
 struct ModelArgs {
   BackendArgs backend;  // --backend, --device, --device-profile
   std::string model;    // empty: the default model
-  int threads = 0;      // 0: all hardware threads
+  int threads = 0;      // 0: the CPUs this process may use (ThreadPool::default_threads)
   int64_t ctx = 0;      // 0: model's training context capped at 4096
   int64_t batch = 0;    // prompt tokens per forward pass; 0: the backend's (BackendEntry::prompt_batch)
   std::string kv_type = "f16";

@@ -46,7 +46,11 @@ class ThreadPool {
     run(n, grain, tramp, const_cast<void*>(static_cast<const void*>(&f)));
   }
 
+  // The CPUs this process can keep busy (usable_cpus in base/cpu_set.h).
   static int default_threads();
+  // Whether waiting threads yield their CPU from the first check: more threads than CPUs (those of `cpus`
+  // when given, else the usable ones).
+  bool yields_at_once() const { return pause_spins_ == 0; }
 
  private:
   using Fn = void (*)(void*, int64_t, int64_t, int);
@@ -55,6 +59,7 @@ class ThreadPool {
   void work_on_current(int thread_index);
 
   int n_threads_;
+  int pause_spins_ = 0;  // checks with a pause hint before a waiting thread yields (0: oversubscribed)
   std::vector<std::thread> workers_;
   // The current job; written by the caller before generation_ is bumped, read by workers after they see it.
   Fn fn_ = nullptr;
