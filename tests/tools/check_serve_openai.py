@@ -4,12 +4,12 @@
 Against a server this script starts (SmolLM2-135M, 2 slots, an API key, small limits):
   - models; chat whole and streamed (the streamed deltas join to the whole reply's text, greedy); the same chat
     again reuses the slot's cached prompt; stop strings cut the text where they begin; max_tokens ends with
-    "length"; text completions whole and streamed; usage adds up;
+    "length"; text completions whole and streamed, and from token ids ([id, ...], [[id, ...]]); usage adds up;
   - embeddings (base64, the client's default, and float) against the NumPy reference: mean of the final
     normed hidden states (tests/reference/forward.py), unit length, cosine > 0.999;
   - errors as OpenAI error objects with the right status, the server still serving after each: malformed
     JSON, wrong types, an out-of-range value, a body over --max-body (413), an unknown model (404), a prompt
-    longer than the context (400), max_tokens over --max-tokens (400), a missing or wrong key (401), a full
+    longer than the context (400), token ids outside the vocabulary, empty or not integers (400), max_tokens over --max-tokens (400), a missing or wrong key (401), a full
     queue (503 with Retry-After);
   - a request sent 3.5 s after its connection opened is answered (not closed as an idle keep-alive);
   - a client that disconnects mid-stream frees its slot (tilellm_slots_busy back to 0, cancelled counted);
@@ -120,6 +120,13 @@ def main() -> int:
         cs = "".join(ch.choices[0].text for ch in client.completions.create(
             model=model_id, prompt="The capital of France is", temperature=0, max_tokens=8, stream=True))
         c.check(cs == ctext, "streamed completion equals the whole one")
+        # The same prompt as token ids (as llama-server takes them: [id, ...] or [[id, ...]]), used as given.
+        _, _, tb = s.request("POST", "/tokenize", {"content": "The capital of France is", "add_special": True})
+        prompt_ids = json.loads(tb)["tokens"]
+        for form in (prompt_ids, [prompt_ids]):
+            by_ids = client.completions.create(model=model_id, prompt=form, temperature=0, max_tokens=8)
+            c.check(by_ids.choices[0].text == ctext and by_ids.usage.prompt_tokens == len(prompt_ids),
+                    f"a prompt of token ids continues as its text does: {by_ids.choices[0].text!r}")
 
         # Embeddings against the NumPy reference.
         import forward
@@ -173,6 +180,12 @@ def main() -> int:
             model=model_id, prompt="word " * (CTX + 10))))
         expect("max_tokens over --max-tokens", 400, *status_of(lambda: client.completions.create(
             model=model_id, prompt="Hi", max_tokens=65)))
+        st, _, b = s.request("POST", "/v1/completions", {"prompt": [1, 2, 10 ** 7]})
+        expect("a token id outside the vocabulary", 400, st, b)
+        st, _, b = s.request("POST", "/v1/completions", {"prompt": [[]]})
+        expect("an empty token array", 400, st, b)
+        st, _, b = s.request("POST", "/v1/completions", {"prompt": [1, "two"]})
+        expect("a token array holding a string", 400, st, b)
         st, _, b = s.request("GET", "/v1/models", headers={"Authorization": ""})
         expect("no API key", 401, st, b)
         expect("a wrong API key", 401, *status_of(lambda: openai.OpenAI(

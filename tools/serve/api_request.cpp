@@ -160,12 +160,26 @@ CompletionRequest parse_completion(const json& j) {
   static_cast<GenRequest&>(r) = parse_gen(j);
   const json* p = find(j, "prompt");
   if (!p) bad("prompt", "is required");
+  // Token ids as llama-server takes them: [id, ...] or [[id, ...]] (one prompt a request).
+  auto ids = [&](const json& a) {
+    if (a.empty()) bad("prompt", "holds an empty token array");
+    for (const json& t : a) {
+      if (!t.is_number_integer()) bad("prompt", "token arrays must hold integers");
+      const int64_t x = t.get<int64_t>();
+      if (x < 0 || x > std::numeric_limits<int32_t>::max()) bad("prompt", "holds a token id out of range");
+      r.prompt_ids.push_back(int32_t(x));
+    }
+  };
   if (p->is_string()) {
     r.prompt = p->get<std::string>();
   } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
     r.prompt = (*p)[0].get<std::string>();
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+    ids(*p);
+  } else if (p->is_array() && p->size() == 1 && (*p)[0].is_array()) {
+    ids((*p)[0]);
   } else {
-    bad("prompt", "must be a string (or an array of one string)");
+    bad("prompt", "must be a string, an array of one string, or token ids ([id, ...] or [[id, ...]])");
   }
   return r;
 }

@@ -43,7 +43,8 @@ struct ChatRequest : GenRequest {
 };
 
 struct CompletionRequest : GenRequest {
-  std::string prompt;
+  std::string prompt;               // a text prompt, tokenized with the model's special tokens
+  std::vector<int32_t> prompt_ids;  // or token ids, used as they are (not empty when given)
 };
 
 struct EmbeddingRequest {

@@ -124,7 +124,17 @@ void HttpServer::Impl::add_generate_routes() {
     guarded(res, [&] {
       CompletionRequest r = parse_completion(parse_body(req.body));
       check_model(r.model);
-      generate(r, model.tokenizer().encode(r.prompt, true, true), false, req, res);
+      if (r.prompt_ids.empty())
+        return generate(r, model.tokenizer().encode(r.prompt, true, true), false, req, res);
+      const int32_t n_vocab = model.tokenizer().n_vocab();
+      for (int32_t id : r.prompt_ids) {
+        if (id >= n_vocab)
+          throw ApiError(400,
+                         "'prompt' holds token id " + std::to_string(id) + "; the vocabulary has " +
+                             std::to_string(n_vocab) + " tokens",
+                         "prompt", "invalid_value");
+      }
+      generate(r, std::move(r.prompt_ids), false, req, res);
     });
   };
   auto embed = [this](const httplib::Request& req, httplib::Response& res) {
@@ -149,7 +159,8 @@ void HttpServer::Impl::add_generate_routes() {
                          "input", "context_length_exceeded");
         for (int32_t id : inputs[i])
           if (id >= n_vocab)
-            throw ApiError(400, "'" + field + "' holds a token id outside the vocabulary", "input");
+            throw ApiError(400, "'" + field + "' holds a token id outside the vocabulary", "input",
+                           "invalid_value");
       }
       // One input after another, each a job in the queue like any request.
       std::vector<std::vector<float>> vecs;
