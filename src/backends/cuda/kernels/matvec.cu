@@ -37,6 +37,7 @@
 // codes per dp4a pair, a third of the instructions a byte) already reach 3.3 TB/s there and keep the
 // register-round kernel.
 #include <algorithm>
+#include <atomic>
 
 #include "block_dot.cuh"
 #include "common.cuh"
@@ -436,19 +437,25 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   }
 }
 
-// Blocks of the kernel the GPU holds at once (its registers, and up to 48 KiB of activations: the most a
-// decode step's rows ask), found once per kernel. The kernel's shared-memory limit is raised first: at the
+// Blocks of the kernel the current GPU holds at once (its registers, and up to 48 KiB of activations: the
+// most a decode step's rows ask), found once per kernel and device (a process may drive GPUs of different
+// sizes; the attribute below is the device's too). The kernel's shared-memory limit is raised first: at the
 // default (48 KiB with its static arrays) the query answers 0.
 template <auto Kernel>
 int resident_blocks() {
-  static const int n = [] {
-    cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024);
-    int dev = 0, sms = 0, per_sm = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, 32 * kStreamWarps, 48 * 1024);
-    return std::max(1, sms * per_sm);
-  }();
+  constexpr int kDevices = 64;  // devices past this are asked every time
+  static std::atomic<int> known[kDevices] = {};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (dev >= 0 && dev < kDevices) {
+    if (const int n = known[dev].load(std::memory_order_relaxed); n > 0) return n;
+  }
+  cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024);
+  int sms = 0, per_sm = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, 32 * kStreamWarps, 48 * 1024);
+  const int n = std::max(1, sms * per_sm);
+  if (dev >= 0 && dev < kDevices) known[dev].store(n, std::memory_order_relaxed);
   return n;
 }
 
