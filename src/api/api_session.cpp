@@ -21,7 +21,8 @@ Session& session_of(tilellm_session* s) {
 SessionOptions session_options(const tilellm_session_params& p) {
   constexpr tilellm_status bad = TILELLM_ERR_INVALID_ARGUMENT;
   SessionOptions o;
-  if (p.n_threads < 0) raise(bad, "n_threads must be 0 (all hardware threads) or more, got {}", p.n_threads);
+  if (p.n_threads < 0)
+    raise(bad, "n_threads must be 0 (the CPUs the process may use) or more, got {}", p.n_threads);
   if (p.n_ctx < 0) raise(bad, "n_ctx must be 0 (the model's) or more, got {}", p.n_ctx);
   if (p.n_batch < 0) raise(bad, "n_batch must be 0 (the backend's own) or more, got {}", p.n_batch);
   if (p.device < 0) raise(bad, "device must be 0 or more, got {}", p.device);
