@@ -18,6 +18,14 @@ const SessionOptions& batchable(const SessionOptions& o, int n_seq) {
         "backend keeps one in its own memory",
         o.backend);
   }
+  // Session's hybrid prefill (the host's tiles for prompts, KV rows sent up) is one conversation's; a batch
+  // runs every pass on its backend, so a request for it is refused rather than ignored.
+  if (o.prefill != PrefillMode::Gpu) {
+    fail(
+        "--prefill {} moves a single session's prompts to the host (run, chat, bench); a batch of sequences "
+        "(serve, batched-bench) runs its prompts on the {} backend: leave --prefill at gpu",
+        o.prefill == PrefillMode::Cpu ? "cpu" : "auto", o.backend);
+  }
   return o;
 }
 

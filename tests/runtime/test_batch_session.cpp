@@ -103,5 +103,20 @@ TEST(BatchSession, refuses_a_backend_with_one_cache) {
   }
 }
 
+TEST(BatchSession, refuses_a_host_prefill_it_would_not_run) {
+  test::TinySpec s;
+  auto model = tiny(s, "prefill");
+  for (PrefillMode m : {PrefillMode::Cpu, PrefillMode::Auto}) {
+    SessionOptions so = options();
+    so.prefill = m;
+    try {
+      BatchSession b(*model, so, 2);
+      ADD_FAILURE() << "--prefill " << int(m) << " was taken and ignored";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("leave --prefill at gpu"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tilellm
