@@ -15,6 +15,7 @@
 #include "backends/kv_cache.h"
 #include "backends/moe.h"
 #include "backends/op_params.h"
+#include "backends/program_cache.h"
 #include "backends/weight.h"
 
 namespace tilellm {
@@ -184,6 +185,11 @@ class Backend {
   // One line on the device memory a device backend holds (weights, KV cache, the rest), for the user; empty
   // for a backend that runs in host memory.
   virtual std::string memory_summary() const { return {}; }
+
+  // The directory the backend keeps files in (a GPU backend's program cache; a session's --prefill auto
+  // speeds go beside it); empty: none may be written (the backend's cache is off). By default the backend's
+  // default_cache_dir.
+  virtual std::string files_dir() const { return default_cache_dir(name()); }
 
   // Device time per kernel since the last reset, for a backend that times its kernels (OpenCL with
   // profiling on); empty otherwise. Reading it waits for the queued work.

@@ -101,6 +101,11 @@ std::string default_cache_dir(std::string_view backend) {
   return "";
 }
 
+std::string cache_files_dir(const ProgramCacheOptions& o, std::string_view backend) {
+  if (o.mode == ProgramCacheOptions::Mode::Off) return "";
+  return o.dir.empty() ? default_cache_dir(backend) : o.dir;
+}
+
 uint64_t cache_hash(const void* data, size_t bytes, uint64_t seed) {
   constexpr uint64_t kPrime = 0x100000001b3ull;
   uint64_t h = 0xcbf29ce484222325ull ^ seed;

@@ -50,6 +50,9 @@ ProgramCacheOptions parse_cache_option(const std::string& value, const char* fla
 // none of those variables is set.
 std::string default_cache_dir(std::string_view backend);
 
+// The directory the cache options write in: empty when off, the named directory, else default_cache_dir.
+std::string cache_files_dir(const ProgramCacheOptions& o, std::string_view backend);
+
 // What is stored under one key.
 struct CacheEntry {
   std::vector<std::vector<uint8_t>> binaries;  // one per program, in the order the backend builds them

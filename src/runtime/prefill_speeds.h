@@ -2,7 +2,8 @@
 // so that later sessions of the same model, backend, device and modes reuse it instead of timing again.
 //
 // Kept in the process (every session made after the first) and in a file beside the GPU backends' program
-// cache (backends/program_cache.h: default_cache_dir of the backend): `prefill-<16 hex digits>.txt`, the
+// cache (Backend::files_dir: none when that cache is off, as it is by default for a backend a library or a
+// test makes): `prefill-<16 hex digits>.txt`, the
 // digits a hash of the key text, the file holding
 //   TLPREFILL 2
 //   <the key text, one or more lines>

@@ -77,7 +77,7 @@ void Session::measure_prefill() {
       model_fingerprint(model_), c.n_layer, c.n_vocab, backend_->name(), opts_.device, opts_.device_profile,
       int(opts_.gpu_memory), int(opts_.kv_memory), pool_.size(), P, D, kv_.n_ctx(), int(opts_.activations),
       int(opts_.weights), type_name(opts_.kv_type), engine_build_identity());
-  const std::string dir = default_cache_dir(backend_->name());
+  const std::string dir = backend_->files_dir();  // empty (the backend's cache off): no file
   if (std::optional<PrefillSpeeds> kept = find_prefill_speeds(key, dir)) {
     speeds_ = *kept;
     return;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../common/paths.h"
+#include "backends/registry.h"
 #include "compare_greedy.h"
 #include "model/model.h"
 #include "runtime/session.h"
@@ -81,8 +82,12 @@ inline void expect_hybrid_prefill_equals_the_device_path(const std::string& back
 // without timing; with n_batch 24 the device is timed at 8, 16 or 24 tokens (doubling while a pass is short);
 // the logits after a 13-token prompt and two decode steps are the all-device session's (float path, bound
 // 1e-4 as above). A context of 72 keeps the key apart from the other tests' sessions in the process.
+// cache_flag: the backend's cache option ("--cl-cache"), set to cache_dir, and then to off, with which a
+// session measures (another context: another key) and writes no file; empty: the backend has none (its
+// files go to $TILELLM_CACHE_DIR).
 inline void expect_auto_prefill_measures_once(const std::string& backend, int device_index,
-                                              const std::string& cache_dir) {
+                                              const std::string& cache_dir,
+                                              const std::string& cache_flag = "") {
   const std::string path = model_path(kSmolLM2);
   ASSERT_MODEL(path);
   std::filesystem::remove_all(cache_dir);
@@ -93,6 +98,8 @@ inline void expect_auto_prefill_measures_once(const std::string& backend, int de
   so.n_batch = 8;
   so.backend = backend;
   so.device = device_index;
+  if (!cache_flag.empty())
+    so.backend_options = make_backend_options(require_backend(backend), {{cache_flag, cache_dir}});
   Session device(*model, so);
   EXPECT_EQ(device.prefill_speeds(), nullptr) << "only --prefill auto measures";
   so.prefill = PrefillMode::Auto;
@@ -122,6 +129,21 @@ inline void expect_auto_prefill_measures_once(const std::string& backend, int de
     EXPECT_EQ(w.tokens, 24);
     EXPECT_TRUE(w.device_tokens == 8 || w.device_tokens == 16 || w.device_tokens == 24) << w.device_tokens;
     EXPECT_GT(w.device_tps, 0.0);
+  }
+  auto prefill_files = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(cache_dir))
+      n += e.path().filename().string().rfind("prefill-", 0) == 0;
+    return n;
+  };
+  EXPECT_EQ(prefill_files(), 2) << "the 8- and 24-token batches' files";
+  if (!cache_flag.empty()) {
+    SessionOptions off = so;
+    off.n_ctx = 80;
+    off.backend_options = make_backend_options(require_backend(backend), {{cache_flag, "off"}});
+    Session uncached(*model, off);
+    EXPECT_EQ(uncached.prefill_speeds()->source.rfind("measured", 0), 0u);
+    EXPECT_EQ(prefill_files(), 2) << cache_flag << " off: the speeds are kept in the process only";
   }
   const int64_t V = model->config().n_vocab;
   const std::vector<int32_t> prompt = {1, 504, 3492, 282, 253, 1345, 30, 2600, 16, 57, 8, 4411, 42};

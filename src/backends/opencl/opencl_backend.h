@@ -182,6 +182,7 @@ class OpenclBackend final : public Backend {
   };
   DeviceMemory device_memory() const;
   std::string memory_summary() const override;
+  std::string files_dir() const override { return cache_files_dir(opts_.cache, "opencl"); }
   bool needs_host_kv() const override { return kv_on_cpu(); }
   // Names of the kernels that failed the self-check and whose ops run on the CPU backend.
   std::vector<std::string> cpu_fallbacks() const;

@@ -150,6 +150,7 @@ class VulkanBackend final : public Backend {
   void kv_to_host(KvCache& kv, int64_t p0, int64_t p1) override { copy_kv(kv, p0, p1, false); }
   bool needs_host_kv() const override { return kv_on_cpu(); }
   std::string memory_summary() const override;
+  std::string files_dir() const override { return cache_files_dir(opts_.cache, "vulkan"); }
 
   void embed(const Weight& table, const int32_t* ids, int64_t n_tok, float scale, float* out) override;
   void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps) override;
