@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -96,6 +97,20 @@ class OpenclOps : public ::testing::TestWithParam<std::string> {
     o.max_in_elems = o.max_out_elems = 1 << 12;
     o.max_width = 256;
     o.self_check = false;
+    return o;
+  }
+
+  // small_options with kernel timing, a KV cache of kLayers x kCtx rows of kv_dim in `type`, and the host
+  // arrays kept on the device: what the fused decode launches' tests run on.
+  OpenclBackendOptions fused_options(int64_t max_tokens, int64_t kv_dim, GgmlType type,
+                                     std::initializer_list<std::vector<float>*> resident) const {
+    OpenclBackendOptions o = small_options(max_tokens);
+    o.profiling = true;
+    o.kv_layers = kLayers;
+    o.kv_ctx = kCtx;
+    o.kv_dim = kv_dim;
+    o.kv_type = type;
+    for (std::vector<float>* a : resident) o.resident.push_back({a->data(), a->size() * sizeof(float)});
     return o;
   }
 
@@ -811,14 +826,7 @@ TEST_P(OpenclOps, rope_kv_store_is_one_launch_equal_to_rope_rope_kv_store) {
                          k = rand_floats(size_t(n_tok * kv_dim), 62),
                          v = rand_floats(size_t(n_tok * kv_dim), 63);
       std::vector<float> q2 = q, k2 = k;
-      OpenclBackendOptions o = small_options(4);
-      o.profiling = true;
-      o.kv_layers = kLayers;
-      o.kv_ctx = kCtx;
-      o.kv_dim = kv_dim;
-      o.kv_type = type;
-      for (std::vector<float>* a : {&q, &k, &v}) o.resident.push_back({a->data(), a->size() * 4});
-      OpenclBackend be(o);
+      OpenclBackend be(fused_options(4, kv_dim, type, {&q, &k, &v}));
       KvCache fused(kLayers, kCtx, 2, hd, type), apart(kLayers, kCtx, 2, hd, type);
       for (std::vector<float>* a : {&q, &k, &v}) be.host_wrote(a->data(), a->size() * 4);
       be.reset_kernel_times();
@@ -873,15 +881,8 @@ TEST_P(OpenclOps, decode_qkv_products_turn_and_store_their_rows_in_one_launch) {
                            q(static_cast<size_t>(nq)), k(static_cast<size_t>(kv_dim)),
                            v(static_cast<size_t>(kv_dim)), q2(q.size()), k2(k.size()), v2(v.size());
         const std::vector<float> g = rand_floats(size_t(n), 77);
-        OpenclBackendOptions o = small_options(1);
-        o.profiling = true;
-        o.kv_layers = kLayers;
-        o.kv_ctx = kCtx;
-        o.kv_dim = kv_dim;
-        o.kv_type = type;
-        for (std::vector<float>* a : {&x, &acc, &xn, &o_scratch, &q, &k, &v, &q2, &k2, &v2})
-          o.resident.push_back({a->data(), a->size() * 4});
-        OpenclBackend be(o);
+        OpenclBackend be(
+            fused_options(1, kv_dim, type, {&x, &acc, &xn, &o_scratch, &q, &k, &v, &q2, &k2, &v2}));
         for (OwnedWeight* w : {&wq, &wk, &wv, &wo}) be.upload_weight(w->w);
         be.host_wrote(x.data(), x.size() * 4);
         be.host_wrote(acc.data(), acc.size() * 4);
