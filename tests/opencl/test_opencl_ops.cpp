@@ -21,6 +21,7 @@
 #include "backends/kv_cache.h"
 #include "backends/opencl/error.h"
 #include "backends/opencl/opencl_backend.h"
+#include "backends/registry.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "base/thread_pool.h"
@@ -482,6 +483,91 @@ TEST_P(OpenclOps, tiled_matmul_matches_cpu_at_every_tail) {
   EXPECT_EQ(g.tm % 4, 0);
   const int64_t tt = g.tt();
   check_matmul_tails(be, cpu_, kept_, {1, 2, 3, 5, tt - 1, tt, tt + 1, tt + 3});
+}
+
+// Split K towards `want` slices over nbt blocks: slices of ceil(nbt / want) blocks, as many as that takes
+// (none empty).
+int64_t slices_for(int64_t want, int64_t nbt) {
+  const int64_t b = (nbt + want - 1) / want;
+  return (nbt + b - 1) / b;
+}
+
+TEST_P(OpenclOps, split_k_matmul_matches_cpu_at_every_tail) {
+  // Every tiled product split into slices of 3 blocks (the last one shorter where the blocks do not divide):
+  // the slices' sums added in order stay within the unsplit bound.
+  OpenclBackendOptions o = tails_options(GetParam());
+  o.gemm_split_blocks = 3;
+  OpenclBackend be(o);
+  ASSERT_TRUE(be.gemm_tiles().on());
+  const OpenclBackend::GemmSplit sp = be.gemm_split_for(2 * be.gemm_tiles().tr() + 5, 5, 4096 + 32);
+  EXPECT_EQ(sp.blocks, 3);
+  EXPECT_EQ(sp.slices, 43);  // 129 blocks
+  const int64_t tt = be.gemm_tiles().tt();
+  check_matmul_tails(be, cpu_, kept_, {1, 2, 5, tt, tt + 3});
+}
+
+TEST_P(OpenclOps, split_k_is_chosen_from_the_tiles_and_compute_units) {
+  OpenclBackendOptions o = tails_options(GetParam());
+  o.gemm_split = 8;
+  OpenclBackend be(o);
+  const int64_t tr = be.gemm_tiles().tr(), tt = be.gemm_tiles().tt();
+  const int64_t target = 8 * int64_t(std::max<uint32_t>(be.caps().compute_units, 1));
+  // One tile of 129 blocks: split towards the target, at most kMaxGemmSlices slices of at least 4 blocks.
+  OpenclBackend::GemmSplit sp = be.gemm_split_for(tr, tt, 4096 + 32);
+  EXPECT_EQ(sp.slices, slices_for(std::min<int64_t>(target, OpenclBackend::kMaxGemmSlices), 129));
+  EXPECT_GE(sp.blocks, 4);
+  EXPECT_GE(sp.slices * sp.blocks, 129);
+  EXPECT_LT((sp.slices - 1) * sp.blocks, 129);
+  // Two tiles: about half the slices.
+  sp = be.gemm_split_for(tr + 1, tt, 4096 + 32);
+  EXPECT_EQ(sp.slices, slices_for(std::min<int64_t>((target + 1) / 2, OpenclBackend::kMaxGemmSlices), 129));
+  // Too few blocks to split: 7 blocks hold one slice of 4 at most.
+  sp = be.gemm_split_for(tr, tt, 7 * 32);
+  EXPECT_EQ(sp.slices, 1);
+  EXPECT_EQ(sp.blocks, 7);
+  // Tiles enough for the target: unsplit.
+  sp = be.gemm_split_for(target * tr, tt, 4096);
+  EXPECT_EQ(sp.slices, 1);
+  // A split product matches the CPU as the unsplit one does.
+  check_matmul_tails(be, cpu_, kept_, {2, tt});
+  // Off: never split, whatever the shape.
+  o.gemm_split = 0;
+  OpenclBackend off(o);
+  EXPECT_EQ(off.gemm_split_for(1, 1, 4096).slices, 1);
+}
+
+TEST(OpenclGemmSplit, cli_option_sets_the_target_or_turns_it_off) {
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  const BackendEntry& e = *find_backend("opencl");
+  auto split_of = [&](const std::string& v) {
+    std::shared_ptr<BackendOptions> o = make_backend_options(e, {{"--cl-gemm-split", v}});
+    BackendParams p;
+    p.device = test::opencl_test_device();
+    p.max_tokens = 64;
+    p.max_in_elems = p.max_out_elems = 64 * 4096;
+    p.max_width = 4096;
+    p.options = o.get();
+    std::unique_ptr<Backend> be = e.make(p);
+    // One tile of 128 blocks: split under any target above one group.
+    const auto& cl = dynamic_cast<OpenclBackend&>(*be);
+    return std::pair{cl.gemm_split_for(1, 1, 4096).slices, cl.caps().compute_units};
+  };
+  EXPECT_EQ(split_of("off").first, 1);
+  EXPECT_GT(split_of("8").first, 1);
+  const auto [slices, units] = split_of("auto");  // one group per compute unit
+  EXPECT_EQ(slices, slices_for(std::min<int64_t>(units, OpenclBackend::kMaxGemmSlices), 128));
+  for (const char* bad : {"0", "9", "two", ""}) {
+    std::string msg;
+    try {
+      make_backend_options(e, {{"--cl-gemm-split", bad}});
+    } catch (const Error& err) {
+      msg = err.what();
+    }
+    EXPECT_NE(
+        msg.find("--cl-gemm-split: '" + std::string(bad) + "' is not auto, off or a number from 1 to 8"),
+        std::string::npos)
+        << bad << ": " << msg;
+  }
 }
 
 TEST_P(OpenclOps, row_matmul_kernels_match_cpu_at_every_tail) {

@@ -98,6 +98,17 @@ bool have_device() {
   return !opencl::list_devices().empty();
 }
 
+// The sum of a split product's slices that drops the last slice.
+constexpr const char* kBrokenGemmSplitSum = R"(
+__kernel void gemm_split_sum(__global const float* parts, int n_splits, int n, __global float* y) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  float s = 0.0f;
+  for (int z = 0; z + 1 < n_splits; ++z) s += parts[(ulong)z * n + i];
+  y[i] = s;
+}
+)";
+
 OpenclBackendOptions options_with(const char* name, const char* source) {
   OpenclBackendOptions o;
   o.device = test::opencl_test_device();
@@ -184,6 +195,44 @@ TEST(OpenclSelfCheck, broken_q4_0_matmul_is_caught_and_other_types_stay_on_the_d
   cpu.matmul(w, x.data(), 2, a.data());
   be.matmul(w, x.data(), 2, b.data());
   EXPECT_EQ(a, b);
+}
+
+TEST(OpenclSelfCheck, broken_split_sum_is_caught_and_products_run_unsplit) {
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  ::testing::internal::CaptureStderr();
+  OpenclBackendOptions o = options_with("gemm_split_sum", kBrokenGemmSplitSum);
+  o.gemm_split_blocks = 1;  // every product would split
+  OpenclBackend be(o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(be.cpu_fallbacks(), std::vector<std::string>{"gemm_split_sum"});
+  EXPECT_NE(err.find("gemm_split_sum failed its self-check"), std::string::npos) << err;
+  EXPECT_NE(err.find("prompt products run unsplit"), std::string::npos) << err;
+  EXPECT_EQ(be.gemm_split_for(7, 2, 4096).slices, 1);
+
+  // A Q8_0 product of 3 blocks still matches the CPU (the unsplit kernel).
+  const int64_t n_in = 96, n_out = 5;
+  std::vector<uint8_t> bytes(row_size(GgmlType::Q8_0, n_in) * n_out);
+  std::mt19937 rng(5);
+  for (uint8_t& v : bytes) v = uint8_t(rng());
+  for (size_t b = 0; b < bytes.size(); b += 34) {
+    const uint16_t d = fp32_to_fp16(0.01f);
+    std::memcpy(&bytes[b], &d, 2);
+  }
+  Weight w;
+  w.name = "q8_0";
+  w.type = GgmlType::Q8_0;
+  w.data = bytes.data();
+  w.n_in = n_in;
+  w.n_out = n_out;
+  w.row_bytes = row_size(GgmlType::Q8_0, n_in);
+  be.upload_weight(w);
+  ThreadPool pool(1);
+  CpuBackend cpu(pool, ActivationMode::F32, 0);
+  const std::vector<float> x = random_floats(3 * n_in, 6);
+  std::vector<float> a(3 * n_out), b(3 * n_out);
+  cpu.matmul(w, x.data(), 3, a.data());
+  be.matmul(w, x.data(), 3, b.data());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4f * (1.0f + std::abs(a[i]))) << i;
 }
 
 // A whole forward pass with an op on a fallback: a CPU op goes down and back up for its activations (in

@@ -1,9 +1,9 @@
 // Matmul on the device, the kernel picked by the weight's device format (matmul_<type>.cl): for one token
 // (decode) the matvec kernel, one work-group per 4 rows (2 rows of both matrices for the gate/up GLU kernel),
 // reading each input once for those rows; for more, the matmul kernel: the tiled GEMM (kernels/gemm.cl), one
-// work-group per tile of tr rows x tt tokens, or, where the device cannot hold its smallest tile, the row
-// kernel, one work-group per (output row, tile of kMatmulTile tokens). matmul_shared places the shared input
-// on the device once for all its weights.
+// work-group per tile of tr rows x tt tokens (and K slice, where too few tiles split K: gemm_split_for), or,
+// where the device cannot hold its smallest tile, the row kernel, one work-group per (output row, tile of
+// kMatmulTile tokens). matmul_shared places the shared input on the device once for all its weights.
 //
 // The norm left to the readers (matmul_add_rmsnorm, decode): the output and down products end their block
 // with the residual add and the next block's RMSNorm. Here the product itself adds its rows into the
@@ -42,25 +42,66 @@ OpenclBackend::GemmTiles OpenclBackend::gemm_tiles_for(const opencl::Capabilitie
   return fit ? *fit : GemmTiles{};
 }
 
+// A product's tiles alone may leave most of a large GPU idle: a prompt of 64 tokens over a 4096-row matrix is
+// 32 tiles of 128 x 64 for an H200's 132 compute units (before the tiles grew to 64 tokens and passes to
+// 512 tokens, 7B Q4_0 pp512 ran 541 t/s at 64 tokens a pass against 1257 at 512: docs/PERF.md 2026-12-04),
+// and a 2048-row matrix at 512 tokens is 128. Splitting K over slices multiplies the groups without shrinking
+// the tile (whose size is what makes it fast) for the price of writing and adding the slices: at most 2 x
+// target tiles of floats, small beside the product's weights and multiply-adds. A slice keeps at least
+// kMinSliceBlocks blocks, so that its tile's loads and stores stay a small part of its work.
+OpenclBackend::GemmSplit OpenclBackend::gemm_split_for(int64_t n_out, int64_t n_tok, int64_t n_in) const {
+  constexpr int64_t kMinSliceBlocks = 4;
+  const int64_t nbt = (n_in + 31) / 32;
+  GemmSplit one{1, nbt};
+  if (!gemm_.on() || gemm_parts_floats_ == 0 || k_gemm_split_sum_.on_cpu) return one;
+  int64_t slices = 1;
+  if (opts_.gemm_split_blocks > 0) {
+    slices = (nbt + opts_.gemm_split_blocks - 1) / opts_.gemm_split_blocks;
+  } else {
+    const int64_t groups = ((n_out + gemm_.tr() - 1) / gemm_.tr()) * ((n_tok + gemm_.tt() - 1) / gemm_.tt());
+    const int64_t target = int64_t(opts_.gemm_split) * int64_t(std::max<uint32_t>(caps().compute_units, 1));
+    if (groups >= target) return one;
+    slices = std::min({(target + groups - 1) / groups, nbt / kMinSliceBlocks, kMaxGemmSlices});
+  }
+  slices = std::min(slices, gemm_parts_floats_ / std::max<int64_t>(n_tok * n_out, 1));
+  if (slices < 2) return one;
+  const int64_t blocks = (nbt + slices - 1) / slices;
+  return {(nbt + blocks - 1) / blocks, blocks};  // no empty slice
+}
+
 void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                                    const opencl::Buffer& y) {
   const opencl::Kernel& k = matmul_kernel(dw.fmt);
   if (gemm_.on()) {
+    const GemmSplit sp = gemm_split_for(dw.n_out, n_tok, dw.n_in);
     const cl_ulong row_bytes = dw.row_bytes;
     const cl_int n_in = cl_int(dw.n_in), n_out = cl_int(dw.n_out), nt = cl_int(n_tok);
+    const cl_int blocks = cl_int(sp.blocks);
     opencl::set_arg(k, 0, dw.buf);
     opencl::set_arg(k, 1, row_bytes);
     opencl::set_arg(k, 2, n_in);
     opencl::set_arg(k, 3, n_out);
     opencl::set_arg(k, 4, nt);
     opencl::set_arg(k, 5, x);
-    opencl::set_arg(k, 6, y);
+    opencl::set_arg(k, 6, sp.slices > 1 ? gemm_parts_ : y);
     opencl::set_local_arg(k, 7, gemm_.local_bytes());
+    opencl::set_arg(k, 8, blocks);
     const size_t row_tiles = size_t((dw.n_out + gemm_.tr() - 1) / gemm_.tr());
     const size_t tok_tiles = size_t((n_tok + gemm_.tt() - 1) / gemm_.tt());
-    const size_t global[2] = {row_tiles * size_t(gemm_.wr), tok_tiles * size_t(gemm_.wt)};
-    const size_t local[2] = {size_t(gemm_.wr), size_t(gemm_.wt)};
-    rt_.launch(k, 2, global, local);
+    const size_t global[3] = {row_tiles * size_t(gemm_.wr), tok_tiles * size_t(gemm_.wt), size_t(sp.slices)};
+    const size_t local[3] = {size_t(gemm_.wr), size_t(gemm_.wt), 1};
+    rt_.launch(k, 3, global, local);
+    if (sp.slices > 1) {
+      // [slices][n_tok][n_out] -> y, in slice order (gemm_split.cl).
+      const opencl::Kernel& ks = k_gemm_split_sum_;
+      const cl_int n_slices = cl_int(sp.slices), n = cl_int(n_tok * dw.n_out);
+      opencl::set_arg(ks, 0, gemm_parts_);
+      opencl::set_arg(ks, 1, n_slices);
+      opencl::set_arg(ks, 2, n);
+      opencl::set_arg(ks, 3, y);
+      const size_t g[1] = {size_t(n)};
+      rt_.launch(ks, 1, g, nullptr);
+    }
     return;
   }
   // About one 32-weight block per item (idle items would only lengthen the reduction), but at least one

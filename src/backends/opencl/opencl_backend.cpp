@@ -93,10 +93,10 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   gemm_ = o.tiled_matmul ? gemm_tiles_for(caps()) : GemmTiles{};
   // The image matmuls (--gpu-memory image) are a program of their own, built only when they can be used.
   const bool images = o.memory == GpuMemory::Image && caps().images;
-  const std::vector<std::string_view> ops = {"embedding",     "rmsnorm",     "matmul_f32",  "matmul_f16",
-                                             "matmul_q4_0",   "matmul_q4_1", "matmul_q8_0", "matmul_int4b64",
-                                             "matmul_int8b0", "matmul_kq8",  "matmul_kq4",  "rope",
-                                             "kv_store",      "attention",   "glu",         "add"};
+  const std::vector<std::string_view> ops = {
+      "embedding",   "rmsnorm",        "matmul_f32",    "matmul_f16", "matmul_q4_0", "matmul_q4_1",
+      "matmul_q8_0", "matmul_int4b64", "matmul_int8b0", "matmul_kq8", "matmul_kq4",  "rope",
+      "kv_store",    "attention",      "glu",           "add",        "gemm_split"};
   std::string defines;
   std::unique_ptr<ProgramCache> cache;
   std::optional<CacheEntry> entry;
@@ -173,6 +173,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   k_glu_silu_ = rt_.kernel(program_, "glu_silu");
   k_glu_gelu_ = rt_.kernel(program_, "glu_gelu");
   k_add_ = rt_.kernel(program_, "add");
+  k_gemm_split_sum_ = rt_.kernel(program_, "gemm_split_sum");
   if (images) image_kernels();
   if (!o.test_kernel_name.empty()) {
     opencl::Kernel* slot = nullptr;
@@ -194,6 +195,18 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   out_ = rt_.alloc(floats(opts_.max_out_elems));
   attn_part_ = rt_.alloc(kAttnPartFloats * sizeof(float));
   vec_ = rt_.alloc(floats(opts_.max_width));
+  // A split product's slices: fewer groups than the target means fewer than target tiles of tr x tt
+  // outputs, and slices enough to reach it add fewer than one more target's worth, so 2 x target tiles
+  // hold any split the rule makes (gemm_split_for; it splits less where they would not fit).
+  if (gemm_.on() && (opts_.gemm_split > 0 || opts_.gemm_split_blocks > 0)) {
+    int64_t want = kMaxGemmSlices * opts_.max_out_elems;
+    if (opts_.gemm_split_blocks == 0) {
+      const int64_t target = int64_t(opts_.gemm_split) * int64_t(std::max<uint32_t>(caps().compute_units, 1));
+      want = std::min(want, 2 * target * int64_t(gemm_.tr()) * int64_t(gemm_.tt()));
+    }
+    gemm_parts_floats_ = std::min<int64_t>(want, int64_t(caps().max_alloc_bytes / sizeof(float)));
+    gemm_parts_ = rt_.alloc(floats(gemm_parts_floats_));
+  }
   // A residual product's scale and partial sums: one per group of 4 rows of a norm (up to max_width; the
   // self-check's norm of 256), each slot starting empty (TL_NORM_EMPTY in kernels/quants.cl); its counter
   // starts at 0.
@@ -438,9 +451,9 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
   for (int i = 0; i < kFormats; ++i) {
     if (k_matvec_glu_[i].handle) v.push_back(&k_matvec_glu_[i]);
   }
-  for (opencl::Kernel* k :
-       {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_,
-        &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_, &k_attention_tiled_, &k_rms_scale_}) {
+  for (opencl::Kernel* k : {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_,
+                            &k_add_, &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_,
+                            &k_attention_tiled_, &k_rms_scale_, &k_gemm_split_sum_}) {
     v.push_back(k);
   }
   for (opencl::Kernel* ks : {k_matmul_img_, k_matvec_img_}) {
@@ -464,8 +477,8 @@ OpenclBackend::DeviceMemory OpenclBackend::device_memory() const {
   for (const opencl::Buffer& b : kv_bufs_) m.kv += b.bytes;
   for (const Mirror& mi : mirrors_) m.other += mi.dev.bytes;
   for (const auto& e : norms_) m.other += e.second.bytes;
-  for (const opencl::Buffer* b : {&in_a_, &in_b_, &attn_part_, &out_, &vec_, &norm_part_, &norm_count_,
-                                  &ids_.dev, &pos_.dev, &rope_[0].dev, &rope_[1].dev})
+  for (const opencl::Buffer* b : {&in_a_, &in_b_, &attn_part_, &gemm_parts_, &out_, &vec_, &norm_part_,
+                                  &norm_count_, &ids_.dev, &pos_.dev, &rope_[0].dev, &rope_[1].dev})
     m.other += b->bytes;
   return m;
 }
@@ -489,7 +502,8 @@ std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
   for (const opencl::Kernel& k : k_matvec_glu_) note(k);
   for (const opencl::Kernel* k :
        {&k_rmsnorm_, &k_rope_, &k_kv_store_, &k_attention_, &k_glu_silu_, &k_glu_gelu_, &k_add_,
-        &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_, &k_attention_tiled_, &k_rms_scale_}) {
+        &k_add_rmsnorm_, &k_rope_kv_store_, &k_attention_merge_, &k_attention_tiled_, &k_rms_scale_,
+        &k_gemm_split_sum_}) {
     note(*k);
   }
   for (const opencl::Kernel& k : k_matmul_img_) note(k);

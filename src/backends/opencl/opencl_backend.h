@@ -117,6 +117,12 @@ struct OpenclBackendOptions {
   // Key blocks (of 32) per work-group before attention splits a row's keys over work-groups (tests set 1
   // to split short contexts).
   int64_t attention_chunk_blocks = 4;
+  // Split K of the prompt products (--cl-gemm-split): a product whose tiles make fewer work-groups than
+  // gemm_split x the device's compute units runs its K blocks in slices, so that it reaches about that many
+  // groups (matmul.cpp, gemm_split_for); 0: never split. `gemm_split_blocks` > 0 (tests) fixes the blocks of
+  // a slice instead, splitting every tiled product with more blocks than that.
+  int gemm_split = 1;
+  int64_t gemm_split_blocks = 0;
   // Test hook: replaces the kernel named `test_kernel_name` by one of that name built from
   // `test_kernel_source` (after the usual header and helpers), before the self-check runs, so a test can
   // show a broken kernel caught. Empty: no replacement.
@@ -158,6 +164,14 @@ class OpenclBackend final : public Backend {
   opencl::Runtime& runtime() { return rt_; }
   // The GEMM tile the matmul kernels were built with (off: the row kernels).
   const GemmTiles& gemm_tiles() const { return gemm_; }
+  // How a tiled prompt product of this shape runs its K blocks: `slices` slices of `blocks` blocks of 32
+  // (the last one possibly shorter); {1, all} when it is not split (matmul.cpp).
+  struct GemmSplit {
+    int64_t slices = 1, blocks = 0;
+  };
+  // The most slices a product is split into.
+  static constexpr int64_t kMaxGemmSlices = 16;
+  GemmSplit gemm_split_for(int64_t n_out, int64_t n_tok, int64_t n_in) const;
 
   // Uploads one weight matrix (or embedding table), keyed by its data pointer, which must stay valid and
   // unchanged while the backend lives (the mapped model file); ops on a weight not uploaded throw. The
@@ -459,6 +473,8 @@ class OpenclBackend final : public Backend {
   // rms_scale: a pending norm's scale applied; its self-check covers the products' norm arguments too, and
   // when it fails no product leaves a norm pending.
   opencl::Kernel k_rms_scale_;
+  // gemm_split_sum (gemm_split.cl): the slices of a split prompt product added into its output.
+  opencl::Kernel k_gemm_split_sum_;
   // --gpu-memory image: the image kernels, slots as matmul_image.cpp maps them (slot 0 stays empty).
   opencl::ProgramHandle image_program_;
   opencl::Kernel k_matmul_img_[kImageKernels], k_matvec_img_[kImageKernels];
@@ -477,8 +493,12 @@ class OpenclBackend final : public Backend {
   // Scratch, sized once from the options, for operands that are not (or not at offset 0 of) a mirror.
   opencl::Buffer in_a_, in_b_;  // [max_in_elems] floats: op inputs
   opencl::Buffer attn_part_;    // [kAttnPartFloats]: a split attention's chunk sums (attention.cl)
-  opencl::Buffer out_;          // [max_out_elems] floats: op outputs
-  opencl::Buffer vec_;          // [max_width] floats: a norm weight vector not uploaded by upload_model
+  // A split prompt product's slices, [slices][n_tok][n_out] floats (gemm.cl), [gemm_parts_floats_]; empty
+  // when no product can split (gemm_split 0, or no GEMM tile).
+  opencl::Buffer gemm_parts_;
+  int64_t gemm_parts_floats_ = 0;
+  opencl::Buffer out_;  // [max_out_elems] floats: op outputs
+  opencl::Buffer vec_;  // [max_width] floats: a norm weight vector not uploaded by upload_model
   // A residual product's norm (kernels/quants.cl): [0] the scale, [1 + g] group g's sum of squares; the
   // groups counted in norm_count_ (one int, 0 between launches). [2 + max(max_width, 256) / 4] floats.
   opencl::Buffer norm_part_, norm_count_;

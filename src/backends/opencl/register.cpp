@@ -1,6 +1,9 @@
 // The OpenCL backend's registry entry (backends/registry.h): MNN type 3, available when the OpenCL ICD loader
-// loads (loader.h) and lists a device; its own option --cl-cache (the program binary cache); the factory,
+// loads (loader.h) and lists a device; its own options --cl-cache (the program binary cache) and
+// --cl-gemm-split (split K of the prompt products); the factory,
 // the start-time measurement of `bench` and the memory probes of `gemv-bw`.
+
+#include <cstdlib>
 
 #include "backends/opencl/bandwidth.h"
 #include "backends/opencl/device.h"
@@ -14,6 +17,7 @@ namespace {
 
 struct OpenclOptions final : BackendOptions {
   ProgramCacheOptions cache;  // library default: off (a backend a test or a library makes touches no disk)
+  int gemm_split = OpenclBackendOptions{}.gemm_split;
 };
 
 // --cl-cache as cache options (program_cache.h parse_cache_option); $TILELLM_CL_CACHE when empty.
@@ -60,7 +64,10 @@ OpenclBackendOptions backend_options(const BackendParams& p) {
   g.kv_seqs = p.kv_seqs;
   g.kv_type = p.kv_type;
   for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
-  if (const auto* o = dynamic_cast<const OpenclOptions*>(p.options)) g.cache = o->cache;
+  if (const auto* o = dynamic_cast<const OpenclOptions*>(p.options)) {
+    g.cache = o->cache;
+    g.gemm_split = o->gemm_split;
+  }
   return g;
 }
 
@@ -114,6 +121,25 @@ BackendEntry opencl_entry() {
     static_cast<OpenclOptions&>(o).cache = parse_cl_cache(v);
   };
   e.options.push_back(std::move(cache));
+  OptionSpec split;
+  split.flag = "--cl-gemm-split";
+  split.help =
+      "split the K loop of a prompt product whose tiles are fewer than N work-groups per compute unit, "
+      "until it has about that many: auto (N = 1), off, or N from 1 to 8";
+  split.default_value = "auto";
+  split.set = [](BackendOptions& o, const std::string& v) {
+    auto& c = static_cast<OpenclOptions&>(o);
+    if (v == "auto" || v == "off") {
+      c.gemm_split = v == "off" ? 0 : OpenclBackendOptions{}.gemm_split;
+      return;
+    }
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < 1 || n > 8)
+      fail("--cl-gemm-split: '{}' is not auto, off or a number from 1 to 8", v);
+    c.gemm_split = int(n);
+  };
+  e.options.push_back(std::move(split));
   e.make = make;
   e.measure_start = measure_start;
   e.make_probe = [](const BackendParams& p) { return opencl::make_memory_probe(p.device, p.device_profile); };

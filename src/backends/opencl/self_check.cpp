@@ -38,6 +38,8 @@ void OpenclBackend::warn_cpu_fallback(const opencl::Kernel& k, double err, bool 
   // norms in kernels of their own.
   const bool fused = k.name.rfind("matvec_glu_", 0) == 0 || k.name == "rope_kv_store" ||
                      k.name == "add_rmsnorm" || k.name == "rms_scale";
+  // gemm_split_sum stands for split K (matmul.cpp): its failure leaves every product unsplit.
+  const bool split = k.name == "gemm_split_sum";
   std::fprintf(stderr,
                "warning: OpenCL kernel %s failed its self-check on %s (profile %s)%s: error %.3g of the "
                "largest value; %s from now on\n",
@@ -45,6 +47,7 @@ void OpenclBackend::warn_cpu_fallback(const opencl::Kernel& k, double err, bool 
                cached ? " (verdict from the program cache)" : "", err,
                matvec  ? "one-token products use the matmul kernel"
                : fused ? "the separate kernels it combines run instead"
+               : split ? "prompt products run unsplit"
                        : "its op runs on the CPU");
 }
 
@@ -69,6 +72,19 @@ bool OpenclBackend::apply_cached_verdict(const std::vector<CacheEntry::Failed>& 
 void OpenclBackend::run_self_check() {
   std::mt19937 rng(0x5e1fc4ecu);
   failed_.clear();
+  // Every product unsplit but the split check's (check_split below), whatever the options ask, so that a
+  // broken split is told from a broken product; the options come back when the check ends.
+  struct KeepSplit {
+    OpenclBackendOptions& o;
+    const int split = o.gemm_split;
+    const int64_t blocks = o.gemm_split_blocks;
+    ~KeepSplit() {
+      o.gemm_split = split;
+      o.gemm_split_blocks = blocks;
+    }
+  } keep_split{opts_};
+  opts_.gemm_split = 0;
+  opts_.gemm_split_blocks = 0;
   auto verdict = [&](opencl::Kernel& k, double err) {
     if (err <= kTolerance) return;
     k.on_cpu = true;
@@ -137,6 +153,18 @@ void OpenclBackend::run_self_check() {
     weights_.erase(u.data);
   };
 
+  // Split K (gemm_split_for), one block a slice, on a product whose kernel passed unsplit: a wrong slice or
+  // sum leaves every product unsplit.
+  auto check_split = [&](const Weight& w, DevFormat f, const float* x, int64_t n_tok,
+                         const std::vector<float>& ref) {
+    if (gemm_parts_floats_ == 0 || matmul_kernel(f).on_cpu || k_gemm_split_sum_.on_cpu) return;
+    opts_.gemm_split_blocks = 1;
+    std::vector<float> got(ref.size(), 0.0f);
+    matmul(w, x, n_tok, got.data());
+    opts_.gemm_split_blocks = 0;
+    verdict(k_gemm_split_sum_, relative_error(ref, got));
+  };
+
   // Weights: embedding and matmul of every block type a kernel reads. Each op below still runs its kernel:
   // a kernel's on_cpu is set only after its own check.
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
@@ -163,6 +191,7 @@ void OpenclBackend::run_self_check() {
     cpu_->matmul(w, x.data(), n_tok, ref.data());
     matmul(w, x.data(), n_tok, got.data());
     verdict(matmul_kernel(f), relative_error(ref, got));
+    check_split(w, f, x.data(), n_tok, ref);
     // One token: the matvec kernel (decode), on the first token's input.
     ref.assign(size_t(n_out), 0.0f);
     got.assign(ref.size(), 0.0f);
@@ -202,6 +231,7 @@ void OpenclBackend::run_self_check() {
     cpu_->matmul(we, x.data(), n_tok, ref.data());
     matmul(w, x.data(), n_tok, got.data());
     verdict(matmul_kernel(f), relative_error(ref, got));
+    check_split(w, f, x.data(), n_tok, ref);
     ref.assign(size_t(n_out), 0.0f);
     got.assign(ref.size(), 0.0f);
     cpu_->matmul(we, x.data(), 1, ref.data());

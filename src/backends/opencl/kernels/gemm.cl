@@ -34,10 +34,16 @@
 // float4 (a broadcast). The tile fills store k-major with the row or token index fastest, so adjacent items
 // store to adjacent words (no bank conflicts either).
 //
+// Split K: group (., ., z) takes blocks [z split_blocks, (z + 1) split_blocks) of the rows only and writes its
+// sums to slice z of y, [n_splits][n_tok][n_out]; gemm_split_sum (gemm_split.cl) adds the slices in z order.
+// The host splits a product whose tiles alone would leave compute units idle (a short prompt, a narrow
+// matrix: matmul.cpp); with split_blocks >= the row's blocks there is one slice, y itself.
+//
 // Tails: rows past n_out read the last row and tokens past n_tok the last token (no out-of-bounds reads);
 // their outputs are not written. Elements past n_in (float formats only) are 0 in both tiles, adding exact
-// zeros. Every output is a sum of its n_in products w x in k order (mad: fused where the device fuses), so
-// the result is within n u sum |w x| of the exact sum, as the CPU's is.
+// zeros. Every output is a sum of its n_in products w x in k order (mad: fused where the device fuses), or of
+// its slices' such sums in slice order, so the result is within n u sum |w x| of the exact sum, as the CPU's
+// is.
 #if TL_GEMM
 
 #define TL_GEMM_TR (TL_GEMM_RM * TL_GEMM_WR)
@@ -138,40 +144,44 @@ float tl_gemm_no_tail(__global const uchar* row, int i, int n) { return 0.0f; }
   }
 
 // One kernel NAME over the format's block reader (and element reader, for the partial last block of a float
-// row). One group per (TR rows, TT tokens) tile: global size (ceil(n_out / TR) WR, ceil(n_tok / TT) WT),
-// local size (WR, WT). tiles: __local float4[8 (TR + TT)] (wl then xl, [32][TR] and [32][TT] floats).
+// row). One group per (TR rows, TT tokens) tile and K slice: global size (ceil(n_out / TR) WR, ceil(n_tok /
+// TT) WT, n_splits), local size (WR, WT, 1). tiles: __local float4[8 (TR + TT)] (wl then xl, [32][TR] and
+// [32][TT] floats).
 #define TL_GEMM_KERNEL(NAME, READ_BLOCK, READ_AT)                                                        \
   __kernel __attribute__((reqd_work_group_size(TL_GEMM_WR, TL_GEMM_WT, 1))) void NAME(                  \
       __global const uchar* w, ulong row_bytes, int n_in, int n_out, int n_tok, __global const float* x, \
-      __global float* y, __local float4* tiles) {                                                        \
+      __global float* y, __local float4* tiles, int split_blocks) {                                      \
     const int lr = get_local_id(0), lt = get_local_id(1), lid = lt * TL_GEMM_WR + lr;                     \
     const int r0 = get_group_id(0) * TL_GEMM_TR, t0 = get_group_id(1) * TL_GEMM_TT;                       \
+    const int z = get_group_id(2);                                                                        \
+    y += (ulong)z * n_tok * n_out;                                                                        \
     __local float* wl = (__local float*)tiles;                                                            \
     __local float* xl = wl + 32 * TL_GEMM_TR;                                                             \
     float4 acc[TL_GEMM_TM][TL_GEMM_RM / 4];                                                               \
     for (int j = 0; j < TL_GEMM_TM; ++j)                                                                  \
       for (int i = 0; i < TL_GEMM_RM / 4; ++i) acc[j][i] = (float4)(0.0f);                               \
     const int nb = n_in / 32, nbt = (n_in + 31) / 32;                                                     \
+    const int b0 = z * split_blocks, b1 = min(nbt, b0 + split_blocks); /* this slice's blocks */          \
     const bool own = lid < TL_GEMM_TR; /* this item decodes row r0 + lid */                              \
     __global const uchar* row = w + (ulong)min(r0 + min(lid, TL_GEMM_TR - 1), n_out - 1) * row_bytes;    \
     /* With TL_GEMM_AHEAD block b + 1's weights and inputs are read into registers before block b's */ \
     /* products, their loads in flight while the group computes; else after them. */                    \
     float wb[32];                                                                                         \
     float4 xr[TL_GEMM_XF];                                                                                \
-    TL_GEMM_READ(READ_BLOCK, READ_AT, 0)                                                                  \
-    tl_gemm_fetch_x(x, n_in, n_tok, t0, 0, xr, lid);                                                      \
-    for (int b = 0; b < nbt; ++b) {                                                                       \
+    TL_GEMM_READ(READ_BLOCK, READ_AT, b0)                                                                 \
+    tl_gemm_fetch_x(x, n_in, n_tok, t0, 32 * b0, xr, lid);                                                \
+    for (int b = b0; b < b1; ++b) {                                                                       \
       if (own)                                                                                            \
         for (int j = 0; j < 32; ++j) wl[j * TL_GEMM_TR + lid] = wb[j];                                    \
       tl_gemm_put_x(xl, xr, lid);                                                                         \
       barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
-      if (TL_GEMM_AHEAD && b + 1 < nbt) {                                                                 \
+      if (TL_GEMM_AHEAD && b + 1 < b1) {                                                                  \
         TL_GEMM_READ(READ_BLOCK, READ_AT, b + 1)                                                          \
         tl_gemm_fetch_x(x, n_in, n_tok, t0, 32 * (b + 1), xr, lid);                                       \
       }                                                                                                   \
       tl_gemm_accumulate(tiles, tiles + 8 * TL_GEMM_TR, acc, lr, lt);                                     \
       barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
-      if (!TL_GEMM_AHEAD && b + 1 < nbt) {                                                                \
+      if (!TL_GEMM_AHEAD && b + 1 < b1) {                                                                 \
         TL_GEMM_READ(READ_BLOCK, READ_AT, b + 1)                                                          \
         tl_gemm_fetch_x(x, n_in, n_tok, t0, 32 * (b + 1), xr, lid);                                       \
       }                                                                                                   \
