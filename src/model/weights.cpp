@@ -22,7 +22,12 @@ std::string shape_str(const std::vector<int64_t>& ne) {
 
 void check_type(const GgufFile& f, const GgufTensor& t) {
   if (!is_supported(t.type)) {
-    fail("{}: tensor '{}' has type {}, which this engine cannot load", f.path(), t.name, type_name(t.type));
+    fail(
+        "{}: tensor '{}' has type {}, which this engine cannot load (it loads F32, F16, BF16, Q4_0, Q4_1, "
+        "Q5_0, "
+        "Q5_1, Q8_0, Q4_K, Q5_K and Q6_K: files quantized as Q4_0, Q4_K_M, Q5_K_M, Q6_K or Q8_0, among "
+        "others)",
+        f.path(), t.name, type_name(t.type));
   }
 }
 

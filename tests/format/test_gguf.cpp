@@ -204,6 +204,31 @@ TEST(Gguf, model_rejects_wrong_shape_naming_the_tensor) {
   expect_bind_error(s, {"blk.1.ffn_up.weight", "shape [80, 48]", "requires [48, 80]"});
 }
 
+TEST(Gguf, model_rejects_a_type_it_cannot_load_naming_it_and_what_it_loads) {
+  // A Q3_K matrix (as in a Q3_K_M file): refused by tensor and type, with the types that do load.
+  test::TinySpec s;
+  s.n_embd = 256;
+  s.n_head = 4;
+  s.omit_tensor = "blk.1.ffn_up.weight";
+  const std::string p = tmp_path("q3_k.gguf");
+  auto w = test::tiny_model(s);
+  w.tensor("blk.1.ffn_up.weight", {256, s.n_ff}, 11, std::vector<uint8_t>(size_t(s.n_ff) * 110, 0x5a));
+  w.write(p);
+  auto f = GgufFile::open(p);
+  try {
+    ModelWeights::bind(*f, ModelConfig::from_gguf(*f));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("tensor 'blk.1.ffn_up.weight' has type Q3_K, which this engine cannot "
+                                   "load (it loads F32, F16, BF16, Q4_0"),
+        std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("Q4_K_M"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(p);
+}
+
 TEST(Gguf, model_rejects_missing_tensor) {
   test::TinySpec s;
   s.arch = "gemma3";
