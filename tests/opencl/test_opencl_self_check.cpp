@@ -128,6 +128,28 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
   return v;
 }
 
+// n_out rows of a block format whose blocks start with their half scale (Q4_0, Q8_0): random codes, every
+// block's scale d.
+struct BlockRows {
+  std::vector<uint8_t> bytes;
+  Weight w;
+  BlockRows(GgmlType t, int64_t n_in, int64_t n_out, float d, uint32_t seed)
+      : bytes(row_size(t, n_in) * size_t(n_out)) {
+    std::mt19937 rng(seed);
+    for (uint8_t& v : bytes) v = uint8_t(rng());
+    const uint16_t h = fp32_to_fp16(d);
+    for (size_t b = 0; b < bytes.size(); b += type_traits(t).type_size) std::memcpy(&bytes[b], &h, 2);
+    w.name = std::string(type_name(t));
+    w.type = t;
+    w.data = bytes.data();
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = row_size(t, n_in);
+  }
+  BlockRows(const BlockRows&) = delete;  // w points into bytes
+  BlockRows& operator=(const BlockRows&) = delete;
+};
+
 TEST(OpenclSelfCheck, broken_rmsnorm_is_caught_and_replaced_by_the_cpu) {
   if (!have_device()) GTEST_SKIP() << "no OpenCL device";
   ::testing::internal::CaptureStderr();
@@ -173,27 +195,14 @@ TEST(OpenclSelfCheck, broken_q4_0_matmul_is_caught_and_other_types_stay_on_the_d
 
   // A Q4_0 weight: random nibbles, a sane scale per block.
   const int64_t n_in = 96, n_out = 7;
-  std::vector<uint8_t> bytes(row_size(GgmlType::Q4_0, n_in) * n_out);
-  std::mt19937 rng(3);
-  for (uint8_t& v : bytes) v = uint8_t(rng());
-  for (size_t b = 0; b < bytes.size(); b += 18) {
-    const uint16_t d = fp32_to_fp16(0.02f);
-    std::memcpy(&bytes[b], &d, 2);
-  }
-  Weight w;
-  w.name = "q4_0";
-  w.type = GgmlType::Q4_0;
-  w.data = bytes.data();
-  w.n_in = n_in;
-  w.n_out = n_out;
-  w.row_bytes = row_size(GgmlType::Q4_0, n_in);
-  be.upload_weight(w);
+  const BlockRows rows(GgmlType::Q4_0, n_in, n_out, 0.02f, 3);
+  be.upload_weight(rows.w);
   ThreadPool pool(1);
   CpuBackend cpu(pool, ActivationMode::F32, 0);
   const std::vector<float> x = random_floats(2 * n_in, 4);
   std::vector<float> a(2 * n_out), b(2 * n_out);
-  cpu.matmul(w, x.data(), 2, a.data());
-  be.matmul(w, x.data(), 2, b.data());
+  cpu.matmul(rows.w, x.data(), 2, a.data());
+  be.matmul(rows.w, x.data(), 2, b.data());
   EXPECT_EQ(a, b);
 }
 
@@ -211,27 +220,14 @@ TEST(OpenclSelfCheck, broken_split_sum_is_caught_and_products_run_unsplit) {
 
   // A Q8_0 product of 3 blocks still matches the CPU (the unsplit kernel).
   const int64_t n_in = 96, n_out = 5;
-  std::vector<uint8_t> bytes(row_size(GgmlType::Q8_0, n_in) * n_out);
-  std::mt19937 rng(5);
-  for (uint8_t& v : bytes) v = uint8_t(rng());
-  for (size_t b = 0; b < bytes.size(); b += 34) {
-    const uint16_t d = fp32_to_fp16(0.01f);
-    std::memcpy(&bytes[b], &d, 2);
-  }
-  Weight w;
-  w.name = "q8_0";
-  w.type = GgmlType::Q8_0;
-  w.data = bytes.data();
-  w.n_in = n_in;
-  w.n_out = n_out;
-  w.row_bytes = row_size(GgmlType::Q8_0, n_in);
-  be.upload_weight(w);
+  const BlockRows rows(GgmlType::Q8_0, n_in, n_out, 0.01f, 5);
+  be.upload_weight(rows.w);
   ThreadPool pool(1);
   CpuBackend cpu(pool, ActivationMode::F32, 0);
   const std::vector<float> x = random_floats(3 * n_in, 6);
   std::vector<float> a(3 * n_out), b(3 * n_out);
-  cpu.matmul(w, x.data(), 3, a.data());
-  be.matmul(w, x.data(), 3, b.data());
+  cpu.matmul(rows.w, x.data(), 3, a.data());
+  be.matmul(rows.w, x.data(), 3, b.data());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4f * (1.0f + std::abs(a[i]))) << i;
 }
 
