@@ -170,7 +170,9 @@ std::shared_ptr<BackendOptions> make_backend_options(const BackendEntry& e,
   std::shared_ptr<BackendOptions> o = e.make_options();
   for (const OptionSpec& spec : e.options) {
     const auto it = given.find(spec.flag);
-    spec.set(*o, it != given.end() ? it->second : spec.default_value);
+    const std::string& value = it != given.end() ? it->second : spec.default_value;
+    spec.set(*o, value);
+    o->settings += spec.flag + " " + value + "\n";
   }
   return o;
 }

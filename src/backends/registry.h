@@ -44,6 +44,10 @@ struct DeviceInfo {
 class BackendOptions {
  public:
   virtual ~BackendOptions() = default;
+  // The flags and values these options were made from, defaults included ("--flag value" lines, in the
+  // backend's order; make_backend_options): what a measurement kept across sessions (the --prefill auto
+  // speeds) must tell apart, since an option may change a kernel's speed.
+  std::string settings;
 };
 
 // One option of a backend's group. set() parses a value into the backend's options, throwing

@@ -73,10 +73,11 @@ void Session::measure_prefill() {
   const int64_t D = std::min(scratch_.n_batch, kv_.n_ctx());
   const std::string key = fmt::format(
       "model {:016x} {} layers, vocab {}\nbackend {} device {} profile {} memory {}/{}\nhost threads {} "
-      "batch {} device batch {} context {}\nactivations {} weights {} cache {}\n{}",
+      "batch {} device batch {} context {}\nactivations {} weights {} cache {}\n{}{}",
       model_fingerprint(model_), c.n_layer, c.n_vocab, backend_->name(), opts_.device, opts_.device_profile,
       int(opts_.gpu_memory), int(opts_.kv_memory), pool_.size(), P, D, kv_.n_ctx(), int(opts_.activations),
-      int(opts_.weights), type_name(opts_.kv_type), engine_build_identity());
+      int(opts_.weights), type_name(opts_.kv_type),
+      opts_.backend_options ? opts_.backend_options->settings : "", engine_build_identity());
   const std::string dir = backend_->files_dir();  // empty (the backend's cache off): no file
   if (std::optional<PrefillSpeeds> kept = find_prefill_speeds(key, dir)) {
     speeds_ = *kept;

@@ -250,7 +250,8 @@ TEST(CudaModel, hybrid_prefill_equals_the_device_path) {
 TEST(CudaModel, auto_prefill_measures_once_and_keeps_the_device_logits) {
   SKIP_WITHOUT_CUDA();
   test::expect_auto_prefill_measures_once("cuda", test::cuda_test_device(),
-                                          ::testing::TempDir() + "cuda_auto_prefill");
+                                          ::testing::TempDir() + "cuda_auto_prefill", "",
+                                          {"--cuda-attn-splits", "4"});
 }
 
 // Save/restore with the cache in device memory (../gpu_common/session_state.h): on the device alone and with

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../common/paths.h"
@@ -84,10 +86,11 @@ inline void expect_hybrid_prefill_equals_the_device_path(const std::string& back
 // 1e-4 as above). A context of 72 keeps the key apart from the other tests' sessions in the process.
 // cache_flag: the backend's cache option ("--cl-cache"), set to cache_dir, and then to off, with which a
 // session measures (another context: another key) and writes no file; empty: the backend has none (its
-// files go to $TILELLM_CACHE_DIR).
+// files go to $TILELLM_CACHE_DIR). other: another value of one of the backend's options that may change
+// its speed ({"--cl-gemm-split", "off"}): a session with it measures again and keeps a file of its own.
 inline void expect_auto_prefill_measures_once(const std::string& backend, int device_index,
-                                              const std::string& cache_dir,
-                                              const std::string& cache_flag = "") {
+                                              const std::string& cache_dir, const std::string& cache_flag,
+                                              const std::pair<std::string, std::string>& other) {
   const std::string path = model_path(kSmolLM2);
   ASSERT_MODEL(path);
   std::filesystem::remove_all(cache_dir);
@@ -98,8 +101,9 @@ inline void expect_auto_prefill_measures_once(const std::string& backend, int de
   so.n_batch = 8;
   so.backend = backend;
   so.device = device_index;
-  if (!cache_flag.empty())
-    so.backend_options = make_backend_options(require_backend(backend), {{cache_flag, cache_dir}});
+  std::map<std::string, std::string> given;
+  if (!cache_flag.empty()) given[cache_flag] = cache_dir;
+  so.backend_options = make_backend_options(require_backend(backend), given);
   Session device(*model, so);
   EXPECT_EQ(device.prefill_speeds(), nullptr) << "only --prefill auto measures";
   so.prefill = PrefillMode::Auto;
@@ -137,13 +141,23 @@ inline void expect_auto_prefill_measures_once(const std::string& backend, int de
     return n;
   };
   EXPECT_EQ(prefill_files(), 2) << "the 8- and 24-token batches' files";
+  {
+    SessionOptions changed = so;
+    std::map<std::string, std::string> with_other = given;
+    with_other.insert(other);
+    changed.backend_options = make_backend_options(require_backend(backend), with_other);
+    Session fourth(*model, changed);
+    EXPECT_EQ(fourth.prefill_speeds()->source.rfind("measured", 0), 0u)
+        << other.first << " " << other.second << " is another key: " << fourth.prefill_speeds()->source;
+  }
+  EXPECT_EQ(prefill_files(), 3) << "and the other option's";
   if (!cache_flag.empty()) {
     SessionOptions off = so;
     off.n_ctx = 80;
     off.backend_options = make_backend_options(require_backend(backend), {{cache_flag, "off"}});
     Session uncached(*model, off);
     EXPECT_EQ(uncached.prefill_speeds()->source.rfind("measured", 0), 0u);
-    EXPECT_EQ(prefill_files(), 2) << cache_flag << " off: the speeds are kept in the process only";
+    EXPECT_EQ(prefill_files(), 3) << cache_flag << " off: the speeds are kept in the process only";
   }
   const int64_t V = model->config().n_vocab;
   const std::vector<int32_t> prompt = {1, 504, 3492, 282, 253, 1345, 30, 2600, 16, 57, 8, 4411, 42};

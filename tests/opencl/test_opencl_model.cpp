@@ -121,7 +121,8 @@ TEST(OpenclModel, hybrid_prefill_int8b0_equals_the_device_path) {
 TEST(OpenclModel, auto_prefill_measures_once_and_keeps_the_device_logits) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
   test::expect_auto_prefill_measures_once("opencl", test::opencl_test_device(),
-                                          ::testing::TempDir() + "opencl_auto_prefill", "--cl-cache");
+                                          ::testing::TempDir() + "opencl_auto_prefill", "--cl-cache",
+                                          {"--cl-gemm-split", "off"});
 }
 
 // Save/restore with the cache in device memory (../gpu_common/session_state.h).

@@ -184,7 +184,8 @@ TEST(VulkanModel, hybrid_prefill_equals_the_device_path) {
 TEST(VulkanModel, auto_prefill_measures_once_and_keeps_the_device_logits) {
   if (!test::have_vulkan()) GTEST_SKIP() << "no Vulkan device";
   test::expect_auto_prefill_measures_once("vulkan", test::vulkan_test_device(),
-                                          ::testing::TempDir() + "vulkan_auto_prefill", "--vk-cache");
+                                          ::testing::TempDir() + "vulkan_auto_prefill", "--vk-cache",
+                                          {"--vk-subgroups", "off"});
 }
 
 // Save/restore with the cache in device memory (../gpu_common/session_state.h; the hybrid session's host
