@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -483,6 +484,66 @@ TEST_P(OpenclOps, tiled_matmul_matches_cpu_at_every_tail) {
   EXPECT_EQ(g.tm % 4, 0);
   const int64_t tt = g.tt();
   check_matmul_tails(be, cpu_, kept_, {1, 2, 3, 5, tt - 1, tt, tt + 1, tt + 3});
+}
+
+TEST_P(OpenclOps, two_stage_tile_matches_cpu_at_every_tail) {
+  // The largest tile the profile holds twice (one barrier a block).
+  OpenclBackendOptions o = tails_options(GetParam());
+  std::optional<OpenclBackend::GemmTiles> g;
+  {
+    OpenclBackend probe(o);
+    for (const OpenclBackend::GemmTiles& c : OpenclBackend::gemm_tile_choices()) {
+      if (!g && c.stages == 2 && c.local_bytes() <= probe.caps().local_mem_bytes &&
+          c.items() <= probe.caps().max_work_group_size)
+        g = c;
+    }
+  }
+  if (!g) GTEST_SKIP() << "no tile fits twice";
+  o.gemm_tile = g->name();
+  OpenclBackend be(o);
+  EXPECT_EQ(be.gemm_tiles().name(), g->name());
+  EXPECT_EQ(be.gemm_tiles().stages, 2);
+  const int64_t tt = g->tt();
+  check_matmul_tails(be, cpu_, kept_, {1, 2, 3, 5, tt - 1, tt, tt + 1, tt + 3});
+}
+
+TEST(OpenclGemmTile, small_two_stage_tiles_match_cpu_and_a_tile_too_large_is_refused) {
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  ThreadPool pool(2);
+  CpuBackend cpu(pool, ActivationMode::F32, 1 << 16);
+  std::vector<std::unique_ptr<OwnedWeight>> kept;
+  // The profiles' test above takes 128x64x2 (none) and 64x64x2 (Mali, Adreno); these the smaller ones.
+  for (const char* name : {"32x32x2", "16x16x2"}) {
+    OpenclBackendOptions o = tails_options("none");
+    o.gemm_tile = name;
+    OpenclBackend be(o);
+    ASSERT_EQ(be.gemm_tiles().name(), name);
+    check_matmul_tails(be, cpu, kept, {1, be.gemm_tiles().tt() + 3});
+  }
+  // PowerVR Rogue's 4 KiB of local memory holds only the single 16 x 16 tile.
+  OpenclBackendOptions o = tails_options("powervr-rogue");
+  o.gemm_tile = "16x16x2";
+  std::string msg;
+  try {
+    OpenclBackend be(o);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("--cl-gemm-tile 16x16x2 needs work-groups of 16 items and 8192 bytes of local memory"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("(profile powervr-rogue) allows"), std::string::npos) << msg;
+  const std::string bad = [] {
+    try {
+      make_backend_options(*find_backend("opencl"), {{"--cl-gemm-tile", "100x64"}});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  EXPECT_NE(bad.find("--cl-gemm-tile: '100x64' is not auto or a tile of the GEMM: 128x64 128x64x2 64x64"),
+            std::string::npos)
+      << bad;
 }
 
 // Split K towards `want` slices over nbt blocks: slices of ceil(nbt / want) blocks, as many as that takes

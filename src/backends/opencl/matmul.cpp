@@ -13,8 +13,12 @@
 // its first (an H200 spent 13.7% of a 7B decode step's kernel time in the 63 add_rmsnorm launches, ~4 of
 // their ~8 us the launch itself: docs/PERF.md 2026-12-04 17:15). Anything else that reads the norm's output
 // gets it scaled first (settle_norm: rmsnorm.cpp, resident.cpp).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "backends/opencl/opencl_backend.h"
 #include "base/error.h"
@@ -27,8 +31,32 @@ namespace tilellm {
 // next one, 64 x 64 over 128 items with 8 x 4 outputs, 3 loads for 32). The smaller ones fit 8 KiB and
 // 4 KiB (PowerVR Rogue's whole local memory). A compiler that cannot give 128 items the first tile's
 // registers reports a smaller work-group limit for its kernel, and the next tile is built (OpenclBackend).
+namespace {
+constexpr OpenclBackend::GemmTiles kCandidates[] = {{8, 8, 16, 8}, {8, 4, 8, 16}, {4, 4, 8, 8}, {4, 4, 4, 4}};
+}  // namespace
+
+std::string OpenclBackend::GemmTiles::name() const {
+  return fmt::format("{}x{}{}", tr(), tt(), stages == 2 ? "x2" : "");
+}
+
+std::vector<OpenclBackend::GemmTiles> OpenclBackend::gemm_tile_choices() {
+  std::vector<GemmTiles> v;
+  for (GemmTiles g : kCandidates) {
+    v.push_back(g);
+    g.stages = 2;
+    v.push_back(g);
+  }
+  return v;
+}
+
+std::optional<OpenclBackend::GemmTiles> OpenclBackend::gemm_tile_named(std::string_view name) {
+  for (const GemmTiles& g : gemm_tile_choices()) {
+    if (g.name() == name) return g;
+  }
+  return std::nullopt;
+}
+
 OpenclBackend::GemmTiles OpenclBackend::gemm_tiles_for(const opencl::Capabilities& caps, size_t max_items) {
-  static constexpr GemmTiles kCandidates[] = {{8, 8, 16, 8}, {8, 4, 8, 16}, {4, 4, 8, 8}, {4, 4, 4, 4}};
   static_assert(
       std::ranges::all_of(kCandidates, [](const GemmTiles& g) { return size_t(g.tr()) <= g.items(); }),
       "gemm.cl decodes each row of a tile with one item");

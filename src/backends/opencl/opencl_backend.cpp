@@ -44,7 +44,8 @@ size_t floats(int64_t n) {
 // Bumped whenever something outside the program texts changes what a cached entry means: the self-check's
 // cases or tolerance (its verdict is cached), or how binaries are made or used.
 constexpr const char* kCacheKeyVersion =
-    "tilellm-opencl-programs 3";  // 2: fused, KQ8 and split-attention checks; 3: KQ4 and Q5_K checks
+    "tilellm-opencl-programs 4";  // 2: fused, KQ8 and split-attention checks; 3: KQ4 and Q5_K checks;
+                                  // 4: split-K checks
 
 // The program cache's key (program_cache.h): every input of the binaries and of the self-check's verdict, as
 // length-prefixed fields so that no two different inputs make the same text.
@@ -91,6 +92,18 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   // The generated header's per-backend constants: the cache type, the matmul's GEMM tile (kernels/gemm.cl)
   // and the tokens per work-group of the row kernels it replaces where no tile fits.
   gemm_ = o.tiled_matmul ? gemm_tiles_for(caps()) : GemmTiles{};
+  if (o.tiled_matmul && !o.gemm_tile.empty()) {
+    const std::optional<GemmTiles> asked = gemm_tile_named(o.gemm_tile);
+    if (!asked) fail("OpenCL backend: --cl-gemm-tile {} is not a tile of the GEMM", o.gemm_tile);
+    if (asked->items() > caps().max_work_group_size || asked->local_bytes() > caps().local_mem_bytes) {
+      fail(
+          "OpenCL backend: --cl-gemm-tile {} needs work-groups of {} items and {} bytes of local memory; {} "
+          "(profile {}) allows {} items and {} bytes",
+          o.gemm_tile, asked->items(), asked->local_bytes(), caps().name, caps().profile,
+          caps().max_work_group_size, caps().local_mem_bytes);
+    }
+    gemm_ = *asked;
+  }
   // The image matmuls (--gpu-memory image) are a program of their own, built only when they can be used.
   const bool images = o.memory == GpuMemory::Image && caps().images;
   const std::vector<std::string_view> ops = {
@@ -106,8 +119,8 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     if (gemm_.on()) {
       defines += fmt::format(
           "#define TL_GEMM_RM {}\n#define TL_GEMM_TM {}\n#define TL_GEMM_WR {}\n#define TL_GEMM_WT {}\n"
-          "#define TL_GEMM_AHEAD {}\n",
-          gemm_.rm, gemm_.tm, gemm_.wr, gemm_.wt, gemm_.ahead() ? 1 : 0);
+          "#define TL_GEMM_AHEAD {}\n#define TL_GEMM_STAGES {}\n",
+          gemm_.rm, gemm_.tm, gemm_.wr, gemm_.wt, gemm_.ahead() ? 1 : 0, gemm_.stages);
     }
     // The programs: one from every op file, the image matmuls when used, and the test hook's replacement
     // kernel when one is set. All come from the binary cache when it holds an entry for exactly these texts
@@ -159,6 +172,12 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     size_t fits = SIZE_MAX;
     for (const opencl::Kernel& k : k_matmul_) fits = std::min(fits, k.max_wg);
     if (!gemm_.on() || fits >= gemm_.items()) break;
+    if (!o.gemm_tile.empty()) {
+      fail(
+          "OpenCL backend: --cl-gemm-tile {} needs work-groups of {} items; the compiler allows its kernels "
+          "{}",
+          o.gemm_tile, gemm_.items(), fits);
+    }
     gemm_ = gemm_tiles_for(caps(), fits);
   }
   k_rmsnorm_ = rt_.kernel(program_, "rmsnorm");

@@ -123,6 +123,9 @@ struct OpenclBackendOptions {
   // a slice instead, splitting every tiled product with more blocks than that.
   int gemm_split = 1;
   int64_t gemm_split_blocks = 0;
+  // The GEMM tile (--cl-gemm-tile): empty, the largest that fits the device (gemm_tiles_for); else a
+  // GemmTiles::name() of gemm_tile_choices(), refused with the device's limits where it does not fit.
+  std::string gemm_tile;
   // Test hook: replaces the kernel named `test_kernel_name` by one of that name built from
   // `test_kernel_source` (after the usual header and helpers), before the self-check runs, so a test can
   // show a broken kernel caught. Empty: no replacement.
@@ -139,6 +142,9 @@ class OpenclBackend final : public Backend {
   // so a group computes tr() rows by tt() tokens. wr == 0: no GEMM, the row kernels run.
   struct GemmTiles {
     int rm = 0, tm = 0, wr = 0, wt = 0;
+    // 1, or 2: the tiles held twice, the next block written into one while the other is read (one barrier
+    // a block instead of two; TL_GEMM_STAGES, gemm.cl).
+    int stages = 1;
     constexpr bool on() const { return wr > 0; }
     constexpr int tr() const { return rm * wr; }
     constexpr int tt() const { return tm * wt; }
@@ -146,9 +152,15 @@ class OpenclBackend final : public Backend {
     // Whether the kernel reads the next block before the current one's products (TL_GEMM_AHEAD, gemm.cl):
     // on tiles of 128 rows, where an H200 ran prompts faster with it; on 64 x 64 it ran them slower.
     constexpr bool ahead() const { return tr() >= 128; }
-    // The weight and activation tiles of one 32-weight block: [32][tr] and [32][tt] floats.
-    size_t local_bytes() const { return size_t(32) * size_t(tr() + tt()) * sizeof(float); }
+    // The weight and activation tiles of one 32-weight block, [32][tr] and [32][tt] floats, per stage.
+    size_t local_bytes() const { return size_t(stages) * 32 * size_t(tr() + tt()) * sizeof(float); }
+    // "128x64", "128x64x2" (two stages): the --cl-gemm-tile words.
+    std::string name() const;
   };
+  // The tiles --cl-gemm-tile can ask for, largest first: every candidate of gemm_tiles_for in one and in two
+  // stages; {} for a name not among them.
+  static std::vector<GemmTiles> gemm_tile_choices();
+  static std::optional<GemmTiles> gemm_tile_named(std::string_view name);
   // The largest candidate tile whose group fits the capabilities (local memory, the work-group limit and
   // `max_items`), preferring one whose group is a multiple of the preferred work-group multiple; {} if none.
   static GemmTiles gemm_tiles_for(const opencl::Capabilities& caps, size_t max_items = SIZE_MAX);

@@ -1,6 +1,6 @@
 // The OpenCL backend's registry entry (backends/registry.h): MNN type 3, available when the OpenCL ICD loader
-// loads (loader.h) and lists a device; its own options --cl-cache (the program binary cache) and
-// --cl-gemm-split (split K of the prompt products); the factory,
+// loads (loader.h) and lists a device; its own options --cl-cache (the program binary cache),
+// --cl-gemm-tile (the prompt GEMM's tile) and --cl-gemm-split (split K of the prompt products); the factory,
 // the start-time measurement of `bench` and the memory probes of `gemv-bw`.
 
 #include <cstdlib>
@@ -18,6 +18,7 @@ namespace {
 struct OpenclOptions final : BackendOptions {
   ProgramCacheOptions cache;  // library default: off (a backend a test or a library makes touches no disk)
   int gemm_split = OpenclBackendOptions{}.gemm_split;
+  std::string gemm_tile;  // empty: auto
 };
 
 // --cl-cache as cache options (program_cache.h parse_cache_option); $TILELLM_CL_CACHE when empty.
@@ -67,6 +68,7 @@ OpenclBackendOptions backend_options(const BackendParams& p) {
   if (const auto* o = dynamic_cast<const OpenclOptions*>(p.options)) {
     g.cache = o->cache;
     g.gemm_split = o->gemm_split;
+    g.gemm_tile = o->gemm_tile;
   }
   return g;
 }
@@ -121,6 +123,26 @@ BackendEntry opencl_entry() {
     static_cast<OpenclOptions&>(o).cache = parse_cl_cache(v);
   };
   e.options.push_back(std::move(cache));
+  OptionSpec tile;
+  tile.flag = "--cl-gemm-tile";
+  tile.help =
+      "the prompt GEMM's tile, rows x tokens a work-group (x2: the tiles held twice, one barrier a block): "
+      "auto (the largest that fits the device) or one of the choices";
+  tile.default_value = "auto";
+  tile.choices.push_back("auto");
+  for (const OpenclBackend::GemmTiles& g : OpenclBackend::gemm_tile_choices())
+    tile.choices.push_back(g.name());
+  tile.set = [](BackendOptions& o, const std::string& v) {
+    auto& c = static_cast<OpenclOptions&>(o);
+    if (v != "auto" && !OpenclBackend::gemm_tile_named(v)) {
+      std::string names;
+      for (const OpenclBackend::GemmTiles& g : OpenclBackend::gemm_tile_choices())
+        names.append(" ").append(g.name());
+      fail("--cl-gemm-tile: '{}' is not auto or a tile of the GEMM:{}", v, names);
+    }
+    c.gemm_tile = v == "auto" ? "" : v;
+  };
+  e.options.push_back(std::move(tile));
   OptionSpec split;
   split.flag = "--cl-gemm-split";
   split.help =

@@ -15,6 +15,7 @@
 //   TL_GEMM_RM x TL_GEMM_TM  outputs per work-item (rows x tokens; both multiples of 4): the register tile;
 //   TL_GEMM_WR x TL_GEMM_WT  work-items per group (local size (WR, WT));
 //   TL_GEMM_AHEAD            1: the next block is read before the current one's products (below);
+//   TL_GEMM_STAGES           1, or 2: two copies of the tiles, one written while the other is read;
 // so a group computes a tile of TR = RM * WR rows by TT = TM * WT tokens.
 //
 // The K loop walks the 32-weight blocks. Per block the group
@@ -24,6 +25,8 @@
 //  2. after a barrier, every item accumulates its RM x TM outputs over the 32 k from local memory: per k,
 //     RM / 4 + TM / 4 float4 loads for RM * TM multiply-adds;
 //  3. waits at a second barrier before the tiles are overwritten.
+// With two stages the tiles are held twice: block b + 1 goes into the other copy right after block b's
+// products, so a block costs one barrier instead of two (the local memory twice).
 // The next block's weights and inputs are read into registers (the reads of step 1) either before step 2
 // (TL_GEMM_AHEAD 1: their loads in flight while the group computes) or after step 3. The host reads ahead
 // on tiles of 128 rows, where it measured faster on an NVIDIA H200 (7B Q4_0 pp512 1589 -> 1648 t/s on
@@ -56,6 +59,11 @@
 #endif
 // The float4 of the x tile each item loads: the tile's 8 TT float4 over the group's items.
 #define TL_GEMM_XF ((8 * TL_GEMM_TT + TL_GEMM_ITEMS - 1) / TL_GEMM_ITEMS)
+// The float4 of one stage of the tiles (wl then xl).
+#define TL_GEMM_STAGE_F4 (8 * (TL_GEMM_TR + TL_GEMM_TT))
+#if TL_GEMM_STAGES != 1 && TL_GEMM_STAGES != 2
+#error "the GEMM tiles come in one or two stages"
+#endif
 
 // Inputs k0 .. k0 + 31 of tokens t0 .. t0 + TT - 1 into registers: item lid's float4 i is f = lid + i
 // ITEMS, the float4 q = f / TT of token t = f % TT (tl_gemm_put_x stores them so that adjacent items store
@@ -86,6 +94,15 @@ void tl_gemm_put_x(__local float* xl, const float4 xr[TL_GEMM_XF], int lid) {
     xl[(k + 2) * TL_GEMM_TT + t] = xr[i].z;
     xl[(k + 3) * TL_GEMM_TT + t] = xr[i].w;
   }
+}
+
+// A block into one stage of the tiles: the item's row's 32 weights (own: it decodes one) into wl[32][TR],
+// its fetched inputs into xl[32][TT].
+void tl_gemm_put(__local float4* stage, const float* wb, const float4 xr[TL_GEMM_XF], int lid, bool own) {
+  __local float* wl = (__local float*)stage;
+  if (own)
+    for (int j = 0; j < 32; ++j) wl[j * TL_GEMM_TR + lid] = wb[j];
+  tl_gemm_put_x(wl + 32 * TL_GEMM_TR, xr, lid);
 }
 
 // acc[j][i] (component c) += sum over the 32 k of the tile of w[row 4 (lr + WR i) + c][k] * x[token of j][k],
@@ -145,8 +162,8 @@ float tl_gemm_no_tail(__global const uchar* row, int i, int n) { return 0.0f; }
 
 // One kernel NAME over the format's block reader (and element reader, for the partial last block of a float
 // row). One group per (TR rows, TT tokens) tile and K slice: global size (ceil(n_out / TR) WR, ceil(n_tok /
-// TT) WT, n_splits), local size (WR, WT, 1). tiles: __local float4[8 (TR + TT)] (wl then xl, [32][TR] and
-// [32][TT] floats).
+// TT) WT, n_splits), local size (WR, WT, 1). tiles: __local float4[STAGES][8 (TR + TT)] (per stage wl then
+// xl, [32][TR] and [32][TT] floats).
 #define TL_GEMM_KERNEL(NAME, READ_BLOCK, READ_AT)                                                        \
   __kernel __attribute__((reqd_work_group_size(TL_GEMM_WR, TL_GEMM_WT, 1))) void NAME(                  \
       __global const uchar* w, ulong row_bytes, int n_in, int n_out, int n_tok, __global const float* x, \
@@ -155,8 +172,6 @@ float tl_gemm_no_tail(__global const uchar* row, int i, int n) { return 0.0f; }
     const int r0 = get_group_id(0) * TL_GEMM_TR, t0 = get_group_id(1) * TL_GEMM_TT;                       \
     const int z = get_group_id(2);                                                                        \
     y += (ulong)z * n_tok * n_out;                                                                        \
-    __local float* wl = (__local float*)tiles;                                                            \
-    __local float* xl = wl + 32 * TL_GEMM_TR;                                                             \
     float4 acc[TL_GEMM_TM][TL_GEMM_RM / 4];                                                               \
     for (int j = 0; j < TL_GEMM_TM; ++j)                                                                  \
       for (int i = 0; i < TL_GEMM_RM / 4; ++i) acc[j][i] = (float4)(0.0f);                               \
@@ -164,24 +179,29 @@ float tl_gemm_no_tail(__global const uchar* row, int i, int n) { return 0.0f; }
     const int b0 = z * split_blocks, b1 = min(nbt, b0 + split_blocks); /* this slice's blocks */          \
     const bool own = lid < TL_GEMM_TR; /* this item decodes row r0 + lid */                              \
     __global const uchar* row = w + (ulong)min(r0 + min(lid, TL_GEMM_TR - 1), n_out - 1) * row_bytes;    \
-    /* With TL_GEMM_AHEAD block b + 1's weights and inputs are read into registers before block b's */ \
-    /* products, their loads in flight while the group computes; else after them. */                    \
+    /* With TL_GEMM_AHEAD (and always with two stages) block b + 1's weights and inputs are read into */  \
+    /* registers before block b's products, their loads in flight while the group computes; else after. */ \
     float wb[32];                                                                                         \
     float4 xr[TL_GEMM_XF];                                                                                \
     TL_GEMM_READ(READ_BLOCK, READ_AT, b0)                                                                 \
     tl_gemm_fetch_x(x, n_in, n_tok, t0, 32 * b0, xr, lid);                                                \
     for (int b = b0; b < b1; ++b) {                                                                       \
-      if (own)                                                                                            \
-        for (int j = 0; j < 32; ++j) wl[j * TL_GEMM_TR + lid] = wb[j];                                    \
-      tl_gemm_put_x(xl, xr, lid);                                                                         \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
-      if (TL_GEMM_AHEAD && b + 1 < b1) {                                                                  \
+      __local float4* st = tiles + ((b - b0) % TL_GEMM_STAGES) * TL_GEMM_STAGE_F4;                        \
+      if (TL_GEMM_STAGES == 1 || b == b0) {                                                               \
+        tl_gemm_put(st, wb, xr, lid, own);                                                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
+      }                                                                                                   \
+      if ((TL_GEMM_AHEAD || TL_GEMM_STAGES == 2) && b + 1 < b1) {                                         \
         TL_GEMM_READ(READ_BLOCK, READ_AT, b + 1)                                                          \
         tl_gemm_fetch_x(x, n_in, n_tok, t0, 32 * (b + 1), xr, lid);                                       \
       }                                                                                                   \
-      tl_gemm_accumulate(tiles, tiles + 8 * TL_GEMM_TR, acc, lr, lt);                                     \
+      tl_gemm_accumulate(st, st + 8 * TL_GEMM_TR, acc, lr, lt);                                           \
+      /* Two stages: block b + 1 into the other one, which every item finished reading before the last */ \
+      /* barrier; one barrier a block. */                                                                 \
+      if (TL_GEMM_STAGES == 2 && b + 1 < b1)                                                              \
+        tl_gemm_put(tiles + ((b + 1 - b0) % 2) * TL_GEMM_STAGE_F4, wb, xr, lid, own);                    \
       barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
-      if (!TL_GEMM_AHEAD && b + 1 < b1) {                                                                 \
+      if (TL_GEMM_STAGES == 1 && !TL_GEMM_AHEAD && b + 1 < b1) {                                          \
         TL_GEMM_READ(READ_BLOCK, READ_AT, b + 1)                                                          \
         tl_gemm_fetch_x(x, n_in, n_tok, t0, 32 * (b + 1), xr, lid);                                       \
       }                                                                                                   \
