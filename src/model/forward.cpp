@@ -38,8 +38,11 @@ namespace {
 // [begin, begin + n) of the batch, at positions n_past.. of its own cache). Matmuls, norms and the FFN run
 // over all n rows at once; RoPE, the cache write and attention run per span, on that span's rows and cache.
 // Leaves the final residual stream in s.x. The backend's pass is begun (not ended) here.
-void run_blocks(ForwardContext& ctx, const int32_t* tokens, int64_t n, const SeqSpan* spans, int n_spans,
-                ForwardStep step) {
+// norm_out: the output norm of every row is wanted too; without experts the last block makes it in s.xn with
+// its residual add, as every other block makes the next one's input norm (one call; on a device that leaves
+// the norm to the products that read it, two launches fewer a token), and run_blocks returns true.
+bool run_blocks(ForwardContext& ctx, const int32_t* tokens, int64_t n, const SeqSpan* spans, int n_spans,
+                ForwardStep step, bool norm_out) {
   const ModelConfig& c = ctx.model.config();
   const ModelWeights& W = ctx.model.weights();
   Backend& be = ctx.backend;
@@ -152,19 +155,23 @@ void run_blocks(ForwardContext& ctx, const int32_t* tokens, int64_t n, const Seq
       continue;
     }
     be.matmul_glu(L.w_gate, L.w_up, xn, n, c.ffn_act, gate, up);
-    if (il + 1 < c.n_layer && !c.post_norms) {
-      be.matmul_add_rmsnorm(L.w_down, gate, n, o, x, W.layers[size_t(il + 1)].attn_norm.data(), xn,
-                            c.rms_eps);
+    // The norm after this block: the next block's input norm, or the output norm.
+    const float* next_norm = il + 1 < c.n_layer ? W.layers[size_t(il + 1)].attn_norm.data()
+                             : norm_out         ? W.output_norm.data()
+                                                : nullptr;
+    if (next_norm && !c.post_norms) {
+      be.matmul_add_rmsnorm(L.w_down, gate, n, o, x, next_norm, xn, c.rms_eps);
       continue;
     }
     be.matmul(L.w_down, gate, n, o);
     if (c.post_norms) be.rmsnorm(o, L.post_ffn_norm.data(), o, n, E, c.rms_eps);
-    if (il + 1 < c.n_layer) {
-      be.add_rmsnorm(x, o, W.layers[size_t(il + 1)].attn_norm.data(), xn, n, E, c.rms_eps);
+    if (next_norm) {
+      be.add_rmsnorm(x, o, next_norm, xn, n, E, c.rms_eps);
     } else {
       be.add(x, o, n * E);
     }
   }
+  return norm_out && !c.moe();
 }
 
 // Gemma-style soft cap; rare and cheap next to the output projection, so it stays a plain loop here.
@@ -195,14 +202,18 @@ void forward(ForwardContext& ctx, const int32_t* tokens, int64_t n, int64_t n_pa
   step.n_logits = logits ? std::max<int64_t>(n_logits, 0) : 0;
   step.decode = n == 1 && step.n_logits == 1 && !c.moe();
   const SeqSpan span{&ctx.kv, n_past, 0, n};
-  run_blocks(ctx, tokens, n, &span, 1, step);
+  const bool normed = run_blocks(ctx, tokens, n, &span, 1, step, step.n_logits > 0);
 
   Backend& be = ctx.backend;
   if (!logits || n_logits <= 0) return be.end_forward();
   const int64_t E = c.n_embd;
-  const float* last = s.x.as<float>() + (n - n_logits) * E;
   float* xn = s.xn.as<float>();
-  be.rmsnorm(last, ctx.model.weights().output_norm.data(), xn, n_logits, E, c.rms_eps);
+  if (normed) {
+    xn += (n - n_logits) * E;  // every row's output norm is there: the last n_logits
+  } else {
+    const float* last = s.x.as<float>() + (n - n_logits) * E;
+    be.rmsnorm(last, ctx.model.weights().output_norm.data(), xn, n_logits, E, c.rms_eps);
+  }
   be.matmul(ctx.model.weights().output, xn, n_logits, logits);
   // The pass's last op: a backend that replays a recorded step fills the logits here.
   be.end_forward();
@@ -233,14 +244,16 @@ void forward_spans(ForwardContext& ctx, const int32_t* tokens, const SeqSpan* sp
   step.n_logits = n_spans;
   step.decode = n == 1 && !c.moe();
   step.batch_decode = n_spans > 1 && n == n_spans && n_spans <= kMaxBatchDecode && !c.moe();
-  run_blocks(ctx, tokens, n, spans, n_spans, step);
+  // One token a span (a batch decode step): row i is span i's last, so the last block's output norm of every
+  // row is what the output matmul reads.
+  const bool normed = run_blocks(ctx, tokens, n, spans, n_spans, step, n == n_spans);
 
-  // Each span's last row through the output norm (into consecutive rows of xn), then one output matmul.
+  // Else each span's last row through the output norm (into consecutive rows of xn), then one output matmul.
   Backend& be = ctx.backend;
   const int64_t E = c.n_embd;
   const float* x = s.x.as<float>();
   float* xn = s.xn.as<float>();
-  for (int i = 0; i < n_spans; ++i) {
+  for (int i = 0; !normed && i < n_spans; ++i) {
     const SeqSpan& sp = spans[i];
     be.rmsnorm(x + (sp.begin + sp.n - 1) * E, ctx.model.weights().output_norm.data(), xn + i * E, 1, E,
                c.rms_eps);

@@ -118,6 +118,38 @@ TEST(OpenclModel, hybrid_prefill_int8b0_equals_the_device_path) {
   expect_hybrid_prefill_equals_the_device_path(WeightsMode::Int8B0);
 }
 
+// A decode step's norms: the first block's input norm is the only norm kernel; every later one, the output
+// norm included, rides on the product before it (the residual add with it) and is applied by the products
+// that read it. No residual add runs as a kernel of its own.
+TEST(OpenclModel, a_decode_step_runs_one_norm_kernel_and_no_add) {
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  const std::string path = test::model_path(test::kSmolLM2);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  SessionOptions so = float_options(GgmlType::F16);
+  so.n_batch = 16;
+  so.backend = "opencl";
+  so.device = test::opencl_test_device();
+  so.profile_kernels = true;
+  Session s(*model, so);
+  const std::vector<int32_t> prompt = {1, 504, 3492, 282, 253, 1345, 30, 2600};
+  s.eval(prompt.data(), int64_t(prompt.size()));
+  const int32_t tok = argmax(s.logits(), model->config().n_vocab);
+  s.reset_kernel_times();
+  s.eval(&tok, 1);
+  auto calls = [&](std::string_view name) {
+    for (const KernelTime& k : s.kernel_times())
+      if (k.name == name) return k.calls;
+    return int64_t(0);
+  };
+  std::string seen;
+  for (const KernelTime& k : s.kernel_times()) seen += " " + k.name + " x" + std::to_string(k.calls);
+  EXPECT_EQ(calls("rmsnorm"), 1) << seen;
+  EXPECT_EQ(calls("add"), 0) << seen;
+  EXPECT_EQ(calls("add_rmsnorm"), 0) << seen;
+  EXPECT_EQ(calls("rms_scale"), 0) << seen;
+}
+
 TEST(OpenclModel, auto_prefill_measures_once_and_keeps_the_device_logits) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
   test::expect_auto_prefill_measures_once("opencl", test::opencl_test_device(),
