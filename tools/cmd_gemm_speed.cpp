@@ -20,8 +20,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 
+#include "backend_args.h"
 #include "backends/registry.h"
 #include "base/cpu_isa.h"
 #include "base/cpu_set.h"
@@ -49,6 +51,7 @@ struct GemmSpeedArgs {
   std::vector<std::string> shapes;
   std::vector<int> ms;
   int warmup = 3, runs = 10;
+  std::map<std::string, std::string> given;  // the backend groups' flags (--cl-gemm-tile ...)
 };
 
 // How a mode's weights are held and its activations multiplied (see the top of the file).
@@ -215,6 +218,7 @@ void gemm_speed(const GemmSpeedArgs& a) {
     third = a.third >= 0 ? a.third : (a.tuning.empty() && a.gpu_memory.empty() ? 0 : g.mask());
   }
   const BackendEntry& entry = require_backend_mnn(mnn);
+  const std::shared_ptr<BackendOptions> options = backend_options_from(entry, a.given);
   const int threads = host ? third : 1;
   if (!a.isa.empty()) select_isa(a.isa);
 
@@ -253,6 +257,8 @@ void gemm_speed(const GemmSpeedArgs& a) {
         a.device, dev.name.c_str(), entry.name.c_str(), dev.summary.c_str(), precision,
         precision_name(precision), arith.c_str(), image_asked ? "IMAGE" : "BUFFER", tuning_name(g.tuning),
         commit.c_str(), a.warmup, a.runs);
+    // The backend's own flags given (a GEMM tile, a split), so that the lines say what ran.
+    for (const auto& [flag, value] : a.given) std::fprintf(prog, "# %s %s\n", flag.c_str(), value.c_str());
     if (image_asked) {
       std::fprintf(
           prog,
@@ -295,6 +301,7 @@ void gemm_speed(const GemmSpeedArgs& a) {
       p.device = a.device;
       p.device_profile = host ? "none" : a.device_profile;
       p.pool = &pool;
+      p.options = options.get();
       p.profiling = !host;
       // Every configuration is checked below before it is timed: a host fallback must not stand in for a
       // kernel that failed a self-check.
@@ -402,6 +409,7 @@ void register_gemm_speed(CLI::App& app) {
                       supported_cpu_isa_names() + ")");
   sub->add_option("--warmup", a->warmup, "warm-up runs (MNN: 3)");
   sub->add_option("--runs", a->runs, "timed runs (MNN: 10)");
+  add_backend_option_groups(sub, a->given);
   sub->callback([a] { gemm_speed(*a); });
 }
 

@@ -8,6 +8,8 @@ runs them, on a small shape:
   - the image memory mode (bitmask bit 128, --gpu-memory image) prints that it is not available and reports
     no numbers; a bad bitmask and a missing device are errors naming the cause;
   - --format md carries the GPU columns;
+  - the backend's own flags reach the benchmarked matmul (OpenCL: a named GEMM tile; Vulkan: subgroups off),
+    each given one printed under the device line; a bad value is an error naming the flag;
   - gemv-bw --backend NAME prints its peaks and one row per format, with the same bytes read and copied, then
     the back-to-back table: one row per format, its copies and a positive time and bandwidth.
   - the backend runs with the runtime library it found at run time (the binary links neither libOpenCL nor
@@ -129,6 +131,21 @@ def main() -> int:
     if r.returncode != 0 or "| gpu ms | gpu median ms | GFLOPS (gpu) |" not in r.stdout or \
             r.stdout.count("| int8b0-gemm | ") != 2 or "profile: powervr-rogue" not in r.stdout:
         fails.append(f"md table: {r.stdout}{r.stderr}")
+
+    flag, value, bad = {"3": ("--cl-gemm-tile", "32x32x2", "999x1"), "7": ("--vk-subgroups", "off", "on")}[num]
+    r = run(binary, "gemm-speed", "speed/GemmSpeedFloat", num, "0", "68", flag, value, *small)
+    if r.returncode != 0 or f"\n# {flag} {value}\n" not in r.stdout or \
+            sum(1 for l in r.stdout.splitlines() if GPU_LINE.match(l)) != 2:
+        fails.append(f"gemm-speed {flag} {value}: {r.stdout}{r.stderr}")
+    r = run(binary, "gemm-speed", "speed/GemmSpeedFloat", num, "0", "68", flag, bad, *small)
+    if r.returncode == 0 or f"{flag}: '{bad}'" not in r.stderr:
+        fails.append(f"gemm-speed {flag} {bad} is not an error naming the flag: {r.stdout}{r.stderr}")
+    if num == "3":  # the tile reaches the backend: one PowerVR Rogue cannot hold is refused (a skip line)
+        r = run(binary, "gemm-speed", "speed/GemmSpeedFloat", num, "0", "68", "--device-profile", "powervr-rogue",
+                flag, "128x64", *small)
+        if "skipped at K=128 N=40: OpenCL backend: --cl-gemm-tile 128x64 needs work-groups of 128 items" \
+                not in r.stdout or any(GPU_LINE.match(l) for l in r.stdout.splitlines()):
+            fails.append(f"gemm-speed --cl-gemm-tile 128x64 on powervr-rogue: {r.stdout}{r.stderr}")
 
     r = run(binary, "gemv-bw", "--backend", name, "--shape", "256,40", "--peak-mib", "32")
     first, _, b2b = r.stdout.partition("# back to back")
