@@ -16,6 +16,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -70,7 +71,7 @@ class OpenclOps : public ::testing::TestWithParam<std::string> {
   }
 
   std::unique_ptr<OpenclBackend> make(int64_t kv_dim = 0, GgmlType kv_type = GgmlType::F16,
-                                      int64_t attention_chunk_blocks = 4) {
+                                      int64_t attention_chunk_blocks = 4, int64_t attention_pass_blocks = 4) {
     OpenclBackendOptions o;
     o.device = test::opencl_test_device();
     o.profile = GetParam();
@@ -80,6 +81,7 @@ class OpenclOps : public ::testing::TestWithParam<std::string> {
     o.max_width = 1024;
     o.self_check = false;  // these tests check the kernels themselves; a CPU fallback would hide a fault
     o.attention_chunk_blocks = attention_chunk_blocks;
+    o.attention_pass_blocks = attention_pass_blocks;
     if (kv_dim > 0) {
       o.kv_layers = kLayers;
       o.kv_ctx = kCtx;
@@ -1140,15 +1142,17 @@ TEST_P(OpenclOps, kv_cache_split_over_buffers_matches_cpu) {
 }
 
 TEST_P(OpenclOps, attention_matches_cpu) {
-  // chunk_blocks 4: every row's keys in one work-group (at most 3 blocks here); 1: split over work-groups
-  // a block each (rows of 1 to 3 chunks in one batch, windows starting mid-block) and merged.
-  for (int64_t chunk_blocks : {int64_t(4), int64_t(1)}) {
+  // (chunk, pass) blocks (4, 4): every row's keys in one work-group and one pass (at most 3 blocks here);
+  // (4, 2): rows of 1 to 2 passes, the second a part one; (1, 1): split over work-groups a block each (rows
+  // of 1 to 3 chunks in one batch, windows starting mid-block) and merged.
+  const std::pair<int64_t, int64_t> kChunkPass[] = {{4, 4}, {4, 2}, {1, 1}};
+  for (const auto& [chunk_blocks, pass_blocks] : kChunkPass) {
     for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
       // Head sizes that give the kernel 1 to 8 items per key, and (64, 128: at least twice head_dim items)
       // the values' keys split over item groups; positions give every block fill from 1 key to 32.
       for (int64_t head_dim : {int64_t(40), int64_t(64), int64_t(128), int64_t(256)}) {
         const int64_t n_head_kv = 2, n_head = 6, kv_dim = n_head_kv * head_dim;
-        auto be = make(kv_dim, type, chunk_blocks);
+        auto be = make(kv_dim, type, chunk_blocks, pass_blocks);
         KvCache ck(kLayers, kCtx, n_head_kv, head_dim, type), gk(kLayers, kCtx, n_head_kv, head_dim, type);
         fill_caches(cpu_, *be, ck, gk, kv_dim, 300);
         const int32_t pos[4] = {0, 31, 65, 76};
@@ -1160,8 +1164,8 @@ TEST_P(OpenclOps, attention_matches_cpu) {
           cpu_.attention(q.data(), ck, 1, pos, n_tok, p, a.data());
           be->attention(q.data(), gk, 1, pos, n_tok, p, b.data());
           expect_attention_near(a, b, head_dim, kCtx,
-                                fmt::format("{} hd {} window {} chunk blocks {}", type_name(type), head_dim,
-                                            window, chunk_blocks));
+                                fmt::format("{} hd {} window {} chunk blocks {} pass blocks {}",
+                                            type_name(type), head_dim, window, chunk_blocks, pass_blocks));
         }
       }
     }

@@ -1,5 +1,6 @@
 // Causal attention over the device FB-KV cache (attention.cl): one work-group of 32 x split items per (token,
-// head) and chunk of its keys; long contexts split the keys over chunks merged by attention_merge. Prompts
+// head) and chunk of its keys, up to 4 blocks of 32 keys a pass; long contexts split the keys over chunks
+// merged by attention_merge. Prompts
 // of kTiledTokens or more take attention_tiled where the head size and local memory allow it: 16 tokens of
 // a head a work-group, each K and V row read once for all of them.
 #include <algorithm>
@@ -12,8 +13,8 @@ namespace tilellm {
 
 int64_t OpenclBackend::attention_chunks(int64_t n_tok, const AttnParams& p, const int32_t* pos,
                                         int64_t& chunk_blocks) const {
-  constexpr int64_t kBlock = 32;  // TL_ATTN_BLOCK
-  int64_t blocks = 1;             // the longest row's key blocks
+  const int64_t kBlock = int64_t(kAttnBlock);
+  int64_t blocks = 1;  // the longest row's key blocks
   for (int64_t t = 0; t < n_tok; ++t) {
     const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos[t] - p.window + 1) : 0;
     blocks = std::max(blocks, (pos[t] - first + kBlock) / kBlock);
@@ -78,38 +79,47 @@ void OpenclBackend::enqueue_attention_tiled(const opencl::Buffer& cache, uint64_
   rt_.launch(k, 1, global, local);
 }
 
+size_t OpenclBackend::attention_local(int64_t head_dim, int64_t split, int64_t pass_blocks) {
+  // attention.cl: lacc [head_dim], lw [pass_blocks * 32], scratch [pass_blocks * L], vpart [L] floats.
+  const size_t wg = kAttnBlock * size_t(split), pb = size_t(pass_blocks);
+  return (size_t(head_dim) + pb * kAttnBlock + pb * wg + wg) * sizeof(float);
+}
+
+OpenclBackend::AttnLaunch OpenclBackend::attention_launch(int64_t head_dim, int64_t chunk_blocks) const {
+  // Items per key: the most of 8, 4, 2 that divides head_dim into float4 steps and fits the kernel's
+  // work-group limit; 1 always divides. For it, the longest pass (at most the chunk, the option and
+  // TL_ATTN_PASS blocks) that fits local memory: a pass's blocks cost one trip to memory together.
+  const int64_t most = std::clamp<int64_t>(std::min(chunk_blocks, opts_.attention_pass_blocks), 1, kAttnPass);
+  for (int64_t s : {8, 4, 2, 1}) {
+    if (head_dim % (4 * s) != 0 && s > 1) continue;
+    if (kAttnBlock * size_t(s) > k_attention_.max_wg) continue;
+    for (int64_t pb = most; pb >= 1; --pb) {
+      if (attention_local(head_dim, s, pb) <= caps().local_mem_bytes) return {int(s), int(pb)};
+    }
+  }
+  return {};
+}
+
 void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx,
                                       int64_t kv_dim, int64_t n_tok, const AttnParams& p,
                                       const opencl::Buffer& q, const int32_t* host_pos,
                                       const opencl::Buffer& pos, const opencl::Buffer& out) {
   if (attention_tiled(n_tok, p))
     return enqueue_attention_tiled(cache, layer_off, n_ctx, kv_dim, n_tok, p, q, pos, out);
-  constexpr size_t kBlock = 32;  // TL_ATTN_BLOCK: keys per block, and items per split
   const opencl::Kernel& k = k_attention_;
-  // Items per key: the most of 8, 4, 2 that divides head_dim into float4 steps and fits the kernel's
-  // work-group limit and local memory; 1 always works.
-  size_t split = 1;
-  for (size_t s : {8, 4, 2}) {
-    const size_t bytes = (2 * size_t(p.head_dim) + kBlock + kBlock * s) * sizeof(float);
-    if (p.head_dim % int64_t(4 * s) == 0 && kBlock * s <= k.max_wg && bytes <= caps().local_mem_bytes) {
-      split = s;
-      break;
-    }
-  }
-  const size_t wg = kBlock * split;
-  const size_t local_bytes = (2 * size_t(p.head_dim) + kBlock + wg) * sizeof(float);
-  if (local_bytes > caps().local_mem_bytes) {
+  int64_t chunk_blocks = 0;
+  const int64_t n_chunks = attention_chunks(n_tok, p, host_pos, chunk_blocks);
+  const AttnLaunch a = attention_launch(p.head_dim, chunk_blocks);
+  if (a.split == 0) {
     fail(
         "OpenCL backend: attention with head size {} needs {} bytes of local memory; the device (profile {}) "
         "has {}",
-        p.head_dim, local_bytes, caps().profile, caps().local_mem_bytes);
+        p.head_dim, attention_local(p.head_dim, 1, 1), caps().profile, caps().local_mem_bytes);
   }
-  int64_t chunk_blocks = 0;
-  const int64_t n_chunks = attention_chunks(n_tok, p, host_pos, chunk_blocks);
   const cl_ulong off = layer_off;
   const cl_int ctx = cl_int(n_ctx), d = cl_int(kv_dim), n_head = cl_int(p.n_head),
                group = cl_int(p.n_head / p.n_head_kv), hd = cl_int(p.head_dim), window = cl_int(p.window),
-               sp = cl_int(split), cb = cl_int(chunk_blocks);
+               sp = cl_int(a.split), cb = cl_int(chunk_blocks), pb = cl_int(a.pass_blocks);
   opencl::set_arg(k, 0, q);
   opencl::set_arg(k, 1, cache);
   opencl::set_arg(k, 2, off);
@@ -123,12 +133,14 @@ void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t laye
   opencl::set_arg(k, 10, window);
   opencl::set_arg(k, 11, sp);
   opencl::set_arg(k, 12, cb);
-  opencl::set_arg(k, 13, out);
-  opencl::set_arg(k, 14, attn_part_);
-  opencl::set_local_arg(k, 15, size_t(p.head_dim) * sizeof(float));
-  opencl::set_local_arg(k, 16, size_t(p.head_dim) * sizeof(float));
-  opencl::set_local_arg(k, 17, kBlock * sizeof(float));
-  opencl::set_local_arg(k, 18, wg * sizeof(float));
+  opencl::set_arg(k, 13, pb);
+  opencl::set_arg(k, 14, out);
+  opencl::set_arg(k, 15, attn_part_);
+  const size_t wg = kAttnBlock * size_t(a.split), f = sizeof(float);
+  opencl::set_local_arg(k, 16, size_t(p.head_dim) * f);
+  opencl::set_local_arg(k, 17, size_t(a.pass_blocks) * kAttnBlock * f);
+  opencl::set_local_arg(k, 18, size_t(a.pass_blocks) * wg * f);
+  opencl::set_local_arg(k, 19, wg * f);
   const size_t rows = size_t(n_tok * p.n_head);
   const size_t global[2] = {rows * wg, size_t(n_chunks)}, local[2] = {wg, 1};
   rt_.launch(k, 2, global, local);

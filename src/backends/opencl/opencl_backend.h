@@ -117,6 +117,9 @@ struct OpenclBackendOptions {
   // Key blocks (of 32) per work-group before attention splits a row's keys over work-groups (tests set 1
   // to split short contexts).
   int64_t attention_chunk_blocks = 4;
+  // Key blocks attention takes in one pass (one trip to memory for their keys, one for their values), at
+  // most the kernel's TL_ATTN_PASS (4) and what local memory holds (tests set fewer to run several passes).
+  int64_t attention_pass_blocks = 4;
   // Split K of the prompt products (--cl-gemm-split): a product whose tiles make fewer work-groups than
   // gemm_split x the device's compute units runs its K blocks in slices, so that it reaches about that many
   // groups (matmul.cpp, gemm_split_for); 0: never split. `gemm_split_blocks` > 0 (tests) fixes the blocks of
@@ -341,6 +344,16 @@ class OpenclBackend final : public Backend {
   void enqueue_attention_tiled(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t kv_dim,
                                int64_t n_tok, const AttnParams& p, const opencl::Buffer& q,
                                const opencl::Buffer& pos, const opencl::Buffer& out);
+  // The per-token attention kernel's launch (attention.cl): keys per block (TL_ATTN_BLOCK, also the items
+  // per split), the most blocks a pass (TL_ATTN_PASS); items per key and blocks per pass for a head size
+  // and chunk (split 0: no launch fits the device's local memory); the local memory they take.
+  static constexpr size_t kAttnBlock = 32;
+  static constexpr int64_t kAttnPass = 4;
+  struct AttnLaunch {
+    int split = 0, pass_blocks = 0;
+  };
+  AttnLaunch attention_launch(int64_t head_dim, int64_t chunk_blocks) const;
+  static size_t attention_local(int64_t head_dim, int64_t split, int64_t pass_blocks);
   // How many chunks of key blocks (chunk_blocks each) the attention of these rows runs in: 1 unless the
   // longest row has more than opts_.attention_chunk_blocks blocks, bounded by the partial-sums buffer.
   int64_t attention_chunks(int64_t n_tok, const AttnParams& p, const int32_t* pos,

@@ -1,16 +1,21 @@
 // Causal attention over the device FB-KV cache with block-wise online softmax, the CPU reference's
-// algorithm (cpu/attention.cpp): keys are visited in blocks of TL_ATTN_BLOCK = 32; per block
+// algorithm (cpu/attention.cpp) taken a pass of keys at a time: per pass of up to pass_blocks blocks of
+// TL_ATTN_BLOCK = 32 keys
 //   m' = max(m, max_j s_j);  acc = acc e^(m - m') + sum_j e^(s_j - m') v_j;  l = l e^(m - m') + sum_j e^(s_j - m')
 // and out = acc * (1 / l) at the end. No scratch proportional to the context.
 //
 // One work-group of L = 32 * split items per (token t, head h), split in {1, 2, 4, 8} (the host's choice:
-// head_dim % (4 split) == 0 and L within the kernel's work-group limit). Scores: item i scores key i / split of
-// the block over its contiguous 1/split of head_dim (float4 steps), the split partials meet in scratch, the
-// block's 32 scores in lw, and every item reads them for the max and the weights (no tree reductions).
-// Values: item i owns accumulator elements i, i + L, ..., so a key's V row is read by adjacent items at
-// adjacent addresses. Each item thus issues head_dim / split loads of K per block instead of a serial walk
-// over the whole row: on an NVIDIA H200 the one-item-per-key version spent ~55 us per layer in a
-// Llama-7B-shaped decode.
+// head_dim % (4 split) == 0 and L within the kernel's work-group limit). A pass is three steps, each with
+// all of its loads independent of each other, so a pass costs two trips to memory however many blocks it
+// holds (one block a pass cost two trips a block, which is most of decode's attention time at short
+// contexts: a handful of work-groups, each waiting on its loads):
+//  - Scores: item i takes key i / split of every block of the pass, over its contiguous 1/split of head_dim
+//    (float4 steps), q read from global memory beside the keys (no wait for a copy into local memory); the
+//    split partials meet in scratch, the pass's scores in lw.
+//  - Weights: every item reads the scores for the pass's maximum; the weights go to scratch.
+//  - Values: item i owns accumulator element i % head_dim over the keys k with k % ks == i / head_dim
+//    (ks = L / head_dim key slices, at least 1; items beyond ks * head_dim, or elements beyond L, loop), so a
+//    key's V row is read by adjacent items at adjacent addresses; the slices' sums meet in vpart.
 // q: [n_tok][n_head][head_dim]; out: same; pos: [n_tok] (checked by the host).
 // cache: the buffer holding this layer, [layer][K|V][pos < n_ctx][n_head_kv][head_dim] in the cache type
 // (TL_KV_F16: half, else float); layer_off: element offset of this layer's K plane.
@@ -18,8 +23,10 @@
 // takes chunk_blocks blocks of the row's keys and writes its unnormalized sums and (m, l) to `chunks`, which
 // attention_merge combines; with one chunk the group writes `out` itself. Decode has one row per head, so
 // without the split a long context runs as a serial walk in a few work-groups.
-// Local memory: lq, lacc: float[head_dim]; lw: float[32]; scratch: float[L].
+// Local memory (floats): lacc [head_dim]; lw [pass_blocks * 32]; scratch [pass_blocks * L]; vpart [L].
+// pass_blocks <= TL_ATTN_PASS (the host's choice, from the local memory).
 #define TL_ATTN_BLOCK 32
+#define TL_ATTN_PASS 4
 #if TL_KV_F16
 #define TL_KV_T half
 #define TL_KV_GET(p, i) vload_half((i), (p))
@@ -32,19 +39,17 @@
 
 __kernel void attention(__global const float* q, __global const TL_KV_T* cache, ulong layer_off, int n_ctx,
                         int kv_dim, __global const int* pos, int n_head, int group, int head_dim, float scale,
-                        int window, int split, int chunk_blocks, __global float* out, __global float* chunks,
-                        __local float* lq, __local float* lacc, __local float* lw, __local float* scratch) {
+                        int window, int split, int chunk_blocks, int pass_blocks, __global float* out,
+                        __global float* chunks, __local float* lacc, __local float* lw, __local float* scratch,
+                        __local float* vpart) {
   const int r = get_group_id(0);  // t * n_head + h
   const int c = get_group_id(1), n_chunks = get_num_groups(1);
   const int t = r / n_head, h = r % n_head, kvh = h / group;
   const int lid = get_local_id(0), ls = get_local_size(0);
   const int key = lid / split, part = lid % split, chunk = head_dim / split;
-  __global const float* qh = q + (ulong)r * head_dim;
-  for (int i = lid; i < head_dim; i += ls) {
-    lq[i] = qh[i];
-    lacc[i] = 0.0f;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  const int ks = max(1, ls / head_dim), vi = lid % head_dim, vs = lid / head_dim;
+  __global const float* qp = q + (ulong)r * head_dim + part * chunk;
+  for (int i = lid; i < head_dim; i += ls) lacc[i] = 0.0f;
   __global const TL_KV_T* kbase = cache + layer_off + (ulong)kvh * head_dim;
   __global const TL_KV_T* vbase = kbase + (ulong)n_ctx * kv_dim;
   // This group's chunk of the token's keys: blocks [c, c + 1) * chunk_blocks of its range [first, end],
@@ -53,51 +58,88 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
   const int first = window > 0 ? max(0, end - window + 1) : 0;
   const int j_begin = first + c * chunk_blocks * TL_ATTN_BLOCK;
   const int last = min(end, j_begin + chunk_blocks * TL_ATTN_BLOCK - 1);
+  const int pass_keys = pass_blocks * TL_ATTN_BLOCK;
   float m = -INFINITY, l = 0.0f;
-  for (int j0 = j_begin; j0 <= last; j0 += TL_ATTN_BLOCK) {
-    const int nb = min(TL_ATTN_BLOCK, last + 1 - j0);
-    float d = 0.0f;
-    if (key < nb) {
-      __global const TL_KV_T* krow = kbase + (ulong)(j0 + key) * kv_dim + part * chunk;
-      __local const float* qp = lq + part * chunk;
-      int i = 0;
-      for (; i + 4 <= chunk; i += 4) d += dot(vload4(0, qp + i), TL_KV_GET4(krow, i));
-      for (; i < chunk; ++i) d += qp[i] * TL_KV_GET(krow, i);
+  for (int j0 = j_begin; j0 <= last; j0 += pass_keys) {
+    const int nk = min(pass_keys, last + 1 - j0);
+    // Scores: this item's keys key + 32 b, b < pass_blocks, their loads in flight together.
+    float d[TL_ATTN_PASS];
+    for (int b = 0; b < TL_ATTN_PASS; ++b) d[b] = 0.0f;
+    __global const TL_KV_T* krow = kbase + (ulong)(j0 + key) * kv_dim + part * chunk;
+    int i = 0;
+    for (; i + 4 <= chunk; i += 4) {
+      const float4 qv = vload4(0, qp + i);
+      for (int b = 0; b < TL_ATTN_PASS; ++b) {
+        if (b < pass_blocks && key + b * TL_ATTN_BLOCK < nk)
+          d[b] += dot(qv, TL_KV_GET4(krow + (ulong)b * TL_ATTN_BLOCK * kv_dim, i));
+      }
     }
-    scratch[lid] = d;
+    for (; i < chunk; ++i) {
+      const float qi = qp[i];
+      for (int b = 0; b < TL_ATTN_PASS; ++b) {
+        if (b < pass_blocks && key + b * TL_ATTN_BLOCK < nk)
+          d[b] += qi * TL_KV_GET(krow + (ulong)b * TL_ATTN_BLOCK * kv_dim, i);
+      }
+    }
+    for (int b = 0; b < TL_ATTN_PASS; ++b) {
+      if (b < pass_blocks) scratch[b * ls + lid] = d[b];
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
-    // The block's scores into lw, then every item takes their max and the weights from local memory: a
-    // block costs four barriers, where group-wide tree reductions of max and sum cost two per tree level
-    // (the kernel is latency-bound at decode's short contexts: 32 work-groups for 32 heads).
-    if (part == 0 && key < nb) {
+    for (int k = lid; k < nk; k += ls) {
+      __local const float* sp = scratch + (k / TL_ATTN_BLOCK) * ls + (k % TL_ATTN_BLOCK) * split;
       float tot = 0.0f;
-      for (int p = 0; p < split; ++p) tot += scratch[lid + p];
-      lw[key] = tot * scale;
+      for (int p = 0; p < split; ++p) tot += sp[p];
+      lw[k] = tot * scale;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+    // Weights: every item takes the pass's maximum from local memory (no tree reductions: the kernel is
+    // latency-bound at decode's short contexts, 32 work-groups for 32 heads); the partials are spent.
     float m_new = m;
-    for (int j = 0; j < nb; ++j) m_new = fmax(m_new, lw[j]);
-    const float corr = exp(m - m_new);  // 0 on the first block (m = -inf)
-    if (lid < nb) scratch[lid] = exp(lw[lid] - m_new);  // the weights; scratch's partials are spent
+    for (int k = 0; k < nk; ++k) m_new = fmax(m_new, lw[k]);
+    const float corr = exp(m - m_new);  // 0 on the first pass (m = -inf)
+    for (int k = lid; k < nk; k += ls) scratch[k] = exp(lw[k] - m_new);
     barrier(CLK_LOCAL_MEM_FENCE);
     float wsum = 0.0f;
-    for (int j = 0; j < nb; ++j) wsum += scratch[j];
+    for (int k = 0; k < nk; ++k) wsum += scratch[k];
     l = l * corr + wsum;
-    // Four independent sums, so that four V loads are in flight per item rather than one at a time.
-    for (int i = lid; i < head_dim; i += ls) {
-      __global const TL_KV_T* vi = vbase + (ulong)j0 * kv_dim + i;
-      float a0 = lacc[i] * corr, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-      int j = 0;
-      for (; j + 4 <= nb; j += 4) {
-        a0 += scratch[j] * TL_KV_GET(vi + (ulong)j * kv_dim, 0);
-        a1 += scratch[j + 1] * TL_KV_GET(vi + (ulong)(j + 1) * kv_dim, 0);
-        a2 += scratch[j + 2] * TL_KV_GET(vi + (ulong)(j + 2) * kv_dim, 0);
-        a3 += scratch[j + 3] * TL_KV_GET(vi + (ulong)(j + 3) * kv_dim, 0);
+    // Values: slice vs of the keys for element vi, four independent sums so that four V loads are in flight
+    // per item rather than one at a time.
+    if (ks > 1) {
+      if (vs < ks) {
+        __global const TL_KV_T* vp = vbase + (ulong)j0 * kv_dim + vi;
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        int k = vs;
+        for (; k + 3 * ks < nk; k += 4 * ks) {
+          a0 += scratch[k] * TL_KV_GET(vp + (ulong)k * kv_dim, 0);
+          a1 += scratch[k + ks] * TL_KV_GET(vp + (ulong)(k + ks) * kv_dim, 0);
+          a2 += scratch[k + 2 * ks] * TL_KV_GET(vp + (ulong)(k + 2 * ks) * kv_dim, 0);
+          a3 += scratch[k + 3 * ks] * TL_KV_GET(vp + (ulong)(k + 3 * ks) * kv_dim, 0);
+        }
+        for (; k < nk; k += ks) a0 += scratch[k] * TL_KV_GET(vp + (ulong)k * kv_dim, 0);
+        vpart[vs * head_dim + vi] = (a0 + a1) + (a2 + a3);
       }
-      for (; j < nb; ++j) a0 += scratch[j] * TL_KV_GET(vi + (ulong)j * kv_dim, 0);
-      lacc[i] = (a0 + a1) + (a2 + a3);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (lid < head_dim) {
+        float a = lacc[lid] * corr;
+        for (int s = 0; s < ks; ++s) a += vpart[s * head_dim + lid];
+        lacc[lid] = a;
+      }
+    } else {
+      for (int e = lid; e < head_dim; e += ls) {
+        __global const TL_KV_T* vp = vbase + (ulong)j0 * kv_dim + e;
+        float a0 = lacc[e] * corr, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        int k = 0;
+        for (; k + 4 <= nk; k += 4) {
+          a0 += scratch[k] * TL_KV_GET(vp + (ulong)k * kv_dim, 0);
+          a1 += scratch[k + 1] * TL_KV_GET(vp + (ulong)(k + 1) * kv_dim, 0);
+          a2 += scratch[k + 2] * TL_KV_GET(vp + (ulong)(k + 2) * kv_dim, 0);
+          a3 += scratch[k + 3] * TL_KV_GET(vp + (ulong)(k + 3) * kv_dim, 0);
+        }
+        for (; k < nk; ++k) a0 += scratch[k] * TL_KV_GET(vp + (ulong)k * kv_dim, 0);
+        lacc[e] = (a0 + a1) + (a2 + a3);
+      }
     }
-    barrier(CLK_LOCAL_MEM_FENCE);  // scratch and lw are rewritten by the next block
+    barrier(CLK_LOCAL_MEM_FENCE);  // scratch, lw and vpart are rewritten by the next pass; lacc read after
     m = m_new;
   }
   if (n_chunks == 1) {
