@@ -394,6 +394,11 @@ Kernel Runtime::kernel(const ProgramHandle& program, const char* name) const {
   check(clGetKernelWorkGroupInfo(k.get(), dev_.device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(max_wg), &max_wg,
                                  nullptr),
         fmt::format("clGetKernelWorkGroupInfo({}, WORK_GROUP_SIZE)", name));
+  cl_ulong local = 0;
+  check(clGetKernelWorkGroupInfo(k.get(), dev_.device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof(local), &local,
+                                 nullptr),
+        fmt::format("clGetKernelWorkGroupInfo({}, LOCAL_MEM_SIZE)", name));
+  k.local_bytes = size_t(local);
   // A profile's multiple (its GPUs' SIMD width) replaces the host device's, so rounding follows the target.
   k.max_wg = std::max<size_t>(1, std::min(max_wg, caps_.max_work_group_size));
   k.wg_multiple = caps_.profile == "none" ? std::max<size_t>(1, multiple) : caps_.wg_multiple;

@@ -118,13 +118,15 @@ struct Buffer {
   cl_mem get() const { return mem.get(); }
 };
 
-// A built kernel with the launch facts queried once: its preferred multiple (clamped to the profile's) and
-// the largest work-group it can run with on this device.
+// A built kernel with the launch facts queried once: its preferred multiple (clamped to the profile's), the
+// largest work-group it can run with on this device and the local memory it takes as compiled (its __local
+// arrays and whatever the compiler adds: a tile at exactly the device's limit can exceed it).
 struct Kernel {
   KernelHandle handle;
   std::string name;
   size_t wg_multiple = 1;
   size_t max_wg = 1;
+  size_t local_bytes = 0;
   bool on_cpu = false;  // failed the backend's self-check: its op runs on the CPU backend instead
   cl_kernel get() const { return handle.get(); }
 };

@@ -56,13 +56,15 @@ std::optional<OpenclBackend::GemmTiles> OpenclBackend::gemm_tile_named(std::stri
   return std::nullopt;
 }
 
-OpenclBackend::GemmTiles OpenclBackend::gemm_tiles_for(const opencl::Capabilities& caps, size_t max_items) {
+OpenclBackend::GemmTiles OpenclBackend::gemm_tiles_for(const opencl::Capabilities& caps, size_t max_items,
+                                                       size_t max_local_bytes) {
   static_assert(
       std::ranges::all_of(kCandidates, [](const GemmTiles& g) { return size_t(g.tr()) <= g.items(); }),
       "gemm.cl decodes each row of a tile with one item");
   const GemmTiles* fit = nullptr;
   for (const GemmTiles& g : kCandidates) {
-    if (g.items() > std::min(caps.max_work_group_size, max_items) || g.local_bytes() > caps.local_mem_bytes)
+    if (g.items() > std::min(caps.max_work_group_size, max_items) ||
+        g.local_bytes() > std::min<uint64_t>(caps.local_mem_bytes, max_local_bytes))
       continue;
     if (g.items() % std::max<size_t>(caps.wg_multiple, 1) == 0) return g;  // no idle SIMD lanes
     if (!fit) fit = &g;

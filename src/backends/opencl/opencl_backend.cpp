@@ -168,17 +168,28 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
       k_matvec_[i] = rt_.kernel(program_, kMatvecKernels[i]);
       if (kMatvecGluKernels[i]) k_matvec_glu_[i] = rt_.kernel(program_, kMatvecGluKernels[i]);
     }
-    // A compiler may allow a kernel fewer items than the device (registers): then the next smaller tile.
-    size_t fits = SIZE_MAX;
-    for (const opencl::Kernel& k : k_matmul_) fits = std::min(fits, k.max_wg);
-    if (!gemm_.on() || fits >= gemm_.items()) break;
+    // A compiler may allow a kernel fewer items than the device (registers), or add local memory of its own
+    // to the tiles' (NVIDIA's takes a 48 KiB two-stage tile past its 48 KiB): then the next smaller tile.
+    size_t fits = SIZE_MAX, local = 0;
+    for (const opencl::Kernel& k : k_matmul_) {
+      fits = std::min(fits, k.max_wg);
+      local = std::max(local, k.local_bytes);
+    }
+    const bool local_fits = local <= caps().local_mem_bytes;
+    if (!gemm_.on() || (fits >= gemm_.items() && local_fits)) break;
+    if (!o.gemm_tile.empty() && !local_fits) {
+      fail(
+          "OpenCL backend: --cl-gemm-tile {} takes {} bytes of local memory as compiled ({} for its "
+          "tiles); {} (profile {}) allows {}",
+          o.gemm_tile, local, gemm_.local_bytes(), caps().name, caps().profile, caps().local_mem_bytes);
+    }
     if (!o.gemm_tile.empty()) {
       fail(
           "OpenCL backend: --cl-gemm-tile {} needs work-groups of {} items; the compiler allows its kernels "
           "{}",
           o.gemm_tile, gemm_.items(), fits);
     }
-    gemm_ = gemm_tiles_for(caps(), fits);
+    gemm_ = gemm_tiles_for(caps(), fits, local_fits ? SIZE_MAX : gemm_.local_bytes() - 1);
   }
   k_rmsnorm_ = rt_.kernel(program_, "rmsnorm");
   k_add_rmsnorm_ = rt_.kernel(program_, "add_rmsnorm");

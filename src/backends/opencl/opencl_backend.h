@@ -166,7 +166,8 @@ class OpenclBackend final : public Backend {
   static std::optional<GemmTiles> gemm_tile_named(std::string_view name);
   // The largest candidate tile whose group fits the capabilities (local memory, the work-group limit and
   // `max_items`), preferring one whose group is a multiple of the preferred work-group multiple; {} if none.
-  static GemmTiles gemm_tiles_for(const opencl::Capabilities& caps, size_t max_items = SIZE_MAX);
+  static GemmTiles gemm_tiles_for(const opencl::Capabilities& caps, size_t max_items = SIZE_MAX,
+                                  size_t max_local_bytes = SIZE_MAX);
 
   explicit OpenclBackend(const OpenclBackendOptions& o);
   ~OpenclBackend() override;
