@@ -78,7 +78,10 @@ OpenclBackend::GemmTiles OpenclBackend::gemm_tiles_for(const opencl::Capabilitie
 // and a 2048-row matrix at 512 tokens is 128. Splitting K over slices multiplies the groups without shrinking
 // the tile (whose size is what makes it fast) for the price of writing and adding the slices: at most 2 x
 // target tiles of floats, small beside the product's weights and multiply-adds. A slice keeps at least
-// kMinSliceBlocks blocks, so that its tile's loads and stores stay a small part of its work.
+// kMinSliceBlocks blocks, so that its tile's loads and stores stay a small part of its work. Only a product
+// with fewer tiles than compute units splits, towards gemm_split groups a unit: on the H200 (docs/PERF.md
+// 2026-12-05 04:05) two a unit beat one at 64 and 128 tokens (7B Q4_0 pp64 1149 -> 1565 t/s), while splitting
+// the 7B's 256-tile products at 512 tokens for a second group a unit cost 14% (1797 -> 1547).
 OpenclBackend::GemmSplit OpenclBackend::gemm_split_for(int64_t n_out, int64_t n_tok, int64_t n_in) const {
   constexpr int64_t kMinSliceBlocks = 4;
   const int64_t nbt = (n_in + 31) / 32;
@@ -89,8 +92,9 @@ OpenclBackend::GemmSplit OpenclBackend::gemm_split_for(int64_t n_out, int64_t n_
     slices = (nbt + opts_.gemm_split_blocks - 1) / opts_.gemm_split_blocks;
   } else {
     const int64_t groups = ((n_out + gemm_.tr() - 1) / gemm_.tr()) * ((n_tok + gemm_.tt() - 1) / gemm_.tt());
-    const int64_t target = int64_t(opts_.gemm_split) * int64_t(std::max<uint32_t>(caps().compute_units, 1));
-    if (groups >= target) return one;
+    const int64_t units = int64_t(std::max<uint32_t>(caps().compute_units, 1));
+    const int64_t target = int64_t(opts_.gemm_split) * units;
+    if (groups >= units) return one;
     slices = std::min({(target + groups - 1) / groups, nbt / kMinSliceBlocks, kMaxGemmSlices});
   }
   slices = std::min(slices, gemm_parts_floats_ / std::max<int64_t>(n_tok * n_out, 1));

@@ -225,8 +225,9 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   out_ = rt_.alloc(floats(opts_.max_out_elems));
   attn_part_ = rt_.alloc(kAttnPartFloats * sizeof(float));
   vec_ = rt_.alloc(floats(opts_.max_width));
-  // A split product's slices: fewer groups than the target means fewer than target tiles of tr x tt
-  // outputs, and slices enough to reach it add fewer than one more target's worth, so 2 x target tiles
+  // A split product's slices: fewer groups than the compute units (at most the target) means fewer than
+  // target tiles of tr x tt outputs, and slices enough to reach it add fewer than one more target's worth, so
+  // 2 x target tiles
   // hold any split the rule makes (gemm_split_for; it splits less where they would not fit).
   if (gemm_.on() && (opts_.gemm_split > 0 || opts_.gemm_split_blocks > 0)) {
     int64_t want = kMaxGemmSlices * opts_.max_out_elems;

@@ -121,10 +121,10 @@ struct OpenclBackendOptions {
   // most the kernel's TL_ATTN_PASS (4) and what local memory holds (tests set fewer to run several passes).
   int64_t attention_pass_blocks = 4;
   // Split K of the prompt products (--cl-gemm-split): a product whose tiles make fewer work-groups than
-  // gemm_split x the device's compute units runs its K blocks in slices, so that it reaches about that many
+  // the device's compute units runs its K blocks in slices, so that it reaches about gemm_split x that many
   // groups (matmul.cpp, gemm_split_for); 0: never split. `gemm_split_blocks` > 0 (tests) fixes the blocks of
   // a slice instead, splitting every tiled product with more blocks than that.
-  int gemm_split = 1;
+  int gemm_split = 2;
   int64_t gemm_split_blocks = 0;
   // The GEMM tile (--cl-gemm-tile): empty, the largest that fits the device (gemm_tiles_for); else a
   // GemmTiles::name() of gemm_tile_choices(), refused with the device's limits where it does not fit.

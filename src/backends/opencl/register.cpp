@@ -146,8 +146,8 @@ BackendEntry opencl_entry() {
   OptionSpec split;
   split.flag = "--cl-gemm-split";
   split.help =
-      "split the K loop of a prompt product whose tiles are fewer than N work-groups per compute unit, "
-      "until it has about that many: auto (N = 1), off, or N from 1 to 8";
+      "split the K loop of a prompt product whose tiles are fewer than the compute units, until it has "
+      "about N work-groups per unit: auto (N = 2), off, or N from 1 to 8";
   split.default_value = "auto";
   split.set = [](BackendOptions& o, const std::string& v) {
     auto& c = static_cast<OpenclOptions&>(o);
