@@ -93,10 +93,11 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
     mirror_dev_.push_back(rt_.alloc(a.bytes));
   }
 
-  // Decode attention: 32 blocks a head by default, each taking at least 16 keys (kernels/attention.cu), so a
-  // short context keeps few of them busy; at least the self-check's 3 splits of room for its partials (its
-  // cache has 150 positions).
-  attn_splits_ = o.attention_splits > 0 ? o.attention_splits : 32;
+  // Decode attention: 16 blocks a head by default, each taking at least 16 keys (kernels/attention.cu), so a
+  // short context keeps few of them busy (on the H200, 7B Q4_0 at depth 1024 / 4096: 16 blocks 473 / 378 t/s,
+  // 32 443 / 367, 8 476 / 351; docs/PERF.md 2026-12-05 04:12); at least the self-check's 3 splits of room for
+  // its partials (its cache has 150 positions).
+  attn_splits_ = o.attention_splits > 0 ? o.attention_splits : 16;
   // Partials: [splits][n_head][head_dim + 2]; n_head * head_dim is one token's q, at most one token's widest
   // activation, and n_head at most that too.
   // A batch decode step's queries share the room (attention_seqs lowers their splits to fit); the counters,

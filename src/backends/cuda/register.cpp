@@ -108,7 +108,7 @@ BackendEntry cuda_entry() {
   OptionSpec sp;
   sp.flag = "--cuda-attn-splits";
   sp.help =
-      "blocks each head's keys are split over in decode attention, each taking at least 16 keys: auto (32) "
+      "blocks each head's keys are split over in decode attention, each taking at least 16 keys: auto (16) "
       "or a number 1-64";
   sp.default_value = "auto";
   sp.set = [](BackendOptions& o, const std::string& v) {
