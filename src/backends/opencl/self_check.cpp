@@ -486,25 +486,22 @@ void OpenclBackend::run_self_check() {
     rt_.write_now(in_a_, 0, q.data(), q.size() * sizeof(float));
     enqueue_attention(cache, 0, n_ctx, kv_dim, 2, p, in_a_, pos, dev_positions(pos, 2), out_);
     rt_.read(out_, 0, have_o.data(), have_o.size() * sizeof(float));
-    double err_o = relative_error(want_o, have_o);
-    // The same a block a pass (the second token's 40 keys in two passes, the online softmax between them).
-    const int64_t pass_blocks = opts_.attention_pass_blocks;
-    opts_.attention_pass_blocks = 1;
-    std::fill(have_o.begin(), have_o.end(), 0.0f);
-    enqueue_attention(cache, 0, n_ctx, kv_dim, 2, p, in_a_, pos, dev_positions(pos, 2), out_);
-    rt_.read(out_, 0, have_o.data(), have_o.size() * sizeof(float));
-    opts_.attention_pass_blocks = pass_blocks;
-    err_o = std::max(err_o, relative_error(want_o, have_o));
-    verdict(k_attention_, err_o);
-    // The same with the keys split one block per work-group (the second token's 40 keys in two chunks),
-    // merged by attention_merge.
-    const int64_t chunk_blocks = opts_.attention_chunk_blocks;
-    opts_.attention_chunk_blocks = 1;
-    std::fill(have_o.begin(), have_o.end(), 0.0f);
-    enqueue_attention(cache, 0, n_ctx, kv_dim, 2, p, in_a_, pos, dev_positions(pos, 2), out_);
-    rt_.read(out_, 0, have_o.data(), have_o.size() * sizeof(float));
-    opts_.attention_chunk_blocks = chunk_blocks;
-    verdict(k_attention_merge_, relative_error(want_o, have_o));
+    const double err_o = relative_error(want_o, have_o);
+    // The same with one of the kernel's knobs at 1 block, restored after.
+    auto error_with_one = [&](int64_t& blocks) {
+      const int64_t kept = blocks;
+      blocks = 1;
+      std::fill(have_o.begin(), have_o.end(), 0.0f);
+      enqueue_attention(cache, 0, n_ctx, kv_dim, 2, p, in_a_, pos, dev_positions(pos, 2), out_);
+      rt_.read(out_, 0, have_o.data(), have_o.size() * sizeof(float));
+      blocks = kept;
+      return relative_error(want_o, have_o);
+    };
+    // A block a pass (the second token's 40 keys in two passes, the online softmax between them).
+    verdict(k_attention_, std::max(err_o, error_with_one(opts_.attention_pass_blocks)));
+    // The keys split one block per work-group (the second token's 40 keys in two chunks), merged by
+    // attention_merge.
+    verdict(k_attention_merge_, error_with_one(opts_.attention_chunk_blocks));
     // A prompt of 18 tokens (positions 22 .. 39: a whole tile and a part one) on attention_tiled, without
     // and with a window that starts mid-chunk.
     if (attention_tiled(18, p)) {
