@@ -489,8 +489,8 @@ TEST_P(OpenclOps, tiled_matmul_matches_cpu_at_every_tail) {
 }
 
 TEST_P(OpenclOps, two_stage_tile_matches_cpu_at_every_tail) {
-  // The largest tile the profile holds twice (one barrier a block) as the device's compiler builds it: a
-  // tile at exactly the local memory limit is refused where the compiler adds bytes of its own (NVIDIA).
+  // The largest tile the profile holds twice (one barrier a block) that the device builds and launches: a
+  // tile at exactly the local memory limit can be refused (NVIDIA's driver refuses 128x64x2 at launch).
   OpenclBackendOptions o = tails_options(GetParam());
   std::unique_ptr<OpenclBackend> be;
   {
@@ -503,7 +503,10 @@ TEST_P(OpenclOps, two_stage_tile_matches_cpu_at_every_tail) {
       try {
         be = std::make_unique<OpenclBackend>(o);
       } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("as compiled"), std::string::npos) << e.what();
+        const std::string what = e.what();
+        EXPECT_TRUE(what.find("as compiled") != std::string::npos ||
+                    what.find("refuses to launch") != std::string::npos)
+            << what;
       }
     }
   }

@@ -489,11 +489,23 @@ void Runtime::reset_kernel_times() const {
 }
 
 void Runtime::launch(const Kernel& k, int dims, const size_t* global, const size_t* local) const {
+  const cl_int err = enqueue(k, dims, global, local);
+  if (err != CL_SUCCESS) check_failed(err, fmt::format("clEnqueueNDRangeKernel({})", k.name));
+}
+
+bool Runtime::try_launch(const Kernel& k, int dims, const size_t* global, const size_t* local) const {
+  const cl_int err = enqueue(k, dims, global, local);
+  if (err == CL_OUT_OF_RESOURCES) return false;
+  if (err != CL_SUCCESS) check_failed(err, fmt::format("clEnqueueNDRangeKernel({})", k.name));
+  return true;
+}
+
+cl_int Runtime::enqueue(const Kernel& k, int dims, const size_t* global, const size_t* local) const {
   size_t g[3] = {1, 1, 1};
   for (int i = 0; i < dims; ++i) {
     const size_t m = local ? local[i] : (i == 0 ? k.wg_multiple : 1);
     g[i] = (global[i] + m - 1) / m * m;
-    if (g[i] == 0) return;  // nothing to do
+    if (g[i] == 0) return CL_SUCCESS;  // nothing to do
   }
   if (local) {
     size_t total = 1;
@@ -507,8 +519,8 @@ void Runtime::launch(const Kernel& k, int dims, const size_t* global, const size
   cl_event ev = nullptr;
   const cl_int err = clEnqueueNDRangeKernel(queue_, k.get(), cl_uint(dims), nullptr, g, local, 0, nullptr,
                                             profiling_ ? &ev : nullptr);
-  if (err != CL_SUCCESS) check_failed(err, fmt::format("clEnqueueNDRangeKernel({})", k.name));
   if (ev) pending_.push_back({ev, &k.name});
+  return err;
 }
 
 void set_arg(const Kernel& k, cl_uint i, size_t size, const void* value) {

@@ -120,7 +120,7 @@ struct Buffer {
 
 // A built kernel with the launch facts queried once: its preferred multiple (clamped to the profile's), the
 // largest work-group it can run with on this device and the local memory it takes as compiled (its __local
-// arrays and whatever the compiler adds: a tile at exactly the device's limit can exceed it).
+// arrays and what the implementation adds; __local pointer arguments, such as the GEMM's tiles, come on top).
 struct Kernel {
   KernelHandle handle;
   std::string name;
@@ -183,6 +183,9 @@ class Runtime {
   // and each global size is rounded up to the kernel's preferred multiple (the kernel guards the tail).
   // With local sizes, each global size is rounded up to a multiple of its local size.
   void launch(const Kernel& k, int dims, const size_t* global, const size_t* local) const;
+  // As launch, but false where the driver refuses the launch for its resources (CL_OUT_OF_RESOURCES) although
+  // every limit it reports allows it; any other failure throws.
+  bool try_launch(const Kernel& k, int dims, const size_t* global, const size_t* local) const;
 
   // With profiling: per kernel name, the launches and device time since the last reset, in the order the
   // kernels first ran (finishes the queue first). Without: empty.
@@ -207,6 +210,8 @@ class Runtime {
   mutable std::vector<PendingLaunch> pending_;
   mutable std::vector<KernelTime> times_;
   void collect_times() const;
+  // launch's work: the enqueue's status (the rounding and the work-group check throw as launch documents).
+  cl_int enqueue(const Kernel& k, int dims, const size_t* global, const size_t* local) const;
 };
 
 // Sets kernel argument i (a cl_mem, a scalar, or local memory of `bytes` bytes).

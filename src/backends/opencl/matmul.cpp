@@ -103,6 +103,34 @@ OpenclBackend::GemmSplit OpenclBackend::gemm_split_for(int64_t n_out, int64_t n_
   return {(nbt + blocks - 1) / blocks, blocks};  // no empty slice
 }
 
+// One group of every format's GEMM kernel over a product of one row, one token and one zero block (a zeroed
+// row of 256 bytes holds any format's block and parameters), enqueued: every limit a driver reports can allow
+// a tile it then refuses (NVIDIA's OpenCL: CL_OUT_OF_RESOURCES for 128x64x2, exactly its 48 KiB of local
+// memory; docs/PERF.md 2026-12-05 05:29).
+bool OpenclBackend::gemm_launches() const {
+  const std::vector<uint8_t> zeros(256, 0);
+  const opencl::Buffer w = rt_.alloc(zeros.size(), CL_MEM_READ_WRITE, zeros.data());
+  const opencl::Buffer x = rt_.alloc(32 * sizeof(float), CL_MEM_READ_WRITE, zeros.data());
+  const opencl::Buffer y = rt_.alloc(sizeof(float));
+  const cl_ulong row_bytes = zeros.size();
+  const cl_int n_in = 32, one = 1;
+  const size_t group[3] = {size_t(gemm_.wr), size_t(gemm_.wt), 1};
+  for (const opencl::Kernel& k : k_matmul_) {
+    opencl::set_arg(k, 0, w);
+    opencl::set_arg(k, 1, row_bytes);
+    opencl::set_arg(k, 2, n_in);
+    opencl::set_arg(k, 3, one);
+    opencl::set_arg(k, 4, one);
+    opencl::set_arg(k, 5, x);
+    opencl::set_arg(k, 6, y);
+    opencl::set_local_arg(k, 7, gemm_.local_bytes());
+    opencl::set_arg(k, 8, one);
+    if (!rt_.try_launch(k, 3, group, group)) return false;
+  }
+  rt_.finish();
+  return true;
+}
+
 void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                                    const opencl::Buffer& y) {
   const opencl::Kernel& k = matmul_kernel(dw.fmt);

@@ -168,20 +168,28 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
       k_matvec_[i] = rt_.kernel(program_, kMatvecKernels[i]);
       if (kMatvecGluKernels[i]) k_matvec_glu_[i] = rt_.kernel(program_, kMatvecGluKernels[i]);
     }
-    // A compiler may allow a kernel fewer items than the device (registers), or add local memory of its own
-    // to the tiles' (NVIDIA's takes a 48 KiB two-stage tile past its 48 KiB): then the next smaller tile.
+    // A compiler may allow a kernel fewer items than the device (registers), or take local memory of its
+    // own beside the tiles', and a driver may refuse to launch a tile every limit it reports allows
+    // (NVIDIA's OpenCL: CL_OUT_OF_RESOURCES for 128x64x2, exactly its 48 KiB): then the next smaller tile.
     size_t fits = SIZE_MAX, local = 0;
     for (const opencl::Kernel& k : k_matmul_) {
       fits = std::min(fits, k.max_wg);
-      local = std::max(local, k.local_bytes);
+      local = std::max(local, k.local_bytes + (gemm_.on() ? gemm_.local_bytes() : 0));
     }
     const bool local_fits = local <= caps().local_mem_bytes;
-    if (!gemm_.on() || (fits >= gemm_.items() && local_fits)) break;
+    const bool launches = !gemm_.on() || fits < gemm_.items() || !local_fits || gemm_launches();
+    if (!gemm_.on() || (fits >= gemm_.items() && local_fits && launches)) break;
     if (!o.gemm_tile.empty() && !local_fits) {
       fail(
           "OpenCL backend: --cl-gemm-tile {} takes {} bytes of local memory as compiled ({} for its "
           "tiles); {} (profile {}) allows {}",
           o.gemm_tile, local, gemm_.local_bytes(), caps().name, caps().profile, caps().local_mem_bytes);
+    }
+    if (!o.gemm_tile.empty() && !launches) {
+      fail(
+          "OpenCL backend: --cl-gemm-tile {} ({} items, {} bytes of local memory) is within the limits {} "
+          "(profile {}) reports, but its driver refuses to launch it (CL_OUT_OF_RESOURCES)",
+          o.gemm_tile, gemm_.items(), gemm_.local_bytes(), caps().name, caps().profile);
     }
     if (!o.gemm_tile.empty()) {
       fail(
@@ -189,7 +197,15 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
           "{}",
           o.gemm_tile, gemm_.items(), fits);
     }
-    gemm_ = gemm_tiles_for(caps(), fits, local_fits ? SIZE_MAX : gemm_.local_bytes() - 1);
+    // The next tile's arrays must leave room for the kernels' own local memory, or be smaller than the tile
+    // the driver refused.
+    size_t max_local = SIZE_MAX;
+    if (!local_fits)
+      max_local =
+          caps().local_mem_bytes - std::min<size_t>(caps().local_mem_bytes, local - gemm_.local_bytes());
+    else if (!launches)
+      max_local = gemm_.local_bytes() - 1;
+    gemm_ = gemm_tiles_for(caps(), fits, max_local);
   }
   k_rmsnorm_ = rt_.kernel(program_, "rmsnorm");
   k_add_rmsnorm_ = rt_.kernel(program_, "add_rmsnorm");

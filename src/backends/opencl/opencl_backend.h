@@ -188,6 +188,8 @@ class OpenclBackend final : public Backend {
   // The most slices a product is split into.
   static constexpr int64_t kMaxGemmSlices = 16;
   GemmSplit gemm_split_for(int64_t n_out, int64_t n_tok, int64_t n_in) const;
+  // Whether the driver launches every format's GEMM kernel with the tile (matmul.cpp).
+  bool gemm_launches() const;
 
   // Uploads one weight matrix (or embedding table), keyed by its data pointer, which must stay valid and
   // unchanged while the backend lives (the mapped model file); ops on a weight not uploaded throw. The
