@@ -78,10 +78,13 @@ OpenclBackend::GemmTiles OpenclBackend::gemm_tiles_for(const opencl::Capabilitie
 // and a 2048-row matrix at 512 tokens is 128. Splitting K over slices multiplies the groups without shrinking
 // the tile (whose size is what makes it fast) for the price of writing and adding the slices: at most 2 x
 // target tiles of floats, small beside the product's weights and multiply-adds. A slice keeps at least
-// kMinSliceBlocks blocks, so that its tile's loads and stores stay a small part of its work. Only a product
-// with fewer tiles than compute units splits, towards gemm_split groups a unit: on the H200 (docs/PERF.md
-// 2026-12-05 04:05) two a unit beat one at 64 and 128 tokens (7B Q4_0 pp64 1149 -> 1565 t/s), while splitting
-// the 7B's 256-tile products at 512 tokens for a second group a unit cost 14% (1797 -> 1547).
+// kMinSliceBlocks blocks, so that its tile's loads and stores stay a small part of its work. A product takes
+// as many slices as keep its groups within gemm_split (N) a compute unit, the groups a unit runs at once,
+// and splits only where that is 2 or more: past one such wave, a split only adds a partial wave. On the H200
+// (docs/PERF.md 2026-12-05 04:05 and 05:29) every measured split fits N = 3: the best slice counts kept the
+// groups at or under 3 x 132 (7B Q4_0 pp64 538 -> 1565 t/s, TinyLlama pp512 8407 -> 10 469), while those
+// that went past it lost (the 7B's 256-tile products at 512 tokens in 2 slices: 1797 -> 1547; TinyLlama's
+// 2048-row ones in 5: 10 469 -> 9665), and so did leaving 172 tiles unsplit at 128 tokens (1666 -> 1408).
 OpenclBackend::GemmSplit OpenclBackend::gemm_split_for(int64_t n_out, int64_t n_tok, int64_t n_in) const {
   constexpr int64_t kMinSliceBlocks = 4;
   const int64_t nbt = (n_in + 31) / 32;
@@ -92,10 +95,8 @@ OpenclBackend::GemmSplit OpenclBackend::gemm_split_for(int64_t n_out, int64_t n_
     slices = (nbt + opts_.gemm_split_blocks - 1) / opts_.gemm_split_blocks;
   } else {
     const int64_t groups = ((n_out + gemm_.tr() - 1) / gemm_.tr()) * ((n_tok + gemm_.tt() - 1) / gemm_.tt());
-    const int64_t units = int64_t(std::max<uint32_t>(caps().compute_units, 1));
-    const int64_t target = int64_t(opts_.gemm_split) * units;
-    if (groups >= units) return one;
-    slices = std::min({(target + groups - 1) / groups, nbt / kMinSliceBlocks, kMaxGemmSlices});
+    const int64_t target = int64_t(opts_.gemm_split) * int64_t(std::max<uint32_t>(caps().compute_units, 1));
+    slices = std::min({target / std::max<int64_t>(groups, 1), nbt / kMinSliceBlocks, kMaxGemmSlices});
   }
   slices = std::min(slices, gemm_parts_floats_ / std::max<int64_t>(n_tok * n_out, 1));
   if (slices < 2) return one;

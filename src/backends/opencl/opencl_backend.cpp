@@ -241,15 +241,13 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   out_ = rt_.alloc(floats(opts_.max_out_elems));
   attn_part_ = rt_.alloc(kAttnPartFloats * sizeof(float));
   vec_ = rt_.alloc(floats(opts_.max_width));
-  // A split product's slices: fewer groups than the compute units (at most the target) means fewer than
-  // target tiles of tr x tt outputs, and slices enough to reach it add fewer than one more target's worth, so
-  // 2 x target tiles
-  // hold any split the rule makes (gemm_split_for; it splits less where they would not fit).
+  // A split product's slices: the rule keeps slices x groups within the target, so target tiles of tr x tt
+  // outputs hold any split it makes (gemm_split_for; it splits less where they would not fit).
   if (gemm_.on() && (opts_.gemm_split > 0 || opts_.gemm_split_blocks > 0)) {
     int64_t want = kMaxGemmSlices * opts_.max_out_elems;
     if (opts_.gemm_split_blocks == 0) {
       const int64_t target = int64_t(opts_.gemm_split) * int64_t(std::max<uint32_t>(caps().compute_units, 1));
-      want = std::min(want, 2 * target * int64_t(gemm_.tr()) * int64_t(gemm_.tt()));
+      want = std::min(want, target * int64_t(gemm_.tr()) * int64_t(gemm_.tt()));
     }
     gemm_parts_floats_ = std::min<int64_t>(want, int64_t(caps().max_alloc_bytes / sizeof(float)));
     gemm_parts_ = rt_.alloc(floats(gemm_parts_floats_));

@@ -120,11 +120,11 @@ struct OpenclBackendOptions {
   // Key blocks attention takes in one pass (one trip to memory for their keys, one for their values), at
   // most the kernel's TL_ATTN_PASS (4) and what local memory holds (tests set fewer to run several passes).
   int64_t attention_pass_blocks = 4;
-  // Split K of the prompt products (--cl-gemm-split): a product whose tiles make fewer work-groups than
-  // the device's compute units runs its K blocks in slices, so that it reaches about gemm_split x that many
-  // groups (matmul.cpp, gemm_split_for); 0: never split. `gemm_split_blocks` > 0 (tests) fixes the blocks of
+  // Split K of the prompt products (--cl-gemm-split): a product runs its K blocks in as many slices as keep
+  // its work-groups within gemm_split per compute unit (the groups a unit runs at once), where that is 2 or
+  // more (matmul.cpp, gemm_split_for); 0: never split. `gemm_split_blocks` > 0 (tests) fixes the blocks of
   // a slice instead, splitting every tiled product with more blocks than that.
-  int gemm_split = 2;
+  int gemm_split = 3;
   int64_t gemm_split_blocks = 0;
   // The GEMM tile (--cl-gemm-tile): empty, the largest that fits the device (gemm_tiles_for); else a
   // GemmTiles::name() of gemm_tile_choices(), refused with the device's limits where it does not fit.

@@ -146,8 +146,8 @@ BackendEntry opencl_entry() {
   OptionSpec split;
   split.flag = "--cl-gemm-split";
   split.help =
-      "split the K loop of a prompt product whose tiles are fewer than the compute units, until it has "
-      "about N work-groups per unit: auto (N = 2), off, or N from 1 to 8";
+      "split the K loop of a prompt product into as many slices as keep its work-groups within N per "
+      "compute unit (where that is 2 or more): auto (N = 3), off, or N from 1 to 8";
   split.default_value = "auto";
   split.set = [](BackendOptions& o, const std::string& v) {
     auto& c = static_cast<OpenclOptions&>(o);
