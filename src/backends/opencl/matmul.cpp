@@ -76,8 +76,8 @@ OpenclBackend::GemmTiles OpenclBackend::gemm_tiles_for(const opencl::Capabilitie
 // 32 tiles of 128 x 64 for an H200's 132 compute units (before the tiles grew to 64 tokens and passes to
 // 512 tokens, 7B Q4_0 pp512 ran 541 t/s at 64 tokens a pass against 1257 at 512: docs/PERF.md 2026-12-04),
 // and a 2048-row matrix at 512 tokens is 128. Splitting K over slices multiplies the groups without shrinking
-// the tile (whose size is what makes it fast) for the price of writing and adding the slices: at most 2 x
-// target tiles of floats, small beside the product's weights and multiply-adds. A slice keeps at least
+// the tile (whose size is what makes it fast) for the price of writing and adding the slices: at most target
+// tiles of floats, small beside the product's weights and multiply-adds. A slice keeps at least
 // kMinSliceBlocks blocks, so that its tile's loads and stores stay a small part of its work. A product takes
 // as many slices as keep its groups within gemm_split (N) a compute unit, the groups a unit runs at once,
 // and splits only where that is 2 or more: past one such wave, a split only adds a partial wave. On the H200
