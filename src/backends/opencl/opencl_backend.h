@@ -164,8 +164,9 @@ class OpenclBackend final : public Backend {
   // stages; {} for a name not among them.
   static std::vector<GemmTiles> gemm_tile_choices();
   static std::optional<GemmTiles> gemm_tile_named(std::string_view name);
-  // The largest candidate tile whose group fits the capabilities (local memory, the work-group limit and
-  // `max_items`), preferring one whose group is a multiple of the preferred work-group multiple; {} if none.
+  // The largest candidate tile whose group fits the capabilities (local memory, the work-group limit,
+  // `max_items` and `max_local_bytes`), preferring one whose group is a multiple of the preferred work-group
+  // multiple; {} if none.
   static GemmTiles gemm_tiles_for(const opencl::Capabilities& caps, size_t max_items = SIZE_MAX,
                                   size_t max_local_bytes = SIZE_MAX);
 
