@@ -647,6 +647,84 @@ TEST(OpenclGemmSplit, cli_option_sets_the_target_or_turns_it_off) {
   }
 }
 
+TEST(OpenclMatvecUnroll, unrolled_loads_sum_as_the_formats_own_loop) {
+  // --cl-matvec-unroll U: a decode product's item loads U of its units before converting any (quants.cl
+  // TL_MVB_UNITS), summing the same units in the same order as the formats' own loop (one unit ahead for the
+  // 4-bit formats, none for the 8-bit ones). For every block format, rows of 160, 1056 and 8448 inputs (5,
+  // 33 and 264 blocks: a round past the row's end at every U, 64- and 128-item groups) and 37 rows: the
+  // matvec and the gate/up/GLU kernel equal bit for bit to the default build's.
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  std::vector<std::unique_ptr<OwnedWeight>> kept;
+  const int64_t n_out = 37;
+  auto options = [](WeightsMode mode, int unroll) {
+    OpenclBackendOptions o;
+    o.device = test::opencl_test_device();
+    o.max_tokens = 1;
+    o.max_in_elems = o.max_out_elems = 1 << 14;
+    o.max_width = 256;
+    o.self_check = false;
+    o.weights = mode;
+    o.matvec_unroll = unroll;
+    return o;
+  };
+  for (WeightsMode mode : {WeightsMode::Native, WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+    // The weights of this mode's formats, each at the three row lengths, and the default build's outputs.
+    std::vector<const Weight*> gates, ups;
+    for (const BlockFormat& c : kBlockFormats) {
+      if (c.mode != mode) continue;
+      for (int64_t n_in : {160, 1056, 8448}) {
+        if (n_in % type_traits(c.type).block_size != 0) continue;
+        const auto seed = uint32_t(n_in + int64_t(c.type) * 7);
+        gates.push_back(
+            &kept.emplace_back(std::make_unique<OwnedWeight>(make_weight(c.type, n_in, n_out, seed)))->w);
+        ups.push_back(
+            &kept.emplace_back(std::make_unique<OwnedWeight>(make_weight(c.type, n_in, n_out, seed + 1)))->w);
+      }
+    }
+    auto outputs = [&](int unroll) {
+      OpenclBackend be(options(mode, unroll));
+      std::vector<std::vector<float>> out;
+      for (size_t i = 0; i < gates.size(); ++i) {
+        be.upload_weight(*gates[i]);
+        be.upload_weight(*ups[i]);
+        const std::vector<float> x = rand_floats(size_t(gates[i]->n_in), 61);
+        std::vector<float> y(static_cast<size_t>(n_out), -7.0f), glu(static_cast<size_t>(n_out), -7.0f),
+            up(static_cast<size_t>(n_out));
+        be.matmul(*gates[i], x.data(), 1, y.data());
+        be.matmul_glu(*gates[i], *ups[i], x.data(), 1, FfnAct::SiLU, glu.data(), up.data());
+        out.push_back(std::move(y));
+        out.push_back(std::move(glu));
+      }
+      return out;
+    };
+    const std::vector<std::vector<float>> want = outputs(0);
+    // Every U on the GGUF formats (4- and 8-bit, per-block and per-16 parameters); one on the conversions,
+    // whose readers the same loop calls.
+    const std::vector<int> unrolls =
+        mode == WeightsMode::Native ? std::vector<int>{1, 3, 8} : std::vector<int>{3};
+    for (int unroll : unrolls) {
+      const std::vector<std::vector<float>> got = outputs(unroll);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        const Weight& w = *gates[i / 2];
+        EXPECT_EQ(got[i], want[i]) << weights_mode_name(mode) << " " << type_name(w.type) << " n_in "
+                                   << w.n_in << (i % 2 ? " glu" : " matvec") << " unroll " << unroll;
+      }
+    }
+  }
+  for (const char* bad : {"0", "9", "two", ""}) {
+    std::string msg;
+    try {
+      make_backend_options(*find_backend("opencl"), {{"--cl-matvec-unroll", bad}});
+    } catch (const Error& err) {
+      msg = err.what();
+    }
+    EXPECT_NE(msg.find("--cl-matvec-unroll: '" + std::string(bad) + "' is not auto or a number from 1 to 8"),
+              std::string::npos)
+        << bad << ": " << msg;
+  }
+}
+
 TEST_P(OpenclOps, row_matmul_kernels_match_cpu_at_every_tail) {
   // The kernels of a device that cannot hold the smallest GEMM tile.
   OpenclBackendOptions o = tails_options(GetParam());

@@ -114,8 +114,9 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   std::unique_ptr<ProgramCache> cache;
   std::optional<CacheEntry> entry;
   for (;;) {
-    defines = fmt::format("#define TL_KV_F16 {}\n#define TL_MM_TILE {}\n#define TL_GEMM {}\n", kv_f16 ? 1 : 0,
-                          kMatmulTile, gemm_.on() ? 1 : 0);
+    defines = fmt::format(
+        "#define TL_KV_F16 {}\n#define TL_MM_TILE {}\n#define TL_GEMM {}\n#define TL_MV_UNROLL {}\n",
+        kv_f16 ? 1 : 0, kMatmulTile, gemm_.on() ? 1 : 0, o.matvec_unroll);
     if (gemm_.on()) {
       defines += fmt::format(
           "#define TL_GEMM_RM {}\n#define TL_GEMM_TM {}\n#define TL_GEMM_WR {}\n#define TL_GEMM_WT {}\n"

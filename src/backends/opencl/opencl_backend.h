@@ -126,6 +126,9 @@ struct OpenclBackendOptions {
   // a slice instead, splitting every tiled product with more blocks than that.
   int gemm_split = 3;
   int64_t gemm_split_blocks = 0;
+  // Units (half blocks) a decode matvec item loads before it converts any (--cl-matvec-unroll; quants.cl
+  // TL_MV_UNROLL): 0, the formats' own loop (the 4-bit ones one unit ahead, the 8-bit ones none); 1 to 8.
+  int matvec_unroll = 0;
   // The GEMM tile (--cl-gemm-tile): empty, the largest that fits the device (gemm_tiles_for); else a
   // GemmTiles::name() of gemm_tile_choices(), refused with the device's limits where it does not fit.
   std::string gemm_tile;

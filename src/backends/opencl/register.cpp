@@ -1,6 +1,7 @@
 // The OpenCL backend's registry entry (backends/registry.h): MNN type 3, available when the OpenCL ICD loader
 // loads (loader.h) and lists a device; its own options --cl-cache (the program binary cache),
-// --cl-gemm-tile (the prompt GEMM's tile) and --cl-gemm-split (split K of the prompt products); the factory,
+// --cl-gemm-tile (the prompt GEMM's tile), --cl-gemm-split (split K of the prompt products) and
+// --cl-matvec-unroll (the decode products' loads per round); the factory,
 // the start-time measurement of `bench` and the memory probes of `gemv-bw`.
 
 #include <cstdlib>
@@ -18,6 +19,7 @@ namespace {
 struct OpenclOptions final : BackendOptions {
   ProgramCacheOptions cache;  // library default: off (a backend a test or a library makes touches no disk)
   int gemm_split = OpenclBackendOptions{}.gemm_split;
+  int matvec_unroll = OpenclBackendOptions{}.matvec_unroll;
   std::string gemm_tile;  // empty: auto
 };
 
@@ -69,6 +71,7 @@ OpenclBackendOptions backend_options(const BackendParams& p) {
     g.cache = o->cache;
     g.gemm_split = o->gemm_split;
     g.gemm_tile = o->gemm_tile;
+    g.matvec_unroll = o->matvec_unroll;
   }
   return g;
 }
@@ -162,6 +165,25 @@ BackendEntry opencl_entry() {
     c.gemm_split = int(n);
   };
   e.options.push_back(std::move(split));
+  OptionSpec unroll;
+  unroll.flag = "--cl-matvec-unroll";
+  unroll.help =
+      "half blocks of a row a decode product's work-item loads before it converts any: auto (the format's "
+      "own loop: the 4-bit formats one ahead) or N from 1 to 8";
+  unroll.default_value = "auto";
+  unroll.set = [](BackendOptions& o, const std::string& v) {
+    auto& c = static_cast<OpenclOptions&>(o);
+    if (v == "auto") {
+      c.matvec_unroll = 0;
+      return;
+    }
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < 1 || n > 8)
+      fail("--cl-matvec-unroll: '{}' is not auto or a number from 1 to 8", v);
+    c.matvec_unroll = int(n);
+  };
+  e.options.push_back(std::move(unroll));
   e.make = make;
   e.measure_start = measure_start;
   e.make_probe = [](const BackendParams& p) { return opencl::make_memory_probe(p.device, p.device_profile); };

@@ -218,12 +218,40 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
 // OPENCL.md): a loop that only XORs the same loads streams at 1.5-2x the speed of the computing one, and
 // prefetching one unit ahead took 3-10% off the 4-bit formats' large matrices but made INT8B0's 10-20%
 // slower (twice the registers for a 16-byte unit), so the 4-bit formats prefetch and the 8-bit ones do not.
+// TL_MV_UNROLL (the generated header; --cl-matvec-unroll) U > 0 replaces both: an item loads U units (its
+// units u, u + L, ..., u + (U - 1) L) before it converts any, so a row of 4096 inputs over 64 items is one
+// trip to memory instead of four dependent ones; units past the row load the last unit again (in bounds,
+// never summed). The sums are the same, in the same order, whatever U.
+#ifndef TL_MV_UNROLL
+#define TL_MV_UNROLL 0
+#endif
+#define TL_MV_U (TL_MV_UNROLL > 0 ? TL_MV_UNROLL : 1)  // an array size even where the loop is not used
 #define TL_MVB_UNITS(LO, HI, FMT, P0, P1, P2, P3)                                                         \
   {                                                                                                       \
     const int n_units = nb * 2, step = get_local_size(0);                                                 \
     const float2 pa = tl_rowp_##FMT(P0, nb), pb = tl_rowp_##FMT(P1, nb);                                  \
     const float2 pc = tl_rowp_##FMT(P2, nb), pd = tl_rowp_##FMT(P3, nb);                                  \
-    if (TL_MVB_PREFETCH_##FMT) {                                                                          \
+    if (TL_MV_UNROLL > 0) {                                                                               \
+      for (int u0 = get_local_id(0); u0 < n_units; u0 += TL_MV_U * step) {                                \
+        tl_raw16 ra[TL_MV_U], rb[TL_MV_U], rc[TL_MV_U], rd[TL_MV_U];                                      \
+        float4 x0[TL_MV_U], x1[TL_MV_U], x2[TL_MV_U], x3[TL_MV_U];                                        \
+        for (int i = 0; i < TL_MV_U; ++i) {                                                               \
+          const int uc = min(u0 + i * step, n_units - 1);                                                 \
+          ra[i] = tl_raw_##FMT(P0, uc, nb, pa), rb[i] = tl_raw_##FMT(P1, uc, nb, pb);                     \
+          rc[i] = tl_raw_##FMT(P2, uc, nb, pc), rd[i] = tl_raw_##FMT(P3, uc, nb, pd);                     \
+          __global const float4* xv = (__global const float4*)x + tl_unit_e0(uc, LO) / 4;                  \
+          x0[i] = xv[0], x1[i] = xv[1], x2[i] = xv[(HI) / 4], x3[i] = xv[(HI) / 4 + 1];                   \
+        }                                                                                                 \
+        for (int i = 0; i < TL_MV_U; ++i) {                                                               \
+          if (u0 + i * step >= n_units) break;                                                            \
+          const float sx = dot(x0[i] + x1[i], (float4)(1.0f)) + dot(x2[i] + x3[i], (float4)(1.0f));       \
+          acc += (float4)(tl_w16_dot(tl_w16_##FMT(ra[i]), x0[i], x1[i], x2[i], x3[i], sx),                \
+                          tl_w16_dot(tl_w16_##FMT(rb[i]), x0[i], x1[i], x2[i], x3[i], sx),                \
+                          tl_w16_dot(tl_w16_##FMT(rc[i]), x0[i], x1[i], x2[i], x3[i], sx),                \
+                          tl_w16_dot(tl_w16_##FMT(rd[i]), x0[i], x1[i], x2[i], x3[i], sx));               \
+        }                                                                                                 \
+      }                                                                                                   \
+    } else if (TL_MVB_PREFETCH_##FMT) {                                                                   \
       int u = get_local_id(0);                                                                            \
       const int uc = min(u, n_units - 1);                                                                 \
       tl_raw16 ra = tl_raw_##FMT(P0, uc, nb, pa), rb = tl_raw_##FMT(P1, uc, nb, pb);                      \
