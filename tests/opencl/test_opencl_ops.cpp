@@ -647,7 +647,7 @@ TEST(OpenclGemmSplit, cli_option_sets_the_target_or_turns_it_off) {
   }
 }
 
-TEST(OpenclMatvecUnroll, unrolled_loads_sum_as_the_formats_own_loop) {
+TEST(OpenclMatvecOptions, unrolled_loads_sum_as_the_formats_own_loop_and_other_group_sizes_hold) {
   // --cl-matvec-unroll U: a decode product's item loads U of its units before converting any (quants.cl
   // TL_MVB_UNITS), summing the same units in the same order as the formats' own loop (one unit ahead for the
   // 4-bit formats, none for the 8-bit ones). For every block format, rows of 160, 1056 and 8448 inputs (5,
@@ -712,6 +712,37 @@ TEST(OpenclMatvecUnroll, unrolled_loads_sum_as_the_formats_own_loop) {
       }
     }
   }
+  // --cl-matvec-items: other group sizes sum other units together, so against a float64 sum over the exact
+  // weights (within (n_in + 1) u sum |w x|), and the GLU kernel equal to the unfused path of the same build.
+  for (int items : {16, 256}) {
+    OpenclBackendOptions o = options(WeightsMode::Native, 3);
+    o.matvec_items = items;
+    OpenclBackend sized(o);
+    for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+      const int64_t n_in = 8448;
+      OwnedWeight& g = *kept.emplace_back(std::make_unique<OwnedWeight>(make_weight(type, n_in, n_out, 71)));
+      OwnedWeight& u = *kept.emplace_back(std::make_unique<OwnedWeight>(make_weight(type, n_in, n_out, 72)));
+      sized.upload_weight(g.w);
+      sized.upload_weight(u.w);
+      const std::vector<float> x = rand_floats(size_t(n_in), 73), wf = dequantize(g.w);
+      std::vector<float> y(static_cast<size_t>(n_out), -7.0f);
+      sized.matmul(g.w, x.data(), 1, y.data());
+      for (int64_t r = 0; r < n_out; ++r) {
+        double ref = 0.0, mag = 0.0;
+        for (int64_t i = 0; i < n_in; ++i) {
+          ref += double(wf[size_t(r * n_in + i)]) * x[size_t(i)];
+          mag += std::abs(double(wf[size_t(r * n_in + i)]) * x[size_t(i)]);
+        }
+        EXPECT_LE(std::abs(ref - y[size_t(r)]), (double(n_in) + 1.0) * kU * mag)
+            << type_name(type) << " items " << items << " row " << r;
+      }
+      std::vector<float> fused(static_cast<size_t>(n_out), -7.0f), want(static_cast<size_t>(n_out)),
+          up(static_cast<size_t>(n_out));
+      sized.matmul_glu(g.w, u.w, x.data(), 1, FfnAct::SiLU, fused.data(), up.data());
+      sized.Backend::matmul_glu(g.w, u.w, x.data(), 1, FfnAct::SiLU, want.data(), up.data());
+      EXPECT_EQ(fused, want) << type_name(type) << " items " << items;
+    }
+  }
   for (const char* bad : {"0", "9", "two", ""}) {
     std::string msg;
     try {
@@ -720,6 +751,18 @@ TEST(OpenclMatvecUnroll, unrolled_loads_sum_as_the_formats_own_loop) {
       msg = err.what();
     }
     EXPECT_NE(msg.find("--cl-matvec-unroll: '" + std::string(bad) + "' is not auto or a number from 1 to 8"),
+              std::string::npos)
+        << bad << ": " << msg;
+  }
+  for (const char* bad : {"8", "48", "512", "many"}) {
+    std::string msg;
+    try {
+      make_backend_options(*find_backend("opencl"), {{"--cl-matvec-items", bad}});
+    } catch (const Error& err) {
+      msg = err.what();
+    }
+    EXPECT_NE(msg.find("--cl-matvec-items: '" + std::string(bad) +
+                       "' is not auto or a power of two from 16 to 256"),
               std::string::npos)
         << bad << ": " << msg;
   }

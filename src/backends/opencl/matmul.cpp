@@ -222,6 +222,8 @@ size_t OpenclBackend::matvec_block_wg(const opencl::Kernel& k, int64_t n_in) con
   // a 7B-shaped decode whose rows are mostly 4096 long (274 against 265 t/s), while rows of 11008 and 14336
   // ran 3-13% faster with 128 (fewer passes per item) and those of 4096 were even or slower. One rule for
   // the matvec and the GLU kernel, so that both sum the same units in the same order.
+  // --cl-matvec-items fixes the size instead (within the kernel's and the local memory's limits).
+  if (opts_.matvec_items > 0) return reduction_wg(k, size_t(opts_.matvec_items), 4);
   const int64_t cap = n_in >= 8192 ? 128 : 64;
   const int64_t want = std::clamp<int64_t>(n_in / 16, int64_t(std::min<size_t>(k.wg_multiple, cap)), cap);
   return reduction_wg(k, size_t(want), 4);

@@ -129,6 +129,9 @@ struct OpenclBackendOptions {
   // Units (half blocks) a decode matvec item loads before it converts any (--cl-matvec-unroll; quants.cl
   // TL_MV_UNROLL): 0, the formats' own loop (the 4-bit ones one unit ahead, the 8-bit ones none); 1 to 8.
   int matvec_unroll = 0;
+  // Work-items of a decode matvec's group (--cl-matvec-items; matmul.cpp matvec_block_wg): 0, the rule
+  // there (64, or 128 for rows of 8192 inputs and more); else a power of two from 16 to 256.
+  int matvec_items = 0;
   // The GEMM tile (--cl-gemm-tile): empty, the largest that fits the device (gemm_tiles_for); else a
   // GemmTiles::name() of gemm_tile_choices(), refused with the device's limits where it does not fit.
   std::string gemm_tile;

@@ -1,8 +1,8 @@
 // The OpenCL backend's registry entry (backends/registry.h): MNN type 3, available when the OpenCL ICD loader
 // loads (loader.h) and lists a device; its own options --cl-cache (the program binary cache),
-// --cl-gemm-tile (the prompt GEMM's tile), --cl-gemm-split (split K of the prompt products) and
-// --cl-matvec-unroll (the decode products' loads per round); the factory,
-// the start-time measurement of `bench` and the memory probes of `gemv-bw`.
+// --cl-gemm-tile (the prompt GEMM's tile), --cl-gemm-split (split K of the prompt products),
+// --cl-matvec-unroll (the decode products' loads per round) and --cl-matvec-items (their work-group size);
+// the factory, the start-time measurement of `bench` and the memory probes of `gemv-bw`.
 
 #include <cstdlib>
 
@@ -20,6 +20,7 @@ struct OpenclOptions final : BackendOptions {
   ProgramCacheOptions cache;  // library default: off (a backend a test or a library makes touches no disk)
   int gemm_split = OpenclBackendOptions{}.gemm_split;
   int matvec_unroll = OpenclBackendOptions{}.matvec_unroll;
+  int matvec_items = OpenclBackendOptions{}.matvec_items;
   std::string gemm_tile;  // empty: auto
 };
 
@@ -72,6 +73,7 @@ OpenclBackendOptions backend_options(const BackendParams& p) {
     g.gemm_split = o->gemm_split;
     g.gemm_tile = o->gemm_tile;
     g.matvec_unroll = o->matvec_unroll;
+    g.matvec_items = o->matvec_items;
   }
   return g;
 }
@@ -184,6 +186,25 @@ BackendEntry opencl_entry() {
     c.matvec_unroll = int(n);
   };
   e.options.push_back(std::move(unroll));
+  OptionSpec items;
+  items.flag = "--cl-matvec-items";
+  items.help =
+      "work-items of a decode product's work-group: auto (64; 128 for rows of 8192 inputs and more) or a "
+      "power of two from 16 to 256";
+  items.default_value = "auto";
+  items.set = [](BackendOptions& o, const std::string& v) {
+    auto& c = static_cast<OpenclOptions&>(o);
+    if (v == "auto") {
+      c.matvec_items = 0;
+      return;
+    }
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < 16 || n > 256 || (n & (n - 1)) != 0)
+      fail("--cl-matvec-items: '{}' is not auto or a power of two from 16 to 256", v);
+    c.matvec_items = int(n);
+  };
+  e.options.push_back(std::move(items));
   e.make = make;
   e.measure_start = measure_start;
   e.make_probe = [](const BackendParams& p) { return opencl::make_memory_probe(p.device, p.device_profile); };
