@@ -47,6 +47,21 @@ std::vector<float> dequantize(const Weight& w) {
   return f;
 }
 
+// y (n_out rows) against a float64 product of the exact weights wf ([n_out][n_in]) and x: the device forms
+// each weight exactly and sums n_in products in float, so each row is within (n_in + 1) u sum |w_i x_i|.
+void expect_near_float64_product(const std::vector<float>& wf, const std::vector<float>& x,
+                                 const std::vector<float>& y, const std::string& what) {
+  const size_t n_in = x.size();
+  for (size_t r = 0; r < y.size(); ++r) {
+    double ref = 0.0, mag = 0.0;
+    for (size_t i = 0; i < n_in; ++i) {
+      ref += double(wf[r * n_in + i]) * x[i];
+      mag += std::abs(double(wf[r * n_in + i]) * x[i]);
+    }
+    EXPECT_LE(std::abs(ref - y[r]), (double(n_in) + 1.0) * kU * mag) << what << " row " << r;
+  }
+}
+
 // The block formats the device reads, each through a (weights mode, GGUF type) that keeps it (the GGUF
 // ones, the two --weights conversions, Kq4 for Q4_K and Kq8 for the other K-quants), and the suffix of its
 // kernels' names.
@@ -365,15 +380,7 @@ TEST_P(OpenclOps, decode_matvec_and_glu_over_long_rows) {
     }
     std::vector<float> y(static_cast<size_t>(n_out), -7.0f);
     be.matmul(g.w, x.data(), 1, y.data());
-    for (int64_t r = 0; r < n_out; ++r) {
-      double ref = 0.0, mag = 0.0;
-      for (int64_t i = 0; i < n_in; ++i) {
-        ref += double(wf[size_t(r * n_in + i)]) * x[size_t(i)];
-        mag += std::abs(double(wf[size_t(r * n_in + i)]) * x[size_t(i)]);
-      }
-      EXPECT_LE(std::abs(ref - y[size_t(r)]), (double(n_in) + 1.0) * kU * mag)
-          << type_name(c.type) << " " << weights_mode_name(c.mode) << " row " << r;
-    }
+    expect_near_float64_product(wf, x, y, fmt::format("{} {}", type_name(c.type), weights_mode_name(c.mode)));
     std::vector<float> fused(static_cast<size_t>(n_out), -7.0f), want(static_cast<size_t>(n_out)),
         up(static_cast<size_t>(n_out));
     be.matmul_glu(g.w, u.w, x.data(), 1, FfnAct::SiLU, fused.data(), up.data());
@@ -727,15 +734,7 @@ TEST(OpenclMatvecOptions, unrolled_loads_sum_as_the_formats_own_loop_and_other_g
       const std::vector<float> x = rand_floats(size_t(n_in), 73), wf = dequantize(g.w);
       std::vector<float> y(static_cast<size_t>(n_out), -7.0f);
       sized.matmul(g.w, x.data(), 1, y.data());
-      for (int64_t r = 0; r < n_out; ++r) {
-        double ref = 0.0, mag = 0.0;
-        for (int64_t i = 0; i < n_in; ++i) {
-          ref += double(wf[size_t(r * n_in + i)]) * x[size_t(i)];
-          mag += std::abs(double(wf[size_t(r * n_in + i)]) * x[size_t(i)]);
-        }
-        EXPECT_LE(std::abs(ref - y[size_t(r)]), (double(n_in) + 1.0) * kU * mag)
-            << type_name(type) << " items " << items << " row " << r;
-      }
+      expect_near_float64_product(wf, x, y, fmt::format("{} items {}", type_name(type), items));
       std::vector<float> fused(static_cast<size_t>(n_out), -7.0f), want(static_cast<size_t>(n_out)),
           up(static_cast<size_t>(n_out));
       sized.matmul_glu(g.w, u.w, x.data(), 1, FfnAct::SiLU, fused.data(), up.data());

@@ -29,6 +29,13 @@ ProgramCacheOptions parse_cl_cache(const std::string& cl_cache) {
   return parse_cache_option(cl_cache, "--cl-cache", "TILELLM_CL_CACHE");
 }
 
+// The whole of v as a number from lo to hi, else -1 (the caller names the option and what it takes).
+long whole_number(const std::string& v, long lo, long hi) {
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  return v.empty() || *end != '\0' || n < lo || n > hi ? -1 : n;
+}
+
 std::string unavailable() {
   if (!opencl::library_error().empty()) return opencl::library_error();
   if (opencl::list_devices().empty())
@@ -160,10 +167,8 @@ BackendEntry opencl_entry() {
       c.gemm_split = v == "off" ? 0 : OpenclBackendOptions{}.gemm_split;
       return;
     }
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || n < 1 || n > 8)
-      fail("--cl-gemm-split: '{}' is not auto, off or a number from 1 to 8", v);
+    const long n = whole_number(v, 1, 8);
+    if (n < 0) fail("--cl-gemm-split: '{}' is not auto, off or a number from 1 to 8", v);
     c.gemm_split = int(n);
   };
   e.options.push_back(std::move(split));
@@ -179,10 +184,8 @@ BackendEntry opencl_entry() {
       c.matvec_unroll = 0;
       return;
     }
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || n < 1 || n > 8)
-      fail("--cl-matvec-unroll: '{}' is not auto or a number from 1 to 8", v);
+    const long n = whole_number(v, 1, 8);
+    if (n < 0) fail("--cl-matvec-unroll: '{}' is not auto or a number from 1 to 8", v);
     c.matvec_unroll = int(n);
   };
   e.options.push_back(std::move(unroll));
@@ -198,9 +201,8 @@ BackendEntry opencl_entry() {
       c.matvec_items = 0;
       return;
     }
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || n < 16 || n > 256 || (n & (n - 1)) != 0)
+    const long n = whole_number(v, 16, 256);
+    if (n < 0 || (n & (n - 1)) != 0)
       fail("--cl-matvec-items: '{}' is not auto or a power of two from 16 to 256", v);
     c.matvec_items = int(n);
   };
