@@ -742,28 +742,52 @@ TEST(OpenclMatvecOptions, unrolled_loads_sum_as_the_formats_own_loop_and_other_g
       EXPECT_EQ(fused, want) << type_name(type) << " items " << items;
     }
   }
-  for (const char* bad : {"0", "9", "two", ""}) {
-    std::string msg;
-    try {
-      make_backend_options(*find_backend("opencl"), {{"--cl-matvec-unroll", bad}});
-    } catch (const Error& err) {
-      msg = err.what();
-    }
-    EXPECT_NE(msg.find("--cl-matvec-unroll: '" + std::string(bad) + "' is not auto or a number from 1 to 8"),
-              std::string::npos)
-        << bad << ": " << msg;
+  // Both options reach the kernels: a matvec_q4_0 of the same arguments (the test hook, built with the same
+  // generated header) writes its group's size and TL_MV_UNROLL; without this, an option that never reached
+  // the program would pass the equalities above.
+  const std::string reporter = R"(
+__kernel void matvec_q4_0(__global const uchar* w0, __global const uchar* w1, __global const uchar* w2,
+    ulong row_bytes, int n_in, int n0, int n1, int n2, __global const float* x, __global float* y0,
+    __global float* y1, __global float* y2, __local float4* scratch, __global const float* x_scale,
+    __global float* res, __global const float* res_g, __global float* res_part, __global int* res_count,
+    float res_eps, __global const float* rope_cs, int head_dim, int n_half, TL_MVB_KV cache, ulong layer_off,
+    int n_ctx, __global const int* pos) {
+  const int r = get_group_id(0) * TL_MVB_ROWS;
+  if (get_local_id(0) == 0 && r < n0) y0[r] = (float)(100 * get_local_size(0) + TL_MV_UNROLL);
+}
+)";
+  OwnedWeight& probe =
+      *kept.emplace_back(std::make_unique<OwnedWeight>(make_weight(GgmlType::Q4_0, 4096, 5, 81)));
+  const std::vector<float> px = rand_floats(4096, 82);
+  for (const auto& [unroll, items] : {std::pair{3, 16}, std::pair{8, 32}, std::pair{1, 64}}) {
+    OpenclBackendOptions o = options(WeightsMode::Native, unroll);
+    o.matvec_items = items;
+    o.test_kernel_name = "matvec_q4_0";
+    o.test_kernel_source = reporter;
+    OpenclBackend be(o);
+    be.upload_weight(probe.w);
+    std::vector<float> y(5, -7.0f);
+    be.matmul(probe.w, px.data(), 1, y.data());
+    EXPECT_EQ(y[0], float(100 * items + unroll)) << "unroll " << unroll << " items " << items;
   }
-  for (const char* bad : {"8", "48", "512", "many"}) {
-    std::string msg;
-    try {
-      make_backend_options(*find_backend("opencl"), {{"--cl-matvec-items", bad}});
-    } catch (const Error& err) {
-      msg = err.what();
+  // Bad values are refused by name.
+  const struct {
+    const char* flag;
+    std::vector<const char*> bad;
+    const char* takes;
+  } refusals[] = {{"--cl-matvec-unroll", {"0", "9", "two", ""}, "auto or a number from 1 to 8"},
+                  {"--cl-matvec-items", {"8", "48", "512", "many"}, "auto or a power of two from 16 to 256"}};
+  for (const auto& r : refusals) {
+    for (const char* bad : r.bad) {
+      std::string msg;
+      try {
+        make_backend_options(*find_backend("opencl"), {{r.flag, bad}});
+      } catch (const Error& err) {
+        msg = err.what();
+      }
+      EXPECT_NE(msg.find(fmt::format("{}: '{}' is not {}", r.flag, bad, r.takes)), std::string::npos)
+          << bad << ": " << msg;
     }
-    EXPECT_NE(msg.find("--cl-matvec-items: '" + std::string(bad) +
-                       "' is not auto or a power of two from 16 to 256"),
-              std::string::npos)
-        << bad << ": " << msg;
   }
 }
 
