@@ -54,6 +54,22 @@ __device__ __forceinline__ void block_dot(const Codes<F>& c, const uint4& xa, co
   }
 }
 
+// A 4-bit block's sum_j c_j q_j times 16, without shifting the high nibbles down: their bytes are masked in
+// place (16 times the nibble, taken as unsigned), so 16 lo + hi16 = 16 (lo + hi) and the caller folds the
+// 1/16 into the activations' scale (exact: a power of two).
+template <int F>
+__device__ __forceinline__ int block_dot16(const Codes<F>& c, const uint4& xa, const uint4& xb) {
+  static_assert(fmt_nibbles(F));
+  int lo = 0, hi16 = 0;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const uint32_t w = word(c.v[0], t);
+    lo = __dp4a(int(w & 0x0F0F0F0Fu), int(word(xa, t)), lo);
+    hi16 = dp4a_us(w & 0xF0F0F0F0u, word(xb, t), hi16);
+  }
+  return 16 * lo + hi16;
+}
+
 // Launch-wide numbering of a job's blocks: matrix i takes blocks [first[i], first[i + 1]).
 struct JobLayout {
   int first[4];

@@ -31,6 +31,13 @@
 // super-block headers are loaded one word a lane and handed out by shuffles (q4k_pair), one load a round
 // where block_pair makes three a block. R is 2 when the job has a pair of rows for every warp slot of the
 // GPU, else 1 (the activations then read through L1 rather than copied into shared memory first).
+// A round costs few instructions: the group's row pointers are found when the group changes, not every
+// round; the high nibbles are dotted in place, masked but not shifted (block_dot16: sixteen times their
+// sum, the 1/16 folded into the activations' scale, exactly); a block's activation scale and sum come as
+// one float2 from shared memory; the weights are streaming (evict-first) global loads. On an H100 that
+// gave 7B Q4_0 decode +1-2% (docs/PERF.md 2026-12-05 16:27-16:45): the warps wait mostly on their loads
+// (ncu: long scoreboard ~62% of the cycles between instructions). Deeper rings of rounds copied into
+// shared memory (cp.async, 3-6 stages a warp) lost 10-20% there.
 // Measured on an H200, Llama-7B-shaped layers as a decode step launches them (docs/PERF.md 2026-12-04
 // 05:59-06:33): Q4_0 2.65 TB/s against 2.34, Q4_K 2.53 against 2.17; pairs against single rows: q/k/v 3.4
 // against 2.9 TB/s, the 4096-row o and down 2.1 and 2.5 against 2.3 and 2.9. The byte formats (8 bytes of
@@ -235,18 +242,6 @@ constexpr bool streamed(int f) {
 constexpr int kRound = 2;        // blocks of 32 a lane loads a round, per row
 constexpr int kStreamWarps = 8;  // warps of a block
 
-// Block b's (d, m) pair as loaded (converted by pair_of when used).
-template <int F>
-__device__ __forceinline__ uint2 raw_pair(const uint8_t* row, int nb, int b) {
-  if constexpr (F == kQ4_0)
-    return {*reinterpret_cast<const uint16_t*>(row + 16 * nb + 2 * b), 0u};
-  else if constexpr (F == kQ4_1)
-    return {*reinterpret_cast<const uint32_t*>(row + 16 * nb + 4 * b), 0u};
-  else if constexpr (F == kInt4B64)
-    return {*reinterpret_cast<const uint32_t*>(row + 16 * nb + 4 * (b / 2)), 0u};
-  else  // kKq4
-    return *reinterpret_cast<const uint2*>(row + 16 * nb + 8 * b);
-}
 // Q4_K's pairs of the 32 blocks of a round (4 super-blocks, whose 20-byte headers lanes 0..19 loaded as
 // five words each: word w of super-block s in lane 5 s + w): lane l gets block l's, D sc[l % 8] and
 // -Dmin mn[l % 8] as block_pair forms them. Every lane of the warp takes part (shuffles).
@@ -272,6 +267,32 @@ __device__ __forceinline__ void pair_of(uint2 r, float& d, float& m) {
   }
 }
 
+// Block b's (d, m) pair as loaded (converted by pair_of when used), through the streaming cache path:
+// the weights are read once a step, so their lines are the first L2 gives up (the activations, the KV
+// cache and the next kernels' inputs stay).
+template <int F>
+__device__ __forceinline__ uint2 raw_pair(const uint8_t* row, int nb, int b) {
+  if constexpr (F == kQ4_0)
+    return {__ldcs(reinterpret_cast<const unsigned short*>(row + 16 * nb + 2 * b)), 0u};
+  else if constexpr (F == kQ4_1)
+    return {__ldcs(reinterpret_cast<const unsigned int*>(row + 16 * nb + 4 * b)), 0u};
+  else if constexpr (F == kInt4B64)
+    return {__ldcs(reinterpret_cast<const unsigned int*>(row + 16 * nb + 4 * (b / 2))), 0u};
+  else  // kKq4
+    return __ldcs(reinterpret_cast<const uint2*>(row + 16 * nb + 8 * b));
+}
+
+// The activations into shared memory for the streamed kernel: q [n_in], then (d, s0 + s1) [nb] as float2
+// (one load a block where the sums of its halves are all the 4-bit products use).
+__device__ __forceinline__ void copy_activations_ds(const Q8& x, int n_in, unsigned char* xs) {
+  const int nb = n_in / 32;
+  const uint4* src = reinterpret_cast<const uint4*>(x.q);
+  uint4* dst = reinterpret_cast<uint4*>(xs);
+  for (int i = threadIdx.x; i < n_in / 16; i += blockDim.x) dst[i] = src[i];
+  float2* ds = reinterpret_cast<float2*>(xs + n_in);
+  for (int i = threadIdx.x; i < nb; i += blockDim.x) ds[i] = make_float2(x.d[i], x.s[2 * i] + x.s[2 * i + 1]);
+}
+
 // R: rows of each matrix a warp takes at once (2; 1 for products too small to give every warp of the GPU a
 // pair of rows, whose activations are then read through L1 instead of copied into shared memory first).
 template <int F, int Glu, int R>
@@ -279,13 +300,11 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
                                                      : R == 1 ? 4
                                                               : 3)
     matvec_stream_kernel(MatvecJob job, JobLayout lay, int groups, Q8 x) {
-  constexpr int kGroup = R;
-  constexpr bool kShared = R > 1;  // the activations copied into shared memory
+  constexpr int KR = kRound;
+  constexpr bool kShared = R > 1;
   constexpr int kMats = Glu >= 0 ? 2 : 1;
-  constexpr int kN = kGroup * kMats;                   // rows a warp reads at once
-  extern __shared__ __align__(16) unsigned char xs[];  // the activations: q [n_in], d [nb], s [2 nb]
-  // The job's matrices, read from shared memory when a warp moves to another group rather than held in
-  // registers for the whole kernel.
+  constexpr int kN = R * kMats;
+  extern __shared__ __align__(16) unsigned char xs[];  // q [n_in], then (d, s0 + s1) [nb]
   __shared__ const uint8_t* s_data[3];
   __shared__ float* s_y[3];
   __shared__ size_t s_rb[3];
@@ -303,43 +322,52 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   }
   __syncthreads();
   const int n_in = job.w[0].n_in, nb = n_in / 32;
-  const int rounds = (nb + 32 * kRound - 1) / (32 * kRound);
+  const int rounds = (nb + 32 * KR - 1) / (32 * KR);
   const int stride = int(gridDim.x) * kStreamWarps;
-  int g = int(blockIdx.x) * kStreamWarps + int(threadIdx.x >> 5), rd = 0;  // the group and round now
+  int g = int(blockIdx.x) * kStreamWarps + int(threadIdx.x >> 5), rd = 0;
 
   auto group_at = [&](int gg, int& mi, int& r0) {
     mi = Glu < 0 ? int(gg >= s_first[1]) + int(gg >= s_first[2]) : 0;
-    r0 = (gg - s_first[mi]) * kGroup;
+    r0 = (gg - s_first[mi]) * R;
   };
-  Codes<F> c[2][kRound][kN];
-  uint2 raw[2][kRound][kN];
+  // The group `load` reads: its first row (of the gate for a GLU, p1 the up's) and the bytes to its second
+  // row (0 when the first is its matrix's last: the pair's second row reads it again, unused).
+  int lg = -1, lstep = 0;
+  const uint8_t *p0 = nullptr, *p1 = nullptr;
+  Codes<F> c[2][KR][kN];
+  uint2 raw[2][KR][kN];
   auto load = [&](auto slot, int gg, int rr) {
     constexpr int S = decltype(slot)::value;
-    int mi, r0;
-    group_at(gg, mi, r0);
-    const uint8_t* rows[kN];
-#pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      const uint8_t* base = Glu >= 0 && k >= kGroup ? s_data[1] : s_data[mi];
-      rows[k] = base + size_t(min(r0 + k % kGroup, s_n_out[mi] - 1)) * s_rb[mi];
+    if (gg != lg) {
+      int mi, r0;
+      group_at(gg, mi, r0);
+      const size_t rb = s_rb[mi];
+      p0 = s_data[mi] + size_t(r0) * rb;
+      if constexpr (Glu >= 0) p1 = s_data[1] + size_t(r0) * rb;
+      lstep = R > 1 && r0 + 1 < s_n_out[mi] ? int(rb) : 0;
+      lg = gg;
     }
 #pragma unroll
-    for (int u = 0; u < kRound; ++u) {
-      const int b0 = rr * 32 * kRound + 32 * u, b = b0 + lane;
+    for (int u = 0; u < KR; ++u) {
+      const int b0 = rr * 32 * KR + 32 * u, b = b0 + lane;
       if constexpr (F == kQ4K) {
         // Lane l < 20: word l % 5 of the header of super-block b0 / 8 + l / 5 (q4k_pair).
         const int sb = b0 / 8 + lane / 5;
         if (lane < 20 && 8 * sb < nb) {
 #pragma unroll
-          for (int k = 0; k < kN; ++k)
-            raw[S][u][k].x = *reinterpret_cast<const uint32_t*>(rows[k] + 16 * nb + 20 * sb + 4 * (lane % 5));
+          for (int k = 0; k < kN; ++k) {
+            const uint8_t* row = (k < R ? p0 : p1) + (k % R) * lstep;
+            raw[S][u][k].x =
+                __ldcs(reinterpret_cast<const unsigned int*>(row + 16 * nb + 20 * sb + 4 * (lane % 5)));
+          }
         }
       }
       if (b < nb) {
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
-          load_codes<F>(rows[k], b, c[S][u][k]);
-          if constexpr (F != kQ4K) raw[S][u][k] = raw_pair<F>(rows[k], nb, b);
+          const uint8_t* row = (k < R ? p0 : p1) + (k % R) * lstep;
+          c[S][u][k].v[0] = __ldcs(reinterpret_cast<const uint4*>(row) + b);
+          if constexpr (F != kQ4K) raw[S][u][k] = raw_pair<F>(row, nb, b);
         }
       }
     }
@@ -349,13 +377,12 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   if (g < groups) load(std::integral_constant<int, 0>{}, g, 0);
   griddep_wait();
   if constexpr (kShared) {
-    copy_activations(x, n_in, xs);
+    copy_activations_ds(x, n_in, xs);
     __syncthreads();
   }
   if (g >= groups) return;
   const unsigned char* xq8 = kShared ? xs : reinterpret_cast<const unsigned char*>(x.q);
-  const float* xd = kShared ? reinterpret_cast<const float*>(xs + n_in) : x.d;
-  const float* xsum = kShared ? xd + nb : x.s;
+  const float2* xds = reinterpret_cast<const float2*>(xs + n_in);
   float acc[kN];
 #pragma unroll
   for (int k = 0; k < kN; ++k) acc[k] = 0.0f;
@@ -368,23 +395,30 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
     if (nr == rounds) ng = g + stride, nr = 0;
     if (ng < groups) load(std::integral_constant<int, 1 - S>{}, ng, nr);
 #pragma unroll
-    for (int u = 0; u < kRound; ++u) {
-      const int b = rd * 32 * kRound + lane + 32 * u;
+    for (int u = 0; u < KR; ++u) {
+      const int b = rd * 32 * KR + lane + 32 * u;
       float dk[kN], mk[kN];
       if constexpr (F == kQ4K) {
 #pragma unroll
-        for (int k = 0; k < kN; ++k) q4k_pair(raw[S][u][k].x, dk[k], mk[k]);  // the whole warp
+        for (int k = 0; k < kN; ++k) q4k_pair(raw[S][u][k].x, dk[k], mk[k]);
       }
       if (b < nb) {
         const uint4* xq = reinterpret_cast<const uint4*>(xq8 + 32 * b);
         const uint4 xa = xq[0], xb = xq[1];
-        const float dx = xd[b], s01 = xsum[2 * b] + xsum[2 * b + 1];
+        float dx16, s01;  // the block's scale / 16 (block_dot16), the sum of its values
+        if constexpr (kShared) {
+          const float2 ds = xds[b];
+          dx16 = ds.x * 0.0625f;
+          s01 = ds.y;
+        } else {
+          dx16 = x.d[b] * 0.0625f;
+          s01 = x.s[2 * b] + x.s[2 * b + 1];
+        }
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
-          int lo, hi;
-          block_dot<F>(c[S][u][k], xa, xb, lo, hi);
+          const int sum16 = block_dot16<F>(c[S][u][k], xa, xb);
           if constexpr (F != kQ4K) pair_of<F>(raw[S][u][k], dk[k], mk[k]);
-          acc[k] += dk[k] * dx * float(lo + hi) + mk[k] * s01;
+          acc[k] += dk[k] * dx16 * float(sum16) + mk[k] * s01;
         }
       }
     }
@@ -397,24 +431,23 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
       float* const y = s_y[mi];
       if (lane == 0) {
 #pragma unroll
-        for (int k = 0; k < kGroup; ++k) {
+        for (int k = 0; k < R; ++k) {
           if (r0 + k >= n_out) break;
           if constexpr (Glu >= 0)
-            y[r0 + k] = glu_act(acc[k], Glu) * acc[kGroup + k];
+            y[r0 + k] = glu_act(acc[k], Glu) * acc[R + k];
           else
             y[r0 + k] = acc[k];
         }
       }
       if constexpr (Glu >= 0) {
         // The rounding of the output (MatvecJob::out_q8): the warp whose rows complete a block of 32 rows
-        // (kGroup divides 32) rounds it, reading the other warps' rows past L1 (made visible by their
-        // fences).
+        // (R divides 32) rounds it, reading the other warps' rows past L1 (made visible by their fences).
         if (job.out_q8.q) {
           const int b32 = r0 / 32;
           int last = 0;
           if (lane == 0) {
             __threadfence();
-            const int rows = min(kGroup, n_out - r0);
+            const int rows = min(R, n_out - r0);
             last = atomicAdd(&job.counters[b32], rows) + rows == min(32, n_out - 32 * b32);
             if (last) job.counters[b32] = 0;  // for the next launch
           }
