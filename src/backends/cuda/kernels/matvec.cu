@@ -102,15 +102,23 @@ __global__ void __launch_bounds__(128) matvec_f32_kernel(Matrix w, const float* 
   if (lane == 0) y[r] = acc;
 }
 
-// The activations (one token of n_in, Q8) into shared memory by the block's threads: q [n_in], then d
-// [n_in / 32] and s [n_in / 16] as floats.
+// The activations (one token of n_in, Q8) into shared memory by the block's threads: q [n_in], then
+// Pairs false: d [n_in / 32] and s [n_in / 16] as floats; Pairs true: (d, s0 + s1) [n_in / 32] as float2,
+// one load a block where only the sum of its halves is used (the streamed 4-bit products).
+template <bool Pairs>
 __device__ __forceinline__ void copy_activations(const Q8& x, int n_in, unsigned char* xs) {
   const int nb = n_in / 32;
   const uint4* src = reinterpret_cast<const uint4*>(x.q);
   uint4* dst = reinterpret_cast<uint4*>(xs);
   for (int i = threadIdx.x; i < n_in / 16; i += blockDim.x) dst[i] = src[i];
-  float* d = reinterpret_cast<float*>(xs + n_in);
-  for (int i = threadIdx.x; i < 3 * nb; i += blockDim.x) d[i] = i < nb ? x.d[i] : x.s[i - nb];
+  if constexpr (Pairs) {
+    float2* ds = reinterpret_cast<float2*>(xs + n_in);
+    for (int i = threadIdx.x; i < nb; i += blockDim.x)
+      ds[i] = make_float2(x.d[i], x.s[2 * i] + x.s[2 * i + 1]);
+  } else {
+    float* d = reinterpret_cast<float*>(xs + n_in);
+    for (int i = threadIdx.x; i < 3 * nb; i += blockDim.x) d[i] = i < nb ? x.d[i] : x.s[i - nb];
+  }
 }
 
 // A GLU job's rounding of its output (MatvecJob::out_q8): once this block's rows are written, its count of
@@ -184,7 +192,7 @@ __global__ void __launch_bounds__(128, Glu >= 0 ? 3 : 4)
   // writes weights, so their loads overlap that kernel's end.
   load_round(lane);
   griddep_wait();
-  copy_activations(x, n_in, xs);
+  copy_activations<false>(x, n_in, xs);
   __syncthreads();
   const float* xd = reinterpret_cast<const float*>(xs + n_in);
   const float* xsum = xd + nb;
@@ -282,17 +290,6 @@ __device__ __forceinline__ uint2 raw_pair(const uint8_t* row, int nb, int b) {
     return __ldcs(reinterpret_cast<const uint2*>(row + 16 * nb + 8 * b));
 }
 
-// The activations into shared memory for the streamed kernel: q [n_in], then (d, s0 + s1) [nb] as float2
-// (one load a block where the sums of its halves are all the 4-bit products use).
-__device__ __forceinline__ void copy_activations_ds(const Q8& x, int n_in, unsigned char* xs) {
-  const int nb = n_in / 32;
-  const uint4* src = reinterpret_cast<const uint4*>(x.q);
-  uint4* dst = reinterpret_cast<uint4*>(xs);
-  for (int i = threadIdx.x; i < n_in / 16; i += blockDim.x) dst[i] = src[i];
-  float2* ds = reinterpret_cast<float2*>(xs + n_in);
-  for (int i = threadIdx.x; i < nb; i += blockDim.x) ds[i] = make_float2(x.d[i], x.s[2 * i] + x.s[2 * i + 1]);
-}
-
 // R: rows of each matrix a warp takes at once (2; 1 for products too small to give every warp of the GPU a
 // pair of rows, whose activations are then read through L1 instead of copied into shared memory first).
 template <int F, int Glu, int R>
@@ -377,7 +374,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   if (g < groups) load(std::integral_constant<int, 0>{}, g, 0);
   griddep_wait();
   if constexpr (kShared) {
-    copy_activations_ds(x, n_in, xs);
+    copy_activations<true>(x, n_in, xs);
     __syncthreads();
   }
   if (g >= groups) return;
