@@ -56,7 +56,7 @@ __device__ __forceinline__ void block_dot(const Codes<F>& c, const uint4& xa, co
 
 // A 4-bit block's sum_j c_j q_j times 16, without shifting the high nibbles down: their bytes are masked in
 // place (16 times the nibble, taken as unsigned), so 16 lo + hi16 = 16 (lo + hi) and the caller folds the
-// 1/16 into the activations' scale (exact: a power of two).
+// 1/16 into the activations' scale (a power of two: exact while that scale is not subnormal).
 template <int F>
 __device__ __forceinline__ int block_dot16(const Codes<F>& c, const uint4& xa, const uint4& xb) {
   static_assert(fmt_nibbles(F));

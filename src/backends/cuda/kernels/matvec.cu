@@ -33,8 +33,8 @@
 // GPU, else 1 (the activations then read through L1 rather than copied into shared memory first).
 // A round costs few instructions: the group's row pointers are found when the group changes, not every
 // round; the high nibbles are dotted in place, masked but not shifted (block_dot16: sixteen times their
-// sum, the 1/16 folded into the activations' scale, exactly); a block's activation scale and sum come as
-// one float2 from shared memory; the weights are streaming (evict-first) global loads. On an H100 that
+// sum, the 1/16 folded into the activations' scale); a block's activation scale and sum come
+// as one float2 from shared memory; the weights are streaming (evict-first) global loads. On an H100 that
 // gave 7B Q4_0 decode +1-2% (docs/PERF.md 2026-12-05 16:27-16:45): the warps wait mostly on their loads
 // (ncu: long scoreboard ~62% of the cycles between instructions). Deeper rings of rounds copied into
 // shared memory (cp.async, 3-6 stages a warp) lost 10-20% there.
@@ -297,11 +297,12 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
                                                      : R == 1 ? 4
                                                               : 3)
     matvec_stream_kernel(MatvecJob job, JobLayout lay, int groups, Q8 x) {
-  constexpr int KR = kRound;
-  constexpr bool kShared = R > 1;
+  constexpr bool kShared = R > 1;  // the activations copied into shared memory
   constexpr int kMats = Glu >= 0 ? 2 : 1;
-  constexpr int kN = R * kMats;
-  extern __shared__ __align__(16) unsigned char xs[];  // q [n_in], then (d, s0 + s1) [nb]
+  constexpr int kN = R * kMats;                        // rows a warp reads at once
+  extern __shared__ __align__(16) unsigned char xs[];  // the activations: q [n_in], then (d, s0 + s1) [nb]
+  // The job's matrices, read from shared memory when a warp moves to another group rather than held in
+  // registers for the whole kernel.
   __shared__ const uint8_t* s_data[3];
   __shared__ float* s_y[3];
   __shared__ size_t s_rb[3];
@@ -319,9 +320,9 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   }
   __syncthreads();
   const int n_in = job.w[0].n_in, nb = n_in / 32;
-  const int rounds = (nb + 32 * KR - 1) / (32 * KR);
+  const int rounds = (nb + 32 * kRound - 1) / (32 * kRound);
   const int stride = int(gridDim.x) * kStreamWarps;
-  int g = int(blockIdx.x) * kStreamWarps + int(threadIdx.x >> 5), rd = 0;
+  int g = int(blockIdx.x) * kStreamWarps + int(threadIdx.x >> 5), rd = 0;  // the group and round now
 
   auto group_at = [&](int gg, int& mi, int& r0) {
     mi = Glu < 0 ? int(gg >= s_first[1]) + int(gg >= s_first[2]) : 0;
@@ -331,8 +332,8 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   // row (0 when the first is its matrix's last: the pair's second row reads it again, unused).
   int lg = -1, lstep = 0;
   const uint8_t *p0 = nullptr, *p1 = nullptr;
-  Codes<F> c[2][KR][kN];
-  uint2 raw[2][KR][kN];
+  Codes<F> c[2][kRound][kN];
+  uint2 raw[2][kRound][kN];
   auto load = [&](auto slot, int gg, int rr) {
     constexpr int S = decltype(slot)::value;
     if (gg != lg) {
@@ -345,8 +346,8 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
       lg = gg;
     }
 #pragma unroll
-    for (int u = 0; u < KR; ++u) {
-      const int b0 = rr * 32 * KR + 32 * u, b = b0 + lane;
+    for (int u = 0; u < kRound; ++u) {
+      const int b0 = rr * 32 * kRound + 32 * u, b = b0 + lane;
       if constexpr (F == kQ4K) {
         // Lane l < 20: word l % 5 of the header of super-block b0 / 8 + l / 5 (q4k_pair).
         const int sb = b0 / 8 + lane / 5;
@@ -392,12 +393,12 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
     if (nr == rounds) ng = g + stride, nr = 0;
     if (ng < groups) load(std::integral_constant<int, 1 - S>{}, ng, nr);
 #pragma unroll
-    for (int u = 0; u < KR; ++u) {
-      const int b = rd * 32 * KR + lane + 32 * u;
+    for (int u = 0; u < kRound; ++u) {
+      const int b = rd * 32 * kRound + lane + 32 * u;
       float dk[kN], mk[kN];
       if constexpr (F == kQ4K) {
 #pragma unroll
-        for (int k = 0; k < kN; ++k) q4k_pair(raw[S][u][k].x, dk[k], mk[k]);
+        for (int k = 0; k < kN; ++k) q4k_pair(raw[S][u][k].x, dk[k], mk[k]);  // the whole warp
       }
       if (b < nb) {
         const uint4* xq = reinterpret_cast<const uint4*>(xq8 + 32 * b);
