@@ -35,7 +35,7 @@
 // round; the high nibbles are dotted in place, masked but not shifted (block_dot16: sixteen times their
 // sum, the 1/16 folded into the activations' scale); a block's activation scale and sum come
 // as one float2 from shared memory; the weights are streaming (evict-first) global loads. On an H100 that
-// gave 7B Q4_0 decode +1-2% (docs/PERF.md 2026-12-05 16:27-16:45): the warps wait mostly on their loads
+// gave 7B Q4_0 decode +1-2% (docs/PERF.md 2026-12-05 16:27-16:50): the warps wait mostly on their loads
 // (ncu: long scoreboard ~62% of the cycles between instructions). Deeper rings of rounds copied into
 // shared memory (cp.async, 3-6 stages a warp) lost 10-20% there.
 // Measured on an H200, Llama-7B-shaped layers as a decode step launches them (docs/PERF.md 2026-12-04
