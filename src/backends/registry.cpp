@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "base/error.h"
 
@@ -52,6 +53,29 @@ std::string built_list() {
 }
 
 }  // namespace
+
+void take_session(const BackendParams& p, DeviceOptions& o) {
+  o.device = p.device;
+  o.max_tokens = p.max_tokens;
+  o.max_in_elems = p.max_in_elems;
+  o.max_out_elems = p.max_out_elems;
+  o.max_width = p.max_width;
+  o.weights = p.weights;
+  o.kv_layers = p.kv_layers;
+  o.kv_ctx = p.kv_ctx;
+  o.kv_dim = p.kv_dim;
+  o.kv_seqs = p.kv_seqs;
+  o.kv_type = p.kv_type;
+  o.self_check = p.self_check;
+  o.profiling = p.profiling;
+  o.resident = p.resident;
+}
+
+long whole_number(const std::string& v, long lo, long hi) {
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  return v.empty() || *end != '\0' || n < lo || n > hi ? -1 : n;
+}
 
 StartTimes time_cold_and_warm_start(const ProgramCacheOptions& cache,
                                     const std::function<bool(const ProgramCacheOptions&)>& start) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/device_options.h"
 #include "backends/modes.h"
 #include "backends/program_cache.h"
 #include "base/thread_pool.h"
@@ -84,16 +85,19 @@ struct BackendParams {
   GgmlType kv_type = GgmlType::F16;
   // Host arrays a backend with memory of its own may keep there between ops (the session's activation
   // scratch; backends/backend.h). They must outlive the backend.
-  struct HostArray {
-    void* data;
-    size_t bytes;
-  };
+  using HostArray = DeviceOptions::HostArray;
   std::vector<HostArray> resident;
   const BackendOptions* options = nullptr;  // from this backend's make_options(); null: its library defaults
   // --degrade tile-mask=F: the fraction of each feed-forward gate/up matrix's row tiles for which a backend
   // that offers masking prepares a mask (Backend::has_tile_mask); 0: none.
   double tile_mask = 0;
 };
+
+// The session's part of a device backend's options (backends/device_options.h) from p.
+void take_session(const BackendParams& p, DeviceOptions& o);
+
+// The whole of v as a number from lo to hi, else -1 (an option's set() names the flag and what it takes).
+long whole_number(const std::string& v, long lo, long hi);
 
 // A backend's start-up in milliseconds: cold (from nothing: programs compiled, kernels self-checked) and
 // warm (from what the first start cached); negative: not measured.

@@ -56,6 +56,7 @@
 #include "backends/cuda/blas.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/runtime.h"
+#include "backends/device_options.h"
 #include "backends/device_rows.h"
 #include "backends/host_mirrors.h"
 #include "backends/modes.h"
@@ -63,27 +64,11 @@
 
 namespace tilellm {
 
-struct CudaBackendOptions {
-  int device = 0;
-  int64_t max_tokens = 64;    // most tokens in one op call
-  int64_t max_in_elems = 0;   // largest op input in floats
-  int64_t max_out_elems = 0;  // largest op output in floats (also covers the logits)
-  int64_t max_width = 0;      // longest norm weight vector / RoPE table row, in floats
-  WeightsMode weights = WeightsMode::Native;
+struct CudaBackendOptions : DeviceOptions {
   ActivationMode activations = ActivationMode::Quantized;
-  int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
-  int kv_seqs = 1;  // sequence caches (a BatchSession's)
-  GgmlType kv_type = GgmlType::F16;
-  bool self_check = true;
-  bool profiling = false;
-  // Blocks a head's keys are split over in decode attention; 0: from the context size (one per 1024
-  // positions, at most 32).
+  // Blocks a head's keys are split over in decode attention (--cuda-attn-splits); 0: auto (16,
+  // cuda_backend.cpp).
   int attention_splits = 0;
-  struct HostArray {
-    void* data;
-    size_t bytes;
-  };
-  std::vector<HostArray> resident;
   // Which prompt products take cuBLAS's fp16 GEMM where the library is present (matmul.cpp;
   // --cuda-fp16-gemm): every format but F32 (the default: on the H200 1.4-1.7x llama.cpp CUDA's pp512 where
   // the int8 kernel gives 0.7-0.9x, and closer to the float path on the real models; docs/CUDA.md), F16

@@ -45,21 +45,8 @@ std::vector<DeviceInfo> devices(const std::string& profile) {
 CudaBackendOptions backend_options(const BackendParams& p) {
   check_profile(p.device_profile);
   CudaBackendOptions g;
-  g.device = p.device;
-  g.profiling = p.profiling;
-  g.self_check = p.self_check;
-  g.weights = p.weights;
+  take_session(p, g);
   g.activations = p.activations;
-  g.max_tokens = p.max_tokens;
-  g.max_in_elems = p.max_in_elems;
-  g.max_out_elems = p.max_out_elems;
-  g.max_width = p.max_width;
-  g.kv_layers = p.kv_layers;
-  g.kv_ctx = p.kv_ctx;
-  g.kv_dim = p.kv_dim;
-  g.kv_seqs = p.kv_seqs;
-  g.kv_type = p.kv_type;
-  for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
   if (const auto* o = dynamic_cast<const CudaOptions*>(p.options)) {
     g.attention_splits = o->attention_splits;
     g.half_gemm = o->half_gemm;
@@ -117,10 +104,8 @@ BackendEntry cuda_entry() {
       c.attention_splits = 0;
       return;
     }
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || n < 1 || n > 64)
-      fail("--cuda-attn-splits: '{}' is not auto or a number from 1 to 64", v);
+    const long n = whole_number(v, 1, 64);
+    if (n < 0) fail("--cuda-attn-splits: '{}' is not auto or a number from 1 to 64", v);
     c.attention_splits = int(n);
   };
   e.options.push_back(std::move(sp));

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/device_options.h"
 #include "backends/device_rows.h"
 #include "backends/modes.h"
 #include "backends/opencl/device.h"
@@ -65,32 +66,19 @@
 
 namespace tilellm {
 
-struct OpenclBackendOptions {
-  int device = 0;                // index into opencl::list_devices()
+// The device (DeviceOptions::device) indexes opencl::list_devices(); kernel timing reads the queue's
+// profiling timestamps.
+struct OpenclBackendOptions : DeviceOptions {
   std::string profile = "none";  // opencl::profiles() name
-  int64_t max_tokens = 64;       // most tokens in one op call (the session's batch)
-  int64_t max_in_elems = 0;      // largest op input in floats (n_tok * widest activation)
-  int64_t max_out_elems = 0;     // largest op output in floats (also covers the logits)
-  int64_t max_width = 0;         // longest norm weight vector / RoPE table row, in floats
-  // How the matrices are held (--weights): native (the GGUF types) or converted at upload.
-  WeightsMode weights = WeightsMode::Native;
-  // Geometry of the device FB-KV cache, and how many sequences' caches of it.
-  int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
-  int kv_seqs = 1;
-  GgmlType kv_type = GgmlType::F16;
   // Most bytes in one KV buffer; 0: the device's largest allocation. Lower values split the cache sooner
   // (tests of the split use it; so could a driver whose large allocations are slow).
   uint64_t kv_max_buffer_bytes = 0;
-  // Run the self-check at construction (tests of the kernels themselves turn it off).
-  bool self_check = true;
   // The program binary cache. Off unless asked for, so that a backend a test or a library caller makes
   // touches no disk; the CLI turns it on (--cl-cache).
   ProgramCacheOptions cache;
   // With the cache on and a cached verdict, the self-check is skipped and that verdict applied; false: the
   // self-check runs anyway and its verdict replaces the cached one.
   bool reuse_verdict = true;
-  // Time every kernel with the queue's profiling timestamps (kernel_times(); `tilellm bench --profile`).
-  bool profiling = false;
   // Where matmul weights live (--gpu-memory): buffers, or 2D images read by kernels/matmul_image.cl for the
   // formats it has kernels for (F16, Q4_0, Q4_1, Q8_0) where the image fits the device's limits; any other
   // weight stays a buffer with a note on stderr (buffer_weights()). The embedding table always stays a
@@ -99,13 +87,6 @@ struct OpenclBackendOptions {
   // Test clamps of the 2D image limits below the device's and the profile's (0: no further clamp), so tests
   // can force the wrapped row mapping and the fallback to a buffer.
   size_t image_max_width = 0, image_max_height = 0;
-  // Host arrays to keep on the device (the session's activation scratch), each mirrored by a device buffer
-  // of the same size made at construction. The arrays must outlive the backend.
-  struct HostArray {
-    void* data;
-    size_t bytes;
-  };
-  std::vector<HostArray> resident;
   // Test switches of the prefill matmul: `tiled_matmul = false` builds the row kernels instead of the tiled
   // GEMM (what a device too small for any GEMM tile runs); `one_token_matvec = false` sends one-token
   // products to the matmul kernel too (what a matvec kernel that failed the self-check leads to).

@@ -4,8 +4,6 @@
 // --cl-matvec-unroll (the decode products' loads per round) and --cl-matvec-items (their work-group size);
 // the factory, the start-time measurement of `bench` and the memory probes of `gemv-bw`.
 
-#include <cstdlib>
-
 #include "backends/opencl/bandwidth.h"
 #include "backends/opencl/device.h"
 #include "backends/opencl/loader.h"
@@ -27,13 +25,6 @@ struct OpenclOptions final : BackendOptions {
 // --cl-cache as cache options (program_cache.h parse_cache_option); $TILELLM_CL_CACHE when empty.
 ProgramCacheOptions parse_cl_cache(const std::string& cl_cache) {
   return parse_cache_option(cl_cache, "--cl-cache", "TILELLM_CL_CACHE");
-}
-
-// The whole of v as a number from lo to hi, else -1 (the caller names the option and what it takes).
-long whole_number(const std::string& v, long lo, long hi) {
-  char* end = nullptr;
-  const long n = std::strtol(v.c_str(), &end, 10);
-  return v.empty() || *end != '\0' || n < lo || n > hi ? -1 : n;
 }
 
 std::string unavailable() {
@@ -59,22 +50,9 @@ std::vector<DeviceInfo> devices(const std::string& profile) {
 
 OpenclBackendOptions backend_options(const BackendParams& p) {
   OpenclBackendOptions g;
-  g.device = p.device;
+  take_session(p, g);
   g.profile = p.device_profile;
-  g.profiling = p.profiling;
-  g.self_check = p.self_check;
   g.memory = p.gpu_memory;
-  g.weights = p.weights;
-  g.max_tokens = p.max_tokens;
-  g.max_in_elems = p.max_in_elems;
-  g.max_out_elems = p.max_out_elems;
-  g.max_width = p.max_width;
-  g.kv_layers = p.kv_layers;
-  g.kv_ctx = p.kv_ctx;
-  g.kv_dim = p.kv_dim;
-  g.kv_seqs = p.kv_seqs;
-  g.kv_type = p.kv_type;
-  for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
   if (const auto* o = dynamic_cast<const OpenclOptions*>(p.options)) {
     g.cache = o->cache;
     g.gemm_split = o->gemm_split;

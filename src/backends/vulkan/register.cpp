@@ -63,24 +63,11 @@ std::vector<DeviceInfo> devices(const std::string& profile) {
 
 VulkanBackendOptions backend_options(const BackendParams& p) {
   VulkanBackendOptions g;
-  g.device = p.device;
+  take_session(p, g);
   g.profile = p.device_profile;
-  g.profiling = p.profiling;
-  g.self_check = p.self_check;
-  g.weights = p.weights;
   g.memory = p.gpu_memory;
   g.kv_memory = p.kv_memory;
   g.activations = p.activations;
-  g.max_tokens = p.max_tokens;
-  g.max_in_elems = p.max_in_elems;
-  g.max_out_elems = p.max_out_elems;
-  g.max_width = p.max_width;
-  g.kv_layers = p.kv_layers;
-  g.kv_ctx = p.kv_ctx;
-  g.kv_dim = p.kv_dim;
-  g.kv_seqs = p.kv_seqs;
-  g.kv_type = p.kv_type;
-  for (const BackendParams::HostArray& a : p.resident) g.resident.push_back({a.data, a.bytes});
   if (const auto* o = dynamic_cast<const VulkanOptions*>(p.options)) {
     g.subgroups = o->subgroups;
     g.coopmat = o->coopmat;

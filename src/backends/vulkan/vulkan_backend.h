@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/device_options.h"
 #include "backends/device_rows.h"
 #include "backends/modes.h"
 #include "backends/program_cache.h"
@@ -63,14 +64,9 @@
 
 namespace tilellm {
 
-struct VulkanBackendOptions {
-  int device = 0;                // index into vulkan::list_devices()
+// The device (DeviceOptions::device) indexes vulkan::list_devices().
+struct VulkanBackendOptions : DeviceOptions {
   std::string profile = "none";  // vulkan::profiles() name
-  int64_t max_tokens = 64;       // most tokens in one op call
-  int64_t max_in_elems = 0;      // largest op input in floats
-  int64_t max_out_elems = 0;     // largest op output in floats (also covers the logits)
-  int64_t max_width = 0;         // longest norm weight vector / RoPE table row, in floats
-  WeightsMode weights = WeightsMode::Native;
   // Image: weight matrices in 2D images read through the texture path (shaders/weights.glsl), each that fits
   // the device's image limits; the rest (and the embedding table) stay buffers, one note each on stderr.
   GpuMemory memory = GpuMemory::Buffer;
@@ -79,14 +75,9 @@ struct VulkanBackendOptions {
   // Quantized: one-token products of the block formats in integers (shaders/matvec_q8.comp) where the
   // device has integer dot products; F32: the float path everywhere.
   ActivationMode activations = ActivationMode::Quantized;
-  int64_t kv_layers = 0, kv_ctx = 0, kv_dim = 0;
-  int kv_seqs = 1;  // sequence caches of that geometry (BackendParams::kv_seqs)
-  GgmlType kv_type = GgmlType::F16;
   uint64_t kv_max_buffer_bytes = 0;  // most bytes in one KV buffer; 0: the device's limits
   // Most bytes in one weight buffer; 0: the device's limits (tests of the split by rows lower it).
   uint64_t max_buffer_bytes = 0;
-  bool self_check = true;
-  bool profiling = false;
   // Use the subgroup reductions where the device has them (tests turn it off to run the shared-memory
   // path on a device that has both).
   bool subgroups = true;
@@ -97,11 +88,6 @@ struct VulkanBackendOptions {
   // Prompts on cooperative matrices (shaders/matmul_coopmat.comp) where the device has them; off: the
   // float tiles of matmul.comp (--vk-coopmat).
   bool coopmat = true;
-  struct HostArray {
-    void* data;
-    size_t bytes;
-  };
-  std::vector<HostArray> resident;
   // Test hook: replaces the pipeline named `test_pipeline` by one built from `test_spirv` (same bindings
   // and push constants) before the self-check, so a test can show a broken shader caught.
   std::string test_pipeline;
