@@ -273,19 +273,9 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     r.dev = rt_.alloc(floats(opts_.max_tokens * opts_.max_width));
   }
   for (const OpenclBackendOptions::HostArray& a : o.resident) {
-    if (!a.data || a.bytes == 0) fail("internal: OpenCL backend asked to mirror an empty host array");
-    for (const Mirror& m : mirrors_) {
-      if (static_cast<uint8_t*>(a.data) < m.host + m.bytes &&
-          m.host < static_cast<uint8_t*>(a.data) + a.bytes)
-        fail("internal: OpenCL backend asked to mirror overlapping host arrays");
-    }
-    Mirror m;
-    m.host = static_cast<uint8_t*>(a.data);
-    m.bytes = a.bytes;
-    m.dev = rt_.alloc(a.bytes);
-    // The device buffer starts undefined: the host copy is the current one.
-    m.host_hi = a.bytes;
-    mirrors_.push_back(std::move(m));
+    mirrors_.add(a.data, a.bytes);  // the host copy is the current one
+    mirror_dev_.push_back(rt_.alloc(a.bytes));
+    mirror_upload_epoch_.push_back(0);
   }
 
   if (o.kv_layers > 0) {
@@ -521,7 +511,7 @@ OpenclBackend::DeviceMemory OpenclBackend::device_memory() const {
   for (const auto& e : weights_) weight(e.second);
   for (const auto& e : tables_) weight(e.second);
   for (const opencl::Buffer& b : kv_bufs_) m.kv += b.bytes;
-  for (const Mirror& mi : mirrors_) m.other += mi.dev.bytes;
+  for (const opencl::Buffer& b : mirror_dev_) m.other += b.bytes;
   for (const auto& e : norms_) m.other += e.second.bytes;
   for (const opencl::Buffer* b : {&in_a_, &in_b_, &attn_part_, &gemm_parts_, &out_, &vec_, &norm_part_,
                                   &norm_count_, &ids_.dev, &pos_.dev, &rope_[0].dev, &rope_[1].dev})

@@ -59,6 +59,7 @@
 #include "backends/backend.h"
 #include "backends/device_options.h"
 #include "backends/device_rows.h"
+#include "backends/host_mirrors.h"
 #include "backends/modes.h"
 #include "backends/opencl/device.h"
 #include "backends/program_cache.h"
@@ -416,26 +417,17 @@ class OpenclBackend final : public Backend {
                             const opencl::Buffer& y);
   void enqueue_matvec_image(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y);
 
-  // A mirrored host array (see the header comment). Dirty ranges are byte offsets [lo, hi) into the array,
-  // empty when lo == hi; they cover every byte where that copy is newer (the hull of those bytes: the copies
-  // agree on the rest, since only one side is ever newer).
-  struct Mirror {
-    uint8_t* host = nullptr;
-    size_t bytes = 0;
-    opencl::Buffer dev;               // [bytes], the device copy
-    size_t host_lo = 0, host_hi = 0;  // the host copy is newer here
-    size_t dev_lo = 0, dev_hi = 0;    // the device copy is newer here
-    uint64_t upload_epoch = 0;        // epoch_ of its last non-blocking upload (in flight while equal)
-  };
-  // The mirror holding [p, p + bytes), or null when p is in no mirrored array; a range that starts in one
-  // but runs past its end is an error naming the op.
-  Mirror* find_mirror(const void* p, size_t bytes, const char* op);
+  // The mirrored host arrays (backends/host_mirrors.h: which copy is newer where) are mirrors_; array i's
+  // device copy is mirror_dev_[i] and the epoch_ of its last non-blocking upload mirror_upload_epoch_[i] (in
+  // flight while equal). The index of the array holding [p, p + bytes), or -1 when p is in none; a range
+  // that starts in one but runs past its end is an error naming the op.
+  int find_mirror(const void* p, size_t bytes, const char* op) const { return mirrors_.find(p, bytes, op); }
   // Whether p is the first float of a mirrored array (dev_out then gives that array's own buffer).
   bool is_mirror_start(const float* p, int64_t n);
   // A norm's weight vector on the device: the uploaded copy of a model norm, else w sent up now (vec_).
   const opencl::Buffer& norm_weight(const float* w, int64_t n);
-  // Uploads the host-newer range of m (non-blocking, from the host array).
-  void upload_dirty(Mirror& m);
+  // Uploads the host-newer range of mirror i (non-blocking, from the host array).
+  void upload_dirty(size_t i);
   // The device buffer holding an op's input of n floats at p, from offset 0: the mirror itself, or `staging`
   // filled from an offset into a mirror (device copy) or from unmirrored host memory (blocking write). A
   // pending norm there is settled first unless the caller takes its scale (`keep_norm`).
@@ -520,13 +512,15 @@ class OpenclBackend final : public Backend {
   opencl::Buffer norm_part_, norm_count_;
   PendingNorm pending_;
 
-  std::vector<Mirror> mirrors_;                             // the options' resident arrays
+  HostMirrors mirrors_{"OpenCL backend"};                   // the options' resident arrays
+  std::vector<opencl::Buffer> mirror_dev_;                  // [i]: mirrors_[i]'s device copy, same bytes
+  std::vector<uint64_t> mirror_upload_epoch_;               // [i]: epoch_ of mirrors_[i]'s last upload
   std::unordered_map<const float*, opencl::Buffer> norms_;  // norm weights by host address: [n] floats
   uint64_t epoch_ = 1;
   uint64_t downloads_ = 0;
 
   // Small inputs staged on the host (so the non-blocking upload may run while the caller's arrays change),
-  // with their device copies; `epoch` as Mirror::upload_epoch.
+  // with their device copies; `epoch` as mirror_upload_epoch_.
   struct Staged {
     std::vector<int32_t> host;  // [max_tokens]
     opencl::Buffer dev;         // [max_tokens] int32

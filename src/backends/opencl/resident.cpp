@@ -1,7 +1,6 @@
-// Device-resident activations: the bookkeeping of the mirrored host arrays (which copy is newer where), the
-// placement of an op's operands (a mirror, or fixed scratch), and the staged small inputs (token ids,
-// positions, RoPE rows). The header comment of opencl_backend.h describes the scheme.
-#include <algorithm>
+// Device-resident activations: the mirrored host arrays (host_mirrors.h: which copy is newer where) moved
+// up and down, the placement of an op's operands (a mirror, or fixed scratch), and the staged small inputs
+// (token ids, positions, RoPE rows). The header comment of opencl_backend.h describes the scheme.
 #include <cstring>
 
 #include "backends/opencl/opencl_backend.h"
@@ -10,17 +9,6 @@
 namespace tilellm {
 namespace {
 
-// Grows [lo, hi) to cover [a, b).
-void widen(size_t& lo, size_t& hi, size_t a, size_t b) {
-  if (lo == hi) {
-    lo = a;
-    hi = b;
-  } else {
-    lo = std::min(lo, a);
-    hi = std::max(hi, b);
-  }
-}
-
 [[noreturn]] void fail_scratch(const char* op, const char* what, int64_t n, const opencl::Buffer& staging) {
   fail("OpenCL backend: {} {} of {} floats exceeds the scratch of {} sized at start", op, what, n,
        staging.bytes / sizeof(float));
@@ -28,22 +16,9 @@ void widen(size_t& lo, size_t& hi, size_t a, size_t b) {
 
 }  // namespace
 
-OpenclBackend::Mirror* OpenclBackend::find_mirror(const void* p, size_t bytes, const char* op) {
-  const uint8_t* b = static_cast<const uint8_t*>(p);
-  for (Mirror& m : mirrors_) {
-    if (b < m.host || b >= m.host + m.bytes) continue;
-    if (bytes > size_t(m.host + m.bytes - b)) {
-      fail("OpenCL backend: {}: {} bytes at offset {} run past the end of an activation array of {} bytes",
-           op, bytes, size_t(b - m.host), m.bytes);
-    }
-    return &m;
-  }
-  return nullptr;
-}
-
 bool OpenclBackend::is_mirror_start(const float* p, int64_t n) {
-  const Mirror* m = find_mirror(p, size_t(n) * sizeof(float), "matmul");
-  return m && reinterpret_cast<const uint8_t*>(p) == m->host;
+  const int i = find_mirror(p, size_t(n) * sizeof(float), "matmul");
+  return i >= 0 && reinterpret_cast<const uint8_t*>(p) == mirrors_[size_t(i)].host;
 }
 
 void OpenclBackend::download(const opencl::Buffer& b, size_t off, void* dst, size_t bytes) {
@@ -58,45 +33,47 @@ void OpenclBackend::wait_for_upload(uint64_t epoch) {
   ++epoch_;
 }
 
-void OpenclBackend::upload_dirty(Mirror& m) {
-  if (m.host_lo == m.host_hi) return;
-  rt_.write(m.dev, m.host_lo, m.host + m.host_lo, m.host_hi - m.host_lo);
-  m.upload_epoch = epoch_;
-  m.host_lo = m.host_hi = 0;
+void OpenclBackend::upload_dirty(size_t i) {
+  HostMirrors::Array& m = mirrors_[i];
+  if (m.host_newer.empty()) return;
+  rt_.write(mirror_dev_[i], m.host_newer.lo, m.host + m.host_newer.lo, m.host_newer.hi - m.host_newer.lo);
+  mirror_upload_epoch_[i] = epoch_;
+  m.host_newer.clear();
 }
 
 void OpenclBackend::to_host(const void* p, size_t bytes) {
-  Mirror* m = find_mirror(p, bytes, "to_host");
-  if (!m) return;
+  const int i = find_mirror(p, bytes, "to_host");
+  if (i < 0) return;
+  HostMirrors::Array& m = mirrors_[size_t(i)];
   // The download below covers the array's whole device-newer range: a pending norm in it is settled first.
-  if (pending_.y >= m->host && pending_.y < m->host + m->bytes) settle_norm(pending_.y, sizeof(float), false);
-  if (m->dev_lo == m->dev_hi) return;
+  if (pending_.y >= m.host && pending_.y < m.host + m.bytes) settle_norm(pending_.y, sizeof(float), false);
+  if (m.dev_newer.empty()) return;
   // The whole device-newer range, not only [p, p + bytes): the invariant (one side newer) needs it before
   // the host may write anywhere in the array.
-  download(m->dev, m->dev_lo, m->host + m->dev_lo, m->dev_hi - m->dev_lo);
-  m->dev_lo = m->dev_hi = 0;
+  download(mirror_dev_[size_t(i)], m.dev_newer.lo, m.host + m.dev_newer.lo, m.dev_newer.hi - m.dev_newer.lo);
+  m.dev_newer.clear();
 }
 
 void OpenclBackend::host_wrote(void* p, size_t bytes) {
-  Mirror* m = find_mirror(p, bytes, "host_wrote");
-  if (!m) return;
+  const int i = find_mirror(p, bytes, "host_wrote");
+  if (i < 0) return;
   to_host(p, bytes);
-  wait_for_upload(m->upload_epoch);
-  const size_t off = size_t(static_cast<uint8_t*>(p) - m->host);
-  widen(m->host_lo, m->host_hi, off, off + bytes);
+  wait_for_upload(mirror_upload_epoch_[size_t(i)]);
+  const size_t off = mirrors_.offset(size_t(i), p);
+  mirrors_[size_t(i)].host_newer.widen(off, off + bytes);
 }
 
 const opencl::Buffer& OpenclBackend::dev_in(const float* p, int64_t n, const opencl::Buffer& staging,
                                             const char* op, bool keep_norm) {
   const size_t bytes = size_t(n) * sizeof(float);
   if (!keep_norm) settle_norm(p, bytes, false);
-  Mirror* m = find_mirror(p, bytes, op);
-  if (m) {
-    upload_dirty(*m);
-    const size_t off = size_t(reinterpret_cast<const uint8_t*>(p) - m->host);
-    if (off == 0) return m->dev;
+  const int i = find_mirror(p, bytes, op);
+  if (i >= 0) {
+    upload_dirty(size_t(i));
+    const size_t off = mirrors_.offset(size_t(i), p);
+    if (off == 0) return mirror_dev_[size_t(i)];
     if (bytes > staging.bytes) fail_scratch(op, "input", n, staging);
-    rt_.copy(m->dev, off, staging, 0, bytes);
+    rt_.copy(mirror_dev_[size_t(i)], off, staging, 0, bytes);
     return staging;
   }
   if (bytes > staging.bytes) fail_scratch(op, "input", n, staging);
@@ -110,11 +87,11 @@ const opencl::Buffer& OpenclBackend::dev_out(float* p, int64_t n, const opencl::
                                              const char* op) {
   const size_t bytes = size_t(n) * sizeof(float);
   settle_norm(p, bytes, true);
-  Mirror* m = find_mirror(p, bytes, op);
-  if (m) {
+  const int i = find_mirror(p, bytes, op);
+  if (i >= 0) {
     // The host-newer bytes go up first, so that the device becomes the only newer side.
-    upload_dirty(*m);
-    if (reinterpret_cast<uint8_t*>(p) == m->host) return m->dev;
+    upload_dirty(size_t(i));
+    if (mirrors_.offset(size_t(i), p) == 0) return mirror_dev_[size_t(i)];
   }
   if (bytes > staging.bytes) fail_scratch(op, "output", n, staging);
   return staging;
@@ -122,11 +99,11 @@ const opencl::Buffer& OpenclBackend::dev_out(float* p, int64_t n, const opencl::
 
 void OpenclBackend::dev_done(float* p, int64_t n, const opencl::Buffer& written) {
   const size_t bytes = size_t(n) * sizeof(float);
-  Mirror* m = find_mirror(p, bytes, "dev_done");
-  if (!m) return download(written, 0, p, bytes);
-  const size_t off = size_t(reinterpret_cast<uint8_t*>(p) - m->host);
-  if (&written != &m->dev) rt_.copy(written, 0, m->dev, off, bytes);
-  widen(m->dev_lo, m->dev_hi, off, off + bytes);
+  const int i = find_mirror(p, bytes, "dev_done");
+  if (i < 0) return download(written, 0, p, bytes);
+  const size_t off = mirrors_.offset(size_t(i), p);
+  if (&written != &mirror_dev_[size_t(i)]) rt_.copy(written, 0, mirror_dev_[size_t(i)], off, bytes);
+  mirrors_[size_t(i)].dev_newer.widen(off, off + bytes);
 }
 
 const opencl::Buffer& OpenclBackend::staged(Staged& st, const int32_t* ints, int64_t n) {

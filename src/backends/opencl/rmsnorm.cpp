@@ -82,7 +82,7 @@ void OpenclBackend::settle_norm(const void* p, size_t bytes, bool overwrite) {
   pending_ = {};
   if (overwrite && b <= pn.y && b + bytes >= pn.y + pb) return;  // all of it written anew: nothing to scale
   // y is the start of a mirrored array (matmul_add_rmsnorm), its device copy the newer one.
-  enqueue_rms_scale(find_mirror(pn.y, pb, "rms_scale")->dev, pn.n);
+  enqueue_rms_scale(mirror_dev_[size_t(find_mirror(pn.y, pb, "rms_scale"))], pn.n);
 }
 
 void OpenclBackend::enqueue_rms_scale(const opencl::Buffer& y, int64_t n) {

@@ -8,34 +8,6 @@
 
 namespace tilellm {
 
-std::vector<size_t> VulkanBackend::mirror_state() const {
-  std::vector<size_t> s;
-  s.reserve(mirrors_.size() * 4);
-  for (const Mirror& m : mirrors_) s.insert(s.end(), {m.host_lo, m.host_hi, m.dev_lo, m.dev_hi});
-  return s;
-}
-
-bool VulkanBackend::mirror_state_is(const std::vector<size_t>& s) const {
-  if (s.size() != mirrors_.size() * 4) return false;
-  for (size_t i = 0; i < mirrors_.size(); ++i) {
-    const Mirror& m = mirrors_[i];
-    if (m.host_lo != s[4 * i] || m.host_hi != s[4 * i + 1] || m.dev_lo != s[4 * i + 2] ||
-        m.dev_hi != s[4 * i + 3])
-      return false;
-  }
-  return true;
-}
-
-void VulkanBackend::set_mirror_state(const std::vector<size_t>& s) {
-  for (size_t i = 0; i < mirrors_.size(); ++i) {
-    Mirror& m = mirrors_[i];
-    m.host_lo = s[4 * i];
-    m.host_hi = s[4 * i + 1];
-    m.dev_lo = s[4 * i + 2];
-    m.dev_hi = s[4 * i + 3];
-  }
-}
-
 void VulkanBackend::begin_forward(const ForwardStep& step) {
   check_tokens(step.n_tok, "begin_forward");
   pass_t0_ = std::chrono::steady_clock::now();
@@ -55,7 +27,7 @@ void VulkanBackend::begin_forward(const ForwardStep& step) {
     if (step.pos[t] < 0 || (opts_.kv_ctx > 0 && step.pos[t] >= opts_.kv_ctx))
       fail("position {} is outside the KV cache of {}", step.pos[t], opts_.kv_ctx);
   }
-  if (step.decode && step.same_as_last && rt_.has_capture() && mirror_state_is(capture_begin_state_)) {
+  if (step.decode && step.same_as_last && rt_.has_capture() && mirrors_.state_is(capture_begin_state_)) {
     mode_ = StepMode::Replaying;
     rt_.set_step_input(kPosSlot, step.pos, size_t(step.n_tok) * 4);
     std::memcpy(pos_held_.data(), step.pos, size_t(step.n_tok) * 4);
@@ -64,7 +36,7 @@ void VulkanBackend::begin_forward(const ForwardStep& step) {
   }
   if (step.decode && !rt_.profiling()) {
     mode_ = StepMode::Capturing;
-    capture_begin_state_ = mirror_state();
+    capture_begin_state_ = mirrors_.state();
     rt_.begin_capture();
     std::memcpy(pos_held_.data(), step.pos, size_t(step.n_tok) * 4);
     pos_n_ = step.n_tok;
@@ -82,7 +54,7 @@ void VulkanBackend::end_forward() {
   if (m == StepMode::Capturing) {
     if (rt_.end_capture()) {
       captured_ops_ = step_ops_;
-      capture_end_state_ = mirror_state();
+      capture_end_state_ = mirrors_.state();
       ++captured_;
     }
   } else if (m == StepMode::Replaying) {
@@ -92,7 +64,7 @@ void VulkanBackend::end_forward() {
            step_ops_, deferred_k_, captured_ops_, rt_.deferred_downloads());
     }
     rt_.replay();
-    set_mirror_state(capture_end_state_);
+    mirrors_.set_state(capture_end_state_);
     ++replayed_;
   }
   if (pass_is_decode_) {
@@ -110,7 +82,7 @@ bool VulkanBackend::replaying(float* out0, float* out1) {
   q8_held_ = {};  // any op may write the buffer q8x_ was rounded from
   if (mode_ != StepMode::Replaying) return false;
   for (float* p : {out0, out1}) {
-    if (p && !find_mirror(p, 1, "replay")) rt_.set_deferred_destination(deferred_k_++, p);
+    if (p && find_mirror(p, 1, "replay") < 0) rt_.set_deferred_destination(deferred_k_++, p);
   }
   return true;
 }

@@ -1,62 +1,38 @@
-// Device-resident activations of the Vulkan backend: the bookkeeping of the mirrored host arrays (which copy
-// is newer where: the scheme of opencl_backend.h, with uploads staged at record time), the placement of an
+// Device-resident activations of the Vulkan backend: the mirrored host arrays (host_mirrors.h: which copy is
+// newer where; the scheme of opencl_backend.h, with uploads staged at record time), the placement of an
 // op's operands (a mirror, or fixed scratch), and the small inputs an op reads from device memory (norm
 // weights, token ids, positions, the RoPE table).
-#include <algorithm>
 #include <cstring>
 
 #include "backends/vulkan/vulkan_backend.h"
 #include "base/error.h"
 
 namespace tilellm {
-namespace {
 
-// Grows [lo, hi) to cover [a, b).
-void widen(size_t& lo, size_t& hi, size_t a, size_t b) {
-  if (lo == hi) {
-    lo = a;
-    hi = b;
-  } else {
-    lo = std::min(lo, a);
-    hi = std::max(hi, b);
-  }
-}
-
-}  // namespace
-
-VulkanBackend::Mirror* VulkanBackend::find_mirror(const void* p, size_t bytes, const char* op) {
-  const uint8_t* b = static_cast<const uint8_t*>(p);
-  for (Mirror& m : mirrors_) {
-    if (b < m.host || b >= m.host + m.bytes) continue;
-    if (bytes > size_t(m.host + m.bytes - b)) {
-      fail("Vulkan backend: {}: {} bytes at offset {} run past the end of an activation array of {} bytes",
-           op, bytes, size_t(b - m.host), m.bytes);
-    }
-    return &m;
-  }
-  return nullptr;
-}
-
-void VulkanBackend::upload_dirty(Mirror& m) {
-  if (m.host_lo == m.host_hi) return;
-  if (m.dev.get() == q8_held_.src) q8_held_ = {};  // its rounding no longer matches it
-  rt_.upload(m.dev, m.host_lo, m.host + m.host_lo, m.host_hi - m.host_lo);
-  m.host_lo = m.host_hi = 0;
+void VulkanBackend::upload_dirty(size_t i) {
+  HostMirrors::Array& m = mirrors_[i];
+  if (m.host_newer.empty()) return;
+  if (mirror_dev_[i].get() == q8_held_.src) q8_held_ = {};  // its rounding no longer matches it
+  rt_.upload(mirror_dev_[i], m.host_newer.lo, m.host + m.host_newer.lo, m.host_newer.hi - m.host_newer.lo);
+  m.host_newer.clear();
 }
 
 void VulkanBackend::to_host(const void* p, size_t bytes) {
-  Mirror* m = find_mirror(p, bytes, "to_host");
-  if (!m || m->dev_lo == m->dev_hi) return;
-  rt_.download(m->dev, m->dev_lo, m->host + m->dev_lo, m->dev_hi - m->dev_lo);
-  m->dev_lo = m->dev_hi = 0;
+  const int i = find_mirror(p, bytes, "to_host");
+  if (i < 0) return;
+  HostMirrors::Array& m = mirrors_[size_t(i)];
+  if (m.dev_newer.empty()) return;
+  rt_.download(mirror_dev_[size_t(i)], m.dev_newer.lo, m.host + m.dev_newer.lo,
+               m.dev_newer.hi - m.dev_newer.lo);
+  m.dev_newer.clear();
 }
 
 void VulkanBackend::host_wrote(void* p, size_t bytes) {
-  Mirror* m = find_mirror(p, bytes, "host_wrote");
-  if (!m) return;
+  const int i = find_mirror(p, bytes, "host_wrote");
+  if (i < 0) return;
   to_host(p, bytes);
-  const size_t off = size_t(static_cast<uint8_t*>(p) - m->host);
-  widen(m->host_lo, m->host_hi, off, off + bytes);
+  const size_t off = mirrors_.offset(size_t(i), p);
+  mirrors_[size_t(i)].host_newer.widen(off, off + bytes);
 }
 
 const vulkan::Buffer& VulkanBackend::dev_in(const float* p, int64_t n, const vulkan::Buffer& staging,
@@ -64,14 +40,14 @@ const vulkan::Buffer& VulkanBackend::dev_in(const float* p, int64_t n, const vul
   const size_t bytes = size_t(n) * sizeof(float);
   if (bytes > staging.bytes())
     fail("Vulkan backend: {} input of {} floats exceeds the scratch sized at start", op, n);
-  if (Mirror* m = find_mirror(p, bytes, op)) {
-    upload_dirty(*m);
-    const size_t off = size_t(reinterpret_cast<const uint8_t*>(p) - m->host);
-    if (off == 0) return m->dev;
+  const int i = find_mirror(p, bytes, op);
+  if (i >= 0) {
+    upload_dirty(size_t(i));
+    if (mirrors_.offset(size_t(i), p) == 0) return mirror_dev_[size_t(i)];
   }
   if (staging.get() == q8_held_.src) q8_held_ = {};
-  if (Mirror* m = find_mirror(p, bytes, op)) {
-    rt_.copy(m->dev, size_t(reinterpret_cast<const uint8_t*>(p) - m->host), staging, 0, bytes);
+  if (i >= 0) {
+    rt_.copy(mirror_dev_[size_t(i)], mirrors_.offset(size_t(i), p), staging, 0, bytes);
     return staging;
   }
   rt_.upload(staging, 0, p, bytes);
@@ -81,9 +57,9 @@ const vulkan::Buffer& VulkanBackend::dev_in(const float* p, int64_t n, const vul
 const vulkan::Buffer& VulkanBackend::dev_out(float* p, int64_t n, const vulkan::Buffer& staging,
                                              const char* op) {
   const size_t bytes = size_t(n) * sizeof(float);
-  if (Mirror* m = find_mirror(p, bytes, op)) {
-    upload_dirty(*m);  // the device becomes the only newer side
-    if (reinterpret_cast<uint8_t*>(p) == m->host) return m->dev;
+  if (const int i = find_mirror(p, bytes, op); i >= 0) {
+    upload_dirty(size_t(i));  // the device becomes the only newer side
+    if (mirrors_.offset(size_t(i), p) == 0) return mirror_dev_[size_t(i)];
   }
   if (bytes > staging.bytes())
     fail("Vulkan backend: {} output of {} floats exceeds the scratch sized at start", op, n);
@@ -92,15 +68,15 @@ const vulkan::Buffer& VulkanBackend::dev_out(float* p, int64_t n, const vulkan::
 
 void VulkanBackend::dev_done(float* p, int64_t n, const vulkan::Buffer& written) {
   const size_t bytes = size_t(n) * sizeof(float);
-  Mirror* m = find_mirror(p, bytes, "dev_done");
-  if (!m) {
+  const int i = find_mirror(p, bytes, "dev_done");
+  if (i < 0) {
     // Inside a captured step the bytes arrive at end_forward (runtime.h).
     rt_.download_deferred(written, 0, p, bytes);
     return;
   }
-  const size_t off = size_t(reinterpret_cast<uint8_t*>(p) - m->host);
-  if (&written != &m->dev) rt_.copy(written, 0, m->dev, off, bytes);
-  widen(m->dev_lo, m->dev_hi, off, off + bytes);
+  const size_t off = mirrors_.offset(size_t(i), p);
+  if (&written != &mirror_dev_[size_t(i)]) rt_.copy(written, 0, mirror_dev_[size_t(i)], off, bytes);
+  mirrors_[size_t(i)].dev_newer.widen(off, off + bytes);
 }
 
 const vulkan::Buffer& VulkanBackend::norm_weight(const float* w, int64_t n) {

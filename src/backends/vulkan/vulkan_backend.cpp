@@ -277,18 +277,8 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
   ids_dev_ = rt_.alloc(size_t(opts_.max_tokens) * 4);
   ids_held_.assign(size_t(opts_.max_tokens), 0);
   for (const VulkanBackendOptions::HostArray& a : o.resident) {
-    if (!a.data || a.bytes == 0) fail("internal: Vulkan backend asked to mirror an empty host array");
-    for (const Mirror& m : mirrors_) {
-      if (static_cast<uint8_t*>(a.data) < m.host + m.bytes &&
-          m.host < static_cast<uint8_t*>(a.data) + a.bytes)
-        fail("internal: Vulkan backend asked to mirror overlapping host arrays");
-    }
-    Mirror m;
-    m.host = static_cast<uint8_t*>(a.data);
-    m.bytes = a.bytes;
-    m.dev = rt_.alloc(a.bytes);
-    m.host_hi = a.bytes;  // the device buffer starts undefined: the host copy is the current one
-    mirrors_.push_back(std::move(m));
+    mirrors_.add(a.data, a.bytes);  // the host copy is the current one
+    mirror_dev_.push_back(rt_.alloc(a.bytes));
   }
 
   // Layer slots: every sequence's layers (sequence s's layer l is slot s * kv_layers + l).
@@ -603,7 +593,7 @@ std::string VulkanBackend::memory_summary() const {
   }
   for (const vulkan::Buffer& b : kv_bufs_) kv += b.bytes();
   for (const vulkan::Image& im : kv_imgs_) kv += im.bytes();
-  for (const Mirror& m : mirrors_) other += m.dev.bytes();
+  for (const vulkan::Buffer& b : mirror_dev_) other += b.bytes();
   for (const auto& e : norms_) other += e.second.bytes();
   for (const vulkan::Buffer* b : {&in_a_, &in_b_, &out_, &vec_, &pos_dev_, &ids_dev_}) other += b->bytes();
   for (const RopeSlot& r : rope_) other += r.dev.bytes();

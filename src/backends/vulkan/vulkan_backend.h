@@ -57,6 +57,7 @@
 #include "backends/backend.h"
 #include "backends/device_options.h"
 #include "backends/device_rows.h"
+#include "backends/host_mirrors.h"
 #include "backends/modes.h"
 #include "backends/program_cache.h"
 #include "backends/vulkan/runtime.h"
@@ -318,22 +319,16 @@ class VulkanBackend final : public Backend {
   // Groups covering n items of `local` invocations in (x, y) (x at most the device's limit).
   void elementwise_groups(int64_t n, uint32_t local, uint32_t& gx, uint32_t& gy) const;
 
-  // Mirrored host arrays (the OpenCL backend's scheme, without its upload epochs: uploads are staged at
-  // record time).
-  struct Mirror {
-    uint8_t* host = nullptr;
-    size_t bytes = 0;
-    vulkan::Buffer dev;
-    size_t host_lo = 0, host_hi = 0;  // the host copy is newer here
-    size_t dev_lo = 0, dev_hi = 0;    // the device copy is newer here
-  };
-  Mirror* find_mirror(const void* p, size_t bytes, const char* op);
+  // Mirrored host arrays (host_mirrors.h: the OpenCL backend's scheme, without its upload epochs: uploads are
+  // staged at record time); array i's device copy is mirror_dev_[i]. find_mirror: the index of the array
+  // holding [p, p + bytes), or -1 when p is in none (past an array's end: an error naming the op).
+  int find_mirror(const void* p, size_t bytes, const char* op) const { return mirrors_.find(p, bytes, op); }
   // Whether p is the first float of a mirrored array (its own device buffer then holds the op's operand).
-  bool is_mirror_start(const float* p, int64_t n) {
-    const Mirror* m = find_mirror(p, size_t(n) * sizeof(float), "matmul");
-    return m && reinterpret_cast<const uint8_t*>(p) == m->host;
+  bool is_mirror_start(const float* p, int64_t n) const {
+    const int i = find_mirror(p, size_t(n) * sizeof(float), "matmul");
+    return i >= 0 && reinterpret_cast<const uint8_t*>(p) == mirrors_[size_t(i)].host;
   }
-  void upload_dirty(Mirror& m);
+  void upload_dirty(size_t i);
   const vulkan::Buffer& dev_in(const float* p, int64_t n, const vulkan::Buffer& staging, const char* op);
   const vulkan::Buffer& dev_out(float* p, int64_t n, const vulkan::Buffer& staging, const char* op);
   void dev_done(float* p, int64_t n, const vulkan::Buffer& written);
@@ -350,9 +345,6 @@ class VulkanBackend final : public Backend {
   // Replay bookkeeping: true when the op is skipped (a replayed step), after counting it and pointing the
   // recorded downloads of its host outputs (outputs not in a mirror) at this call's pointers.
   bool replaying(float* out0 = nullptr, float* out1 = nullptr);
-  std::vector<size_t> mirror_state() const;
-  bool mirror_state_is(const std::vector<size_t>& s) const;  // without allocating (a replayed step's check)
-  void set_mirror_state(const std::vector<size_t>& s);
   void check_tokens(int64_t n_tok, const char* op) const;
   void check_kv(const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok, const char* op) const;
   // One layer of one sequence's cache (KvCache::seq()), and the layer's offset in it (elements).
@@ -408,7 +400,8 @@ class VulkanBackend final : public Backend {
   std::chrono::steady_clock::time_point pass_t0_;
   uint64_t pass_wait0_ = 0;
   bool pass_is_decode_ = false;
-  std::vector<Mirror> mirrors_;
+  HostMirrors mirrors_{"Vulkan backend"};
+  std::vector<vulkan::Buffer> mirror_dev_;  // [i]: mirrors_[i]'s device copy, the same bytes
   std::unordered_map<const float*, vulkan::Buffer> norms_;
 
   std::vector<vulkan::Buffer> kv_bufs_;  // kv_bufs_[b]: layer slots [b * layers_per_buf_, ...) (kv_target)
