@@ -350,7 +350,9 @@ VulkanBackend::VulkanBackend(const VulkanBackendOptions& o)
 std::string VulkanBackend::pipeline_cache_key() const {
   const vulkan::Capabilities& c = caps();
   const VulkanBackendOptions& o = opts_;
-  std::string k = "tilellm vulkan pipeline cache 1\n";
+  // The version changes with what a cached verdict means (the self-check's cases or measures): 2, the
+  // rounding's near-ties (self_check.cpp rounding_error).
+  std::string k = "tilellm vulkan pipeline cache 2\n";
   k += fmt::format("device {} | vendor 0x{:04x} device 0x{:04x} | driver {} {} {} | api {}\n", c.name,
                    c.vendor_id, c.device_id, c.driver_name, c.driver_info, c.driver_version, c.api_version);
   k += fmt::format(

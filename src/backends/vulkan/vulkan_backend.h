@@ -274,7 +274,8 @@ class VulkanBackend final : public Backend {
   // The fused gate/up products with the gated unit (p_matmul_glu_q8_) of every block format, both
   // activations: output and its rounding against the host's on the same rounded input.
   void check_fused_glu(std::mt19937& rng);
-  // The largest error of the rounding q8x_ holds against the host's rounding of `out` (whole blocks of 32).
+  // The largest error of the rounding q8x_ holds against the host's rounding of `out` (whole blocks of 32;
+  // a code one step off at a near-tie of the rounding counts as agreeing).
   double rounding_error(const std::vector<float>& out);
   void check_products(const Weight& w, const Weight& ref_w, const std::vector<float>& x, int64_t n_tok);
   void check_coopmat(const Weight& w, const Weight& ref_w, const std::vector<float>& x);
