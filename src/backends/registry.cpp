@@ -71,10 +71,24 @@ void take_session(const BackendParams& p, DeviceOptions& o) {
   o.resident = p.resident;
 }
 
-long whole_number(const std::string& v, long lo, long hi) {
-  char* end = nullptr;
-  const long n = std::strtol(v.c_str(), &end, 10);
-  return v.empty() || *end != '\0' || n < lo || n > hi ? -1 : n;
+OptionSpec number_option(std::string flag, std::string help, NumberRange range,
+                         std::function<void(BackendOptions&, int)> store) {
+  OptionSpec o;
+  o.flag = std::move(flag);
+  o.help = std::move(help);
+  o.default_value = "auto";
+  o.set = [name = o.flag, range, store = std::move(store)](BackendOptions& opts, const std::string& v) {
+    if (v == "auto") return store(opts, range.auto_value);
+    if (v == "off" && range.off_value) return store(opts, *range.off_value);
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < range.lo || n > range.hi || (range.pow2 && (n & (n - 1)))) {
+      fail("{}: '{}' is not auto{} or {} from {} to {}", name, v, range.off_value ? ", off" : "",
+           range.pow2 ? "a power of two" : "a number", range.lo, range.hi);
+    }
+    store(opts, int(n));
+  };
+  return o;
 }
 
 StartTimes time_cold_and_warm_start(const ProgramCacheOptions& cache,

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -96,8 +97,36 @@ struct BackendParams {
 // The session's part of a device backend's options (backends/device_options.h) from p.
 void take_session(const BackendParams& p, DeviceOptions& o);
 
-// The whole of v as a number from lo to hi, else -1 (an option's set() names the flag and what it takes).
-long whole_number(const std::string& v, long lo, long hi);
+// What a numeric option takes besides "auto": whole numbers from lo to hi (only powers of two after
+// powers_of_two()), and the word "off" after off_is(). The words store auto_value (0 unless auto_is()) and
+// off_value.
+struct NumberRange {
+  NumberRange(long lo_, long hi_) : lo(lo_), hi(hi_) {}
+  NumberRange powers_of_two() const {
+    NumberRange r = *this;
+    r.pow2 = true;
+    return r;
+  }
+  NumberRange auto_is(int v) const {
+    NumberRange r = *this;
+    r.auto_value = v;
+    return r;
+  }
+  NumberRange off_is(int v) const {
+    NumberRange r = *this;
+    r.off_value = v;
+    return r;
+  }
+  long lo, hi;
+  bool pow2 = false;
+  int auto_value = 0;
+  std::optional<int> off_value;
+};
+// An option of "auto" (the default), a number in `range` or "off" where the range takes it: set() passes
+// store() the value (the words as the range says); anything else is refused, naming the flag, the value
+// and what the option takes ("--cl-gemm-split: '9' is not auto, off or a number from 1 to 8").
+OptionSpec number_option(std::string flag, std::string help, NumberRange range,
+                         std::function<void(BackendOptions&, int)> store);
 
 // A backend's start-up in milliseconds: cold (from nothing: programs compiled, kernels self-checked) and
 // warm (from what the first start cached); negative: not measured.

@@ -90,6 +90,46 @@ TEST(Registry, a_backends_options_are_its_own_flags) {
       << isa;
 }
 
+// number_option: the numeric options of the GPU backends (--cl-gemm-split, --cuda-attn-splits, ...) all parse
+// through it, so its words, bounds and refusals are checked here, without a device.
+TEST(Registry, a_number_option_takes_auto_its_range_and_off_where_asked) {
+  struct Held : BackendOptions {
+    int n = -7;
+  };
+  auto store = [](BackendOptions& o, int n) { static_cast<Held&>(o).n = n; };
+  auto parse = [](const OptionSpec& spec, const std::string& v) {
+    Held h;
+    spec.set(h, v);
+    return h.n;
+  };
+  const OptionSpec plain = number_option("--plain", "help", NumberRange(1, 8), store);
+  EXPECT_EQ(plain.default_value, "auto");
+  EXPECT_EQ(parse(plain, "auto"), 0);
+  EXPECT_EQ(parse(plain, "1"), 1);
+  EXPECT_EQ(parse(plain, "8"), 8);
+  for (const char* bad : {"0", "9", "off", "", "3x", "x3", "-1", "99999999999999999999"}) {
+    const std::string e = error_of([&] { parse(plain, bad); });
+    EXPECT_NE(e.find(std::string("--plain: '") + bad + "' is not auto or a number from 1 to 8"),
+              std::string::npos)
+        << e;
+  }
+  const OptionSpec split = number_option("--split", "help", NumberRange(1, 8).auto_is(3).off_is(0), store);
+  EXPECT_EQ(parse(split, "auto"), 3);
+  EXPECT_EQ(parse(split, "off"), 0);
+  EXPECT_EQ(parse(split, "5"), 5);
+  const std::string e9 = error_of([&] { parse(split, "9"); });
+  EXPECT_NE(e9.find("--split: '9' is not auto, off or a number from 1 to 8"), std::string::npos) << e9;
+  const OptionSpec pow2 = number_option("--items", "help", NumberRange(16, 256).powers_of_two(), store);
+  EXPECT_EQ(parse(pow2, "16"), 16);
+  EXPECT_EQ(parse(pow2, "256"), 256);
+  for (const char* bad : {"48", "8", "512", "off"}) {
+    const std::string e = error_of([&] { parse(pow2, bad); });
+    EXPECT_NE(e.find(std::string("--items: '") + bad + "' is not auto or a power of two from 16 to 256"),
+              std::string::npos)
+        << e;
+  }
+}
+
 class RegistrySession : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

@@ -92,23 +92,12 @@ BackendEntry cuda_entry() {
   e.unavailable = cuda::unavailable;
   e.devices = devices;
   e.make_options = [] { return std::make_unique<CudaOptions>(); };
-  OptionSpec sp;
-  sp.flag = "--cuda-attn-splits";
-  sp.help =
+  e.options.push_back(number_option(
+      "--cuda-attn-splits",
       "blocks each head's keys are split over in decode attention, each taking at least 16 keys: auto (16) "
-      "or a number 1-64";
-  sp.default_value = "auto";
-  sp.set = [](BackendOptions& o, const std::string& v) {
-    auto& c = static_cast<CudaOptions&>(o);
-    if (v == "auto") {
-      c.attention_splits = 0;
-      return;
-    }
-    const long n = whole_number(v, 1, 64);
-    if (n < 0) fail("--cuda-attn-splits: '{}' is not auto or a number from 1 to 64", v);
-    c.attention_splits = int(n);
-  };
-  e.options.push_back(std::move(sp));
+      "or a number 1-64",
+      NumberRange(1, 64),
+      [](BackendOptions& o, int n) { static_cast<CudaOptions&>(o).attention_splits = n; }));
   OptionSpec hg;
   hg.flag = "--cuda-fp16-gemm";
   hg.help =

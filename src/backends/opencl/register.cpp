@@ -133,58 +133,23 @@ BackendEntry opencl_entry() {
     c.gemm_tile = v == "auto" ? "" : v;
   };
   e.options.push_back(std::move(tile));
-  OptionSpec split;
-  split.flag = "--cl-gemm-split";
-  split.help =
+  e.options.push_back(number_option(
+      "--cl-gemm-split",
       "split the K loop of a prompt product into as many slices as keep its work-groups within N per "
-      "compute unit (where that is 2 or more): auto (N = 3), off, or N from 1 to 8";
-  split.default_value = "auto";
-  split.set = [](BackendOptions& o, const std::string& v) {
-    auto& c = static_cast<OpenclOptions&>(o);
-    if (v == "auto" || v == "off") {
-      c.gemm_split = v == "off" ? 0 : OpenclBackendOptions{}.gemm_split;
-      return;
-    }
-    const long n = whole_number(v, 1, 8);
-    if (n < 0) fail("--cl-gemm-split: '{}' is not auto, off or a number from 1 to 8", v);
-    c.gemm_split = int(n);
-  };
-  e.options.push_back(std::move(split));
-  OptionSpec unroll;
-  unroll.flag = "--cl-matvec-unroll";
-  unroll.help =
+      "compute unit (where that is 2 or more): auto (N = 3), off, or N from 1 to 8",
+      NumberRange(1, 8).auto_is(OpenclBackendOptions{}.gemm_split).off_is(0),
+      [](BackendOptions& o, int n) { static_cast<OpenclOptions&>(o).gemm_split = n; }));
+  e.options.push_back(number_option(
+      "--cl-matvec-unroll",
       "half blocks of a row a decode product's work-item loads before it converts any: auto (the format's "
-      "own loop: the 4-bit formats one ahead) or N from 1 to 8";
-  unroll.default_value = "auto";
-  unroll.set = [](BackendOptions& o, const std::string& v) {
-    auto& c = static_cast<OpenclOptions&>(o);
-    if (v == "auto") {
-      c.matvec_unroll = 0;
-      return;
-    }
-    const long n = whole_number(v, 1, 8);
-    if (n < 0) fail("--cl-matvec-unroll: '{}' is not auto or a number from 1 to 8", v);
-    c.matvec_unroll = int(n);
-  };
-  e.options.push_back(std::move(unroll));
-  OptionSpec items;
-  items.flag = "--cl-matvec-items";
-  items.help =
+      "own loop: the 4-bit formats one ahead) or N from 1 to 8",
+      NumberRange(1, 8), [](BackendOptions& o, int n) { static_cast<OpenclOptions&>(o).matvec_unroll = n; }));
+  e.options.push_back(number_option(
+      "--cl-matvec-items",
       "work-items of a decode product's work-group: auto (64; 128 for rows of 8192 inputs and more) or a "
-      "power of two from 16 to 256";
-  items.default_value = "auto";
-  items.set = [](BackendOptions& o, const std::string& v) {
-    auto& c = static_cast<OpenclOptions&>(o);
-    if (v == "auto") {
-      c.matvec_items = 0;
-      return;
-    }
-    const long n = whole_number(v, 16, 256);
-    if (n < 0 || (n & (n - 1)) != 0)
-      fail("--cl-matvec-items: '{}' is not auto or a power of two from 16 to 256", v);
-    c.matvec_items = int(n);
-  };
-  e.options.push_back(std::move(items));
+      "power of two from 16 to 256",
+      NumberRange(16, 256).powers_of_two(),
+      [](BackendOptions& o, int n) { static_cast<OpenclOptions&>(o).matvec_items = n; }));
   e.make = make;
   e.measure_start = measure_start;
   e.make_probe = [](const BackendParams& p) { return opencl::make_memory_probe(p.device, p.device_profile); };
