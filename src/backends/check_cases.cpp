@@ -91,4 +91,85 @@ ConvertedRows::ConvertedRows(WeightsMode mode, int64_t n_in, int64_t rows, std::
   exact.data = reinterpret_cast<const uint8_t*>(exact_values.data());
 }
 
+void cache_rows(const KvCache& ref, const uint8_t* dev, std::span<const int32_t> pos,
+                std::vector<float>& want, std::vector<float>& have) {
+  const bool f16 = ref.type() == GgmlType::F16;
+  const size_t elem = f16 ? 2 : 4, row = size_t(ref.kv_dim()) * elem, plane = size_t(ref.n_ctx()) * row;
+  auto value = [f16](const uint8_t* p) {
+    if (f16) {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return fp16_to_fp32(h);
+    }
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  };
+  auto take = [&](int kind, int64_t p) {
+    const uint8_t* r = ref.plane(0, kind) + size_t(p) * row;
+    const uint8_t* d = dev + size_t(kind) * plane + size_t(p) * row;
+    for (size_t i = 0; i < row; i += elem) {
+      want.push_back(value(r + i));
+      have.push_back(value(d + i));
+    }
+  };
+  for (int kind = 0; kind < 2; ++kind) {
+    if (pos.empty()) {
+      for (int64_t p = 0; p < ref.n_ctx(); ++p) take(kind, p);
+    } else {
+      for (int32_t p : pos) take(kind, p);
+    }
+  }
+}
+
+void check_elementwise(Backend& host, Backend& dev, int64_t norm_width, bool add_rows, std::mt19937& rng,
+                       const std::function<void(ElementwiseOp, double)>& verdict) {
+  {
+    const int64_t rows = 3, n = norm_width;
+    const std::vector<float> x = random_floats(size_t(rows * n), rng), w = random_floats(size_t(n), rng);
+    std::vector<float> ref(x.size()), got(x.size());
+    host.rmsnorm(x.data(), w.data(), ref.data(), rows, n, 1e-5f);
+    dev.rmsnorm(x.data(), w.data(), got.data(), rows, n, 1e-5f);
+    verdict(ElementwiseOp::Rmsnorm, relative_error(ref, got));
+    const std::vector<float> r = random_floats(size_t(rows * n), rng);
+    std::vector<float> acc_ref = x, acc_got = x;
+    host.add(acc_ref.data(), r.data(), rows * n);
+    host.rmsnorm(acc_ref.data(), w.data(), ref.data(), rows, n, 1e-5f);
+    dev.add_rmsnorm(acc_got.data(), r.data(), w.data(), got.data(), rows, n, 1e-5f);
+    verdict(ElementwiseOp::AddRmsnorm, std::max(relative_error(acc_ref, acc_got), relative_error(ref, got)));
+  }
+  {
+    const int64_t n_tok = 3, heads = 2, hd = 16;
+    const RopeTable table(8, hd, 10000.0f, 1.0f);
+    const int32_t pos[3] = {7, 0, 3};
+    double err = 0.0;
+    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+      std::vector<float> ref = random_floats(size_t(n_tok * heads * hd), rng), got = ref;
+      host.rope(ref.data(), n_tok, heads, hd, hd, pos, table, mode);
+      dev.rope(got.data(), n_tok, heads, hd, hd, pos, table, mode);
+      err = std::max(err, relative_error(ref, got));
+    }
+    verdict(ElementwiseOp::Rope, err);
+  }
+  const int64_t n = 100;
+  std::vector<float> g = random_floats(size_t(n), rng), u = random_floats(size_t(n), rng);
+  for (float& v : g) v *= 6.0f;  // both tails of the activations
+  for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+    std::vector<float> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+    host.glu(g.data(), u.data(), ref.data(), n, act);
+    dev.glu(g.data(), u.data(), got.data(), n, act);
+    verdict(act == FfnAct::SiLU ? ElementwiseOp::GluSilu : ElementwiseOp::GluGelu, relative_error(ref, got));
+  }
+  std::vector<float> ref = g, got = g;
+  host.add(ref.data(), u.data(), n);
+  dev.add(got.data(), u.data(), n);
+  verdict(ElementwiseOp::Add, relative_error(ref, got));
+  if (!add_rows) return;
+  const std::vector<float> bias = random_floats(20, rng);
+  ref = g, got = g;
+  host.add_rows(ref.data(), bias.data(), 5, 20);
+  dev.add_rows(got.data(), bias.data(), 5, 20);
+  verdict(ElementwiseOp::AddRows, relative_error(ref, got));
+}
+
 }  // namespace tilellm

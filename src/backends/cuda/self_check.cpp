@@ -90,53 +90,25 @@ void CudaBackend::run_self_check() {
     check_products(w, we);
     weights_.erase(w.data);
   }
-  {
-    const int64_t rows = 3, n = 320;  // more elements than threads; whole blocks of 32 (the Q8 output)
-    const std::vector<float> x = random_floats(size_t(rows * n), rng), w = random_floats(size_t(n), rng);
-    std::vector<float> ref(x.size()), got(x.size());
-    cpu_->rmsnorm(x.data(), w.data(), ref.data(), rows, n, 1e-5f);
-    rmsnorm(x.data(), w.data(), got.data(), rows, n, 1e-5f);
-    verdict(k_rmsnorm_, relative_error(ref, got));
-    const std::vector<float> r = random_floats(size_t(rows * n), rng);
-    std::vector<float> acc_ref = x, acc_got = x;
-    cpu_->add(acc_ref.data(), r.data(), rows * n);
-    cpu_->rmsnorm(acc_ref.data(), w.data(), ref.data(), rows, n, 1e-5f);
-    add_rmsnorm(acc_got.data(), r.data(), w.data(), got.data(), rows, n, 1e-5f);
-    verdict(k_add_rmsnorm_, std::max(relative_error(acc_ref, acc_got), relative_error(ref, got)));
-  }
-  {
-    const int64_t n_tok = 3, heads = 2, hd = 16;
-    const RopeTable table(8, hd, 10000.0f, 1.0f);
-    const int32_t pos[3] = {7, 0, 3};
-    double err = 0.0;
-    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
-      std::vector<float> ref = random_floats(size_t(n_tok * heads * hd), rng), got = ref;
-      cpu_->rope(ref.data(), n_tok, heads, hd, hd, pos, table, mode);
-      rope(got.data(), n_tok, heads, hd, hd, pos, table, mode);
-      err = std::max(err, relative_error(ref, got));
+  // rmsnorm's rows of 320: more elements than threads, whole blocks of 32 (the Q8 output).
+  check_elementwise(*cpu_, *this, 320, true, rng, [&](ElementwiseOp op, double err) {
+    switch (op) {
+      case ElementwiseOp::Rmsnorm:
+        return verdict(k_rmsnorm_, err);
+      case ElementwiseOp::AddRmsnorm:
+        return verdict(k_add_rmsnorm_, err);
+      case ElementwiseOp::Rope:
+        return verdict(k_rope_, err);
+      case ElementwiseOp::GluSilu:
+        return verdict(k_glu_[0], err);
+      case ElementwiseOp::GluGelu:
+        return verdict(k_glu_[1], err);
+      case ElementwiseOp::Add:
+        return verdict(k_add_, err);
+      case ElementwiseOp::AddRows:
+        return verdict(k_add_rows_, err);
     }
-    verdict(k_rope_, err);
-  }
-  {
-    const int64_t n = 100;
-    std::vector<float> g = random_floats(size_t(n), rng), u = random_floats(size_t(n), rng);
-    for (float& v : g) v *= 6.0f;  // both tails of the activations
-    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
-      std::vector<float> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n));
-      cpu_->glu(g.data(), u.data(), ref.data(), n, act);
-      glu(g.data(), u.data(), got.data(), n, act);
-      verdict(k_glu_[act == FfnAct::SiLU ? 0 : 1], relative_error(ref, got));
-    }
-    std::vector<float> ref = g, got = g;
-    cpu_->add(ref.data(), u.data(), n);
-    add(got.data(), u.data(), n);
-    verdict(k_add_, relative_error(ref, got));
-    const std::vector<float> bias = random_floats(20, rng);
-    ref = g, got = g;
-    cpu_->add_rows(ref.data(), bias.data(), 5, 20);
-    add_rows(got.data(), bias.data(), 5, 20);
-    verdict(k_add_rows_, relative_error(ref, got));
-  }
+  });
   // The KV ops on a cache of their own: 1 layer, 150 positions (over two chunks of keys), 2 KV heads of 32.
   {
     const int64_t n_ctx = 150, hd = 32, kv_dim = 2 * hd;
@@ -147,16 +119,6 @@ void CudaBackend::run_self_check() {
     cuda::Buffer cache = rt_.alloc(2 * plane);
     void* kp = cache.get();
     void* vp = cache.as<uint8_t>() + plane;
-    auto value = [elem](const uint8_t* p) {
-      if (elem == 2) {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        return fp16_to_fp32(h);
-      }
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    };
     for (int64_t p0 = 0; p0 < n_ctx; p0 += 3) {
       const int64_t nt = std::min<int64_t>(3, n_ctx - p0);
       const std::vector<float> k = random_floats(size_t(nt * kv_dim), rng),
@@ -173,12 +135,7 @@ void CudaBackend::run_self_check() {
     std::vector<uint8_t> dev(2 * plane);
     rt_.download(cache, 0, dev.data(), dev.size());
     std::vector<float> want, have;
-    for (int kind = 0; kind < 2; ++kind) {
-      for (int64_t i = 0; i < n_ctx * kv_dim; ++i) {
-        want.push_back(value(ref.plane(0, kind) + size_t(i) * elem));
-        have.push_back(value(dev.data() + size_t(kind) * plane + size_t(i) * elem));
-      }
-    }
+    cache_rows(ref, dev.data(), {}, want, have);
     verdict(k_kv_store_, relative_error(want, have));
 
     // RoPE and the KV write in one launch, both modes, rotating 12 of 16 dims (the copied tail too), 4
@@ -208,15 +165,7 @@ void CudaBackend::run_self_check() {
         rt_.download(in_b_, 0, k_got.data(), k_got.size() * sizeof(float));
         rt_.download(cache, 0, dev.data(), dev.size());
         want.clear(), have.clear();
-        for (int kind = 0; kind < 2; ++kind) {
-          for (int32_t p : pos) {
-            for (int64_t i = 0; i < kv_dim; ++i) {
-              const size_t at = size_t(p * kv_dim + i) * elem;
-              want.push_back(value(ref.plane(0, kind) + at));
-              have.push_back(value(dev.data() + size_t(kind) * plane + at));
-            }
-          }
-        }
+        cache_rows(ref, dev.data(), pos, want, have);
         e = std::max(
             {e, relative_error(q_ref, q_got), relative_error(k_ref, k_got), relative_error(want, have)});
       }

@@ -292,49 +292,24 @@ void OpenclBackend::run_self_check() {
     }
     verdict(k_rms_scale_, err);
   }
-  {
-    const int64_t rows = 3, n = 50;
-    const std::vector<float> x = random_floats(size_t(rows * n), rng), w = random_floats(size_t(n), rng);
-    std::vector<float> ref(x.size()), got(x.size());
-    cpu_->rmsnorm(x.data(), w.data(), ref.data(), rows, n, 1e-5f);
-    rmsnorm(x.data(), w.data(), got.data(), rows, n, 1e-5f);
-    verdict(k_rmsnorm_, relative_error(ref, got));
-    // Fused with the residual add: both outputs (the new residual and the norm) against add then rmsnorm.
-    const std::vector<float> r = random_floats(size_t(rows * n), rng);
-    std::vector<float> acc_ref = x, acc_got = x;
-    cpu_->add(acc_ref.data(), r.data(), rows * n);
-    cpu_->rmsnorm(acc_ref.data(), w.data(), ref.data(), rows, n, 1e-5f);
-    add_rmsnorm(acc_got.data(), r.data(), w.data(), got.data(), rows, n, 1e-5f);
-    verdict(k_add_rmsnorm_, std::max(relative_error(acc_ref, acc_got), relative_error(ref, got)));
-  }
-  {
-    const int64_t n_tok = 3, heads = 2, hd = 16;
-    const RopeTable table(8, hd, 10000.0f, 1.0f);
-    const int32_t pos[3] = {7, 0, 3};
-    double err = 0.0;
-    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
-      std::vector<float> ref = random_floats(size_t(n_tok * heads * hd), rng), got = ref;
-      cpu_->rope(ref.data(), n_tok, heads, hd, hd, pos, table, mode);
-      rope(got.data(), n_tok, heads, hd, hd, pos, table, mode);
-      err = std::max(err, relative_error(ref, got));
+  check_elementwise(*cpu_, *this, 50, false, rng, [&](ElementwiseOp op, double err) {
+    switch (op) {
+      case ElementwiseOp::Rmsnorm:
+        return verdict(k_rmsnorm_, err);
+      case ElementwiseOp::AddRmsnorm:
+        return verdict(k_add_rmsnorm_, err);
+      case ElementwiseOp::Rope:
+        return verdict(k_rope_, err);
+      case ElementwiseOp::GluSilu:
+        return verdict(k_glu_silu_, err);
+      case ElementwiseOp::GluGelu:
+        return verdict(k_glu_gelu_, err);
+      case ElementwiseOp::Add:
+        return verdict(k_add_, err);
+      case ElementwiseOp::AddRows:
+        return;  // add_rows runs through add here
     }
-    verdict(k_rope_, err);
-  }
-  {
-    const int64_t n = 100;
-    std::vector<float> g = random_floats(size_t(n), rng), u = random_floats(size_t(n), rng);
-    for (float& v : g) v *= 6.0f;  // both tails of the activations
-    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
-      std::vector<float> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n));
-      cpu_->glu(g.data(), u.data(), ref.data(), n, act);
-      glu(g.data(), u.data(), got.data(), n, act);
-      verdict(act == FfnAct::SiLU ? k_glu_silu_ : k_glu_gelu_, relative_error(ref, got));
-    }
-    std::vector<float> ref = g, got = g;
-    cpu_->add(ref.data(), u.data(), n);
-    add(got.data(), u.data(), n);
-    verdict(k_add_, relative_error(ref, got));
-  }
+  });
 
   // KV ops on a cache of their own: 1 layer, 40 positions, 1 KV head of 16, in the session's cache type.
   {
@@ -356,25 +331,7 @@ void OpenclBackend::run_self_check() {
     std::vector<uint8_t> dev(2 * plane);
     rt_.read(cache, 0, dev.data(), dev.size());
     std::vector<float> want, have;
-    for (int kind = 0; kind < 2; ++kind) {
-      for (int64_t i = 0; i < n_ctx * kv_dim; ++i) {
-        const uint8_t* r = ref.plane(0, kind) + size_t(i) * elem;
-        const uint8_t* d = dev.data() + size_t(kind) * plane + size_t(i) * elem;
-        uint16_t hr, hdv;
-        float fr, fd;
-        if (elem == 2) {
-          std::memcpy(&hr, r, 2);
-          std::memcpy(&hdv, d, 2);
-          fr = fp16_to_fp32(hr);
-          fd = fp16_to_fp32(hdv);
-        } else {
-          std::memcpy(&fr, r, 4);
-          std::memcpy(&fd, d, 4);
-        }
-        want.push_back(fr);
-        have.push_back(fd);
-      }
-    }
+    cache_rows(ref, dev.data(), {}, want, have);
     verdict(k_kv_store_, relative_error(want, have));
 
     // RoPE and the KV write in one launch, both modes, 8 of 16 dims turned (the rest copied): q, k and the
@@ -388,13 +345,6 @@ void OpenclBackend::run_self_check() {
       r.rope_dim = 8;
       r.table = &table;
       const int32_t rpos[2] = {5, 31};
-      auto cache_value = [elem](const uint8_t* p) {
-        uint16_t h = 0;
-        float f = 0.0f;
-        if (elem == 2) return (std::memcpy(&h, p, 2), fp16_to_fp32(h));
-        std::memcpy(&f, p, 4);
-        return f;
-      };
       double err = 0.0;
       for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
         r.mode = mode;
@@ -411,17 +361,7 @@ void OpenclBackend::run_self_check() {
         rt_.read(in_b_, 0, k.data(), k.size() * sizeof(float));
         rt_.read(cache, 0, dev.data(), dev.size());
         std::vector<float> rows_ref, rows_dev;
-        for (int kind = 0; kind < 2; ++kind) {
-          for (int32_t p : rpos) {
-            for (int64_t i = 0; i < kv_dim; ++i) {
-              const size_t at = size_t(p * kv_dim + i) * elem;
-              const uint8_t* a = ref.plane(0, kind) + at;
-              const uint8_t* b = dev.data() + size_t(kind) * plane + at;
-              rows_ref.push_back(cache_value(a));
-              rows_dev.push_back(cache_value(b));
-            }
-          }
-        }
+        cache_rows(ref, dev.data(), rpos, rows_ref, rows_dev);
         err = std::max(
             {err, relative_error(q_ref, q), relative_error(k_ref, k), relative_error(rows_ref, rows_dev)});
       }
@@ -459,13 +399,7 @@ void OpenclBackend::run_self_check() {
         rt_.read(cache, 0, dev.data(), dev.size());
         ++epoch_;
         std::vector<float> rows_ref, rows_dev;
-        for (int kind = 0; kind < 2; ++kind) {
-          for (int64_t i = 0; i < kv_dim; ++i) {
-            const size_t at = size_t(p9 * kv_dim + i) * elem;
-            rows_ref.push_back(cache_value(ref.plane(0, kind) + at));
-            rows_dev.push_back(cache_value(dev.data() + size_t(kind) * plane + at));
-          }
-        }
+        cache_rows(ref, dev.data(), {&p9, 1}, rows_ref, rows_dev);
         err = std::max({err, relative_error(q, q_got), relative_error(k, k_got), relative_error(v, v_got),
                         relative_error(rows_ref, rows_dev)});
       }

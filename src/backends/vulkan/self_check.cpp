@@ -295,50 +295,27 @@ void VulkanBackend::run_self_check() {
   std::mt19937 rng(0x5e1fc4ecu);
   check_formats(rng, false);
   if (p_matmul_img_[0].pipeline) check_formats(rng, true);  // --gpu-memory image
-  {
-    const int64_t rows = 3, n = 300;  // more elements than invocations
-    const std::vector<float> x = random_floats(size_t(rows * n), rng), w = random_floats(size_t(n), rng);
-    std::vector<float> ref(x.size()), got(x.size());
-    cpu_->rmsnorm(x.data(), w.data(), ref.data(), rows, n, 1e-5f);
-    rmsnorm(x.data(), w.data(), got.data(), rows, n, 1e-5f);
-    verdict(p_rmsnorm_, relative_error(ref, got));
-    const std::vector<float> r = random_floats(size_t(rows * n), rng);
-    std::vector<float> acc_ref = x, acc_got = x;
-    cpu_->add(acc_ref.data(), r.data(), rows * n);
-    cpu_->rmsnorm(acc_ref.data(), w.data(), ref.data(), rows, n, 1e-5f);
-    add_rmsnorm(acc_got.data(), r.data(), w.data(), got.data(), rows, n, 1e-5f);
-    verdict(p_add_rmsnorm_, std::max(relative_error(acc_ref, acc_got), relative_error(ref, got)));
-  }
+  // rmsnorm's rows of 300: more elements than invocations.
+  check_elementwise(*cpu_, *this, 300, false, rng, [&](ElementwiseOp op, double err) {
+    switch (op) {
+      case ElementwiseOp::Rmsnorm:
+        return verdict(p_rmsnorm_, err);
+      case ElementwiseOp::AddRmsnorm:
+        return verdict(p_add_rmsnorm_, err);
+      case ElementwiseOp::Rope:
+        return verdict(p_rope_, err);
+      case ElementwiseOp::GluSilu:
+        return verdict(p_glu_silu_, err);
+      case ElementwiseOp::GluGelu:
+        return verdict(p_glu_gelu_, err);
+      case ElementwiseOp::Add:
+        return verdict(p_add_, err);
+      case ElementwiseOp::AddRows:
+        return;  // add_rows runs the add shader
+    }
+  });
   if (p_rmsnorm_q8_.pipeline) check_fused_rounding(rng);
   if (q8x_.get()) check_fused_glu(rng);
-  {
-    const int64_t n_tok = 3, heads = 2, hd = 16;
-    const RopeTable table(8, hd, 10000.0f, 1.0f);
-    const int32_t pos[3] = {7, 0, 3};
-    double err = 0.0;
-    for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
-      std::vector<float> ref = random_floats(size_t(n_tok * heads * hd), rng), got = ref;
-      cpu_->rope(ref.data(), n_tok, heads, hd, hd, pos, table, mode);
-      rope(got.data(), n_tok, heads, hd, hd, pos, table, mode);
-      err = std::max(err, relative_error(ref, got));
-    }
-    verdict(p_rope_, err);
-  }
-  {
-    const int64_t n = 100;
-    std::vector<float> g = random_floats(size_t(n), rng), u = random_floats(size_t(n), rng);
-    for (float& v : g) v *= 6.0f;  // both tails of the activations
-    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
-      std::vector<float> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n));
-      cpu_->glu(g.data(), u.data(), ref.data(), n, act);
-      glu(g.data(), u.data(), got.data(), n, act);
-      verdict(act == FfnAct::SiLU ? p_glu_silu_ : p_glu_gelu_, relative_error(ref, got));
-    }
-    std::vector<float> ref = g, got = g;
-    cpu_->add(ref.data(), u.data(), n);
-    add(got.data(), u.data(), n);
-    verdict(p_add_, relative_error(ref, got));
-  }
   // The KV ops on a cache of their own: 1 layer, positions over two chunks of the one-token attention (and
   // three of the prompts'), 2 KV heads of 16.
   {
@@ -369,23 +346,8 @@ void VulkanBackend::run_self_check() {
     }
     std::vector<uint8_t> dev(2 * plane);
     kv_download(cache, kv_dim, 0, dev.data(), dev.size());
-    auto value = [elem](const uint8_t* p) {
-      if (elem == 2) {
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        return fp16_to_fp32(h);
-      }
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    };
     std::vector<float> want, have;
-    for (int kind = 0; kind < 2; ++kind) {
-      for (int64_t i = 0; i < n_ctx * kv_dim; ++i) {
-        want.push_back(value(ref.plane(0, kind) + size_t(i) * elem));
-        have.push_back(value(dev.data() + size_t(kind) * plane + size_t(i) * elem));
-      }
-    }
+    cache_rows(ref, dev.data(), {}, want, have);
     verdict(p_kv_store_, relative_error(want, have));
 
     // RoPE and the KV write in one dispatch, both modes, rotating 12 of 16 dims (6 pairs: the Neox quads and
@@ -416,15 +378,7 @@ void VulkanBackend::run_self_check() {
         rt_.download(in_b_, 0, k_got.data(), k_got.size() * sizeof(float));
         kv_download(cache, kv_dim, 0, dev.data(), dev.size());
         want.clear(), have.clear();
-        for (int kind = 0; kind < 2; ++kind) {
-          for (int32_t p : pos) {
-            for (int64_t i = 0; i < kv_dim; ++i) {
-              const size_t at = size_t(p * kv_dim + i) * elem;
-              want.push_back(value(ref.plane(0, kind) + at));
-              have.push_back(value(dev.data() + size_t(kind) * plane + at));
-            }
-          }
-        }
+        cache_rows(ref, dev.data(), pos, want, have);
         e = std::max(
             {e, relative_error(q_ref, q_got), relative_error(k_ref, k_got), relative_error(want, have)});
       }
