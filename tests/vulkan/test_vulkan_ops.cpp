@@ -270,6 +270,59 @@ TEST_P(VulkanOps, matvec_shapes) {
   }
 }
 
+// The device's rounding of a product's input (q8.glsl: d = max|x| / 127 and 1 / d as IEEE division gives
+// them, q = round(x / d) half away from zero) equals the host's bit for bit, near-ties included: inputs of
+// whole blocks whose values sit within a few ulps of x / d = k + 0.5, read back through a Q8_0 matrix that
+// picks one input a row (row r: code 1 at column r, scale 1), so each output is exactly that input's d * q.
+TEST_P(VulkanOps, matvec_q8_rounds_every_input_as_the_host_does) {
+  VulkanBackendOptions o = options();
+  {
+    VulkanBackend probe(o);
+    if (!probe.caps().integer_dot) GTEST_SKIP() << "no integer dot products under " << GetParam();
+  }
+  VulkanBackend vk(o);
+  const int64_t n = 32 * 16;  // 16 blocks
+  OwnedWeight pick = make_weight(GgmlType::Q8_0, n, n, 900);
+  const size_t block = type_traits(GgmlType::Q8_0).type_size;
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t b = 0; b < n / 32; ++b) {
+      uint8_t* q = pick.bytes.data() + size_t(r) * pick.w.row_bytes + size_t(b) * block;
+      test::put_half(q, 1.0f);
+      std::memset(q + 2, 0, 32);
+      if (b == r / 32) q[2 + r % 32] = 1;
+    }
+  }
+  vk.upload_weight(pick.w);
+  std::mt19937 rng(901);
+  std::uniform_real_distribution<float> amax_of(0.05f, 40.0f);
+  std::uniform_int_distribution<int> code(-126, 125), nudge(-3, 3);
+  for (int round = 0; round < 48; ++round) {
+    std::vector<float> x(static_cast<size_t>(n)), xr(x.size()), got(x.size());
+    for (int64_t b = 0; b < n / 32; ++b) {
+      const float amax = amax_of(rng), d = amax / 127.0f;
+      for (int j = 0; j < 32; ++j) {
+        float v = amax;
+        if (j > 0) {
+          // (k + 0.5) d, moved by a few ulps either way: the device's 1 / d one ulp off would round it
+          // to the other side.
+          v = (float(code(rng)) + 0.5f) * d;
+          for (int u = nudge(rng); u != 0; u += u > 0 ? -1 : 1) v = std::nextafter(v, u > 0 ? amax : -amax);
+          if (std::abs(v) >= amax) v = std::nextafter(amax, 0.0f) * (v < 0 ? -1.0f : 1.0f);
+        }
+        x[size_t(32 * b + (j * 7) % 32)] = j % 2 ? -v : v;  // the largest anywhere in the block, signs mixed
+      }
+    }
+    vk.rounded_matmul_input(pick.w, x.data(), 1, xr.data());
+    ASSERT_NE(x, xr) << "the integer path was not taken";
+    vk.matmul(pick.w, x.data(), 1, got.data());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[size_t(i)], xr[size_t(i)])
+          << "input " << i << " = " << x[size_t(i)] << " (round " << round << "): the device rounded it to "
+          << got[size_t(i)] << ", the host to " << xr[size_t(i)];
+    }
+  }
+}
+
 // The integer decode matvec (shaders/matvec_q8.comp, --activations q8) where the device has integer dot
 // products: every block format at input lengths of one block, of fewer blocks than a work-group's
 // invocations, and of several rounds of them (160 blocks: 128 invocations take two), 37 rows (a partial

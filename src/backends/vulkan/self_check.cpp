@@ -206,8 +206,9 @@ double VulkanBackend::rounding_error(const std::vector<float>& out) {
       host_d = amax / 127.0f;
     }
     // A code one step off the host's where the host's x * (1 / d) lies within 1e-4 of a rounding midpoint
-    // is a near-tie, not a fault: the shaders correct d and 1 / d to IEEE rounding (q8.glsl), yet on
-    // lavapipe they still miss by an ulp now and then, which moves such a value to the other side.
+    // is a near-tie, not a fault: q8.glsl forms d and 1 / d exactly as IEEE division does from additions
+    // and multiplications (which Vulkan rounds correctly), but a driver that rounds them otherwise would
+    // move such a value to the other side, and the products would be no less right for it.
     const float scaled = std::fabs(out[size_t(j)] * (host_d != 0.0f ? 1.0f / host_d : 0.0f));
     if (std::fabs(scaled - std::trunc(scaled) - 0.5f) < 1e-4f &&
         std::fabs(want[size_t(j)] - seen[size_t(j)]) <= 1.5f * host_d)

@@ -6,19 +6,56 @@
 // word, lowest byte first), then [n / 32] floats d, then [n / 32] pairs (s of elements 0..15, of 16..31).
 // The including shader declares `q8w` (uint) and `q8f` (float) over the same buffer.
 
-// x / 127 and 1 / x correctly rounded (the host's and CUDA's IEEE division; a Vulkan division may be off
-// by 2.5 ulp): an estimate and one fused correction.
+// x / 127 and 1 / x correctly rounded (the host's and CUDA's IEEE division; a Vulkan division may be off by
+// 2.5 ulp) with additions and multiplications alone, which Vulkan rounds correctly: a driver may round an
+// fma twice (lavapipe does), so a correction through fma is not exact everywhere. Each takes an estimate
+// within a few ulps and, of it and its neighbours, the one whose residual (x - 127 y, 1 - x y) is smallest:
+// the quotient nearest the exact one (neither is ever exactly halfway between two floats).
+float tl_ulp_step(float y, int k) { return uintBitsToFloat(uint(int(floatBitsToUint(y)) + k)); }
+// |x - 127 y| for y within a few ulps of x / 127 (x >= 0), exactly: 128 y is exact, and x - 128 y and then
+// + y subtract values within a factor of two of each other (Sterbenz).
+float tl_residual127(float x, float y) {
+  precise float t = x - 128.0 * y;
+  precise float r = t + y;
+  return abs(r);
+}
 float tl_div127(float x) {
-  precise float e = x * (1.0 / 127.0);
-  precise float r = fma(-e, 127.0, x);
-  precise float res = fma(r, 1.0 / 127.0, e);
-  return res;
+  precise float q = x * (1.0 / 127.0);
+  float best = q, best_r = tl_residual127(x, q);
+  for (int k = -1; k <= 1; k += 2) {
+    const float y = tl_ulp_step(q, k), r = tl_residual127(x, y);
+    if (r < best_r) best = y, best_r = r;
+  }
+  return best;
+}
+// a * b = p + e exactly (Dekker's product: a and b split into halves of 12 bits, whose products are exact).
+void tl_split(float a, out float hi, out float lo) {
+  precise float t = 4097.0 * a;
+  precise float h = t - (t - a);
+  hi = h;
+  lo = a - h;
+}
+// |1 - x y| for y within a few ulps of 1 / x: 1 - p is exact (Sterbenz); subtracting e rounds once, which
+// cannot reorder two candidates (their residuals differ by more than that rounding moves either).
+float tl_residual_recip(float x, float xh, float xl, float y) {
+  float yh, yl;
+  tl_split(y, yh, yl);
+  precise float p = x * y;
+  precise float e = ((xh * yh - p) + xh * yl + xl * yh) + xl * yl;
+  precise float r = (1.0 - p) - e;
+  return abs(r);
 }
 float tl_reciprocal(float x) {
-  precise float r = 1.0 / x;
-  precise float e = fma(-x, r, 1.0);
-  precise float res = fma(r, e, r);
-  return res;
+  float xh, xl;
+  tl_split(x, xh, xl);
+  const float r0 = 1.0 / x;
+  float best = r0, best_r = tl_residual_recip(x, xh, xl, r0);
+  for (int k = -3; k <= 3; ++k) {
+    if (k == 0) continue;
+    const float y = tl_ulp_step(r0, k), r = tl_residual_recip(x, xh, xl, y);
+    if (r < best_r) best = y, best_r = r;
+  }
+  return best;
 }
 // round(v) half away from zero (C's roundf; GLSL's round may take either way at .5).
 int tl_round_away(float v) {
