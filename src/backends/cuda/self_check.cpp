@@ -8,13 +8,11 @@
 // broken one is off by a sizeable fraction, and a NaN always fails).
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <random>
 
 #include "backends/check_cases.h"
 #include "backends/cuda/cuda_backend.h"
 #include "base/error.h"
-#include "base/fp16.h"
 #include "format/asym_quant.h"
 #include "format/quants.h"
 

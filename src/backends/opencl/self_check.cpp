@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <utility>
@@ -19,7 +18,6 @@
 #include "backends/opencl/image_weight.h"
 #include "backends/opencl/opencl_backend.h"
 #include "base/error.h"
-#include "base/fp16.h"
 #include "format/asym_quant.h"
 #include "format/quants.h"
 

@@ -17,7 +17,6 @@
 #include "backends/q8_round.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "base/error.h"
-#include "base/fp16.h"
 #include "format/asym_quant.h"
 #include "format/quants.h"
 
