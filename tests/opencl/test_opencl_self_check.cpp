@@ -46,14 +46,14 @@ __kernel void add_rmsnorm(__global float* acc, __global const float* x, __global
 // Q4_0 matmul that reads only the low nibbles (a plausible unpacking bug): the matmul kernel as the backend
 // builds it (the tiled GEMM, or the row kernel where no tile fits), over a broken block reader.
 constexpr const char* kBrokenMatmulQ4_0 = R"(
-void broken_block_q4_0(__global const uchar* row, int b, int nb, float* w) {
-  const float d = vload_half(b, (__global const half*)(row + 16 * nb));
-  for (int j = 0; j < 16; ++j) {
-    w[j] = d * (float)((row[16 * b + j] & 15) - 8);
-    w[j + 16] = 0.0f;
-  }
+void tl_fetch_broken_q4_0(__global const uchar* row, int b, int n_in, tl_raw32* r) {
+  tl_fetch_q4_0(row, b, n_in, r);
 }
-TL_MATMUL_BLOCK32(matmul_q4_0, broken_block_q4_0)
+void tl_decode_broken_q4_0(const tl_raw32* r, float* w) {
+  tl_decode_q4_0(r, w);
+  for (int j = 16; j < 32; ++j) w[j] = 0.0f;
+}
+TL_MATMUL_BLOCK32(matmul_q4_0, broken_q4_0)
 )";
 
 // SiLU·mul that forgets the SiLU: out = gate * up.

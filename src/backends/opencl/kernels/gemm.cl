@@ -3,11 +3,10 @@
 // W: [n_out][row_bytes] in a device row format (quants.cl); x: [n_tok][n_in] floats; y: [n_tok][n_out]
 // floats.
 //
-// A format instantiates it with TL_MATMUL_BLOCK32(NAME, READ_BLOCK), READ_BLOCK being
-//   void READ_BLOCK(__global const uchar* row, int b, int nb, float* w)
-// which writes the 32 exact weights of block b of a row of nb blocks (the values the CPU forms). The float
-// formats (F32, F16) use TL_GEMM_KERNEL directly, adding an element reader for the last, partial block of a
-// row whose length is not a multiple of 32.
+// A format FMT instantiates it with TL_MATMUL_BLOCK32(NAME, FMT) (the float formats F32 and F16 with
+// TL_GEMM_KERNEL(NAME, FMT)): tl_fetch_FMT reads a block of 32 weights' bytes from a row and tl_decode_FMT
+// forms its exact weights (the values the CPU forms; quants.cl, whose float fetchers also read the last,
+// partial block of a row whose length is not a multiple of 32).
 //
 // The generated header sets TL_GEMM (1: this kernel; 0: the device's local memory or work-group size cannot
 // hold the smallest tile, and TL_MATMUL_BLOCK32 is the row kernel of quants.cl) and the tile shape, chosen by
@@ -20,17 +19,19 @@
 //
 // The K loop walks the 32-weight blocks. Per block the group
 //  1. stores the block of each of its TR rows, decoded by the row's item (one item per row, with the
-//     format's reader), into wl[32][TR], and the 32 inputs of each of its TT tokens into xl[32][TT] (local
+//     format's decoder), into wl[32][TR], and the 32 inputs of each of its TT tokens into xl[32][TT] (local
 //     memory, both k-major, so that a work-item's 4 adjacent rows or tokens at one k are one aligned float4);
 //  2. after a barrier, every item accumulates its RM x TM outputs over the 32 k from local memory: per k,
 //     RM / 4 + TM / 4 float4 loads for RM * TM multiply-adds;
 //  3. waits at a second barrier before the tiles are overwritten.
 // With two stages the tiles are held twice: block b + 1 goes into the other copy right after block b's
 // products, so a block costs one barrier instead of two (the local memory twice).
-// The next block's weights and inputs are read into registers (the reads of step 1) either before step 2
-// (TL_GEMM_AHEAD 1: their loads in flight while the group computes) or after step 3. The host reads ahead
+// The next block's bytes and inputs are read into registers (the reads of step 1) either before step 2
+// (TL_GEMM_AHEAD 1: their loads in flight while the group computes) or after step 3; the weights are formed
+// from the bytes only in step 1, so no item waits for a load before its products. The host reads ahead
 // on tiles of 128 rows, where it measured faster on an NVIDIA H200 (7B Q4_0 pp512 1589 -> 1648 t/s on
-// 128 x 64 over 256 items; 1784 on 128 x 64 over 128 items), and not on smaller ones (64 x 64: 1258 -> 1054).
+// 128 x 64 over 256 items; 1784 on 128 x 64 over 128 items), and not on smaller ones (64 x 64: 1258 -> 1054),
+// all measured while the weights were still formed right after their loads (not yet timed since).
 // Ownership is interleaved by float4: item (lr, lt) holds rows 4 (lr + WR i) + c (i < RM / 4, c < 4) and
 // tokens 4 (lt + WT j) + c (j < TM / 4). So the WR items of a row of the group read WR consecutive float4 of
 // wl (no bank conflicts) and write consecutive float4 of y (coalesced); the items that share lr read the same
@@ -96,15 +97,6 @@ void tl_gemm_put_x(__local float* xl, const float4 xr[TL_GEMM_XF], int lid) {
   }
 }
 
-// A block into one stage of the tiles: the item's row's 32 weights (own: it decodes one) into wl[32][TR],
-// its fetched inputs into xl[32][TT].
-void tl_gemm_put(__local float4* stage, const float* wb, const float4 xr[TL_GEMM_XF], int lid, bool own) {
-  __local float* wl = (__local float*)stage;
-  if (own)
-    for (int j = 0; j < 32; ++j) wl[j * TL_GEMM_TR + lid] = wb[j];
-  tl_gemm_put_x(wl + 32 * TL_GEMM_TR, xr, lid);
-}
-
 // acc[j][i] (component c) += sum over the 32 k of the tile of w[row 4 (lr + WR i) + c][k] * x[token of j][k],
 // token of j: 4 (lt + WT (j / 4)) + j % 4.
 void tl_gemm_accumulate(__local const float4* wl, __local const float4* xl,
@@ -145,26 +137,10 @@ void tl_gemm_store(__global float* y, int n_out, int n_tok, int r0, int t0,
   }
 }
 
-// The block formats have no partial block (n_in is a multiple of 32): their element reader is never called.
-float tl_gemm_no_tail(__global const uchar* row, int i, int n) { return 0.0f; }
-
-// Block BB of the item's row into wb, where the item owns a row (rows past n_out read the last row): the
-// format's reader, or the element reader for a float row's partial last block (zeros past n_in).
-#define TL_GEMM_READ(READ_BLOCK, READ_AT, BB)                                          \
-  if (own) {                                                                           \
-    if ((BB) < nb) {                                                                   \
-      READ_BLOCK(row, (BB), nb, wb);                                                   \
-    } else {                                                                           \
-      for (int j = 0; j < 32; ++j)                                                     \
-        wb[j] = 32 * (BB) + j < n_in ? READ_AT(row, 32 * (BB) + j, n_in) : 0.0f;       \
-    }                                                                                  \
-  }
-
-// One kernel NAME over the format's block reader (and element reader, for the partial last block of a float
-// row). One group per (TR rows, TT tokens) tile and K slice: global size (ceil(n_out / TR) WR, ceil(n_tok /
-// TT) WT, n_splits), local size (WR, WT, 1). tiles: __local float4[STAGES][8 (TR + TT)] (per stage wl then
-// xl, [32][TR] and [32][TT] floats).
-#define TL_GEMM_KERNEL(NAME, READ_BLOCK, READ_AT)                                                        \
+// One kernel NAME over the format FMT's block fetcher and decoder. One group per (TR rows, TT tokens) tile
+// and K slice: global size (ceil(n_out / TR) WR, ceil(n_tok / TT) WT, n_splits), local size (WR, WT, 1).
+// tiles: __local float4[STAGES][8 (TR + TT)] (per stage wl then xl, [32][TR] and [32][TT] floats).
+#define TL_GEMM_KERNEL(NAME, FMT)                                                                        \
   __kernel __attribute__((reqd_work_group_size(TL_GEMM_WR, TL_GEMM_WT, 1))) void NAME(                  \
       __global const uchar* w, ulong row_bytes, int n_in, int n_out, int n_tok, __global const float* x, \
       __global float* y, __local float4* tiles, int split_blocks) {                                      \
@@ -175,45 +151,58 @@ float tl_gemm_no_tail(__global const uchar* row, int i, int n) { return 0.0f; }
     float4 acc[TL_GEMM_TM][TL_GEMM_RM / 4];                                                               \
     for (int j = 0; j < TL_GEMM_TM; ++j)                                                                  \
       for (int i = 0; i < TL_GEMM_RM / 4; ++i) acc[j][i] = (float4)(0.0f);                               \
-    const int nb = n_in / 32, nbt = (n_in + 31) / 32;                                                     \
+    const int nbt = (n_in + 31) / 32;                                                                     \
     const int b0 = z * split_blocks, b1 = min(nbt, b0 + split_blocks); /* this slice's blocks */          \
     const bool own = lid < TL_GEMM_TR; /* this item decodes row r0 + lid */                              \
     __global const uchar* row = w + (ulong)min(r0 + min(lid, TL_GEMM_TR - 1), n_out - 1) * row_bytes;    \
-    /* With TL_GEMM_AHEAD (and always with two stages) block b + 1's weights and inputs are read into */  \
+    /* With TL_GEMM_AHEAD (and always with two stages) block b + 1's bytes and inputs are read into */    \
     /* registers before block b's products, their loads in flight while the group computes; else after. */ \
-    float wb[32];                                                                                         \
+    tl_raw32 raw;                                                                                         \
     float4 xr[TL_GEMM_XF];                                                                                \
-    TL_GEMM_READ(READ_BLOCK, READ_AT, b0)                                                                 \
+    if (own) tl_fetch_##FMT(row, b0, n_in, &raw);                                                         \
     tl_gemm_fetch_x(x, n_in, n_tok, t0, 32 * b0, xr, lid);                                                \
     for (int b = b0; b < b1; ++b) {                                                                       \
       __local float4* st = tiles + ((b - b0) % TL_GEMM_STAGES) * TL_GEMM_STAGE_F4;                        \
       if (TL_GEMM_STAGES == 1 || b == b0) {                                                               \
-        tl_gemm_put(st, wb, xr, lid, own);                                                                \
+        TL_GEMM_PUT(FMT, st)                                                                              \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
       }                                                                                                   \
       if ((TL_GEMM_AHEAD || TL_GEMM_STAGES == 2) && b + 1 < b1) {                                         \
-        TL_GEMM_READ(READ_BLOCK, READ_AT, b + 1)                                                          \
+        if (own) tl_fetch_##FMT(row, b + 1, n_in, &raw);                                                  \
         tl_gemm_fetch_x(x, n_in, n_tok, t0, 32 * (b + 1), xr, lid);                                       \
       }                                                                                                   \
       tl_gemm_accumulate(st, st + 8 * TL_GEMM_TR, acc, lr, lt);                                           \
       /* Two stages: block b + 1 into the other one, which every item finished reading before the last */ \
       /* barrier; one barrier a block. */                                                                 \
       if (TL_GEMM_STAGES == 2 && b + 1 < b1)                                                              \
-        tl_gemm_put(tiles + ((b + 1 - b0) % 2) * TL_GEMM_STAGE_F4, wb, xr, lid, own);                    \
+        TL_GEMM_PUT(FMT, tiles + ((b + 1 - b0) % 2) * TL_GEMM_STAGE_F4)                                   \
       barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
       if (TL_GEMM_STAGES == 1 && !TL_GEMM_AHEAD && b + 1 < b1) {                                          \
-        TL_GEMM_READ(READ_BLOCK, READ_AT, b + 1)                                                          \
+        if (own) tl_fetch_##FMT(row, b + 1, n_in, &raw);                                                  \
         tl_gemm_fetch_x(x, n_in, n_tok, t0, 32 * (b + 1), xr, lid);                                       \
       }                                                                                                   \
     }                                                                                                     \
     tl_gemm_store(y, n_out, n_tok, r0, t0, acc, lr, lt);                                                  \
   }
 
-#define TL_MATMUL_BLOCK32(NAME, READ_BLOCK) TL_GEMM_KERNEL(NAME, READ_BLOCK, tl_gemm_no_tail)
+// The read block into one stage of the tiles: the item's row's 32 weights, formed now (own: it decodes
+// one), into wl[32][TR], its fetched inputs into xl[32][TT].
+#define TL_GEMM_PUT(FMT, STAGE)                                        \
+  {                                                                    \
+    __local float* wl_ = (__local float*)(STAGE);                      \
+    if (own) {                                                         \
+      float wb_[32];                                                   \
+      tl_decode_##FMT(&raw, wb_);                                      \
+      for (int j = 0; j < 32; ++j) wl_[j * TL_GEMM_TR + lid] = wb_[j]; \
+    }                                                                  \
+    tl_gemm_put_x(wl_ + 32 * TL_GEMM_TR, xr, lid);                     \
+  }
+
+#define TL_MATMUL_BLOCK32(NAME, FMT) TL_GEMM_KERNEL(NAME, FMT)
 
 #else
 
 // No tile fits the device: the row kernel of quants.cl (one group per output row and TL_MM_TILE tokens).
-#define TL_MATMUL_BLOCK32(NAME, READ_BLOCK) TL_MATMUL_ROWS_BLOCK32(NAME, READ_BLOCK)
+#define TL_MATMUL_BLOCK32(NAME, FMT) TL_MATMUL_ROWS_BLOCK32(NAME, FMT)
 
 #endif

@@ -4,7 +4,7 @@
 // whose length is not a multiple of 32 element by element). Where no tile fits the device (TL_GEMM 0), the
 // row kernel below.
 #if TL_GEMM
-TL_GEMM_KERNEL(matmul_f16, tl_block_f16, tl_f16_at)
+TL_GEMM_KERNEL(matmul_f16, f16)
 #else
 // One work-group per (output row r, tile of up to TL_MM_TILE tokens): item i reads elements i, i + L, ... of
 // the row once (L = the local size, a power of two) and multiplies each with every token of the tile; the

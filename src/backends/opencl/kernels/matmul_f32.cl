@@ -6,7 +6,7 @@
 // whose length is not a multiple of 32 element by element). Where no tile fits the device (TL_GEMM 0), the
 // row kernel below.
 #if TL_GEMM
-TL_GEMM_KERNEL(matmul_f32, tl_block_f32, tl_f32_at)
+TL_GEMM_KERNEL(matmul_f32, f32)
 #else
 // One work-group per (output row r, tile of up to TL_MM_TILE tokens): item i reads elements i, i + L, ... of
 // the row once (L = the local size, a power of two) and multiplies each with every token of the tile; the

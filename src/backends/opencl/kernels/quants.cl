@@ -63,13 +63,64 @@ float tl_f32_at(__global const uchar* row, int i, int n) { return ((__global con
 // Elements 4c .. 4c+3 of a float row.
 float4 tl_f16_at4(__global const uchar* row, int c) { return vload_half4(c, (__global const half*)row); }
 float4 tl_f32_at4(__global const uchar* row, int c) { return vload4(c, (__global const float*)row); }
-// Elements 32b .. 32b+31 of a float row (the tiled GEMM's block reader for F16 and F32; nb unused).
-void tl_block_f16(__global const uchar* row, int b, int nb, float* w) {
-  for (int c = 0; c < 8; ++c) vstore4(vload_half4(8 * b + c, (__global const half*)row), c, w);
+// A 32-weight block as read from its row, before any weight is formed (the tiled GEMM reads the next block
+// into one of these while it multiplies the current one, and forms the weights after: gemm.cl): the code
+// bytes (one or two uint4; the float formats: the 32 values' bits in eight) and the parameters' bits (a half
+// d, a pair of halves (d, m), float pairs: per format below). Only the fields a format uses are live.
+typedef struct {
+  uint4 c[8];
+  uint4 p;
+} tl_raw32;
+
+// A half held as its 16 bits (the low ones of h) as a float: converted where the weights are formed, so that
+// reading a block does not wait for its load.
+float tl_half_bits(uint h) {
+  const ushort s = (ushort)h;
+  return vload_half(0, (const half*)&s);
 }
-void tl_block_f32(__global const uchar* row, int b, int nb, float* w) {
-  for (int c = 0; c < 8; ++c) vstore4(vload4(8 * b + c, (__global const float*)row), c, w);
+
+// The block formats, per format FMT: tl_fetch_FMT(row, b, n_in, r) reads block b of a row of n_in / 32 blocks
+// into r; tl_decode_FMT(r, w) writes its 32 exact weights to w. TL_BLOCK32 does both.
+#define TL_BLOCK32(FMT, ROW, B, N_IN, W) \
+  {                                      \
+    tl_raw32 r_;                         \
+    tl_fetch_##FMT(ROW, B, N_IN, &r_);   \
+    tl_decode_##FMT(&r_, W);             \
+  }
+
+// The float formats read elements 32b .. 32b+31 (the last, partial block of a row whose length is not a
+// multiple of 32: element by element, zeros past n_in) as floats at once.
+void tl_fetch_f16(__global const uchar* row, int b, int n_in, tl_raw32* r) {
+  if (32 * b + 32 <= n_in) {
+    for (int c = 0; c < 8; ++c) r->c[c] = as_uint4(vload_half4(8 * b + c, (__global const half*)row));
+  } else {
+    for (int c = 0; c < 8; ++c) {
+      const int i = 32 * b + 4 * c;
+      r->c[c] = as_uint4((float4)(i < n_in ? tl_f16_at(row, i, n_in) : 0.0f,
+                                  i + 1 < n_in ? tl_f16_at(row, i + 1, n_in) : 0.0f,
+                                  i + 2 < n_in ? tl_f16_at(row, i + 2, n_in) : 0.0f,
+                                  i + 3 < n_in ? tl_f16_at(row, i + 3, n_in) : 0.0f));
+    }
+  }
 }
+void tl_fetch_f32(__global const uchar* row, int b, int n_in, tl_raw32* r) {
+  if (32 * b + 32 <= n_in) {
+    for (int c = 0; c < 8; ++c) r->c[c] = as_uint4(vload4(8 * b + c, (__global const float*)row));
+  } else {
+    for (int c = 0; c < 8; ++c) {
+      const int i = 32 * b + 4 * c;
+      r->c[c] = as_uint4((float4)(i < n_in ? tl_f32_at(row, i, n_in) : 0.0f,
+                                  i + 1 < n_in ? tl_f32_at(row, i + 1, n_in) : 0.0f,
+                                  i + 2 < n_in ? tl_f32_at(row, i + 2, n_in) : 0.0f,
+                                  i + 3 < n_in ? tl_f32_at(row, i + 3, n_in) : 0.0f));
+    }
+  }
+}
+void tl_decode_floats(const tl_raw32* r, float* w) {
+  for (int c = 0; c < 8; ++c) vstore4(as_float4(r->c[c]), c, w);
+}
+void tl_decode_f16(const tl_raw32* r, float* w) { tl_decode_floats(r, w); }
+void tl_decode_f32(const tl_raw32* r, float* w) { tl_decode_floats(r, w); }
 
 float tl_q4_0_at(__global const uchar* row, int i, int n) {
   const int b = i / 32, j = i % 32;
@@ -101,63 +152,75 @@ float tl_kq8_at(__global const uchar* row, int i, int n) {
   return p.x * (float)((__global const char*)row)[i] + p.y;
 }
 
-// The 32 exact weights of block b of a row of nb blocks, for the matmuls (each block is decoded once per tile
-// of tokens). The codes are one aligned 16-byte load per 16 bytes (the split rows put block b's codes at a
-// multiple of 16 bytes), not one load per byte.
-void tl_block_q4_0(__global const uchar* row, int b, int nb, float* w) {
-  const float d = vload_half(b, (__global const half*)(row + 16 * nb));
-  const uint4 c = ((__global const uint4*)row)[b];
-  vstore16(d * tl_lo16(c, 8.0f), 0, w);
-  vstore16(d * tl_hi16(c, 8.0f), 1, w);
+// The block formats' codes are one aligned 16-byte load per 16 bytes (the split rows put block b's codes at
+// a multiple of 16 bytes), not one load per byte; the parameters one load of their bits.
+void tl_fetch_q4_0(__global const uchar* row, int b, int n_in, tl_raw32* r) {
+  r->c[0] = ((__global const uint4*)row)[b];
+  r->p.x = ((__global const ushort*)(row + 16 * (n_in / 32)))[b];  // half d
+}
+void tl_decode_q4_0(const tl_raw32* r, float* w) {
+  const float d = tl_half_bits(r->p.x);
+  vstore16(d * tl_lo16(r->c[0], 8.0f), 0, w);
+  vstore16(d * tl_hi16(r->c[0], 8.0f), 1, w);
 }
 
-void tl_block_q4_1(__global const uchar* row, int b, int nb, float* w) {
-  __global const half* p = (__global const half*)(row + 16 * nb);
-  const float d = vload_half(2 * b, p), m = vload_half(2 * b + 1, p);
-  const uint4 c = ((__global const uint4*)row)[b];
-  vstore16(d * tl_lo16(c, 0.0f) + m, 0, w);
-  vstore16(d * tl_hi16(c, 0.0f) + m, 1, w);
+void tl_fetch_q4_1(__global const uchar* row, int b, int n_in, tl_raw32* r) {
+  r->c[0] = ((__global const uint4*)row)[b];
+  r->p.x = ((__global const uint*)(row + 16 * (n_in / 32)))[b];  // halves d (low), m (high)
+}
+void tl_decode_q4_1(const tl_raw32* r, float* w) {
+  const float d = tl_half_bits(r->p.x), m = tl_half_bits(r->p.x >> 16);
+  vstore16(d * tl_lo16(r->c[0], 0.0f) + m, 0, w);
+  vstore16(d * tl_hi16(r->c[0], 0.0f) + m, 1, w);
 }
 
-void tl_block_q8_0(__global const uchar* row, int b, int nb, float* w) {
-  const float d = vload_half(b, (__global const half*)(row + 32 * nb));
-  __global const uint4* c = (__global const uint4*)row + 2 * b;
-  for (int h = 0; h < 2; ++h) {
-    const uint4 v = c[h];
-    vstore16(d * tl_sbytes16(v), h, w);
-  }
+void tl_fetch_q8_0(__global const uchar* row, int b, int n_in, tl_raw32* r) {
+  r->c[0] = ((__global const uint4*)row)[2 * b];
+  r->c[1] = ((__global const uint4*)row)[2 * b + 1];
+  r->p.x = ((__global const ushort*)(row + 32 * (n_in / 32)))[b];  // half d
+}
+void tl_decode_q8_0(const tl_raw32* r, float* w) {
+  const float d = tl_half_bits(r->p.x);
+  vstore16(d * tl_sbytes16(r->c[0]), 0, w);
+  vstore16(d * tl_sbytes16(r->c[1]), 1, w);
 }
 
-void tl_block_int4b64(__global const uchar* row, int b, int nb, float* w) {
-  __global const half* p = (__global const half*)(row + 16 * nb);
-  const float d = vload_half(2 * (b / 2), p), m = vload_half(2 * (b / 2) + 1, p);
-  const uint4 c = ((__global const uint4*)row)[b];
-  vstore16(d * tl_lo16(c, 0.0f) + m, 0, w);
-  vstore16(d * tl_hi16(c, 0.0f) + m, 1, w);
+void tl_fetch_int4b64(__global const uchar* row, int b, int n_in, tl_raw32* r) {
+  r->c[0] = ((__global const uint4*)row)[b];
+  r->p.x = ((__global const uint*)(row + 16 * (n_in / 32)))[b / 2];  // halves d, m of the 64-group
+}
+void tl_decode_int4b64(const tl_raw32* r, float* w) { tl_decode_q4_1(r, w); }
+
+void tl_fetch_int8b0(__global const uchar* row, int b, int n_in, tl_raw32* r) {
+  r->c[0] = ((__global const uint4*)row)[2 * b];
+  r->c[1] = ((__global const uint4*)row)[2 * b + 1];
+  r->p.x = ((__global const uint*)(row + 32 * (n_in / 32)))[0];  // halves d, m of the row
+}
+void tl_decode_int8b0(const tl_raw32* r, float* w) {
+  const float d = tl_half_bits(r->p.x), m = tl_half_bits(r->p.x >> 16);
+  vstore16(d * tl_bytes16(r->c[0], 0.0f) + m, 0, w);
+  vstore16(d * tl_bytes16(r->c[1], 0.0f) + m, 1, w);
 }
 
-void tl_block_int8b0(__global const uchar* row, int b, int nb, float* w) {
-  __global const half* p = (__global const half*)(row + 32 * nb);
-  const float d = vload_half(0, p), m = vload_half(1, p);
-  __global const uint4* c = (__global const uint4*)row + 2 * b;
-  for (int h = 0; h < 2; ++h) {
-    const uint4 v = c[h];
-    vstore16(d * tl_bytes16(v, 0.0f) + m, h, w);
-  }
+void tl_fetch_kq4(__global const uchar* row, int b, int n_in, tl_raw32* r) {
+  r->c[0] = ((__global const uint4*)row)[b];
+  r->p.xy = ((__global const uint2*)(row + 16 * (n_in / 32)))[b];  // floats scale, offset
+}
+void tl_decode_kq4(const tl_raw32* r, float* w) {
+  const float2 p = as_float2(r->p.xy);
+  vstore16(p.x * tl_lo16(r->c[0], 0.0f) + p.y, 0, w);
+  vstore16(p.x * tl_hi16(r->c[0], 0.0f) + p.y, 1, w);
 }
 
-void tl_block_kq4(__global const uchar* row, int b, int nb, float* w) {
-  const float2 p = ((__global const float2*)(row + 16 * nb))[b];
-  const uint4 c = ((__global const uint4*)row)[b];
-  vstore16(p.x * tl_lo16(c, 0.0f) + p.y, 0, w);
-  vstore16(p.x * tl_hi16(c, 0.0f) + p.y, 1, w);
+void tl_fetch_kq8(__global const uchar* row, int b, int n_in, tl_raw32* r) {
+  r->c[0] = ((__global const uint4*)row)[2 * b];
+  r->c[1] = ((__global const uint4*)row)[2 * b + 1];
+  r->p = ((__global const uint4*)(row + n_in))[b];  // (scale, offset) of both 16-groups, floats
 }
-
-void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
-  const float4 p = ((__global const float4*)(row + 32 * nb))[b];  // (scale, offset) of both 16-groups
-  __global const uint4* c = (__global const uint4*)row + 2 * b;
-  vstore16(p.x * tl_sbytes16(c[0]) + p.y, 0, w);
-  vstore16(p.z * tl_sbytes16(c[1]) + p.w, 1, w);
+void tl_decode_kq8(const tl_raw32* r, float* w) {
+  const float4 p = as_float4(r->p);
+  vstore16(p.x * tl_sbytes16(r->c[0]) + p.y, 0, w);
+  vstore16(p.z * tl_sbytes16(r->c[1]) + p.w, 1, w);
 }
 
 // The row kernel of the matrix product over rows of 32-weight blocks, for devices that cannot hold the tiled
@@ -167,7 +230,7 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
 // ... of the row once into exact weights (L = the local size, a power of two) and dots each with every token
 // of the tile; the group then sums each token's partials (common.cl). The token loop's trip count is the same
 // for the whole group, so its barriers are uniform. scratch: __local float[L].
-#define TL_MATMUL_ROWS_BLOCK32(NAME, READ_BLOCK)                                                        \
+#define TL_MATMUL_ROWS_BLOCK32(NAME, FMT)                                                        \
   __kernel void NAME(__global const uchar* w, ulong row_bytes, int n_in, int n_out, int n_tok,           \
                      __global const float* x, __global float* y, __local float* scratch) {              \
     const int r = get_group_id(0), t0 = get_group_id(1) * TL_MM_TILE;                                     \
@@ -178,7 +241,7 @@ void tl_block_kq8(__global const uchar* row, int b, int nb, float* w) {
     for (int t = 0; t < TL_MM_TILE; ++t) acc[t] = 0.0f;                                                   \
     for (int b = lid; b < n_in / 32; b += ls) {                                                           \
       float wb[32];                                                                                       \
-      READ_BLOCK(row, b, n_in / 32, wb);                                                                  \
+      TL_BLOCK32(FMT, row, b, n_in, wb)                                                                   \
       for (int t = 0; t < nt; ++t) {                                                                      \
         __global const float* xb = x + (ulong)(t0 + t) * n_in + b * 32;                                   \
         float s = 0.0f;                                                                                   \
@@ -444,7 +507,7 @@ void tl_mvb_rope_kv(float4 t, int r0, int n_out, int mi, __global float* y, __gl
 
 // Half-block readers for TL_MATVEC_BLOCK32 (tl_raw_FMT, then tl_w16_FMT): unit u of a row of nb blocks as
 // its codes (w0, w1 the run at e0, w2, w3 the run at e0 + HI) and the (d, m) that make them the exact weights
-// of tl_block_*. Rows are 16-byte aligned and a block's codes start at a multiple of 16 bytes, so the code
+// of TL_BLOCK32. Rows are 16-byte aligned and a block's codes start at a multiple of 16 bytes, so the code
 // loads are aligned: they are typed vector loads (uint2, uint4), as are x's float4 (x is a whole buffer and e0
 // a multiple of 8), because vloadn promises the compiler only element alignment and it may split it into
 // scalar loads.
