@@ -89,33 +89,20 @@ float tl_half_bits(uint h) {
   }
 
 // The float formats read elements 32b .. 32b+31 (the last, partial block of a row whose length is not a
-// multiple of 32: element by element, zeros past n_in) as floats at once.
-void tl_fetch_f16(__global const uchar* row, int b, int n_in, tl_raw32* r) {
-  if (32 * b + 32 <= n_in) {
-    for (int c = 0; c < 8; ++c) r->c[c] = as_uint4(vload_half4(8 * b + c, (__global const half*)row));
-  } else {
-    for (int c = 0; c < 8; ++c) {
-      const int i = 32 * b + 4 * c;
-      r->c[c] = as_uint4((float4)(i < n_in ? tl_f16_at(row, i, n_in) : 0.0f,
-                                  i + 1 < n_in ? tl_f16_at(row, i + 1, n_in) : 0.0f,
-                                  i + 2 < n_in ? tl_f16_at(row, i + 2, n_in) : 0.0f,
-                                  i + 3 < n_in ? tl_f16_at(row, i + 3, n_in) : 0.0f));
-    }
+// multiple of 32: element by element, zeros past n_in) as floats at once, with their readers above.
+#define TL_FETCH_FLOATS(FMT)                                                                         \
+  void tl_fetch_##FMT(__global const uchar* row, int b, int n_in, tl_raw32* r) {                     \
+    for (int c = 0; c < 8; ++c) {                                                                    \
+      const int i = 32 * b + 4 * c;                                                                  \
+      r->c[c] = as_uint4(i + 4 <= n_in ? tl_##FMT##_at4(row, 8 * b + c)                              \
+                                       : (float4)(i < n_in ? tl_##FMT##_at(row, i, n_in) : 0.0f,     \
+                                                  i + 1 < n_in ? tl_##FMT##_at(row, i + 1, n_in) : 0.0f, \
+                                                  i + 2 < n_in ? tl_##FMT##_at(row, i + 2, n_in) : 0.0f, \
+                                                  0.0f));                                            \
+    }                                                                                                \
   }
-}
-void tl_fetch_f32(__global const uchar* row, int b, int n_in, tl_raw32* r) {
-  if (32 * b + 32 <= n_in) {
-    for (int c = 0; c < 8; ++c) r->c[c] = as_uint4(vload4(8 * b + c, (__global const float*)row));
-  } else {
-    for (int c = 0; c < 8; ++c) {
-      const int i = 32 * b + 4 * c;
-      r->c[c] = as_uint4((float4)(i < n_in ? tl_f32_at(row, i, n_in) : 0.0f,
-                                  i + 1 < n_in ? tl_f32_at(row, i + 1, n_in) : 0.0f,
-                                  i + 2 < n_in ? tl_f32_at(row, i + 2, n_in) : 0.0f,
-                                  i + 3 < n_in ? tl_f32_at(row, i + 3, n_in) : 0.0f));
-    }
-  }
-}
+TL_FETCH_FLOATS(f16)
+TL_FETCH_FLOATS(f32)
 void tl_decode_floats(const tl_raw32* r, float* w) {
   for (int c = 0; c < 8; ++c) vstore4(as_float4(r->c[c]), c, w);
 }
