@@ -217,7 +217,7 @@ void tl_decode_kq8(const tl_raw32* r, float* w) {
 // ... of the row once into exact weights (L = the local size, a power of two) and dots each with every token
 // of the tile; the group then sums each token's partials (common.cl). The token loop's trip count is the same
 // for the whole group, so its barriers are uniform. scratch: __local float[L].
-#define TL_MATMUL_ROWS_BLOCK32(NAME, FMT)                                                        \
+#define TL_MATMUL_ROWS_BLOCK32(NAME, FMT)                                                                 \
   __kernel void NAME(__global const uchar* w, ulong row_bytes, int n_in, int n_out, int n_tok,           \
                      __global const float* x, __global float* y, __local float* scratch) {              \
     const int r = get_group_id(0), t0 = get_group_id(1) * TL_MM_TILE;                                     \
