@@ -524,6 +524,89 @@ TEST_P(OpenclOps, two_stage_tile_matches_cpu_at_every_tail) {
   check_matmul_tails(*be, cpu_, kept_, {1, 2, 3, 5, tt - 1, tt, tt + 1, tt + 3});
 }
 
+// The integer prompt GEMM (kernels/gemm_q8.cl, --activations q8), built with four integer multiply-adds in
+// place of a dot product (q8_plain_dot: this device may have none), for every block format it reads (the
+// converted ones through backends converting to them): rows and tokens past every tile edge, one block and
+// 4096 inputs and one more block, split K forced to one block a slice and not split. Reference: the CPU's
+// float path on the exact weights and the input as the backend rounds it (rounded_matmul_input); the device
+// sums each block's products exactly in integers and rounds a few times a block, so each output is within 4
+// n_in u of sum |w x| (Vulkan's bound for the same products), m s's magnitude included for the 4-bit codes'
+// offsets.
+TEST_P(OpenclOps, integer_prompt_gemm_matches_rounded_reference_at_every_tail) {
+  OpenclBackendOptions o = tails_options(GetParam());
+  o.q8_plain_dot = true;
+  o.activations = ActivationMode::Quantized;
+  struct Kind {
+    WeightsMode mode;
+    GgmlType type;
+  };
+  for (const Kind k : {Kind{WeightsMode::Native, GgmlType::Q4_0}, Kind{WeightsMode::Native, GgmlType::Q4_1},
+                       Kind{WeightsMode::Native, GgmlType::Q8_0}, Kind{WeightsMode::Native, GgmlType::Q4_K},
+                       Kind{WeightsMode::Int4B64, GgmlType::F32}, Kind{WeightsMode::Int8B0, GgmlType::F32}}) {
+    for (int64_t split_blocks : {0, 1}) {
+      OpenclBackendOptions ok = o;
+      ok.weights = k.mode;
+      ok.gemm_split_blocks = split_blocks;
+      // The weights outlive the backend, which knows them by address.
+      std::vector<std::unique_ptr<OwnedWeight>> natives;
+      std::vector<std::unique_ptr<test::ConvertedWeight>> convs;
+      OpenclBackend be(ok);
+      const int64_t tr = be.gemm_tiles().tr(), tt = be.gemm_tiles().tt();
+      const int64_t bs = k.type == GgmlType::Q4_K ? 256 : 32;
+      struct Case {
+        int64_t n_in, n_out;
+        std::vector<int64_t> n_toks;
+      };
+      const std::vector<Case> cases = {{bs, 2 * tr + 5, {2, 3, tt - 1, tt, tt + 3}},
+                                       {split_blocks ? 3 * bs : bs * (4096 / bs + 1), tr + 3, {5, tt + 1}}};
+      for (const Case& c : cases) {
+        const uint32_t seed = uint32_t(c.n_in * 7 + c.n_out + split_blocks);
+        Weight w, we;
+        if (k.mode == WeightsMode::Native) {
+          natives.push_back(std::make_unique<OwnedWeight>(make_weight(k.type, c.n_in, c.n_out, seed)));
+          w = we = natives.back()->w;
+        } else {
+          convs.push_back(std::make_unique<test::ConvertedWeight>(k.mode, c.n_in, c.n_out, seed));
+          w = convs.back()->w;
+          we = convs.back()->we;
+        }
+        be.upload_weight(w);
+        const std::vector<float> wf = dequantize(we);
+        for (int64_t n_tok : c.n_toks) {
+          const std::vector<float> x = rand_floats(size_t(n_tok * c.n_in), seed + uint32_t(n_tok));
+          std::vector<float> xr(x.size()), a(size_t(n_tok * c.n_out)), b(a.size(), -7.0f);
+          be.rounded_matmul_input(w, x.data(), n_tok, xr.data());
+          EXPECT_NE(xr, x) << "the input was not rounded";
+          cpu_.matmul(we, xr.data(), n_tok, a.data());
+          be.matmul(w, x.data(), n_tok, b.data());
+          int bad = 0;
+          for (int64_t tk = 0; tk < n_tok; ++tk) {
+            for (int64_t r = 0; r < c.n_out; ++r) {
+              // The device's terms are d c x and m x (codes c >= 0 for the 4-bit formats and INT8B0, so
+              // Q4_0's m = -8 d): |d c| + |m| <= |w| + 2 |m|, and |m| is at most the row's largest |w| (m
+              // is a weight, that of code 0, or -8 d where |w| reaches 7 |d| in a random row).
+              double wmax = 0.0, mag = 0.0;
+              for (int64_t i = 0; i < c.n_in; ++i)
+                wmax = std::max(wmax, std::abs(double(wf[size_t(r * c.n_in + i)])));
+              for (int64_t i = 0; i < c.n_in; ++i) {
+                const double wv = std::abs(double(wf[size_t(r * c.n_in + i)]));
+                mag += (wv + 3.0 * wmax) * std::abs(double(xr[size_t(tk * c.n_in + i)]));
+              }
+              const size_t i = size_t(tk * c.n_out + r);
+              if (!(std::abs(double(a[i]) - b[i]) <= 4.0 * double(c.n_in) * kU * mag) && bad++ < 3) {
+                ADD_FAILURE() << type_name(k.type) << " (" << weights_mode_name(k.mode) << ") " << c.n_out
+                              << " x " << c.n_in << ", " << n_tok << " tokens, split " << split_blocks
+                              << ": y[" << tk << "][" << r << "]: reference " << a[i] << " opencl " << b[i];
+              }
+            }
+          }
+          if (bad > 0) return;
+        }
+      }
+    }
+  }
+}
+
 TEST(OpenclGemmTile, small_two_stage_tiles_match_cpu_and_a_tile_too_large_is_refused) {
   if (!have_device()) GTEST_SKIP() << "no OpenCL device";
   ThreadPool pool(2);

@@ -56,6 +56,19 @@ void tl_decode_broken_q4_0(const tl_raw32* r, float* w) {
 TL_MATMUL_BLOCK32(matmul_q4_0, broken_q4_0)
 )";
 
+// The integer prompt GEMM of Q4_0 (kernels/gemm_q8.cl) whose codes lose their high nibbles' half of the
+// block (the same unpacking bug as above).
+constexpr const char* kBrokenMatmulQ8Q4_0 = R"(
+float2 tl_q8w_broken_q4_0(const tl_raw32* r, uint c[8]) {
+  const float2 dm = tl_q8w_q4_0(r, c);
+  for (int k = 4; k < 8; ++k) c[k] = 0u;
+  return dm;
+}
+#define TL_Q8S_broken_q4_0 0
+#define tl_fetch_broken_q4_0 tl_fetch_q4_0
+TL_GEMM_Q8_KERNEL(matmul_q8_q4_0, broken_q4_0)
+)";
+
 // SiLU·mul that forgets the SiLU: out = gate * up.
 constexpr const char* kBrokenGluSilu = R"(
 __kernel void glu_silu(__global const float* gate, __global const float* up, __global float* out, int n) {
@@ -204,6 +217,36 @@ TEST(OpenclSelfCheck, broken_q4_0_matmul_is_caught_and_other_types_stay_on_the_d
   cpu.matmul(rows.w, x.data(), 2, a.data());
   be.matmul(rows.w, x.data(), 2, b.data());
   EXPECT_EQ(a, b);
+}
+
+TEST(OpenclSelfCheck, broken_integer_q4_0_gemm_is_caught_and_prompts_take_the_float_gemm) {
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  ::testing::internal::CaptureStderr();
+  OpenclBackendOptions o = options_with("matmul_q8_q4_0", kBrokenMatmulQ8Q4_0);
+  o.q8_plain_dot = true;  // the integer GEMM on any device; every other integer kernel passes
+  OpenclBackend be(o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(be.cpu_fallbacks(), std::vector<std::string>{"matmul_q8_q4_0"});
+  EXPECT_NE(err.find("prompt products take the float GEMM"), std::string::npos) << err;
+
+  // Q4_0 prompts take the float GEMM: the CPU's float path, the input not rounded.
+  const int64_t n_in = 96, n_out = 7;
+  const BlockRows rows(GgmlType::Q4_0, n_in, n_out, 0.02f, 3);
+  be.upload_weight(rows.w);
+  ThreadPool pool(1);
+  CpuBackend cpu(pool, ActivationMode::F32, 0);
+  const std::vector<float> x = random_floats(2 * n_in, 4);
+  std::vector<float> a(2 * n_out), b(2 * n_out), xr(x.size());
+  be.rounded_matmul_input(rows.w, x.data(), 2, xr.data());
+  EXPECT_EQ(xr, x);
+  cpu.matmul(rows.w, x.data(), 2, a.data());
+  be.matmul(rows.w, x.data(), 2, b.data());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5f * (1.0f + std::abs(a[i]))) << i;
+  // Q8_0's integer GEMM passed and still runs: its input is rounded.
+  const BlockRows q8(GgmlType::Q8_0, n_in, n_out, 0.01f, 5);
+  be.upload_weight(q8.w);
+  be.rounded_matmul_input(q8.w, x.data(), 2, xr.data());
+  EXPECT_NE(xr, x);
 }
 
 TEST(OpenclSelfCheck, broken_split_sum_is_caught_and_products_run_unsplit) {

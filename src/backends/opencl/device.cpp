@@ -81,6 +81,26 @@ size_t probe_wg_multiple(const DeviceRef& d) {
   return std::max<size_t>(1, multiple);
 }
 
+// Whether the device's compiler builds a kernel with PTX's dp4a as inline assembly (NVIDIA's OpenCL does;
+// any other compiler rejects the asm statement).
+bool probe_ptx_dp4a(const DeviceRef& d) {
+  cl_int err = CL_SUCCESS;
+  cl_context ctx = clCreateContext(nullptr, 1, &d.device, nullptr, nullptr, &err);
+  check(err, "clCreateContext (probe)");
+  const char* src =
+      "__kernel void tl_probe(__global uint* x) {\n"
+      "  int r;\n"
+      "  asm volatile(\"dp4a.s32.u32 %0, %1, %2, %3;\" : \"=r\"(r) : \"r\"(x[0]), \"r\"(x[1]), \"r\"(0));\n"
+      "  x[2] = (uint)r;\n"
+      "}\n";
+  cl_program prog = clCreateProgramWithSource(ctx, 1, &src, nullptr, &err);
+  const bool built =
+      err == CL_SUCCESS && clBuildProgram(prog, 1, &d.device, "", nullptr, nullptr) == CL_SUCCESS;
+  if (prog) clReleaseProgram(prog);
+  clReleaseContext(ctx);
+  return built;
+}
+
 }  // namespace
 
 // Each family's published limits; docs/OPENCL.md gives the source of every number. The work-group multiple
@@ -205,6 +225,10 @@ Capabilities query_capabilities(const DeviceRef& ref) {
         device_value<size_t>(d, CL_DEVICE_IMAGE2D_MAX_HEIGHT, "clGetDeviceInfo(IMAGE2D_H)");
   }
   c.wg_multiple = probe_wg_multiple(ref);
+  if (has_extension(exts, "cl_khr_integer_dot_product"))
+    c.int_dot = Capabilities::IntDot::Khr;
+  else if (!c.cpu_device && probe_ptx_dp4a(ref))
+    c.int_dot = Capabilities::IntDot::Ptx;
   return c;
 }
 
@@ -231,6 +255,10 @@ std::string describe(const Capabilities& c) {
   s += fmt::format("  subgroup reductions (cl_khr_subgroups): {}\n  subgroup sizes: {}\n", yes(c.subgroups),
                    sizes.empty() ? "not reported" : sizes);
   s += fmt::format("  max subgroups per work-group: {}\n", c.max_subgroups_per_wg);
+  s += fmt::format("  integer dot products (4 x 8 bits): {}\n",
+                   c.int_dot == Capabilities::IntDot::Khr   ? "cl_khr_integer_dot_product"
+                   : c.int_dot == Capabilities::IntDot::Ptx ? "PTX dp4a (inline assembly)"
+                                                            : "no");
   s += fmt::format("  images: {}", yes(c.images));
   if (c.images) s += fmt::format(" (2D up to {} x {})", c.image2d_max_width, c.image2d_max_height);
   s += "\n";
@@ -311,8 +339,8 @@ std::string Runtime::op_sources(const std::vector<std::string_view>& ops) {
 
 std::string Runtime::program_text(std::string_view body, const std::string& extra_defines) const {
   std::string src = generated_header(extra_defines);
-  for (std::string_view part :
-       {kernel_source("common"), kernel_source("quants"), kernel_source("gemm"), body}) {
+  for (std::string_view part : {kernel_source("common"), kernel_source("quants"), kernel_source("gemm"),
+                                kernel_source("gemm_q8"), body}) {
     src += part;
     if (src.back() != '\n') src += '\n';
   }

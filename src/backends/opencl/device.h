@@ -50,6 +50,12 @@ struct Capabilities {
   bool images = false;  // CL_DEVICE_IMAGE_SUPPORT
   size_t image2d_max_width = 0, image2d_max_height = 0;
 
+  // A dot product of four 8-bit integers with a 32-bit sum (the prompt products under --activations q8,
+  // kernels/gemm_q8.cl): Khr, cl_khr_integer_dot_product; Ptx, the compiler takes PTX's dp4a as inline
+  // assembly (NVIDIA's OpenCL: a probe build on GPU devices); None.
+  enum class IntDot { None, Khr, Ptx };
+  IntDot int_dot = IntDot::None;
+
   std::string profile = "none";  // the device profile applied (see profiles())
 };
 

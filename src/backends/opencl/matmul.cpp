@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backends/opencl/opencl_backend.h"
+#include "backends/q8_round.h"
 #include "base/error.h"
 
 namespace tilellm {
@@ -134,6 +135,18 @@ bool OpenclBackend::gemm_launches() const {
   return launched;
 }
 
+// [slices][n] (gemm_parts_) -> y, in slice order (gemm_split.cl).
+void OpenclBackend::enqueue_split_sum(const GemmSplit& sp, int64_t n, const opencl::Buffer& y) {
+  const opencl::Kernel& ks = k_gemm_split_sum_;
+  const cl_int n_slices = cl_int(sp.slices), ni = cl_int(n);
+  opencl::set_arg(ks, 0, gemm_parts_);
+  opencl::set_arg(ks, 1, n_slices);
+  opencl::set_arg(ks, 2, ni);
+  opencl::set_arg(ks, 3, y);
+  const size_t g[1] = {size_t(n)};
+  rt_.launch(ks, 1, g, nullptr);
+}
+
 void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                                    const opencl::Buffer& y) {
   const opencl::Kernel& k = matmul_kernel(dw.fmt);
@@ -156,17 +169,7 @@ void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const 
     const size_t global[3] = {row_tiles * size_t(gemm_.wr), tok_tiles * size_t(gemm_.wt), size_t(sp.slices)};
     const size_t local[3] = {size_t(gemm_.wr), size_t(gemm_.wt), 1};
     rt_.launch(k, 3, global, local);
-    if (sp.slices > 1) {
-      // [slices][n_tok][n_out] -> y, in slice order (gemm_split.cl).
-      const opencl::Kernel& ks = k_gemm_split_sum_;
-      const cl_int n_slices = cl_int(sp.slices), n = cl_int(n_tok * dw.n_out);
-      opencl::set_arg(ks, 0, gemm_parts_);
-      opencl::set_arg(ks, 1, n_slices);
-      opencl::set_arg(ks, 2, n);
-      opencl::set_arg(ks, 3, y);
-      const size_t g[1] = {size_t(n)};
-      rt_.launch(ks, 1, g, nullptr);
-    }
+    if (sp.slices > 1) enqueue_split_sum(sp, n_tok * dw.n_out, y);
     return;
   }
   // About one 32-weight block per item (idle items would only lengthen the reduction), but at least one
@@ -188,6 +191,55 @@ void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const 
   const size_t tiles = size_t((n_tok + kMatmulTile - 1) / kMatmulTile);
   const size_t global[2] = {size_t(dw.n_out) * wg, tiles}, local[2] = {wg, 1};
   rt_.launch(k, 2, global, local);
+}
+
+bool OpenclBackend::uses_q8(const DeviceWeight& dw, int64_t n_tok) const {
+  const opencl::Kernel& k = k_matmul_q8_[int(dw.fmt)];
+  return q8_dot_ >= 0 && n_tok > 1 && k.handle && !k.on_cpu && !k_quantize_q8_.on_cpu && !dw.img &&
+         dw.n_in % 32 == 0;
+}
+
+void OpenclBackend::rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const {
+  if (uses_q8(find_weight(w, "rounded_matmul_input"), n_tok))
+    return round_activations_q8(x, n_tok * w.n_in, out);
+  Backend::rounded_matmul_input(w, x, n_tok, out);
+}
+
+void OpenclBackend::enqueue_quantize_q8(const opencl::Buffer& x, int64_t n_in, int64_t n_tok) {
+  if (n_tok * n_in > opts_.max_in_elems)
+    fail("internal: a rounded input of {} x {} past the backend's {} elements", n_tok, n_in,
+         opts_.max_in_elems);
+  const opencl::Kernel& k = k_quantize_q8_;
+  const cl_int ni = cl_int(n_in), nt = cl_int(n_tok);
+  opencl::set_arg(k, 0, x);
+  opencl::set_arg(k, 1, ni);
+  opencl::set_arg(k, 2, nt);
+  opencl::set_arg(k, 3, q8x_);
+  const size_t global[2] = {size_t(n_in / 32), size_t(n_tok)};
+  rt_.launch(k, 2, global, nullptr);
+}
+
+void OpenclBackend::enqueue_matmul_q8(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& y) {
+  const opencl::Kernel& k = k_matmul_q8_[int(dw.fmt)];
+  const GemmSplit sp = gemm_split_for(dw.n_out, n_tok, dw.n_in);
+  const cl_ulong row_bytes = dw.row_bytes;
+  const cl_int n_in = cl_int(dw.n_in), n_out = cl_int(dw.n_out), nt = cl_int(n_tok);
+  const cl_int blocks = cl_int(sp.blocks);
+  opencl::set_arg(k, 0, dw.buf);
+  opencl::set_arg(k, 1, row_bytes);
+  opencl::set_arg(k, 2, n_in);
+  opencl::set_arg(k, 3, n_out);
+  opencl::set_arg(k, 4, nt);
+  opencl::set_arg(k, 5, q8x_);
+  opencl::set_arg(k, 6, sp.slices > 1 ? gemm_parts_ : y);
+  opencl::set_local_arg(k, 7, size_t(10 * (gemm_.tr() + gemm_.tt())) * sizeof(uint32_t));  // one stage
+  opencl::set_arg(k, 8, blocks);
+  const size_t row_tiles = size_t((dw.n_out + gemm_.tr() - 1) / gemm_.tr());
+  const size_t tok_tiles = size_t((n_tok + gemm_.tt() - 1) / gemm_.tt());
+  const size_t global[3] = {row_tiles * size_t(gemm_.wr), tok_tiles * size_t(gemm_.wt), size_t(sp.slices)};
+  const size_t local[3] = {size_t(gemm_.wr), size_t(gemm_.wt), 1};
+  rt_.launch(k, 3, global, local);
+  if (sp.slices > 1) enqueue_split_sum(sp, n_tok * dw.n_out, y);
 }
 
 void OpenclBackend::enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y,
@@ -363,6 +415,7 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
   const std::optional<PendingNorm> pending = scaled_input(ws, n, x, n_in, n_tok);
   const PendingNorm* scale = pending ? &*pending : nullptr;
   const opencl::Buffer* xb = nullptr;  // placed on the device by the first weight that runs there
+  bool rounded = false;                // xb rounded into q8x_ (the integer GEMM's input), once for all
   for (int i = 0; i < n; ++i) {
     const DeviceWeight& dw = find_weight(*ws[i], "matmul");
     // Decode: up to three block-format weights of one format whose outputs are device arrays of their own
@@ -399,7 +452,15 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
     if (vec) {
       img ? enqueue_matvec_image(dw, *xb, yb) : enqueue_matvec(dw, *xb, yb, scale);
     } else {
-      img ? enqueue_matmul_image(dw, n_tok, *xb, yb) : enqueue_matmul(dw, n_tok, *xb, yb);
+      if (img) {
+        enqueue_matmul_image(dw, n_tok, *xb, yb);
+      } else if (uses_q8(dw, n_tok)) {
+        if (!rounded) enqueue_quantize_q8(*xb, n_in, n_tok);
+        rounded = true;
+        enqueue_matmul_q8(dw, n_tok, yb);
+      } else {
+        enqueue_matmul(dw, n_tok, *xb, yb);
+      }
     }
     dev_done(ys[i], n_tok * dw.n_out, yb);
   }

@@ -34,6 +34,17 @@ constexpr const char* kMatvecGluKernels[9] = {nullptr,
                                               "matvec_glu_int8b0",
                                               "matvec_glu_kq8",
                                               "matvec_glu_kq4"};
+// The integer prompt products (kernels/gemm_q8.cl): the block formats whose codes fit 8 bits with one
+// (scale, offset) per block of 32 or more.
+constexpr const char* kMatmulQ8Kernels[9] = {nullptr,
+                                             nullptr,
+                                             "matmul_q8_q4_0",
+                                             "matmul_q8_q4_1",
+                                             "matmul_q8_q8_0",
+                                             "matmul_q8_int4b64",
+                                             "matmul_q8_int8b0",
+                                             nullptr,
+                                             "matmul_q8_kq4"};
 constexpr const char* kEmbedKernels[9] = {"embed_f32", "embed_f16", "embed_q4_0", "embed_q4_1", "embed_q8_0",
                                           nullptr,     nullptr,     "embed_kq8",  "embed_kq4"};
 
@@ -106,10 +117,17 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   }
   // The image matmuls (--gpu-memory image) are a program of their own, built only when they can be used.
   const bool images = o.memory == GpuMemory::Image && caps().images;
-  const std::vector<std::string_view> ops = {
+  std::vector<std::string_view> ops = {
       "embedding",   "rmsnorm",        "matmul_f32",    "matmul_f16", "matmul_q4_0", "matmul_q4_1",
       "matmul_q8_0", "matmul_int4b64", "matmul_int8b0", "matmul_kq8", "matmul_kq4",  "rope",
       "kv_store",    "attention",      "glu",           "add",        "gemm_split"};
+  // The integer prompt products (kernels/gemm_q8.cl) with the device's dot product, or four integer
+  // multiply-adds where a test asks for them: only under --activations q8 and with a GEMM tile.
+  if (o.tiled_matmul && o.activations == ActivationMode::Quantized) {
+    using IntDot = opencl::Capabilities::IntDot;
+    q8_dot_ = o.q8_plain_dot ? 0 : caps().int_dot == IntDot::Khr ? 1 : caps().int_dot == IntDot::Ptx ? 2 : -1;
+  }
+  if (q8_dot_ >= 0) ops.push_back("matmul_q8");
   std::string defines;
   std::unique_ptr<ProgramCache> cache;
   std::optional<CacheEntry> entry;
@@ -123,6 +141,9 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
           "#define TL_GEMM_AHEAD {}\n#define TL_GEMM_STAGES {}\n",
           gemm_.rm, gemm_.tm, gemm_.wr, gemm_.wt, gemm_.ahead() ? 1 : 0, gemm_.stages);
     }
+    defines += fmt::format("#define TL_Q8_GEMM {}\n#define TL_Q8_DOT {}\n#define TL_EXACT_DIV {}\n",
+                           q8_dot_ >= 0 ? 1 : 0, std::max(q8_dot_, 0),
+                           caps().fp32_correctly_rounded_div_sqrt ? 1 : 0);
     // The programs: one from every op file, the image matmuls when used, and the test hook's replacement
     // kernel when one is set. All come from the binary cache when it holds an entry for exactly these texts
     // on this device, else from source.
@@ -156,7 +177,18 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     programs_from_cache_ = !programs.empty();
     if (!programs_from_cache_) {
       entry.reset();
-      for (size_t i = 0; i < texts.size(); ++i) programs.push_back(rt_.build_text(labels[i], texts[i]));
+      try {
+        for (size_t i = 0; i < texts.size(); ++i) programs.push_back(rt_.build_text(labels[i], texts[i]));
+      } catch (const Error& e) {
+        // A compiler that lists a dot product yet does not build the integer GEMM with it: the programs
+        // again without it (the float GEMM serves prompts), with a note naming the cause.
+        if (q8_dot_ <= 0) throw;
+        std::fprintf(stderr, "note: OpenCL integer prompt GEMM not built on %s (%s); float GEMM\n",
+                     caps().name.c_str(), e.what());
+        q8_dot_ = -1;
+        ops.pop_back();
+        continue;
+      }
     }
     program_ = std::move(programs[0]);
     if (images) image_program_ = std::move(programs[1]);
@@ -221,6 +253,21 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   k_glu_gelu_ = rt_.kernel(program_, "glu_gelu");
   k_add_ = rt_.kernel(program_, "add");
   k_gemm_split_sum_ = rt_.kernel(program_, "gemm_split_sum");
+  if (q8_dot_ >= 0 && gemm_.on()) {
+    k_quantize_q8_ = rt_.kernel(program_, "quantize_q8");
+    for (int i = 0; i < kFormats; ++i) {
+      if (kMatmulQ8Kernels[i]) k_matmul_q8_[i] = rt_.kernel(program_, kMatmulQ8Kernels[i]);
+    }
+    // A compiler may allow these kernels fewer items than the float GEMM's tile (registers): then the
+    // float GEMM serves the prompt.
+    for (const opencl::Kernel& k : k_matmul_q8_) {
+      if (k.handle && k.max_wg < gemm_.items()) {
+        q8_dot_ = -1;
+      }
+    }
+  } else {
+    q8_dot_ = -1;
+  }
   if (images) image_kernels();
   if (!o.test_kernel_name.empty()) {
     opencl::Kernel* slot = nullptr;
@@ -242,6 +289,8 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   out_ = rt_.alloc(floats(opts_.max_out_elems));
   attn_part_ = rt_.alloc(kAttnPartFloats * sizeof(float));
   vec_ = rt_.alloc(floats(opts_.max_width));
+  // [max_in_elems / 32][10] words: any pass's rounded input (kernels/gemm_q8.cl).
+  if (q8_dot_ >= 0) q8x_ = rt_.alloc(size_t(opts_.max_in_elems / 32 + 1) * 10 * sizeof(uint32_t));
   // A split product's slices: the rule keeps slices x groups within the target, so target tiles of tr x tt
   // outputs hold any split it makes (gemm_split_for; it splits less where they would not fit).
   if (gemm_.on() && (opts_.gemm_split > 0 || opts_.gemm_split_blocks > 0)) {
@@ -483,6 +532,10 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
     if (k_embed_[i].handle) v.push_back(&k_embed_[i]);
   }
   for (int i = 0; i < kFormats; ++i) v.push_back(&k_matmul_[i]);
+  for (int i = 0; i < kFormats; ++i) {
+    if (k_matmul_q8_[i].handle) v.push_back(&k_matmul_q8_[i]);
+  }
+  if (k_quantize_q8_.handle) v.push_back(&k_quantize_q8_);
   for (int i = 0; i < kFormats; ++i) v.push_back(&k_matvec_[i]);
   for (int i = 0; i < kFormats; ++i) {
     if (k_matvec_glu_[i].handle) v.push_back(&k_matvec_glu_[i]);
@@ -534,6 +587,8 @@ std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
   };
   for (const opencl::Kernel& k : k_embed_) note(k);
   for (const opencl::Kernel& k : k_matmul_) note(k);
+  for (const opencl::Kernel& k : k_matmul_q8_) note(k);
+  note(k_quantize_q8_);
   for (const opencl::Kernel& k : k_matvec_) note(k);
   for (const opencl::Kernel& k : k_matvec_glu_) note(k);
   for (const opencl::Kernel* k :

@@ -114,6 +114,13 @@ struct OpenclBackendOptions : DeviceOptions {
   // Work-items of a decode matvec's group (--cl-matvec-items; matmul.cpp matvec_block_wg): 0, the rule
   // there (64, or 128 for rows of 8192 inputs and more); else a power of two from 16 to 256.
   int matvec_items = 0;
+  // Prompt products under --activations q8 (ActivationMode::Quantized, the default) on a device with an
+  // integer dot product (Capabilities::int_dot): the input rounded to int8 per block of 32 and the block
+  // formats' products in integers (kernels/gemm_q8.cl); F32, or a device without one, keeps the float GEMM.
+  // Decode's products stay float either way. `q8_plain_dot` (tests) builds that GEMM with four integer
+  // multiply-adds in place of the dot product, on any device.
+  ActivationMode activations = ActivationMode::Quantized;
+  bool q8_plain_dot = false;
   // The GEMM tile (--cl-gemm-tile): empty, the largest that fits the device (gemm_tiles_for); else a
   // GemmTiles::name() of gemm_tile_choices(), refused with the device's limits where it does not fit.
   std::string gemm_tile;
@@ -232,6 +239,8 @@ class OpenclBackend final : public Backend {
   void matmul(const Weight& w, const float* x, int64_t n_tok, float* y) override;
   void matmul_shared(const Weight* const* ws, float* const* ys, int n, const float* x,
                      int64_t n_tok) override;
+  // x rounded to int8 per block of 32 where the product takes the integer GEMM (uses_q8), else x.
+  void rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const override;
   void rope(float* x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t rope_dim, const int32_t* pos,
             const RopeTable& table, RopeMode mode) override;
   void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
@@ -483,6 +492,19 @@ class OpenclBackend final : public Backend {
   opencl::Kernel k_rms_scale_;
   // gemm_split_sum (gemm_split.cl): the slices of a split prompt product added into its output.
   opencl::Kernel k_gemm_split_sum_;
+  // The prompt products in integers (kernels/gemm_q8.cl), built when q8_dot_ >= 0 (the TL_Q8_DOT the
+  // program was built with): quantize_q8 rounds an input into q8x_ ([max_in_elems / 32][10] words), and
+  // k_matmul_q8_ (block formats Q4_0, Q4_1, Q8_0, Int4B64, Int8B0, Kq4; the other slots empty) multiply it.
+  int q8_dot_ = -1;
+  opencl::Kernel k_quantize_q8_, k_matmul_q8_[kFormats];
+  opencl::Buffer q8x_;
+  // The integer GEMM for this weight and tokens (a prompt, a kernel that passed its self-check).
+  bool uses_q8(const DeviceWeight& dw, int64_t n_tok) const;
+  // x (n_tok rows of n_in, on the device) rounded into q8x_.
+  void enqueue_quantize_q8(const opencl::Buffer& x, int64_t n_in, int64_t n_tok);
+  void enqueue_matmul_q8(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& y);
+  // A split product's slices (gemm_parts_, [slices][n]) added into y.
+  void enqueue_split_sum(const GemmSplit& sp, int64_t n, const opencl::Buffer& y);
   // --gpu-memory image: the image kernels, slots as matmul_image.cpp maps them (slot 0 stays empty).
   opencl::ProgramHandle image_program_;
   opencl::Kernel k_matmul_img_[kImageKernels], k_matvec_img_[kImageKernels];

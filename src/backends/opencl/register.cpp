@@ -53,6 +53,7 @@ OpenclBackendOptions backend_options(const BackendParams& p) {
   take_session(p, g);
   g.profile = p.device_profile;
   g.memory = p.gpu_memory;
+  g.activations = p.activations;
   if (const auto* o = dynamic_cast<const OpenclOptions*>(p.options)) {
     g.cache = o->cache;
     g.gemm_split = o->gemm_split;
@@ -63,7 +64,8 @@ OpenclBackendOptions backend_options(const BackendParams& p) {
   return g;
 }
 
-// The device computes the float path (exact weights, float32 activations) whatever activation mode is asked.
+// The device computes the float path (exact weights, float32 activations), except the prompt products of the
+// block formats under --activations q8 on a device with an integer dot product (OpenclBackendOptions).
 std::unique_ptr<Backend> make(const BackendParams& p) {
   if (p.kv_memory == KvMemory::Image)
     fail(

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "backends/check_cases.h"
 #include "backends/opencl/image_weight.h"
 #include "backends/opencl/opencl_backend.h"
+#include "backends/q8_round.h"
 #include "base/error.h"
 #include "format/asym_quant.h"
 #include "format/quants.h"
@@ -38,6 +40,8 @@ void OpenclBackend::warn_cpu_fallback(const opencl::Kernel& k, double err, bool 
                      k.name == "add_rmsnorm" || k.name == "rms_scale";
   // gemm_split_sum stands for split K (matmul.cpp): its failure leaves every product unsplit.
   const bool split = k.name == "gemm_split_sum";
+  // The integer prompt GEMM and its rounding stand in for the float GEMM.
+  const bool q8 = k.name.rfind("matmul_q8_", 0) == 0 || k.name == "quantize_q8";
   std::fprintf(stderr,
                "warning: OpenCL kernel %s failed its self-check on %s (profile %s)%s: error %.3g of the "
                "largest value; %s from now on\n",
@@ -46,6 +50,7 @@ void OpenclBackend::warn_cpu_fallback(const opencl::Kernel& k, double err, bool 
                matvec  ? "one-token products use the matmul kernel"
                : fused ? "the separate kernels it combines run instead"
                : split ? "prompt products run unsplit"
+               : q8    ? "prompt products take the float GEMM"
                        : "its op runs on the CPU");
 }
 
@@ -83,6 +88,9 @@ void OpenclBackend::run_self_check() {
   } keep_split{opts_};
   opts_.gemm_split = 0;
   opts_.gemm_split_blocks = 0;
+  // The float kernels are checked with the integer prompt GEMM off (their prompts take the float GEMM); the
+  // integer GEMM is checked last, on its own cases (check_q8).
+  const int q8_dot = std::exchange(q8_dot_, -1);
   auto verdict = [&](opencl::Kernel& k, double err) {
     if (err <= kTolerance) return;
     k.on_cpu = true;
@@ -453,6 +461,40 @@ void OpenclBackend::run_self_check() {
       }
       verdict(k_attention_tiled_, err);
     }
+  }
+
+  // The integer prompt GEMM (kernels/gemm_q8.cl) of every block format it reads, over two row tiles (the
+  // second partial) and 3 tokens, against the CPU's float path on the input as the device rounds it; the
+  // rounding itself (quantize_q8) against the host's (q8_round.h), read back from the device.
+  q8_dot_ = q8_dot;
+  if (q8_dot_ < 0) return;
+  for (const auto& [mode, t] : kBlockKinds) {
+    const int64_t n_in = 256, n_out = gemm_.tr() + 5, n_tok = 3;
+    Rows r = make_rows(mode, t, n_in, n_out);
+    weights_.emplace(r.w.data, make_device_weight(r.w, mode, false));
+    opencl::Kernel& k = k_matmul_q8_[int(weights_.at(r.w.data).fmt)];
+    if (k.handle) {
+      const std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+      std::vector<float> xr(x.size()), ref(size_t(n_tok * n_out)), got(ref.size());
+      round_activations_q8(x.data(), n_tok * n_in, xr.data());
+      cpu_->matmul(r.ref, xr.data(), n_tok, ref.data());
+      matmul(r.w, x.data(), n_tok, got.data());
+      verdict(k, relative_error(ref, got));
+      // The device's rounding of x: d q per element from the codes and d of each block (gemm_q8.cl's rows).
+      const int64_t nb = n_in / 32;
+      std::vector<uint32_t> words(size_t(n_tok * 10 * nb));
+      rt_.read(q8x_, 0, words.data(), words.size() * sizeof(uint32_t));
+      std::vector<float> dev(x.size());
+      for (int64_t i = 0; i < n_tok * n_in; ++i) {
+        const uint32_t* row = words.data() + (i / n_in) * 10 * nb;
+        const int64_t e = i % n_in;
+        float d;
+        std::memcpy(&d, row + 8 * nb + e / 32, sizeof d);
+        dev[size_t(i)] = d * float(int8_t(uint8_t(row[e / 4] >> (8 * (e % 4)))));
+      }
+      verdict(k_quantize_q8_, relative_error(xr, dev));
+    }
+    weights_.erase(r.w.data);
   }
 }
 
