@@ -14,9 +14,11 @@
 // the activations quantized at run time (--weights int8b0 / int4b64 / int4b0; int8 activations with one scale
 // per 256 (Q8_K) when K is a multiple of 256, per 32 (Q8_0) otherwise).
 // On a device a run is the full round trip of one matmul call (A up, the kernels, C down): total is its wall
-// time, gpu the sum of its kernels' device timestamps; the device computes the float path on the mode's
-// weight format (float-gemm: F32 weights, F16 at precision 2). The MNN line keeps MNN's printf format;
-// median/min/stddev follow on a "#" line (text) or in the md/csv/json tables.
+// time, gpu the sum of its kernels' device timestamps; the device multiplies the mode's weight format
+// (float-gemm: F32 weights, F16 at precision 2) as `run` does: the integer modes under --activations q8
+// (the default, as `run`'s) with the activations rounded to int8 where the backend has integer kernels for
+// the product, else in fp32; --activations f32 times every mode's float path. The MNN line keeps MNN's printf
+// format; median/min/stddev follow on a "#" line (text) or in the md/csv/json tables.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -51,11 +53,12 @@ struct GemmSpeedArgs {
   std::vector<std::string> shapes;
   std::vector<int> ms;
   int warmup = 3, runs = 10;
+  std::string activations = "q8";            // the integer modes' activations: q8 (as `run`) or f32
   std::map<std::string, std::string> given;  // the backend groups' flags (--cl-gemm-tile ...)
 };
 
 // How a mode's weights are held and its activations multiplied (see the top of the file).
-BackendParams mode_params(Mode m, bool host, int precision) {
+BackendParams mode_params(Mode m, bool host, int precision, bool q8) {
   BackendParams p;
   switch (m) {
     case Mode::kFloat:
@@ -71,25 +74,33 @@ BackendParams mode_params(Mode m, bool host, int precision) {
       p.weights = WeightsMode::Int4B0;
       break;
   }
-  p.activations = host && m != Mode::kFloat ? ActivationMode::Quantized : ActivationMode::F32;
+  p.activations = q8 && m != Mode::kFloat ? ActivationMode::Quantized : ActivationMode::F32;
   return p;
 }
 
-const char* mode_arithmetic(Mode m, bool host, int precision) {
+const char* mode_arithmetic(Mode m, bool host, int precision, bool q8) {
+  if (!q8 && m != Mode::kFloat) {
+    return m == Mode::kInt8B0    ? "int8b0 weights, fp32 activations"
+           : m == Mode::kInt4B64 ? "int4b64 weights, fp32 activations"
+                                 : "int4b0 weights, fp32 activations";
+  }
   switch (m) {
     case Mode::kFloat:
       return host             ? "f32 weights, fp32 (MNN's x86 float path at every precision)"
              : precision == 2 ? "f16 weights, fp32 arithmetic"
                               : "f32 weights, fp32 arithmetic";
     case Mode::kInt8B0:
-      return host ? "int8b0 weights, int8 activations (Q8_K per 256, Q8_0 per 32 if K % 256)"
-                  : "int8b0 weights, fp32 activations";
+      return host
+                 ? "int8b0 weights, int8 activations (Q8_K per 256, Q8_0 per 32 if K % 256)"
+                 : "int8b0 weights, int8 activations per 32 where the backend has integer kernels, else fp32";
     case Mode::kInt4B64:
       return host ? "int4b64 weights, int8 activations (Q8_K per 256, Q8_0 per 32 if K % 256)"
-                  : "int4b64 weights, fp32 activations";
+                  : "int4b64 weights, int8 activations per 32 where the backend has integer kernels, else "
+                    "fp32";
     case Mode::kInt4A8:
-      return host ? "int4b0 weights, int8 activations (Q8_K per 256, Q8_0 per 32 if K % 256)"
-                  : "int4b0 weights, fp32 activations";
+      return host
+                 ? "int4b0 weights, int8 activations (Q8_K per 256, Q8_0 per 32 if K % 256)"
+                 : "int4b0 weights, int8 activations per 32 where the backend has integer kernels, else fp32";
   }
   return "?";
 }
@@ -235,8 +246,8 @@ void gemm_speed(const GemmSpeedArgs& a) {
   const std::string cpus = bench::cpu_set(&ncpu);
   std::string arith;
   for (Mode m : *modes)
-    arith +=
-        std::string(arith.empty() ? "" : "; ") + mode_tag(m) + ": " + mode_arithmetic(m, host, precision);
+    arith += std::string(arith.empty() ? "" : "; ") + mode_tag(m) + ": " +
+             mode_arithmetic(m, host, precision, a.activations == "q8");
   if (host) {
     std::fprintf(prog,
                  "# cpu: %s | %s | threads: %d | cpuset: %s (%d cpus) | precision: %d (%s) | %s | commit: %s "
@@ -297,7 +308,7 @@ void gemm_speed(const GemmSpeedArgs& a) {
       }
       if (run_ms.empty()) continue;
       const int maxM = *std::max_element(run_ms.begin(), run_ms.end());
-      BackendParams p = mode_params(mode, host, precision);
+      BackendParams p = mode_params(mode, host, precision, a.activations == "q8");
       p.device = a.device;
       p.device_profile = host ? "none" : a.device_profile;
       p.pool = &pool;
@@ -407,6 +418,11 @@ void register_gemm_speed(CLI::App& app) {
   sub->add_option("--isa", a->isa,
                   "instruction set of the CPU kernels: best (default), or one this CPU runs (" +
                       supported_cpu_isa_names() + ")");
+  sub->add_option(
+         "--activations", a->activations,
+         "the integer modes' activations: q8 (rounded to int8 per block where the backend has integer "
+         "kernels, as `run`'s default) or f32 (the float path)")
+      ->check(CLI::IsMember({"q8", "f32"}));
   sub->add_option("--warmup", a->warmup, "warm-up runs (MNN: 3)");
   sub->add_option("--runs", a->runs, "timed runs (MNN: 10)");
   add_backend_option_groups(sub, a->given);
