@@ -24,9 +24,10 @@ struct OpenclForwardRig {
   std::vector<float> logits;          // [n_vocab]: the last token's
   std::unique_ptr<OpenclBackend> be;  // last, so destroyed first: its queue may still read s
 
-  // Test hook as in OpenclBackendOptions: `kernel` (if not empty) is replaced by `source`.
+  // Test hook as in OpenclBackendOptions: `kernel` (if not empty) is replaced by `source`. q8_plain_dot: the
+  // integer prompt GEMM on any device (OpenclBackendOptions::q8_plain_dot).
   OpenclForwardRig(const Model& m, int64_t n_ctx, int64_t n_batch, GgmlType kv_type, const char* kernel = "",
-                   const char* source = "")
+                   const char* source = "", bool q8_plain_dot = false)
       : model(m),
         kv(m.config().n_layer, n_ctx, m.config().n_head_kv, m.config().head_dim, kv_type),
         rope(n_ctx, m.config().rope_dim, m.config().rope_base, m.config().rope_freq_scale),
@@ -49,6 +50,7 @@ struct OpenclForwardRig {
     for (AlignedBuffer* a : s.activations()) o.resident.push_back({a->as<void>(), a->size()});
     o.test_kernel_name = kernel;
     o.test_kernel_source = source;
+    o.q8_plain_dot = q8_plain_dot;
     be = std::make_unique<OpenclBackend>(o);
     be->upload_model(m.weights().weight_set());
   }

@@ -193,6 +193,55 @@ TEST(OpenclModel, host_kv_cache_has_storage_only_where_the_host_uses_it) {
   EXPECT_EQ(gpu.host_kv_bytes(), 0u);
 }
 
+// The integer prompt GEMM in a whole forward pass (built with plain integer multiply-adds, as on a device
+// without a dot product): SmolLM2 over a prompt of 70 tokens (past the GEMM's 64-token tile, one download),
+// then 3 decode steps, against the CPU's float path. The prompt's products take int8-rounded inputs (each up
+// to max|x| / 254 of its block off), so the logits move by more than float rounding: as much as the CPU's own
+// --activations q8 path moves them (Q8_0/Q8_1 rounding, a different but equally fine one; measured on PoCL:
+// 1.4e-2 against the CPU's 2.2e-2 after the prompt). Bound: twice the CPU q8 path's difference at each step,
+// and the same greedy token wherever the float path's top two logits are further apart than the difference.
+TEST(OpenclModel, integer_prompt_gemm_forward_stays_as_near_the_cpu_float_path_as_its_q8_path) {
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  const std::string path = test::model_path(test::kSmolLM2);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  const int64_t V = model->config().n_vocab;
+  test::OpenclForwardRig rig(*model, 128, 80, GgmlType::F32, "", "", /*q8_plain_dot=*/true);
+  SessionOptions so = float_options(GgmlType::F32);
+  so.n_batch = 80;
+  so.n_ctx = 128;
+  Session cpu(*model, so);
+  SessionOptions sq = so;
+  sq.activations = ActivationMode::Quantized;
+  Session cq(*model, sq);
+  std::vector<int32_t> prompt(70);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(300 + 37 * i % 9000);
+  const uint64_t d0 = rig.be->downloads();
+  rig.run(prompt.data(), int64_t(prompt.size()), 0);
+  EXPECT_EQ(rig.be->downloads() - d0, 1u);
+  cpu.eval(prompt.data(), int64_t(prompt.size()));
+  cq.eval(prompt.data(), int64_t(prompt.size()));
+  int64_t n_past = int64_t(prompt.size());
+  for (int step = 0; step < 4; ++step) {
+    const double got = relative_difference(cpu.logits(), rig.logits.data(), V);
+    const double cpu_q8 = relative_difference(cpu.logits(), cq.logits(), V);
+    EXPECT_LE(got, 2.0 * cpu_q8) << "step " << step;
+    const int32_t t = argmax(cpu.logits(), V);
+    float peak = 0.0f, second = -INFINITY;
+    for (int64_t i = 0; i < V; ++i) {
+      peak = std::max(peak, std::abs(cpu.logits()[i]));
+      if (i != t) second = std::max(second, cpu.logits()[i]);
+    }
+    if (cpu.logits()[t] - second > 2.0 * got * peak) {
+      EXPECT_EQ(argmax(rig.logits.data(), V), t) << "step " << step;
+    }
+    if (step == 3) break;
+    rig.run(&t, 1, n_past++);
+    cpu.eval(&t, 1);
+    cq.eval(&t, 1);
+  }
+}
+
 TEST(OpenclModel, forward_downloads_only_the_logits) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
   const std::string path = test::model_path(test::kSmolLM2);
