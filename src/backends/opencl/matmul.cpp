@@ -147,31 +147,35 @@ void OpenclBackend::enqueue_split_sum(const GemmSplit& sp, int64_t n, const open
   rt_.launch(ks, 1, g, nullptr);
 }
 
+// The GEMM kernels' common launch (kernels/gemm.cl, gemm_q8.cl): one group per tile and K slice, a split
+// product's slices summed after.
+void OpenclBackend::enqueue_gemm(const opencl::Kernel& k, const DeviceWeight& dw, int64_t n_tok,
+                                 const opencl::Buffer& x, size_t local_bytes, const opencl::Buffer& y) {
+  const GemmSplit sp = gemm_split_for(dw.n_out, n_tok, dw.n_in);
+  const cl_ulong row_bytes = dw.row_bytes;
+  const cl_int n_in = cl_int(dw.n_in), n_out = cl_int(dw.n_out), nt = cl_int(n_tok);
+  const cl_int blocks = cl_int(sp.blocks);
+  opencl::set_arg(k, 0, dw.buf);
+  opencl::set_arg(k, 1, row_bytes);
+  opencl::set_arg(k, 2, n_in);
+  opencl::set_arg(k, 3, n_out);
+  opencl::set_arg(k, 4, nt);
+  opencl::set_arg(k, 5, x);
+  opencl::set_arg(k, 6, sp.slices > 1 ? gemm_parts_ : y);
+  opencl::set_local_arg(k, 7, local_bytes);
+  opencl::set_arg(k, 8, blocks);
+  const size_t row_tiles = size_t((dw.n_out + gemm_.tr() - 1) / gemm_.tr());
+  const size_t tok_tiles = size_t((n_tok + gemm_.tt() - 1) / gemm_.tt());
+  const size_t global[3] = {row_tiles * size_t(gemm_.wr), tok_tiles * size_t(gemm_.wt), size_t(sp.slices)};
+  const size_t local[3] = {size_t(gemm_.wr), size_t(gemm_.wt), 1};
+  rt_.launch(k, 3, global, local);
+  if (sp.slices > 1) enqueue_split_sum(sp, n_tok * dw.n_out, y);
+}
+
 void OpenclBackend::enqueue_matmul(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
                                    const opencl::Buffer& y) {
   const opencl::Kernel& k = matmul_kernel(dw.fmt);
-  if (gemm_.on()) {
-    const GemmSplit sp = gemm_split_for(dw.n_out, n_tok, dw.n_in);
-    const cl_ulong row_bytes = dw.row_bytes;
-    const cl_int n_in = cl_int(dw.n_in), n_out = cl_int(dw.n_out), nt = cl_int(n_tok);
-    const cl_int blocks = cl_int(sp.blocks);
-    opencl::set_arg(k, 0, dw.buf);
-    opencl::set_arg(k, 1, row_bytes);
-    opencl::set_arg(k, 2, n_in);
-    opencl::set_arg(k, 3, n_out);
-    opencl::set_arg(k, 4, nt);
-    opencl::set_arg(k, 5, x);
-    opencl::set_arg(k, 6, sp.slices > 1 ? gemm_parts_ : y);
-    opencl::set_local_arg(k, 7, gemm_.local_bytes());
-    opencl::set_arg(k, 8, blocks);
-    const size_t row_tiles = size_t((dw.n_out + gemm_.tr() - 1) / gemm_.tr());
-    const size_t tok_tiles = size_t((n_tok + gemm_.tt() - 1) / gemm_.tt());
-    const size_t global[3] = {row_tiles * size_t(gemm_.wr), tok_tiles * size_t(gemm_.wt), size_t(sp.slices)};
-    const size_t local[3] = {size_t(gemm_.wr), size_t(gemm_.wt), 1};
-    rt_.launch(k, 3, global, local);
-    if (sp.slices > 1) enqueue_split_sum(sp, n_tok * dw.n_out, y);
-    return;
-  }
+  if (gemm_.on()) return enqueue_gemm(k, dw, n_tok, x, gemm_.local_bytes(), y);
   // About one 32-weight block per item (idle items would only lengthen the reduction), but at least one
   // SIMD width (the preferred multiple): a group of one item is legal yet trips some compilers (PoCL 5.0
   // fails to link such a kernel when it uses subgroups).
@@ -220,26 +224,9 @@ void OpenclBackend::enqueue_quantize_q8(const opencl::Buffer& x, int64_t n_in, i
 }
 
 void OpenclBackend::enqueue_matmul_q8(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& y) {
-  const opencl::Kernel& k = k_matmul_q8_[int(dw.fmt)];
-  const GemmSplit sp = gemm_split_for(dw.n_out, n_tok, dw.n_in);
-  const cl_ulong row_bytes = dw.row_bytes;
-  const cl_int n_in = cl_int(dw.n_in), n_out = cl_int(dw.n_out), nt = cl_int(n_tok);
-  const cl_int blocks = cl_int(sp.blocks);
-  opencl::set_arg(k, 0, dw.buf);
-  opencl::set_arg(k, 1, row_bytes);
-  opencl::set_arg(k, 2, n_in);
-  opencl::set_arg(k, 3, n_out);
-  opencl::set_arg(k, 4, nt);
-  opencl::set_arg(k, 5, q8x_);
-  opencl::set_arg(k, 6, sp.slices > 1 ? gemm_parts_ : y);
-  opencl::set_local_arg(k, 7, size_t(10 * (gemm_.tr() + gemm_.tt())) * sizeof(uint32_t));  // one stage
-  opencl::set_arg(k, 8, blocks);
-  const size_t row_tiles = size_t((dw.n_out + gemm_.tr() - 1) / gemm_.tr());
-  const size_t tok_tiles = size_t((n_tok + gemm_.tt() - 1) / gemm_.tt());
-  const size_t global[3] = {row_tiles * size_t(gemm_.wr), tok_tiles * size_t(gemm_.wt), size_t(sp.slices)};
-  const size_t local[3] = {size_t(gemm_.wr), size_t(gemm_.wt), 1};
-  rt_.launch(k, 3, global, local);
-  if (sp.slices > 1) enqueue_split_sum(sp, n_tok * dw.n_out, y);
+  // One stage of tiles: 10 words a row or token of the tile (kernels/gemm_q8.cl).
+  const size_t local = size_t(10 * (gemm_.tr() + gemm_.tt())) * sizeof(uint32_t);
+  enqueue_gemm(k_matmul_q8_[int(dw.fmt)], dw, n_tok, q8x_, local, y);
 }
 
 void OpenclBackend::enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y,

@@ -503,6 +503,11 @@ class OpenclBackend final : public Backend {
   // x (n_tok rows of n_in, on the device) rounded into q8x_.
   void enqueue_quantize_q8(const opencl::Buffer& x, int64_t n_in, int64_t n_tok);
   void enqueue_matmul_q8(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& y);
+  // A GEMM kernel (the float one of gemm.cl or an integer one of gemm_q8.cl; their arguments are the same but
+  // for x's type) over dw and n_tok tokens of x into y, local_bytes of tiles; split K where gemm_split_for
+  // says.
+  void enqueue_gemm(const opencl::Kernel& k, const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& x,
+                    size_t local_bytes, const opencl::Buffer& y);
   // A split product's slices (gemm_parts_, [slices][n]) added into y.
   void enqueue_split_sum(const GemmSplit& sp, int64_t n, const opencl::Buffer& y);
   // --gpu-memory image: the image kernels, slots as matmul_image.cpp maps them (slot 0 stays empty).

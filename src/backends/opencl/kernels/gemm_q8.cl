@@ -13,19 +13,19 @@
 // b of row r and token t adds dw dx (sum c q) + m s: the integer sum exact, two roundings a block.
 //
 // TL_Q8_DOT picks the dot product: 2, PTX's dp4a through NVIDIA's inline assembly (the capability probe,
-// device.cpp, built it); 1, cl_khr_integer_dot_product's dot; 0, four multiply-adds of integers (tests on
+// device.cpp, built it; not volatile: a pure function of its operands, which the compiler may schedule); 1, cl_khr_integer_dot_product's dot; 0, four multiply-adds of integers (tests on
 // devices with neither).
 #if TL_GEMM && TL_Q8_GEMM
 
 #if TL_Q8_DOT == 2
 int tl_dot_ss(uint a, uint b, int c) {
   int r;
-  asm volatile("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
   return r;
 }
 int tl_dot_su(uint a, uint b, int c) {
   int r;
-  asm volatile("dp4a.s32.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  asm("dp4a.s32.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
   return r;
 }
 #elif TL_Q8_DOT == 1
