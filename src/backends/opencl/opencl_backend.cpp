@@ -128,6 +128,12 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     q8_dot_ = o.q8_plain_dot ? 0 : caps().int_dot == IntDot::Khr ? 1 : caps().int_dot == IntDot::Ptx ? 2 : -1;
   }
   if (q8_dot_ >= 0) ops.push_back("matmul_q8");
+  prompt_gemm_ = !o.tiled_matmul                              ? "the row kernels (a test's switch)"
+                 : o.activations != ActivationMode::Quantized ? "float GEMM (--activations f32)"
+                 : q8_dot_ < 0                                ? "float GEMM (no integer dot product)"
+                 : q8_dot_ == 0                               ? "integer GEMM (plain integer products)"
+                 : q8_dot_ == 1                               ? "integer GEMM (cl_khr_integer_dot_product)"
+                                                              : "integer GEMM (PTX dp4a)";
   std::string defines;
   std::unique_ptr<ProgramCache> cache;
   std::optional<CacheEntry> entry;
@@ -186,6 +192,7 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
         std::fprintf(stderr, "note: OpenCL integer prompt GEMM not built on %s (%s); float GEMM\n",
                      caps().name.c_str(), e.what());
         q8_dot_ = -1;
+        prompt_gemm_ = "float GEMM (the integer kernels did not build)";
         ops.pop_back();
         continue;
       }
@@ -261,13 +268,16 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     // A compiler may allow these kernels fewer items than the float GEMM's tile (registers): then the
     // float GEMM serves the prompt.
     for (const opencl::Kernel& k : k_matmul_q8_) {
-      if (k.handle && k.max_wg < gemm_.items()) {
+      if (k.handle && k.max_wg < gemm_.items() && q8_dot_ >= 0) {
         q8_dot_ = -1;
+        prompt_gemm_ = fmt::format("float GEMM ({} allows {} items, the tile {} needs {})", k.name, k.max_wg,
+                                   gemm_.name(), gemm_.items());
       }
     }
   } else {
     q8_dot_ = -1;
   }
+  if (!gemm_.on()) prompt_gemm_ = "the row kernels (no GEMM tile fits the device)";
   if (images) image_kernels();
   if (!o.test_kernel_name.empty()) {
     opencl::Kernel* slot = nullptr;
@@ -567,7 +577,7 @@ OpenclBackend::DeviceMemory OpenclBackend::device_memory() const {
   for (const opencl::Buffer& b : mirror_dev_) m.other += b.bytes;
   for (const auto& e : norms_) m.other += e.second.bytes;
   for (const opencl::Buffer* b : {&in_a_, &in_b_, &attn_part_, &gemm_parts_, &out_, &vec_, &norm_part_,
-                                  &norm_count_, &ids_.dev, &pos_.dev, &rope_[0].dev, &rope_[1].dev})
+                                  &norm_count_, &ids_.dev, &pos_.dev, &rope_[0].dev, &rope_[1].dev, &q8x_})
     m.other += b->bytes;
   return m;
 }
@@ -576,8 +586,9 @@ std::string OpenclBackend::memory_summary() const {
   const DeviceMemory m = device_memory();
   constexpr double kMiB = 1024.0 * 1024.0;
   return fmt::format(
-      "OpenCL device memory: weights {:.1f} MiB, KV cache {:.1f} MiB, activations and scratch {:.1f} MiB",
-      double(m.weights) / kMiB, double(m.kv) / kMiB, double(m.other) / kMiB);
+      "OpenCL device memory: weights {:.1f} MiB, KV cache {:.1f} MiB, activations and scratch {:.1f} MiB; "
+      "prompts: {}",
+      double(m.weights) / kMiB, double(m.kv) / kMiB, double(m.other) / kMiB, prompt_gemm_);
 }
 
 std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
