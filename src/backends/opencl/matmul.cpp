@@ -210,7 +210,7 @@ void OpenclBackend::rounded_matmul_input(const Weight& w, const float* x, int64_
 }
 
 void OpenclBackend::enqueue_quantize_q8(const opencl::Buffer& x, int64_t n_in, int64_t n_tok) {
-  if (n_tok * n_in > opts_.max_in_elems)
+  if (n_tok * n_in > opts_.max_in_elems || n_tok > opts_.max_tokens)
     fail("internal: a rounded input of {} x {} past the backend's {} elements", n_tok, n_in,
          opts_.max_in_elems);
   const opencl::Kernel& k = k_quantize_q8_;

@@ -299,8 +299,10 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   out_ = rt_.alloc(floats(opts_.max_out_elems));
   attn_part_ = rt_.alloc(kAttnPartFloats * sizeof(float));
   vec_ = rt_.alloc(floats(opts_.max_width));
-  // [max_in_elems / 32][10] words: any pass's rounded input (kernels/gemm_q8.cl).
-  if (q8_dot_ >= 0) q8x_ = rt_.alloc(size_t(opts_.max_in_elems / 32 + 1) * 10 * sizeof(uint32_t));
+  // Any pass's rounded input (kernels/gemm_q8.cl): 10 words a block of 32, each token's row padded by up to
+  // 3 words to a multiple of 4.
+  if (q8_dot_ >= 0)
+    q8x_ = rt_.alloc(size_t(10 * (opts_.max_in_elems / 32) + 4 * opts_.max_tokens) * sizeof(uint32_t));
   // A split product's slices: the rule keeps slices x groups within the target, so target tiles of tr x tt
   // outputs hold any split it makes (gemm_split_for; it splits less where they would not fit).
   if (gemm_.on() && (opts_.gemm_split > 0 || opts_.gemm_split_blocks > 0)) {

@@ -493,7 +493,7 @@ class OpenclBackend final : public Backend {
   // gemm_split_sum (gemm_split.cl): the slices of a split prompt product added into its output.
   opencl::Kernel k_gemm_split_sum_;
   // The prompt products in integers (kernels/gemm_q8.cl), built when q8_dot_ >= 0 (the TL_Q8_DOT the
-  // program was built with): quantize_q8 rounds an input into q8x_ ([max_in_elems / 32][10] words), and
+  // program was built with): quantize_q8 rounds an input into q8x_ (10 words a block, rows padded to 4), and
   // k_matmul_q8_ (block formats Q4_0, Q4_1, Q8_0, Int4B64, Int8B0, Kq4; the other slots empty) multiply it.
   int q8_dot_ = -1;
   std::string prompt_gemm_;  // which prompt products run and why (memory_summary, `run --verbose`)

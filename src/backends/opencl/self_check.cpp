@@ -482,11 +482,12 @@ void OpenclBackend::run_self_check() {
       verdict(k, relative_error(ref, got));
       // The device's rounding of x: d q per element from the codes and d of each block (gemm_q8.cl's rows).
       const int64_t nb = n_in / 32;
-      std::vector<uint32_t> words(size_t(n_tok * 10 * nb));
+      const int64_t row_words = (10 * nb + 3) / 4 * 4;  // TL_Q8_ROW
+      std::vector<uint32_t> words(size_t(n_tok * row_words));
       rt_.read(q8x_, 0, words.data(), words.size() * sizeof(uint32_t));
       std::vector<float> dev(x.size());
       for (int64_t i = 0; i < n_tok * n_in; ++i) {
-        const uint32_t* row = words.data() + (i / n_in) * 10 * nb;
+        const uint32_t* row = words.data() + (i / n_in) * row_words;
         const int64_t e = i % n_in;
         float d;
         std::memcpy(&d, row + 8 * nb + e / 32, sizeof d);

@@ -5,7 +5,8 @@
 // common.cl, quants.cl and gemm.cl, whose tile (TL_GEMM_*) and fetchers it shares; it is empty unless the
 // header sets TL_Q8_GEMM. matmul_q8.cl holds the rounding kernel and the formats' kernels.
 //
-// Rounded input (matmul_q8.cl's quantize_q8), per token a row of nb = n_in / 32 blocks, 10 nb 32-bit words:
+// Rounded input (matmul_q8.cl's quantize_q8), per token a row of nb = n_in / 32 blocks in TL_Q8_ROW(nb)
+// 32-bit words (10 nb rounded up to a multiple of 4, so that every row's codes are 16-byte aligned):
 //   [nb][8] code words (4 codes a word, lowest byte first, element order), then [nb] floats d, then [nb]
 //   floats s = d * (sum of the block's codes); element k of block b is d q (as round_activations_q8).
 // The weights as the dot products take them (tl_q8w_FMT): 8 words of codes c in element order (unsigned:
@@ -16,6 +17,8 @@
 // device.cpp, built it; not volatile: a pure function of its operands, which the compiler may schedule); 1, cl_khr_integer_dot_product's dot; 0, four multiply-adds of integers (tests on
 // devices with neither).
 #if TL_GEMM && TL_Q8_GEMM
+
+#define TL_Q8_ROW(nb) ((10 * (nb) + 3) & ~3)
 
 #if TL_Q8_DOT == 2
 int tl_dot_ss(uint a, uint b, int c) {
@@ -152,8 +155,8 @@ void tl_q8_fetch_x(__global const uint* xq, int nb, int n_tok, int t0, int b, tl
   for (int i = 0; i < TL_Q8_XF; ++i) {
     const int f = min(lid + i * TL_GEMM_ITEMS, 2 * TL_GEMM_TT - 1);
     const int t = f % TL_GEMM_TT, h = f / TL_GEMM_TT;
-    __global const uint* row = xq + (ulong)min(t0 + t, n_tok - 1) * 10 * nb;
-    xr->q[i] = vload4(2 * b + h, row);
+    __global const uint* row = xq + (ulong)min(t0 + t, n_tok - 1) * TL_Q8_ROW(nb);
+    xr->q[i] = ((__global const uint4*)row)[2 * b + h];  // aligned: one 16-byte load
     xr->ds[i] = as_float(row[(8 + h) * nb + b]);
   }
 }
@@ -220,7 +223,7 @@ void tl_q8_accumulate(__local const uint* st, float4 acc[TL_GEMM_TM][TL_GEMM_RM 
 }
 
 // One kernel NAME over the format FMT: gemm.cl's groups, tiles, split K and tails, with the rounded input
-// xq ([n_tok][10 nb] words, quantize_q8) in place of x and one stage of TL_Q8_TILE_WORDS words of local
+// xq ([n_tok][TL_Q8_ROW(nb)] words, quantize_q8) in place of x and one stage of TL_Q8_TILE_WORDS words of local
 // memory (tiles). n_in is a multiple of 32.
 #define TL_GEMM_Q8_KERNEL(NAME, FMT)                                                                          \
   __kernel __attribute__((reqd_work_group_size(TL_GEMM_WR, TL_GEMM_WT, 1))) void NAME(                       \
