@@ -3,7 +3,10 @@
 // reading each input once for those rows; for more, the matmul kernel: the tiled GEMM (kernels/gemm.cl), one
 // work-group per tile of tr rows x tt tokens (and K slice, where too few tiles split K: gemm_split_for), or,
 // where the device cannot hold its smallest tile, the row kernel, one work-group per (output row, tile of
-// kMatmulTile tokens). matmul_shared places the shared input on the device once for all its weights.
+// kMatmulTile tokens). Under --activations q8 on a device with an integer dot product, the block formats'
+// prompt products take the integer GEMM instead (kernels/gemm_q8.cl: uses_q8), over the input rounded to int8
+// once for all the weights that share it (quantize_q8). matmul_shared places the shared input on the device
+// once for all its weights.
 //
 // The norm left to the readers (matmul_add_rmsnorm, decode): the output and down products end their block
 // with the residual add and the next block's RMSNorm. Here the product itself adds its rows into the
@@ -211,8 +214,8 @@ void OpenclBackend::rounded_matmul_input(const Weight& w, const float* x, int64_
 
 void OpenclBackend::enqueue_quantize_q8(const opencl::Buffer& x, int64_t n_in, int64_t n_tok) {
   if (n_tok * n_in > opts_.max_in_elems || n_tok > opts_.max_tokens)
-    fail("internal: a rounded input of {} x {} past the backend's {} elements", n_tok, n_in,
-         opts_.max_in_elems);
+    fail("internal: a rounded input of {} tokens x {} past the backend's {} tokens and {} elements", n_tok,
+         n_in, opts_.max_tokens, opts_.max_in_elems);
   const opencl::Kernel& k = k_quantize_q8_;
   const cl_int ni = cl_int(n_in), nt = cl_int(n_tok);
   opencl::set_arg(k, 0, x);
@@ -426,7 +429,7 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
     // runs what no kernel can.
     const bool vec = n_tok == 1 && opts_.one_token_matvec &&
                      !(img ? matvec_image_kernel(dw.fmt) : matvec_kernel(dw.fmt)).on_cpu;
-    if (!vec && (img ? matmul_image_kernel(dw.fmt) : matmul_kernel(dw.fmt)).on_cpu) {
+    if (!vec && !uses_q8(dw, n_tok) && (img ? matmul_image_kernel(dw.fmt) : matmul_kernel(dw.fmt)).on_cpu) {
       host_in(x, n_tok * n_in);
       host_out(ys[i], n_tok * dw.n_out);
       // The host weight (the mapped file) is still there; in a converted mode upload_model gave cpu_ the
