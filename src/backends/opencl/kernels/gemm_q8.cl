@@ -11,11 +11,11 @@
 //   floats s = d * (sum of the block's codes); element k of block b is d q (as round_activations_q8).
 // The weights as the dot products take them (tl_q8w_FMT): 8 words of codes c in element order (unsigned:
 // 4-bit codes and INT8B0's bytes; signed: Q8_0's) and (d, m) with w = d c + m (Q4_0: m = -8 d). So block
-// b of row r and token t adds dw dx (sum c q) + m s: the integer sum exact, two roundings a block.
+// b of row r and token t adds dw dx (sum c q) + m s: the integer sum exact, a few float roundings a block.
 //
 // TL_Q8_DOT picks the dot product: 2, PTX's dp4a through NVIDIA's inline assembly (the capability probe,
-// device.cpp, built it; not volatile: a pure function of its operands, which the compiler may schedule); 1, cl_khr_integer_dot_product's dot; 0, four multiply-adds of integers (tests on
-// devices with neither).
+// device.cpp, built it; not volatile: a pure function of its operands, which the compiler may schedule);
+// 1, cl_khr_integer_dot_product's dot; 0, four multiply-adds of integers (tests on devices with neither).
 #if TL_GEMM && TL_Q8_GEMM
 
 #define TL_Q8_ROW(nb) ((10 * (nb) + 3) & ~3)

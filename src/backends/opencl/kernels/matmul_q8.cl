@@ -3,8 +3,8 @@
 // more (Q4_0, Q4_1, Q8_0, INT4B64, INT8B0, KQ4). Built only with TL_Q8_GEMM (opencl_backend.cpp).
 #if TL_GEMM && TL_Q8_GEMM
 
-// x: [n_tok][n_in] floats (n_in a multiple of 32) -> q: [n_tok][TL_Q8_ROW(nb)] words as gemm_q8.cl lays them out.
-// One item per block of one token: global size (nb, n_tok) rounded up; items past either return.
+// x: [n_tok][n_in] floats (n_in a multiple of 32) -> q: [n_tok][TL_Q8_ROW(nb)] words as gemm_q8.cl lays
+// them out. One item per block of one token: global size (nb, n_tok) rounded up; items past either return.
 __kernel void quantize_q8(__global const float* x, int n_in, int n_tok, __global uint* q) {
   const int b = get_global_id(0), t = get_global_id(1), nb = n_in / 32;
   if (b >= nb || t >= n_tok) return;
