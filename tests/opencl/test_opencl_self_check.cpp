@@ -69,6 +69,27 @@ float2 tl_q8w_broken_q4_0(const tl_raw32* r, uint c[8]) {
 TL_GEMM_Q8_KERNEL(matmul_q8_q4_0, broken_q4_0)
 )";
 
+// The prompt input's rounding to int8 (matmul_q8.cl) with its codes halved, d kept (a wrong scale).
+constexpr const char* kBrokenQuantizeQ8 = R"(
+__kernel void quantize_q8(__global const float* x, int n_in, int n_tok, __global uint* q) {
+  const int b = get_global_id(0), t = get_global_id(1), nb = n_in / 32;
+  if (b >= nb || t >= n_tok) return;
+  __global const float* v = x + (ulong)t * n_in + 32 * b;
+  float amax = 0.0f;
+  for (int k = 0; k < 32; ++k) amax = fmax(amax, fabs(v[k]));
+  const float d = tl_div127(amax), id = d != 0.0f ? tl_reciprocal(d) : 0.0f;
+  __global uint* row = q + (ulong)t * TL_Q8_ROW(nb);
+  int sum = 0;
+  for (int k = 0; k < 8; ++k) {
+    const int4 c = convert_int4(round(vload4(k, v) * (0.5f * id)));
+    sum += c.x + c.y + c.z + c.w;
+    row[8 * b + k] = as_uint(convert_char4(c));
+  }
+  ((__global float*)row)[8 * nb + b] = d;
+  ((__global float*)row)[9 * nb + b] = d * (float)sum;
+}
+)";
+
 // SiLU·mul that forgets the SiLU: out = gate * up.
 constexpr const char* kBrokenGluSilu = R"(
 __kernel void glu_silu(__global const float* gate, __global const float* up, __global float* out, int n) {
@@ -247,6 +268,31 @@ TEST(OpenclSelfCheck, broken_integer_q4_0_gemm_is_caught_and_prompts_take_the_fl
   be.upload_weight(q8.w);
   be.rounded_matmul_input(q8.w, x.data(), 2, xr.data());
   EXPECT_NE(xr, x);
+}
+
+TEST(OpenclSelfCheck, broken_prompt_rounding_is_caught_and_every_prompt_takes_the_float_gemm) {
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  ::testing::internal::CaptureStderr();
+  OpenclBackendOptions o = options_with("quantize_q8", kBrokenQuantizeQ8);
+  o.q8_plain_dot = true;
+  OpenclBackend be(o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  // The first format's product (checked before the rounding it read) and the rounding fail; the check
+  // stops there, so no other integer kernel is judged on products that ran on the float GEMM.
+  EXPECT_EQ(be.cpu_fallbacks(), (std::vector<std::string>{"matmul_q8_q4_0", "quantize_q8"}));
+  EXPECT_NE(err.find("quantize_q8 failed its self-check"), std::string::npos) << err;
+  const int64_t n_in = 96, n_out = 5;
+  const BlockRows rows(GgmlType::Q8_0, n_in, n_out, 0.01f, 5);
+  be.upload_weight(rows.w);
+  const std::vector<float> x = random_floats(3 * n_in, 6);
+  std::vector<float> xr(x.size()), a(3 * n_out), b(3 * n_out);
+  be.rounded_matmul_input(rows.w, x.data(), 3, xr.data());
+  EXPECT_EQ(xr, x);  // Q8_0's integer kernel is untouched, yet its prompts are not rounded
+  ThreadPool pool(1);
+  CpuBackend cpu(pool, ActivationMode::F32, 0);
+  cpu.matmul(rows.w, x.data(), 3, a.data());
+  be.matmul(rows.w, x.data(), 3, b.data());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5f * (1.0f + std::abs(a[i]))) << i;
 }
 
 TEST(OpenclSelfCheck, broken_split_sum_is_caught_and_products_run_unsplit) {

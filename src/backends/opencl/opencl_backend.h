@@ -496,7 +496,7 @@ class OpenclBackend final : public Backend {
   // program was built with): quantize_q8 rounds an input into q8x_ (10 words a block, rows padded to 4), and
   // k_matmul_q8_ (block formats Q4_0, Q4_1, Q8_0, Int4B64, Int8B0, Kq4; the other slots empty) multiply it.
   int q8_dot_ = -1;
-  std::string prompt_gemm_;  // which prompt products run and why (memory_summary, `run --verbose`)
+  std::string prompt_gemm_;  // which prompt products run and why (memory_summary: `run`'s memory line)
   opencl::Kernel k_quantize_q8_, k_matmul_q8_[kFormats];
   opencl::Buffer q8x_;
   // The integer GEMM for this weight and tokens (a prompt, a kernel that passed its self-check).
