@@ -87,6 +87,38 @@ void q4k_row(const uint8_t* src, int64_t n_in, uint8_t* dst) {
   }
 }
 
+// The Q6K device row (device_rows.h): Q6_K's 6-bit codes regrouped by 32, low 4 bits in Q4_0's nibble
+// order and high 2 bits in two words a block, and each super-block's d and 16 scales. In the file, element
+// 128 h + 32 k + l (h < 2, k < 4, l < 32) has its low bits in ql[64 h + l + 32 (k & 1)], nibble k / 2, and
+// its high bits in qh[32 h + l] at bit 2 k; its scale is scales[8 h + 2 k + l / 16] (quants.h BlockQ6_K).
+size_t q6k_row_bytes(int64_t n_in) {
+  return (size_t(n_in / 32) * 24 + size_t(n_in / 256) * 20 + 15) / 16 * 16;
+}
+
+void q6k_row(const uint8_t* src, int64_t n_in, uint8_t* dst) {
+  std::memset(dst, 0, q6k_row_bytes(n_in));
+  const int64_t nb = n_in / 32;
+  for (int64_t sb = 0; sb < n_in / 256; ++sb) {
+    const uint8_t* blk = src + size_t(sb) * sizeof(BlockQ6_K);
+    const uint8_t* ql = blk + offsetof(BlockQ6_K, ql);
+    const uint8_t* qh = blk + offsetof(BlockQ6_K, qh);
+    uint8_t* par = dst + 24 * nb + 20 * sb;
+    std::memcpy(par, blk + offsetof(BlockQ6_K, d), 2);
+    std::memcpy(par + 2, blk + offsetof(BlockQ6_K, scales), 16);
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+      const int lo = (ql[64 * h + l + 32 * (k & 1)] >> (4 * (k / 2))) & 15;
+      const int hi = (qh[32 * h + l] >> (2 * k)) & 3;
+      const int64_t b = 8 * sb + e / 32;
+      const int j = e % 32, half = j / 16, t = (j % 16) / 4, i = j % 4;
+      uint8_t* codes = dst + 16 * b;
+      codes[j % 16] = uint8_t(codes[j % 16] | lo << (4 * half));
+      uint8_t* hw = dst + 16 * nb + 8 * b + 4 * half;  // little-endian word: byte i, bits 2 t
+      hw[i] = uint8_t(hw[i] | hi << (2 * t));
+    }
+  }
+}
+
 // Device row bytes of the converted formats (kernels/quants.cl): codes, then the (half d, half m) pairs
 // (one per 64 weights for INT4B64, one per row for INT8B0), padded to 16 bytes.
 size_t converted_row_bytes(AsymFormat kind, int64_t n_in) {

@@ -15,6 +15,12 @@
 //     [nb][16] code bytes in Q4_0's nibble order, then per super-block of 256 (half d, half dmin,
 //     uint8 sc[8], uint8 mn[8]: the 6-bit scales and mins unpacked), padded to 16 bytes; the weights of
 //     block b are (d * sc[b % 8]) * q - dmin * mn[b % 8], as the format defines them.
+//   Q6K (Q6_K kept at its own size, 6.625 bits a weight; the CUDA backend's, where KQ8 takes 12): [nb][16]
+//     bytes of the codes' low 4 bits in Q4_0's nibble order; [nb][2] 32-bit words of their high 2 bits,
+//     word h of block b holding element 16 h + 4 t + i's at bits 8 i + 2 t (so (word >> 2 t) & 0x03030303,
+//     shifted up by 4, completes the bytes of code word t's nibbles); then per super-block of 256 (half d,
+//     int8 sc[16], 2 bytes of padding); padded to 16 bytes. Element 16 g + e of a super-block (g < 16) is
+//     d sc[g] (q - 32) for its 6-bit code q, as the format defines it.
 #pragma once
 
 #include <cstddef>
@@ -84,6 +90,8 @@ void kq4_row(const uint8_t* src, int64_t n_in, uint8_t* dst, std::vector<int8_t>
              std::vector<float>& scale, std::vector<float>& offset);
 size_t q4k_row_bytes(int64_t n_in);
 void q4k_row(const uint8_t* src, int64_t n_in, uint8_t* dst);
+size_t q6k_row_bytes(int64_t n_in);
+void q6k_row(const uint8_t* src, int64_t n_in, uint8_t* dst);
 size_t converted_row_bytes(AsymFormat kind, int64_t n_in);
 void converted_row(AsymFormat kind, const float* v, int64_t n_in, uint8_t* dst, std::vector<uint8_t>& codes,
                    std::vector<uint16_t>& sc, std::vector<uint16_t>& off);

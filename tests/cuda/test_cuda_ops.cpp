@@ -202,7 +202,8 @@ TEST_P(CudaOps, matvec_long_rows) {
   auto be = make();
   uint32_t seed = 200;
   std::vector<OwnedWeight> kept;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::Q4_K}) {
+  for (GgmlType t :
+       {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::Q4_K, GgmlType::Q6_K}) {
     const int64_t n_in = type_traits(t).block_size == 256 ? 11008 / 256 * 256 : 11008;
     kept.push_back(make_weight(t, n_in, 19, seed++));
     be->upload_weight(kept.back().w);
@@ -234,7 +235,7 @@ TEST_P(CudaOps, matvec_many_rows) {
 TEST_P(CudaOps, shared_input_jobs_equal_the_products_one_by_one) {
   const int64_t n_in = 256, nq = 96, nkv = 35, nff = 256;  // gate/up arrays: the widest of n_down below
   for (int64_t nt : {1, 5}) {
-    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
       std::vector<float> x(static_cast<size_t>(nt * n_in)), q(static_cast<size_t>(nt * nq)),
           k(static_cast<size_t>(nt * nkv)), v(static_cast<size_t>(nt * nkv)),
           gate(static_cast<size_t>(nt * nff)), up(static_cast<size_t>(nt * nff)),

@@ -22,7 +22,7 @@ static_assert(int(DeviceFormat::F32) == cuda::kF32 && int(DeviceFormat::F16) == 
                   int(DeviceFormat::Q4_0) == cuda::kQ4_0 && int(DeviceFormat::Q4_1) == cuda::kQ4_1 &&
                   int(DeviceFormat::Q8_0) == cuda::kQ8_0 && int(DeviceFormat::Int4B64) == cuda::kInt4B64 &&
                   int(DeviceFormat::Int8B0) == cuda::kInt8B0 && int(DeviceFormat::Kq8) == cuda::kKq8 &&
-                  int(DeviceFormat::Kq4) == cuda::kKq4 && kDeviceFormats + 1 == cuda::kFormats,
+                  int(DeviceFormat::Kq4) == cuda::kKq4 && kDeviceFormats == cuda::kQ4K,
               "the kernels number the device formats as DeviceFormat does");
 static_assert(cuda::kMaxSeqs == kMaxBatchDecode, "a batch decode step's sequences fit cuda::SeqPlanes");
 
@@ -45,7 +45,9 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
     fail("CUDA backend: KV cache type {} is not f16 or f32", type_name(o.kv_type));
 
   for (int f = 0; f < cuda::kFormats; ++f) {
-    const char* fn = f == cuda::kQ4K ? "q4_k" : device_format_name(DeviceFormat(f));
+    const char* fn = f == cuda::kQ4K   ? "q4_k"
+                     : f == cuda::kQ6K ? "q6_k"
+                                       : device_format_name(DeviceFormat(f));
     k_embed_[f].name = fmt::format("embed_{}", fn);
     k_matvec_[f].name = fmt::format("matvec_{}", fn);
     k_matvec_few_[f].name = fmt::format("matvec_few_{}", fn);
@@ -176,11 +178,12 @@ CudaBackend::DeviceWeight CudaBackend::make_device_weight(const Weight& w, Weigh
   dw.n_out = w.n_out;
   dw.fmt = format_for(w, mode);
   std::optional<DeviceRowWriter> rows;
-  if (dw.fmt == cuda::kQ4K) {
+  const bool own_size = dw.fmt == cuda::kQ4K || dw.fmt == cuda::kQ6K;  // rows converted here, a row at a time
+  if (own_size) {
     if (w.row_bytes != row_size(w.type, w.n_in))
-      fail("weight {} has rows of {} bytes, expected {} for Q4_K x {}", w.name, w.row_bytes,
-           row_size(w.type, w.n_in), w.n_in);
-    dw.row_bytes = q4k_row_bytes(w.n_in);
+      fail("weight {} has rows of {} bytes, expected {} for {} x {}", w.name, w.row_bytes,
+           row_size(w.type, w.n_in), type_name(w.type), w.n_in);
+    dw.row_bytes = own_row_bytes(dw.fmt, w.n_in);
   } else {
     rows.emplace(w, DeviceFormat(dw.fmt));
     dw.row_bytes = rows->row_bytes();
@@ -193,7 +196,12 @@ CudaBackend::DeviceWeight CudaBackend::make_device_weight(const Weight& w, Weigh
     rt_.upload_with(dw.buf, size_t(r0) * dw.row_bytes, size_t(nr) * dw.row_bytes, [&](void* dst) {
       uint8_t* d = static_cast<uint8_t*>(dst);
       if (rows) return rows->write(r0, nr, d);
-      for (int64_t r = 0; r < nr; ++r) q4k_row(w.row(r0 + r), w.n_in, d + size_t(r) * dw.row_bytes);
+      for (int64_t r = 0; r < nr; ++r) {
+        if (dw.fmt == cuda::kQ4K)
+          q4k_row(w.row(r0 + r), w.n_in, d + size_t(r) * dw.row_bytes);
+        else
+          q6k_row(w.row(r0 + r), w.n_in, d + size_t(r) * dw.row_bytes);
+      }
     });
   }
   return dw;
@@ -201,7 +209,14 @@ CudaBackend::DeviceWeight CudaBackend::make_device_weight(const Weight& w, Weigh
 
 int CudaBackend::format_for(const Weight& w, WeightsMode m) {
   if (m == WeightsMode::Native && w.type == GgmlType::Q4_K) return cuda::kQ4K;
+  if (m == WeightsMode::Native && w.type == GgmlType::Q6_K) return cuda::kQ6K;
   return int(device_format_for(w, m));
+}
+
+size_t CudaBackend::own_row_bytes(int f, int64_t n_in) {
+  if (f == cuda::kQ4K) return q4k_row_bytes(n_in);
+  if (f == cuda::kQ6K) return q6k_row_bytes(n_in);
+  return device_row_bytes(DeviceFormat(f), n_in);
 }
 
 void CudaBackend::upload_weight(const Weight& w) {
@@ -223,8 +238,7 @@ void CudaBackend::load_weights(const WeightSet& ws) {
   auto count = [&](const Weight& w, WeightsMode mode) {
     if (!seen.insert(w.data).second || weights_.count(w.data) || tables_.count(w.data)) return;
     const int f = format_for(w, mode);
-    need += size_t(w.n_out) *
-            (f == cuda::kQ4K ? q4k_row_bytes(w.n_in) : device_row_bytes(DeviceFormat(f), w.n_in));
+    need += size_t(w.n_out) * own_row_bytes(f, w.n_in);
   };
   if (ws.embedding) count(*ws.embedding, WeightsMode::Native);
   for (const Weight* w : ws.matrices) count(*w, opts_.weights);

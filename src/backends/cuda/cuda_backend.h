@@ -17,9 +17,9 @@
 //
 // Memory (allocated in the constructor and load_weights; nothing is allocated while ops run):
 //  - Weights: one device buffer each, keyed by the host Weight's data pointer, in the device formats of
-//    backends/device_rows.h: Q4_0, Q4_1, Q8_0 as split rows, F16 and F32 as in the file, Q4_K at its own
-//    size (Q4K: 4.625 bits a weight, where the other GPU backends' KQ4 takes 6), Q5_K, Q6_K, Q5_0 and Q5_1
-//    as KQ8, the rest dequantized to F32; --weights int4b64 /
+//    backends/device_rows.h: Q4_0, Q4_1, Q8_0 as split rows, F16 and F32 as in the file, Q4_K and Q6_K at
+//    their own sizes (Q4K: 4.625 bits a weight, where the other GPU backends' KQ4 takes 6; Q6K: 6.625,
+//    where KQ8 takes 12), Q5_K, Q5_0 and Q5_1 as KQ8, the rest dequantized to F32; --weights int4b64 /
 //    int8b0 / f16 / f32 convert every matrix (the embedding table keeps its GGUF type). Before anything is
 //    uploaded, the whole model's device bytes are compared with the device's free memory.
 //  - FB-KV on the device, in one allocation: [seq < kv_seqs][layer][K|V][pos < n_ctx][kv_dim] in the cache
@@ -160,8 +160,10 @@ class CudaBackend final : public Backend {
   DeviceWeight make_device_weight(const Weight& w, WeightsMode mode);
   const DeviceWeight& find_weight(const Weight& w, const char* op) const;
   bool quantized(int f) const { return quantized_ && f != cuda::kF32 && f != cuda::kF16; }
-  // The format w is held in under mode m: device_format_for's, but Q4_K at its own size (kQ4K).
+  // The format w is held in under mode m: device_format_for's, but Q4_K and Q6_K at their own sizes (kQ4K,
+  // kQ6K); and a row's device bytes in format f.
   static int format_for(const Weight& w, WeightsMode m);
+  static size_t own_row_bytes(int f, int64_t n_in);
 
   // Kernels by op, with their self-check verdict (on_cpu: the op runs on the host backend).
   struct Kernel {

@@ -63,7 +63,7 @@ void CudaBackend::run_self_check() {
   };
   // Every native device format through a GGUF type that keeps it, then the converted formats.
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
-                     GgmlType::Q4_K, GgmlType::Q5_K}) {
+                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const int64_t bs = type_traits(t).block_size;
     // Rows over two blocks of rows with a partial one; 96 inputs: three blocks of 32 (a partial stage);
     // float rows end in a partial block.

@@ -14,25 +14,31 @@ __device__ __forceinline__ int dp4a_us(uint32_t a, uint32_t b, int c) {
   return d;
 }
 
-// A block's codes as loaded: one 16-byte vector (4-bit formats) or two (byte formats).
+// A block's codes as loaded: one 16-byte vector (4-bit formats) or two (byte formats; Q6K: its low bits,
+// then its two words of high bits in v[1].x, v[1].y).
 template <int F>
 struct Codes {
   uint4 v[fmt_nibbles(F) ? 1 : 2];
 };
 
 template <int F>
-__device__ __forceinline__ void load_codes(const uint8_t* row, int b, Codes<F>& c) {
+__device__ __forceinline__ void load_codes(const uint8_t* row, int nb, int b, Codes<F>& c) {
   const uint4* p = reinterpret_cast<const uint4*>(row + size_t(fmt_code_bytes(F)) * b);
   c.v[0] = p[0];
-  if constexpr (!fmt_nibbles(F)) c.v[1] = p[1];
+  if constexpr (F == kQ6K) {
+    const uint2 h = *reinterpret_cast<const uint2*>(row + 16 * size_t(nb) + 8 * size_t(b));
+    c.v[1] = make_uint4(h.x, h.y, 0u, 0u);
+  } else if constexpr (!fmt_nibbles(F)) {
+    c.v[1] = p[1];
+  }
 }
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int t) {
   return t == 0 ? v.x : t == 1 ? v.y : t == 2 ? v.z : v.w;
 }
 
-// sum_j c_j q_j over a block (two halves of 16 for KQ8, whose halves have their own scales): xa, xb the
-// activation block's bytes 0..15 and 16..31.
+// sum_j c_j q_j over a block (two halves of 16 for KQ8 and Q6K, whose halves have their own scales): xa,
+// xb the activation block's bytes 0..15 and 16..31.
 template <int F>
 __device__ __forceinline__ void block_dot(const Codes<F>& c, const uint4& xa, const uint4& xb, int& lo,
                                           int& hi) {
@@ -44,6 +50,10 @@ __device__ __forceinline__ void block_dot(const Codes<F>& c, const uint4& xa, co
       const uint32_t w = word(c.v[0], t);
       lo = __dp4a(int(w & 0x0F0F0F0Fu), int(word(xa, t)), lo);
       hi = __dp4a(int((w >> 4) & 0x0F0F0F0Fu), int(word(xb, t)), hi);
+    } else if constexpr (F == kQ6K) {
+      const uint32_t w = word(c.v[0], t);
+      lo = __dp4a(int(q6k_word(w, c.v[1].x, t, 0)), int(word(xa, t)), lo);
+      hi = __dp4a(int(q6k_word(w, c.v[1].y, t, 1)), int(word(xb, t)), hi);
     } else if constexpr (F == kInt8B0) {
       lo = dp4a_us(word(c.v[0], t), word(xa, t), lo);
       hi = dp4a_us(word(c.v[1], t), word(xb, t), hi);

@@ -13,6 +13,9 @@
 //   KQ4        codes as Q4_0, then [nb] (float d, float m)
 //   Q4K        codes as Q4_0, then per 256 weights (half D, half Dmin, uint8 sc[8], uint8 mn[8]):
 //              block b's d = D sc[b % 8], m = -Dmin mn[b % 8]
+//   Q6K        [nb][16] the codes' low 4 bits as Q4_0's nibbles, [nb][2] words of their high 2 bits (word h
+//              of block b: element 16 h + 4 t + i's at bits 8 i + 2 t), then per 256 weights (half D,
+//              int8 sc[16], 2 bytes): half h of block b has d = D sc[(2 b + h) % 16], m = -32 d
 // In the 4-bit formats element j < 16 of a block is the low nibble of code byte j and element 16 + j its
 // high nibble: the 32-bit word t of a block's codes holds elements 4t .. 4t + 3 in its low nibbles and
 // 16 + 4t .. 16 + 4t + 3 in its high ones.
@@ -40,9 +43,23 @@ constexpr bool fmt_nibbles(int f) {
 constexpr bool fmt_block(int f) {
   return f != kF32 && f != kF16;
 }
-// Bytes of a block's codes.
+// Bytes of a block's codes (Q6K: its low bits; the high bits follow all the blocks' low bits).
 constexpr int fmt_code_bytes(int f) {
-  return fmt_nibbles(f) ? 16 : 32;
+  return fmt_nibbles(f) || f == kQ6K ? 16 : 32;
+}
+// Whether a block's two halves of 16 have their own (d, m) pairs (block_pair gives the first, block_pair2
+// the second): KQ8 and Q6K.
+constexpr bool fmt_two_pairs(int f) {
+  return f == kKq8 || f == kQ6K;
+}
+// Q6K: word h (0: elements 0..15, 1: 16..31) of block b's high bits.
+__device__ __forceinline__ uint32_t q6k_high(const uint8_t* row, int nb, int b, int h) {
+  return *reinterpret_cast<const uint32_t*>(row + 16 * size_t(nb) + 8 * size_t(b) + 4 * h);
+}
+// Q6K: the bytes of code word t (elements 16 h + 4 t .. + 3) from its nibbles (w >> 4 h, masked) and its
+// high bits' word.
+__device__ __forceinline__ uint32_t q6k_word(uint32_t w, uint32_t high, int t, int h) {
+  return ((w >> (4 * h)) & 0x0F0F0F0Fu) | ((high >> (2 * t)) & 0x03030303u) << 4;
 }
 // Whether the codes are signed bytes (Q8_0, KQ8); the others are unsigned (nibbles 0..15, INT8B0 0..255).
 constexpr bool fmt_signed(int f) {
@@ -73,15 +90,35 @@ __device__ __forceinline__ void block_pair(const uint8_t* row, int nb, int b, fl
   } else if constexpr (F == kKq4) {
     d = f32_at(row + 16 * nb + 8 * b);
     m = f32_at(row + 16 * nb + 8 * b + 4);
-  } else {  // kQ4K
+  } else if constexpr (F == kQ4K) {
     const uint8_t* p = row + 16 * nb + 20 * (b / 8);
     d = half_at(p) * float(p[4 + b % 8]);
     m = -(half_at(p + 2) * float(p[12 + b % 8]));
+  } else {  // kQ6K
+    const uint8_t* p = row + 24 * nb + 20 * (b / 8);
+    d = half_at(p) * float(int8_t(p[2 + (2 * b) % 16]));
+    m = -32.0f * d;
   }
 }
-__device__ __forceinline__ void kq8_pair2(const uint8_t* row, int nb, int b, float& d, float& m) {
-  d = f32_at(row + 32 * nb + 16 * b + 8);
-  m = f32_at(row + 32 * nb + 16 * b + 12);
+template <int F>
+__device__ __forceinline__ void block_pair2(const uint8_t* row, int nb, int b, float& d, float& m) {
+  static_assert(fmt_two_pairs(F));
+  if constexpr (F == kKq8) {
+    d = f32_at(row + 32 * nb + 16 * b + 8);
+    m = f32_at(row + 32 * nb + 16 * b + 12);
+  } else {
+    const uint8_t* p = row + 24 * nb + 20 * (b / 8);
+    d = half_at(p) * float(int8_t(p[2 + (2 * b + 1) % 16]));
+    m = -32.0f * d;
+  }
+}
+
+// Element j (< 32) of block b of a Q6K row: its 6-bit code.
+__device__ __forceinline__ int q6k_code(const uint8_t* row, int nb, int b, int j) {
+  const int h = j / 16, t = (j % 16) / 4, i = j % 4;
+  const int lo = (row[16 * size_t(b) + j % 16] >> (4 * h)) & 15;
+  const int hi = (row[16 * size_t(nb) + 8 * size_t(b) + 4 * h + i] >> (2 * t)) & 3;
+  return lo | hi << 4;
 }
 
 // The code of element j (< 32) of a block whose codes start at `codes`.
@@ -106,14 +143,15 @@ __device__ __forceinline__ float row_at(const uint8_t* row, int n, int i) {
   } else {
     const int nb = n / 32, b = i / 32, j = i % 32;
     float d, m;
-    if constexpr (F == kKq8) {
+    if constexpr (fmt_two_pairs(F)) {
       if (j < 16)
         block_pair<F>(row, nb, b, d, m);
       else
-        kq8_pair2(row, nb, b, d, m);
+        block_pair2<F>(row, nb, b, d, m);
     } else {
       block_pair<F>(row, nb, b, d, m);
     }
+    if constexpr (F == kQ6K) return d * float(q6k_code(row, nb, b, j) - 32);
     const int c = block_code<F>(row + size_t(fmt_code_bytes(F)) * b, j);
     if constexpr (F == kQ4_0) return d * float(c - 8);
     return d * float(c) + m;
@@ -154,17 +192,21 @@ __device__ __forceinline__ void row_eight(const uint8_t* row, int n, int b, int 
   } else {
     const int nb = n / 32;
     float d, m;
-    if constexpr (F == kKq8) {
+    if constexpr (fmt_two_pairs(F)) {
       if (p < 2)
         block_pair<F>(row, nb, b, d, m);
       else
-        kq8_pair2(row, nb, b, d, m);
+        block_pair2<F>(row, nb, b, d, m);
     } else {
       block_pair<F>(row, nb, b, d, m);
     }
     const uint8_t* codes = row + size_t(fmt_code_bytes(F)) * b;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
+      if constexpr (F == kQ6K) {
+        v[k] = d * float(q6k_code(row, nb, b, 8 * p + k) - 32);
+        continue;
+      }
       const int c = block_code<F>(codes, 8 * p + k);
       if constexpr (F == kQ4_0)
         v[k] = d * float(c - 8);
@@ -320,8 +362,10 @@ void with_format(int fmt, Fn&& f) {
       return f.template operator()<kKq8>();
     case kKq4:
       return f.template operator()<kKq4>();
-    default:
+    case kQ4K:
       return f.template operator()<kQ4K>();
+    default:
+      return f.template operator()<kQ6K>();
   }
 }
 

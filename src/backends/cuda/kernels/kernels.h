@@ -25,8 +25,8 @@
 namespace tilellm::cuda {
 
 // DeviceFormat's numbering (backends/device_rows.h; cuda_backend.cpp checks that the two agree), then this
-// backend's own: kQ4K, Q4_K at its own size (device_rows.h "Q4K").
-enum Fmt : int { kF32 = 0, kF16, kQ4_0, kQ4_1, kQ8_0, kInt4B64, kInt8B0, kKq8, kKq4, kQ4K, kFormats };
+// backend's own: kQ4K and kQ6K, Q4_K and Q6_K at their own sizes (device_rows.h "Q4K", "Q6K").
+enum Fmt : int { kF32 = 0, kF16, kQ4_0, kQ4_1, kQ8_0, kInt4B64, kInt8B0, kKq8, kKq4, kQ4K, kQ6K, kFormats };
 
 struct Matrix {
   const uint8_t* data = nullptr;

@@ -8,7 +8,8 @@
 // codes times a 32 x 8 block of activation codes, 32-bit integer sums), one per block of 32 inputs, each
 // sum then scaled: y += d dx sum(c q) + m s (kernels.h Q8; matvec.cu says why that is exact). The weights'
 // 4-bit codes are nibbles 0..15 (their offsets are in m), INT8B0's bytes unsigned (the u8 x s8 form), the
-// rest signed; KQ8's halves of 16 have their own scales (two m16n8k16 products). A block of 256 threads
+// rest signed; KQ8's and Q6K's halves of 16 have their own scales (two m16n8k16 products; Q6K's 6-bit
+// codes put together from their low and high bits as the fragments are read). A block of 256 threads
 // computes 128 rows x 64 tokens (8 warps of 32 x 32); two blocks of 32 inputs a stage, codes and
 // activations copied into shared memory asynchronously (cp.async) one stage ahead of the products, the
 // (d, m) pairs dequantized into shared memory as floats. Shared rows are padded so that the fragments'
@@ -70,18 +71,19 @@ __global__ void __launch_bounds__(256) gemm_f32_kernel(Matrix w, const float* x,
 
 // ---- quantized path
 constexpr int kRowsQ = 128, kToksQ = 64, kStageBlocks = 2, kThreadsQ = 256;
-// Shared strides in 32-bit words: a row of a stage's codes (2 blocks of 16 or 32 bytes) and a token's
-// activation codes (2 blocks of 32 bytes), padded (12 = 8 + 4, 20 = 16 + 4): the 8 rows a fragment reads
-// then start in 8 different groups of 4 banks.
+// Shared strides in 32-bit words: a row of a stage's codes (2 blocks of 16 or 32 bytes; Q6K's 2 blocks of 16
+// bytes of low bits, then their 16 bytes of high bits) and a token's activation codes (2 blocks of 32
+// bytes), padded (12 = 8 + 4, 20 = 16 + 4 or 12 + 8): the 8 rows a fragment reads then start in 8
+// different groups of 4 banks.
 template <int F>
 constexpr int code_stride() {
   return fmt_nibbles(F) ? 12 : 20;
 }
 constexpr int kXStride = 20;
-// Scale pairs a row has per block: KQ8 two (one per half), the others one.
+// Scale pairs a row has per block: KQ8 and Q6K two (one per half), the others one.
 template <int F>
 constexpr int pairs_per_block() {
-  return F == kKq8 ? 2 : 1;
+  return fmt_two_pairs(F) ? 2 : 1;
 }
 
 template <int F>
@@ -153,6 +155,13 @@ struct StageLoader {
           w.data + size_t(min(row0 + r, w.n_out - 1)) * w.row_bytes + size_t(kb) * b + 16 * half;
       cp_async16(&st.codes[r * code_stride<F>() + blk * (kb / 4) + half * 4], src);
     }
+    if constexpr (F == kQ6K) {  // the stage's two blocks' high bits: 16 bytes a row, after their low bits
+      for (int r = tid; r < kRowsQ; r += kThreadsQ) {
+        const uint8_t* src = w.data + size_t(min(row0 + r, w.n_out - 1)) * w.row_bytes + 16 * size_t(nb) +
+                             8 * size_t(min(kb0, nb - 2));
+        cp_async16(&st.codes[r * code_stride<F>() + 2 * (kb / 4)], src);
+      }
+    }
     {  // 64 tokens x 2 blocks x 2 halves: one copy a thread
       const int t = tid / 4, blk = (tid / 2) % 2, half = tid % 2;
       const int b = min(kb0 + blk, nb - 1);
@@ -173,7 +182,7 @@ struct StageLoader {
       const uint8_t* row = w.data + size_t(min(row0 + r, w.n_out - 1)) * w.row_bytes;
       if (b < nb) {
         block_pair<F>(row, nb, b, p.d[0], p.m[0]);
-        if constexpr (F == kKq8) kq8_pair2(row, nb, b, p.d[1], p.m[1]);
+        if constexpr (fmt_two_pairs(F)) block_pair2<F>(row, nb, b, p.d[1], p.m[1]);
       } else {
         p.d[0] = p.m[0] = p.d[1] = p.m[1] = 0.0f;  // past the row: contributes nothing
       }
@@ -203,7 +212,7 @@ struct StageLoader {
 };
 
 template <int F>
-__global__ void __launch_bounds__(kThreadsQ, F == kKq8 ? 1 : 2)
+__global__ void __launch_bounds__(kThreadsQ, fmt_two_pairs(F) ? 1 : 2)
     gemm_q8_kernel(Matrix w, Q8 x, int n_tok, float* y) {
   extern __shared__ __align__(16) unsigned char smem[];
   griddep_wait();
@@ -242,7 +251,16 @@ __global__ void __launch_bounds__(kThreadsQ, F == kKq8 ? 1 : 2)
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi) {
         const int r = 32 * wm + 16 * mi + g;
-        if constexpr (fmt_nibbles(F)) {
+        if constexpr (F == kQ6K) {
+          // a[0], a[1]: the first halves' code bytes of rows r, r + 8; a[2], a[3]: the second halves'.
+          const uint32_t w0 = st.codes[r * S + blk * 4 + t], w1 = st.codes[(r + 8) * S + blk * 4 + t];
+          const uint32_t* h0 = &st.codes[r * S + 8 + 2 * blk];
+          const uint32_t* h1 = &st.codes[(r + 8) * S + 8 + 2 * blk];
+          a[mi][0] = q6k_word(w0, h0[0], t, 0);
+          a[mi][1] = q6k_word(w1, h1[0], t, 0);
+          a[mi][2] = q6k_word(w0, h0[1], t, 1);
+          a[mi][3] = q6k_word(w1, h1[1], t, 1);
+        } else if constexpr (fmt_nibbles(F)) {
           const uint32_t w0 = st.codes[r * S + blk * 4 + t], w1 = st.codes[(r + 8) * S + blk * 4 + t];
           a[mi][0] = w0 & 0x0F0F0F0Fu;
           a[mi][1] = w1 & 0x0F0F0F0Fu;
@@ -294,7 +312,7 @@ __global__ void __launch_bounds__(kThreadsQ, F == kKq8 ? 1 : 2)
       for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni) {
-          if constexpr (F == kKq8) {
+          if constexpr (fmt_two_pairs(F)) {
             int c0[4], c1[4];
             mma_k16(a[mi][0], a[mi][1], b[ni][0], c0);
             mma_k16(a[mi][2], a[mi][3], b[ni][1], c1);

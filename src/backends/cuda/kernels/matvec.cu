@@ -181,9 +181,9 @@ __global__ void __launch_bounds__(128, Glu >= 0 ? 3 : 4)
       if (active && b < nb) {
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
-          load_codes<F>(rows[k], b, c[u][k]);
+          load_codes<F>(rows[k], nb, b, c[u][k]);
           block_pair<F>(rows[k], nb, b, dw[u][k], mw[u][k]);
-          if constexpr (F == kKq8) kq8_pair2(rows[k], nb, b, dw2[u][k], mw2[u][k]);
+          if constexpr (fmt_two_pairs(F)) block_pair2<F>(rows[k], nb, b, dw2[u][k], mw2[u][k]);
         }
       }
     }
@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(128, Glu >= 0 ? 3 : 4)
         for (int k = 0; k < kN; ++k) {
           int lo, hi;
           block_dot<F>(c[u][k], xa, xb, lo, hi);
-          if constexpr (F == kKq8) {
+          if constexpr (fmt_two_pairs(F)) {
             acc[k] += dw[u][k] * dx * float(lo) + mw[u][k] * s0 + dw2[u][k] * dx * float(hi) + mw2[u][k] * s1;
           } else {
             acc[k] += dw[u][k] * dx * float(lo + hi) + mw[u][k] * (s0 + s1);

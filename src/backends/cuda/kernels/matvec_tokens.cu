@@ -55,9 +55,9 @@ __global__ void __launch_bounds__(128) matvec_tokens_kernel(MatvecJob job, JobLa
       if (b < nb) {
 #pragma unroll
         for (int k = 0; k < kRows; ++k) {
-          load_codes<F>(rows[k], b, c[u][k]);
+          load_codes<F>(rows[k], nb, b, c[u][k]);
           block_pair<F>(rows[k], nb, b, dw[u][k], mw[u][k]);
-          if constexpr (F == kKq8) kq8_pair2(rows[k], nb, b, dw2[u][k], mw2[u][k]);
+          if constexpr (fmt_two_pairs(F)) block_pair2<F>(rows[k], nb, b, dw2[u][k], mw2[u][k]);
         }
       }
     }
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(128) matvec_tokens_kernel(MatvecJob job, JobLa
         for (int k = 0; k < kRows; ++k) {
           int lo, hi;
           block_dot<F>(c[u][k], xa, xb, lo, hi);
-          if constexpr (F == kKq8)
+          if constexpr (fmt_two_pairs(F))
             acc[t][k] += dw[u][k] * dx * small_int_to_float(lo) + mw[u][k] * s0 +
                          dw2[u][k] * dx * small_int_to_float(hi) + mw2[u][k] * s1;
           else
