@@ -188,6 +188,7 @@ void gemm_speed(const GemmSpeedArgs& a) {
     g.shapes = a.shapes;
     g.format = a.format;
     g.isa = a.isa;
+    g.activations = a.activations;
     return gemv_bw_main(g);
   }
   const auto modes = modes_for_test(a.test);

@@ -1,6 +1,9 @@
 // `tilellm gemv-bw` (also `tilellm gemm-speed speed/GemvBW`): the decode GEMV y = W x (M = 1) of the engine's
 // own matmul op, on any backend of the registry, as achieved bandwidth over the weight bytes against memory
-// peaks measured on that backend's device in the same run (MNN's GemvBW table, and ours beside it).
+// peaks measured on that backend's device in the same run (MNN's GemvBW table, and ours beside it). The
+// activations are `run`'s: --activations q8 (the default) rounds them to int8 per block where the backend
+// has integer decode kernels (the CPU, CUDA, Vulkan), so the products timed are the ones decode runs;
+// --activations f32 times every backend's float path.
 //
 // Default W is 4096 x 14336 (N x K: a Llama-3-8B FFN down projection). One row per weight format the engine
 // holds (matmul_case.h: the matrix goes through the backend's own load path): int8b0 (8-bit, one fp16 scale
@@ -78,6 +81,9 @@ double seconds_since(Clock::time_point t0) {
 void gemv_bw_main(const GemvArgs& a) {
   if (a.format != "text" && a.format != "md") fail("gemv-bw prints text or md tables (got '{}')", a.format);
   if (a.peak_mib < 0) fail("--peak-mib must be a positive size in MiB (got {})", a.peak_mib);
+  if (a.activations != "q8" && a.activations != "f32")
+    fail("--activations takes q8 or f32 (got '{}')", a.activations);
+  const ActivationMode act = a.activations == "q8" ? ActivationMode::Quantized : ActivationMode::F32;
   const BackendEntry& entry = require_backend_mnn(gemm::parse_backend(a.backend));
   if (!entry.make_probe) fail("backend {} has no memory probes, which gemv-bw measures against", entry.name);
   std::vector<gemm::ShapeConfig> shapes;
@@ -106,7 +112,7 @@ void gemv_bw_main(const GemvArgs& a) {
     for (const Format& f : kFormats) {
       BackendParams p = base;
       p.weights = f.mode;
-      p.activations = host ? ActivationMode::Quantized : ActivationMode::F32;
+      p.activations = act;
       p.profiling = !host;
       p.self_check = false;  // checked below, before timing
       p.max_tokens = 1;
@@ -165,8 +171,8 @@ void gemv_bw_main(const GemvArgs& a) {
       host ? fmt::format("cpu: {} | {} | threads: {} | cpuset: {}", dev.name, dev.summary, threads,
                          bench::cpu_set())
            : fmt::format("{} device {}: {} | {}", entry.name, a.device, dev.name, dev.summary);
-  std::printf("# gemv-bw | backend: %s | %s | commit: %s\n", entry.name.c_str(), where.c_str(),
-              build_commit());
+  std::printf("# gemv-bw | backend: %s | %s | activations: %s | commit: %s\n", entry.name.c_str(),
+              where.c_str(), a.activations.c_str(), build_commit());
   std::printf(
       "# peak (same run, %s, median of the %d rounds the rows ran in): memcpy %.2f GB/s (read+write), pure "
       "read "
@@ -193,7 +199,9 @@ void gemv_bw_main(const GemvArgs& a) {
   std::printf(
       "# us/iter: median of %d iterations (%s), each from memory (the cache flushed first); read W / copy W: "
       "the weight bytes alone read and copied by the memory probes (medians, flushed likewise)\n",
-      kIters, host ? "wall clock: activation quantization + GEMV" : "the kernels' device time");
+      kIters,
+      host ? (act == ActivationMode::Quantized ? "wall clock: activation quantization + GEMV" : "wall clock")
+           : "the kernels' device time");
   if (host) return;
   // Back to back: the products as a decode step runs them (gemv_b2b.h).
   std::printf(
@@ -204,8 +212,8 @@ void gemv_bw_main(const GemvArgs& a) {
   std::printf("| type | copies | us/product | eff GB/s | %%peak | %%copy |\n");
   std::printf("|---|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows) {
-    const BackToBack b =
-        gemv_back_to_back(entry, base, r.c->K(), r.c->N(), r.format->mode, r.format->source, r.bytes, cache);
+    const BackToBack b = gemv_back_to_back(entry, base, r.c->K(), r.c->N(), r.format->mode, act,
+                                           r.format->source, r.bytes, cache);
     // Four significant digits: a loaded or emulated device's MB/s must not print as 0.00 GB/s.
     std::printf("| %s %dx%d | %d | %.1f | %.4g | %.3g | %.3g |\n", r.format->name, r.c->N(), r.c->K(),
                 b.copies, b.us, b.gbs, 100.0 * b.gbs / read_gbs, 100.0 * b.gbs / copy_gbs);
@@ -229,6 +237,10 @@ void register_gemv_bw(CLI::App& app) {
       "--peak-mib", a->peak_mib,
       "size of the peak measurement's buffers in MiB (default, or 0: max(4x the device's cache, 256))");
   sub->add_option("--format", a->format, "text or md (the same table)");
+  sub->add_option("--activations", a->activations,
+                  "q8 (rounded to int8 per block where the backend has integer decode kernels, as `run`'s "
+                  "default) or f32 (the float path)")
+      ->check(CLI::IsMember({"q8", "f32"}));
   sub->add_option("--isa", a->isa,
                   "instruction set of the CPU kernels: best (default), or one this CPU runs (" +
                       supported_cpu_isa_names() + ")");

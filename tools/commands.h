@@ -25,6 +25,7 @@ struct GemvArgs {
   std::string format = "text";
   int peak_mib = 0;                          // the peak buffers' size; 0: max(4x the cache, 256 MiB)
   std::string isa;                           // --isa: the CPU kernels' instruction set; empty: as it is
+  std::string activations = "q8";            // q8 (`run`'s: int8 where integer kernels exist) or f32
   std::map<std::string, std::string> given;  // the backends' own flags given (backend_args.h)
 };
 void gemv_bw_main(const GemvArgs& a);

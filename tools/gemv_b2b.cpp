@@ -20,7 +20,8 @@
 namespace tilellm::cli {
 
 BackToBack gemv_back_to_back(const BackendEntry& entry, const BackendParams& base, int K, int N,
-                             WeightsMode mode, GgmlType source, double bytes, size_t cache) {
+                             WeightsMode mode, ActivationMode act, GgmlType source, double bytes,
+                             size_t cache) {
   BackToBack r;
   r.copies = int(std::clamp<double>(std::ceil(4.0 * double(cache) / bytes), 2.0, 64.0));
   const size_t src_row = row_size(source, K);
@@ -48,7 +49,7 @@ BackToBack gemv_back_to_back(const BackendEntry& entry, const BackendParams& bas
                      y_last(static_cast<size_t>(N));
   BackendParams p = base;
   p.weights = mode;
-  p.activations = ActivationMode::Quantized;
+  p.activations = act;
   p.profiling = false;
   p.self_check = false;
   p.max_tokens = 1;

@@ -17,9 +17,11 @@ struct BackToBack {
   double gbs = 0;  // counted weight bytes of a product / us
 };
 
-// K inputs, N outputs, held in `mode` from weights stored as `source` (F32 or Q8_0); `bytes` the format's
-// counted bytes of one product (gemv-bw's); `cache` the device's cache size. `base` as gemv-bw's rows.
+// K inputs, N outputs, held in `mode` from weights stored as `source` (F32 or Q8_0), the activations in
+// `act` (gemv-bw's --activations); `bytes` the format's counted bytes of one product (gemv-bw's); `cache`
+// the device's cache size. `base` as gemv-bw's rows.
 BackToBack gemv_back_to_back(const BackendEntry& entry, const BackendParams& base, int K, int N,
-                             WeightsMode mode, GgmlType source, double bytes, size_t cache);
+                             WeightsMode mode, ActivationMode act, GgmlType source, double bytes,
+                             size_t cache);
 
 }  // namespace tilellm::cli

@@ -12,7 +12,8 @@
   - --plot writes an SVG with a line per mode and shape, or for .html a page with it and the results' table;
   - gemv-bw (and gemm-speed speed/GemvBW) prints its same-run peaks (medians of the rounds the rows ran in)
     and MNN's GemvBW columns (then ours), one row per weight format the engine holds, with bytes per weight
-    that follow from the format and rates that follow from the time;
+    that follow from the format and rates that follow from the time; its header names the activations (q8,
+    run's, by default; f32 on request; anything else refused naming the flag);
   - the weights of every mode go through the engine's own load path and matmul: a mode the engine has no
     kernel for at a shape is skipped with the engine's reason, never timed on something else.
 
@@ -168,6 +169,21 @@ def main() -> int:
         fails.append(f"gemv-bw failed ({r.returncode}): {r.stdout}{r.stderr}")
     check_gemv_bw(r.stdout.splitlines(), k, n, 2, fails)
     check_gemv_bw(run(binary, "speed/GemvBW", "0", "0", "1", "--shape", f"{k},{n}"), k, n, 1, fails)
+    # The activations are run's (q8) unless asked otherwise, and the header says which; f32 times the float
+    # path through the same table; anything else is refused naming the flag.
+    if not any(l.startswith("# gemv-bw |") and "| activations: q8 |" in l for l in r.stdout.splitlines()):
+        fails.append("gemv-bw: the header does not say the activations are q8:\n" + r.stdout)
+    r = subprocess.run([binary, "gemv-bw", "--shape", f"{k},{n}", "--activations", "f32"], capture_output=True,
+                       text=True, timeout=300)
+    lines = r.stdout.splitlines()
+    if r.returncode != 0 or not any(l.startswith("# gemv-bw |") and "| activations: f32 |" in l for l in lines):
+        fails.append(f"gemv-bw --activations f32 ({r.returncode}): {r.stdout}{r.stderr}")
+    else:
+        check_gemv_bw(lines, k, n, 1, fails)
+    r = subprocess.run([binary, "gemv-bw", "--shape", f"{k},{n}", "--activations", "int4"], capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode == 0 or "--activations" not in r.stderr:
+        fails.append(f"gemv-bw --activations int4 is not an error naming the flag: {r.stdout}{r.stderr}")
 
     for f in fails:
         print("FAIL:", f)
