@@ -8,11 +8,13 @@
 // Default W is 4096 x 14336 (N x K: a Llama-3-8B FFN down projection). One row per weight format the engine
 // holds (matmul_case.h: the matrix goes through the backend's own load path): int8b0 (8-bit, one fp16 scale
 // and offset per output row, MNN's Int8-Block0), int4b64 (4-bit, one pair per 64 inputs, MNN's Int4-Block64
-// and GemvBW's w4), q8_0 (the GGUF format: int8 codes and one fp16 scale per 32) and f16. The bytes counted
-// are the format's own: codes plus scales and offsets (1 + 4/K, 0.5 + 4/64, 34/32 and 2 bytes per weight; a
-// backend's padding of a row to its alignment is not counted). On the host an iteration is what decode runs
-// (the activations quantized as the format pairs with them, then the integer or float GEMV) and is timed by
-// the wall clock; on a device it is the matvec's kernels, timed by their timestamps.
+// and GemvBW's w4), q8_0 (the GGUF format: int8 codes and one fp16 scale per 32) and f16; --formats picks
+// others too: q4_0, q4_k, q6_k (GGUF types of random blocks, held as each backend holds the file's). The
+// bytes counted are the format's own: codes plus scales and offsets (1 + 4/K, 0.5 + 4/64 and 2 bytes per
+// weight; a GGUF type's block bytes, 34/32 for q8_0; a backend's padding of a row is not counted). On the
+// host an iteration is what decode runs (the activations quantized as the format pairs with them, then the
+// integer or float GEMV) and is timed by the wall clock; on a device it is the matvec's kernels, timed by
+// their timestamps.
 //   eff GB/s = weight bytes / time;  %peak = eff / read peak;  GFLOPS = 2*K*N / time;  AI = 2*K*N / bytes
 // Rounds: each measures the peaks (the backend's memory probes: a pure read and a copy, read + write bytes
 // counted, of buffers of max(4x the device's cache, 256 MiB) or --peak-mib), then one iteration of every row
@@ -46,10 +48,13 @@ struct Format {
   WeightsMode mode;
   GgmlType source;  // what the benchmark's weights are stored in before the load converts them
 };
-constexpr Format kFormats[] = {{"int8b0", WeightsMode::Int8B0, GgmlType::F32},
-                               {"int4b64", WeightsMode::Int4B64, GgmlType::F32},
-                               {"q8_0", WeightsMode::Native, GgmlType::Q8_0},
-                               {"f16", WeightsMode::F16, GgmlType::F32}};
+// MNN's four (the default table), then GGUF block types decode reads as the file holds them.
+constexpr Format kFormats[] = {
+    {"int8b0", WeightsMode::Int8B0, GgmlType::F32}, {"int4b64", WeightsMode::Int4B64, GgmlType::F32},
+    {"q8_0", WeightsMode::Native, GgmlType::Q8_0},  {"f16", WeightsMode::F16, GgmlType::F32},
+    {"q4_0", WeightsMode::Native, GgmlType::Q4_0},  {"q4_k", WeightsMode::Native, GgmlType::Q4_K},
+    {"q6_k", WeightsMode::Native, GgmlType::Q6_K}};
+constexpr const char* kDefaultFormats = "int8b0,int4b64,q8_0,f16";
 
 // The format's bytes for K inputs of one output row (see the top of the file).
 double row_bytes(const Format& f, int K) {
@@ -61,8 +66,30 @@ double row_bytes(const Format& f, int K) {
     case WeightsMode::F16:
       return 2.0 * K;
     default:
-      return 34.0 * K / 32;  // Q8_0
+      return double(row_size(f.source, K));  // the GGUF type's own bytes
   }
+}
+
+// The rows --formats names, in the order given.
+std::vector<const Format*> formats_of(const std::string& list) {
+  std::vector<const Format*> out;
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string name = list.substr(at, comma - at);
+    const Format* f = nullptr;
+    for (const Format& k : kFormats) {
+      if (name == k.name) f = &k;
+    }
+    if (!f) {
+      std::string names;
+      for (const Format& k : kFormats) names += std::string(names.empty() ? "" : ", ") + k.name;
+      fail("--formats: unknown weight format '{}' (one of {})", name, names);
+    }
+    out.push_back(f);
+    at = comma + 1;
+  }
+  return out;
 }
 
 struct Row {
@@ -107,9 +134,13 @@ void gemv_bw_main(const GemvArgs& a) {
 
   // Every row is made (through the backend's load path) and checked against the double reference first.
   std::vector<Row> rows;
+  const std::vector<const Format*> formats = formats_of(a.formats.empty() ? kDefaultFormats : a.formats);
   for (const gemm::ShapeConfig& s : shapes) {
     if (s.K % 64 != 0) fail("gemv-bw uses block 64: K={} is not a multiple of 64", s.K);
-    for (const Format& f : kFormats) {
+    for (const Format* fp : formats) {
+      const Format& f = *fp;
+      if (const int64_t bs = type_traits(f.source).block_size; s.K % bs != 0)
+        fail("gemv-bw: {} rows are blocks of {}: K={} is not a multiple of it", f.name, bs, s.K);
       BackendParams p = base;
       p.weights = f.mode;
       p.activations = act;
@@ -237,6 +268,9 @@ void register_gemv_bw(CLI::App& app) {
       "--peak-mib", a->peak_mib,
       "size of the peak measurement's buffers in MiB (default, or 0: max(4x the device's cache, 256))");
   sub->add_option("--format", a->format, "text or md (the same table)");
+  sub->add_option("--formats", a->formats,
+                  std::string("weight formats to time, a comma list (default ") + kDefaultFormats +
+                      ", MNN's; also q4_0, q4_k, q6_k: GGUF types held as the file holds them)");
   sub->add_option("--activations", a->activations,
                   "q8 (rounded to int8 per block where the backend has integer decode kernels, as `run`'s "
                   "default) or f32 (the float path)")

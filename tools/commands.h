@@ -23,9 +23,10 @@ struct GemvArgs {
   std::string device_profile = "none";
   std::vector<std::string> shapes;  // "K,N"; empty: 14336,4096
   std::string format = "text";
-  int peak_mib = 0;                          // the peak buffers' size; 0: max(4x the cache, 256 MiB)
-  std::string isa;                           // --isa: the CPU kernels' instruction set; empty: as it is
-  std::string activations = "q8";            // q8 (`run`'s: int8 where integer kernels exist) or f32
+  std::string formats;             // --formats: the weight formats timed, a comma list; empty: MNN's four
+  int peak_mib = 0;                // the peak buffers' size; 0: max(4x the cache, 256 MiB)
+  std::string isa;                 // --isa: the CPU kernels' instruction set; empty: as it is
+  std::string activations = "q8";  // q8 (`run`'s: int8 where integer kernels exist) or f32
   std::map<std::string, std::string> given;  // the backends' own flags given (backend_args.h)
 };
 void gemv_bw_main(const GemvArgs& a);

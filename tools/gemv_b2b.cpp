@@ -26,15 +26,7 @@ BackToBack gemv_back_to_back(const BackendEntry& entry, const BackendParams& bas
   r.copies = int(std::clamp<double>(std::ceil(4.0 * double(cache) / bytes), 2.0, 64.0));
   const size_t src_row = row_size(source, K);
   const int rows = N + r.copies - 1;
-  std::vector<uint8_t> data(size_t(rows) * src_row);
-  const std::vector<float> w = random_floats(size_t(rows) * size_t(K), uint32_t(K + 3 * N));
-  for (int n = 0; n < rows; ++n) {
-    const float* src = w.data() + size_t(n) * K;
-    if (source == GgmlType::F32)
-      std::memcpy(data.data() + size_t(n) * src_row, src, src_row);
-    else
-      quantize_activations(GgmlType::Q8_0, src, data.data() + size_t(n) * src_row, K);  // same blocks
-  }
+  std::vector<uint8_t> data = benchmark_rows(source, K, rows, uint32_t(K + 3 * N));
   std::vector<Weight> ws(size_t(r.copies));
   for (int c = 0; c < r.copies; ++c) {
     Weight& wc = ws[size_t(c)];

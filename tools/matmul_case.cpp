@@ -4,6 +4,7 @@
 #include <random>
 #include <set>
 
+#include "backends/check_cases.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "format/asym_quant.h"
@@ -58,26 +59,35 @@ double kernel_ms(const Backend& be) {
   return ns * 1e-6;
 }
 
+std::vector<uint8_t> benchmark_rows(GgmlType source, int K, int N, uint32_t seed) {
+  const size_t rb = row_size(source, K);
+  if (source != GgmlType::F32 && source != GgmlType::Q8_0) {
+    if (!is_supported(source) || K % type_traits(source).block_size != 0)
+      fail("internal: benchmark weights of {} inputs in {}", K, type_name(source));
+    std::mt19937 rng(seed);
+    return random_rows(source, K, N, rng);
+  }
+  const std::vector<float> W = random_floats(size_t(N) * K, seed);
+  std::vector<uint8_t> data(rb * size_t(N));
+  for (int n = 0; n < N; ++n) {
+    const float* src = W.data() + size_t(n) * K;
+    if (source == GgmlType::F32)
+      std::memcpy(data.data() + size_t(n) * rb, src, rb);
+    else
+      quantize_activations(GgmlType::Q8_0, src, data.data() + size_t(n) * rb, K);  // same blocks
+  }
+  return data;
+}
+
 MatmulCase::MatmulCase(const BackendEntry& entry, const BackendParams& params, int K, int N, GgmlType source,
                        uint32_t seed)
     : K_(K), N_(N) {
-  if (source != GgmlType::F32 && source != GgmlType::Q8_0)
-    fail("internal: benchmark weights in {}", type_name(source));
-  const std::vector<float> W = random_floats(size_t(N) * K, seed);
   w_.name = fmt::format("benchmark {}x{}", N, K);
   w_.type = source;
   w_.n_in = K;
   w_.n_out = N;
   w_.row_bytes = row_size(source, K);
-  data_.resize(w_.row_bytes * size_t(N));
-  for (int n = 0; n < N; ++n) {
-    const float* src = W.data() + size_t(n) * K;
-    if (source == GgmlType::F32) {
-      std::memcpy(data_.data() + size_t(n) * w_.row_bytes, src, w_.row_bytes);
-    } else {
-      quantize_activations(GgmlType::Q8_0, src, data_.data() + size_t(n) * w_.row_bytes, K);  // same blocks
-    }
-  }
+  data_ = benchmark_rows(source, K, N, seed);
   w_.data = data_.data();
   backend_ = entry.make(params);
   WeightSet ws;

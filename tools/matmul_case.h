@@ -18,10 +18,10 @@ namespace tilellm::cli {
 
 class MatmulCase {
  public:
-  // Weights W [N][K] uniform in [-1, 1] (never zero) from `seed`, held in `source` (F32, or Q8_0: the GGUF
-  // block format, quantized from those floats) and loaded into a backend made from `params` (whose weights
-  // and activation modes say how it holds and multiplies them). Throws tilellm::Error when the backend
-  // cannot be made or refuses the matrix (a mode it has no kernel for, a shape its format cannot take).
+  // Weights W [N][K] from `seed` (benchmark_rows), held in `source` and loaded into a backend made from
+  // `params` (whose weights and activation modes say how it holds and multiplies them). Throws
+  // tilellm::Error when the backend cannot be made or refuses the matrix (a mode it has no kernel for, a
+  // shape its format cannot take).
   MatmulCase(const BackendEntry& entry, const BackendParams& params, int K, int N, GgmlType source,
              uint32_t seed);
 
@@ -44,6 +44,11 @@ class MatmulCase {
 
 // Uniform [-1, 1] floats from `seed`, never zero (a zero hides a dropped term).
 std::vector<float> random_floats(size_t n, uint32_t seed);
+
+// N rows of K benchmark weights in `source`: F32 rows of random_floats, Q8_0 the same floats quantized,
+// any other GGUF type random blocks with finite scales (backends/check_cases.h random_rows). K must be a
+// multiple of the type's block.
+std::vector<uint8_t> benchmark_rows(GgmlType source, int K, int N, uint32_t seed);
 
 // Sum of the backend's kernel times since the last reset, in milliseconds (0 when it times none).
 double kernel_ms(const Backend& be);

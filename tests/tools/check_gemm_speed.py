@@ -13,7 +13,8 @@
   - gemv-bw (and gemm-speed speed/GemvBW) prints its same-run peaks (medians of the rounds the rows ran in)
     and MNN's GemvBW columns (then ours), one row per weight format the engine holds, with bytes per weight
     that follow from the format and rates that follow from the time; its header names the activations (q8,
-    run's, by default; f32 on request; anything else refused naming the flag);
+    run's, by default; f32 on request; anything else refused naming the flag); --formats adds GGUF block
+    types (q4_0, q4_k, q6_k) in the order given and refuses an unknown one or a K their blocks do not divide;
   - the weights of every mode go through the engine's own load path and matmul: a mode the engine has no
     kernel for at a shape is skipped with the engine's reason, never timed on something else.
 
@@ -66,11 +67,14 @@ def skeleton(lines: list[str], fails: list[str]) -> list[str]:
 
 # gemv-bw's rows: name -> bytes per weight at K (codes plus the format's fp16 scales and offsets).
 GEMV_FORMATS = {"int8b0": lambda k: 1 + 4 / k, "int4b64": lambda k: 0.5 + 4 / 64, "q8_0": lambda k: 34 / 32,
-                "f16": lambda k: 2.0}
+                "f16": lambda k: 2.0, "q4_0": lambda k: 18 / 32, "q4_k": lambda k: 144 / 256,
+                "q6_k": lambda k: 210 / 256}
+GEMV_DEFAULT = ["int8b0", "int4b64", "q8_0", "f16"]  # MNN's four
 
 
-def check_gemv_bw(lines: list[str], k: int, n: int, threads: int, fails: list[str]) -> None:
-    """One gemv-bw table at K x N (N a multiple of 16, K of 64: no padding in the byte counts)."""
+def check_gemv_bw(lines: list[str], k: int, n: int, threads: int, fails: list[str],
+                  names: list[str] = GEMV_DEFAULT) -> None:
+    """One gemv-bw table at K x N (N a multiple of 16, K of 64: no padding in the byte counts), rows `names`."""
     peak = next((re.match(r"# peak \(same run, (\d+) threads, median of the 10 rounds the rows ran in\): memcpy "
                           r"([0-9.]+) GB/s \(read\+write\), pure read ([0-9.]+) GB/s \(best [0-9.]+ / [0-9.]+\) over", l)
                  for l in lines if l.startswith("# peak")), None)
@@ -83,7 +87,7 @@ def check_gemv_bw(lines: list[str], k: int, n: int, threads: int, fails: list[st
         fails.append("gemv-bw: not MNN's GemvBW columns first:\n" + "\n".join(lines))
     rows = [[c.strip() for c in l.strip("|").split("|")] for l in lines
             if l.startswith("| ") and l.split()[1] in GEMV_FORMATS]
-    if [r[0] for r in rows] != [f"{name} {n}x{k}" for name in GEMV_FORMATS]:
+    if [r[0] for r in rows] != [f"{name} {n}x{k}" for name in names]:
         fails.append("gemv-bw rows: " + str([r[0] for r in rows]))
         return
 
@@ -184,6 +188,20 @@ def main() -> int:
                        text=True, timeout=60)
     if r.returncode == 0 or "--activations" not in r.stderr:
         fails.append(f"gemv-bw --activations int4 is not an error naming the flag: {r.stdout}{r.stderr}")
+    # --formats: GGUF block types beside MNN's four, in the order asked; an unknown name or a K the type's
+    # blocks do not divide is refused, naming it.
+    names = ["q6_k", "q4_0", "q4_k"]
+    r = subprocess.run([binary, "gemv-bw", "--threads", "2", "--shape", f"{k},{n}", "--formats", ",".join(names)],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        fails.append(f"gemv-bw --formats {names} failed ({r.returncode}): {r.stdout}{r.stderr}")
+    else:
+        check_gemv_bw(r.stdout.splitlines(), k, n, 2, fails, names)
+    for bad, says in ((["--formats", "q4_0,q5_0"], "unknown weight format 'q5_0'"),
+                      (["--shape", "1088,64", "--formats", "q4_k"], "q4_k rows are blocks of 256: K=1088")):
+        r = subprocess.run([binary, "gemv-bw", *bad], capture_output=True, text=True, timeout=60)
+        if r.returncode == 0 or says not in r.stderr:
+            fails.append(f"gemv-bw {' '.join(bad)}: not refused with '{says}': {r.stdout}{r.stderr}")
 
     for f in fails:
         print("FAIL:", f)
