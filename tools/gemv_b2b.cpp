@@ -14,7 +14,6 @@
 #include "base/error.h"
 #include "bench_env.h"
 #include "format/quants.h"
-#include "format/quants_q8.h"
 #include "matmul_case.h"
 
 namespace tilellm::cli {
