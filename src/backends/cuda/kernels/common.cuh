@@ -52,10 +52,6 @@ constexpr int fmt_code_bytes(int f) {
 constexpr bool fmt_two_pairs(int f) {
   return f == kKq8 || f == kQ6K;
 }
-// Q6K: word h (0: elements 0..15, 1: 16..31) of block b's high bits.
-__device__ __forceinline__ uint32_t q6k_high(const uint8_t* row, int nb, int b, int h) {
-  return *reinterpret_cast<const uint32_t*>(row + 16 * size_t(nb) + 8 * size_t(b) + 4 * h);
-}
 // Q6K: the bytes of code word t (elements 16 h + 4 t .. + 3) from its nibbles (w >> 4 h, masked) and its
 // high bits' word.
 __device__ __forceinline__ uint32_t q6k_word(uint32_t w, uint32_t high, int t, int h) {
