@@ -148,7 +148,7 @@ class CudaBackend final : public Backend {
   void reset_kernel_times() override { rt_.reset_kernel_times(); }
 
  private:
-  // A matrix on the device: [n_out][row_bytes] in fmt (a cuda::Fmt: DeviceFormat's numbers, or kQ4K).
+  // A matrix on the device: [n_out][row_bytes] in fmt (a cuda::Fmt: DeviceFormat's numbers, or kQ4K / kQ6K).
   struct DeviceWeight {
     cuda::Buffer buf;
     int fmt;
