@@ -212,17 +212,26 @@ TEST_P(CudaOps, matvec_long_rows) {
 }
 
 // Decode products with more rows than the GPU holds warps (20 001: pairs of rows a warp, the streamed
-// kernel's path for large matrices; the smaller products above take single rows), each 4-bit format and a
-// byte one.
+// kernel's path for large matrices; the smaller products above take single rows), each format it reads:
+// the 4-bit ones, the byte ones (Q8_0, INT8B0) and Q6K.
 TEST_P(CudaOps, matvec_many_rows) {
   auto be = make();
   uint32_t seed = 250;
   std::vector<OwnedWeight> kept;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q8_0}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K}) {
     const int64_t n_in = type_traits(t).block_size == 256 ? 256 : 96;
     kept.push_back(make_weight(t, n_in, 20001, seed++));
     be->upload_weight(kept.back().w);
     check_matmul(*be, kept.back().w, exact_rows(kept.back().w), 1, seed++);
+  }
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
+    auto bm = make(mode);
+    const ConvertedWeight cw(mode, 96, 20001, seed++);
+    bm->upload_weight(cw.w);
+    const std::vector<float> x = rand_floats(size_t(cw.w.n_in), seed++);
+    std::vector<float> got(size_t(cw.w.n_out), NAN);
+    bm->matmul(cw.w, x.data(), 1, got.data());
+    expect_products(*bm, cw.w, cw.exact, x, 1, got, weights_mode_name(mode));
   }
 }
 

@@ -5,44 +5,46 @@
 // A lane loads four runs before using any, the first before waiting for the kernel before (as below). The
 // F16 and F32 weights of the quantized path take this one too.
 //
-// Quantized path (matvec_q8_kernel): the activations as int8 blocks of 32 (kernels.h Q8), a block of
-// weights times a block of activations as integer dot products (dp4a: four int8 products and their sum
-// per instruction) and the block's sum scaled once: sum_j (d c_j + m) (dx q_j) = d dx sum_j c_j q_j +
-// m dx sum_j q_j, the last factor s from the quantization. Lane l of a warp takes blocks l, l + 32, ...
-// of every row of the warp (so a warp reads 512 contiguous code bytes of a row at once and each lane's
-// activation block serves all its rows; the activations are copied into shared memory once a block of
-// 4 warps); a few blocks a lane are loaded before any is used, so that enough
-// bytes are in flight to cover the memory's latency — and the first of them before waiting for the kernel
-// that writes the activations (common.cuh: programmatic dependent launch), so that in decode the weights
-// stream while the norms, RoPE and attention before them run; the rows' sums are reduced across the warp
-// at the end. A 4-bit code word t of a block holds weights 4t .. 4t+3 in its low nibbles, which meet
-// activation bytes 4t .. 4t+3, and 16 + 4t .. 16 + 4t + 3 in its high nibbles (common.cuh). A job of several
-// matrices (q/k/v) is one launch: its blocks are numbered matrix after matrix. A GLU job (gate, up) gives
-// each warp the same rows of both and writes act(gate) * up.
+// Quantized path (matvec_q8_kernel; the formats with two (d, m) pairs a block: KQ8, Q6K): the activations as
+// int8 blocks of 32 (kernels.h Q8), a block of weights times a block of activations as integer dot products
+// (dp4a: four int8 products and their sum per instruction) and the block's sum scaled once: sum_j (d c_j + m)
+// (dx q_j) = d dx sum_j c_j q_j + m dx sum_j q_j, the last factor s from the quantization. Lane l of a warp
+// takes blocks l, l + 32, ... of every row of the warp (so a warp reads 512 contiguous code bytes of a row at
+// once and each lane's activation block serves all its rows; the activations are copied into shared memory
+// once a block of 4 warps); a few blocks a lane are loaded before any is used, so that enough bytes are in
+// flight to cover the memory's latency — and the first of them before waiting for the kernel that writes the
+// activations (common.cuh: programmatic dependent launch), so that in decode the weights stream while the
+// norms, RoPE and attention before them run; the rows' sums are reduced across the warp at the end. In the
+// 4-bit formats (the streamed path's) code word t of a block holds weights 4t .. 4t+3 in its low nibbles,
+// which meet activation bytes 4t .. 4t+3, and 16 + 4t .. 16 + 4t + 3 in its high nibbles (common.cuh). A job
+// of several matrices (q/k/v) is one launch: its blocks are numbered matrix after matrix. A GLU job (gate,
+// up) gives each warp the same rows of both and writes act(gate) * up.
 //
-// Streamed path (matvec_stream_kernel; the 4-bit formats: Q4_0, Q4_1, INT4B64, KQ4, Q4_K): the
-// register-round kernel above reads such rows at ~2.2-2.3 TB/s on an H200 (of ~4.4 a plain read reaches):
-// each warp loads its rows' one round, waits, sums and leaves, so the memory idles between a block's end
-// and the next one's loads, and at only 1 to 3 waves of blocks the whole grid does so in step. Here a grid
-// of one wave of blocks (as many as fit the GPU at once) keeps its warps: warp w takes the groups of R rows
-// w, w + warps, ... and walks them round by round (kRound blocks of 32 a lane a round), each round's codes
-// and raw scale bytes loaded into one of two register buffers before the other buffer is used — the
-// scales converted only when used, so that nothing waits on the loads just issued. Q4_K's 20-byte
-// super-block headers are loaded one word a lane and handed out by shuffles (q4k_pair), one load a round
-// where block_pair makes three a block. R is 2 when the job has a pair of rows for every warp slot of the
-// GPU, else 1 (the activations then read through L1 rather than copied into shared memory first).
-// A round costs few instructions: the group's row pointers are found when the group changes, not every
-// round; the high nibbles are dotted in place, masked but not shifted (block_dot16: sixteen times their
-// sum, the 1/16 folded into the activations' scale); a block's activation scale and sum come
-// as one float2 from shared memory; the weights are streaming (evict-first) global loads. On an H100 that
-// gave 7B Q4_0 decode +1-2% (docs/PERF.md 2026-12-05 16:27-16:50): the warps wait mostly on their loads
-// (ncu: long scoreboard ~62% of the cycles between instructions). Deeper rings of rounds copied into
-// shared memory (cp.async, 3-6 stages a warp) lost 10-20% there.
-// Measured on an H200, Llama-7B-shaped layers as a decode step launches them (docs/PERF.md 2026-12-04
-// 05:59-06:33): Q4_0 2.65 TB/s against 2.34, Q4_K 2.53 against 2.17; pairs against single rows: q/k/v 3.4
-// against 2.9 TB/s, the 4096-row o and down 2.1 and 2.5 against 2.3 and 2.9. The byte formats (8 bytes of
-// codes per dp4a pair, a third of the instructions a byte) already reach 3.3 TB/s there and keep the
-// register-round kernel.
+// Streamed path (matvec_stream_kernel; the 4-bit formats Q4_0, Q4_1, INT4B64, KQ4, Q4_K and the byte
+// formats Q8_0, INT8B0): the register-round kernel above reads 4-bit rows at ~2.2-2.3 TB/s on an H200 (of
+// ~4.4 a plain read reaches): each warp loads its rows' one round, waits, sums and leaves, so the memory
+// idles between a block's end and the next one's loads, and at only 1 to 3 waves of blocks the whole grid
+// does so in step. Here a grid of one wave of blocks (as many as fit the GPU at once) keeps its warps: warp
+// w takes the groups of R rows w, w + warps, ... and walks them round by round (kRoundOf blocks of 32 a
+// lane a round: 32 code bytes), each round's codes and raw scale bytes loaded into one of two register
+// buffers before the other buffer is used — the scales converted only when used, so that nothing waits on the
+// loads just issued. Q4_K's 20-byte super-block headers are loaded one word a lane and handed out by shuffles
+// (q4k_pair), one load a round where block_pair makes three a block. R is 2 when the job has a pair of rows
+// for every warp slot of the GPU, else 1 (the activations then read through L1 rather than copied into shared
+// memory first). A round costs few instructions: the group's row pointers are found when the group changes,
+// not every round; the high nibbles are dotted in place, masked but not shifted (block_dot16: sixteen times
+// their sum, the 1/16 folded into the activations' scale); a block's activation scale and sum come as one
+// float2 from shared memory; the weights are streaming (evict-first) global loads. On an H100 that gave 7B
+// Q4_0 decode +1-2% (docs/PERF.md 2026-12-05 16:27-16:50): the warps wait mostly on their loads (ncu: long
+// scoreboard ~62% of the cycles between instructions). Deeper rings of rounds copied into shared memory
+// (cp.async, 3-6 stages a warp) lost 10-20% there. Measured on an H200, Llama-7B-shaped layers as a decode
+// step launches them (docs/PERF.md 2026-12-04 05:59-06:33): Q4_0 2.65 TB/s against 2.34, Q4_K 2.53
+// against 2.17; pairs against single rows: q/k/v 3.4 against 2.9 TB/s, the 4096-row o and down 2.1 and 2.5
+// against 2.3 and 2.9. The byte formats (8 bytes of codes per dp4a pair) reached 3.3 TB/s there in the
+// register-round kernel and stayed in it until measured here on an H100 (docs/PERF.md 2026-12-06 09:13): back
+// to back INT8B0 +6-17% (the 4096 x 11008 down product 67 -> 79% of the copy), Q8_0 -3 to +11%, 7B Q8_0
+// decode 313.8 -> 326.0 t/s. The register-round kernel keeps the two formats whose blocks have two (d, m)
+// pairs.
 #include <algorithm>
 #include <atomic>
 
@@ -244,10 +246,13 @@ __global__ void __launch_bounds__(128, Glu >= 0 ? 3 : 4)
 // ---- streamed path
 
 constexpr bool streamed(int f) {
-  return f == kQ4_0 || f == kQ4_1 || f == kInt4B64 || f == kKq4 || f == kQ4K;
+  return fmt_nibbles(f) || f == kQ8_0 || f == kInt8B0 || f == kQ6K;
 }
 
-constexpr int kRound = 2;        // blocks of 32 a lane loads a round, per row
+// Blocks of 32 a lane loads a round, per row: 2 of the 4-bit formats, 1 of the others, so that a round is 32
+// code bytes a lane (Q6K's 24) and no kernel spills registers (Q6K with 2 did, 64-212 bytes a thread).
+template <int F>
+constexpr int kRoundOf = fmt_nibbles(F) ? 2 : 1;
 constexpr int kStreamWarps = 8;  // warps of a block
 
 // Q4_K's pairs of the 32 blocks of a round (4 super-blocks, whose 20-byte headers lanes 0..19 loaded as
@@ -271,8 +276,28 @@ __device__ __forceinline__ void pair_of(uint2 r, float& d, float& m) {
     m = __uint_as_float(r.y);
   } else {
     d = __half2float(__ushort_as_half(static_cast<unsigned short>(r.x & 0xffffu)));
-    m = F == kQ4_0 ? -8.0f * d : __half2float(__ushort_as_half(static_cast<unsigned short>(r.x >> 16)));
+    m = F == kQ4_0   ? -8.0f * d
+        : F == kQ8_0 ? 0.0f
+                     : __half2float(__ushort_as_half(static_cast<unsigned short>(r.x >> 16)));
   }
+}
+
+// Q6K's block dot product: a code word t's bytes c - 32 as signed bytes (c < 64: (c | 128) - 32 borrows from
+// no other byte, and flipping bit 7 makes c + 96 the two's complement c - 32), so the weight's offset needs
+// no activation sum: lo, hi = sum (c_j - 32) q_j over each half of 16, whose scales then multiply them in
+// integers (|sc lo| + |sc hi| <= 2 * 128 * 16 * 32 * 127 < 2^24: exact as a float).
+__device__ __forceinline__ int q6k_centered_dot(const Codes<kQ6K>& c, const uint4& xa, const uint4& xb,
+                                                uint32_t scales) {
+  int lo = 0, hi = 0;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const uint32_t w = word(c.v[0], t);
+    const uint32_t a = ((q6k_word(w, c.v[1].x, t, 0) | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+    const uint32_t b = ((q6k_word(w, c.v[1].y, t, 1) | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+    lo = __dp4a(int(a), int(word(xa, t)), lo);
+    hi = __dp4a(int(b), int(word(xb, t)), hi);
+  }
+  return int(int8_t(scales & 255u)) * lo + int(int8_t(scales >> 8)) * hi;
 }
 
 // Block b's (d, m) pair as loaded (converted by pair_of when used), through the streaming cache path:
@@ -286,8 +311,23 @@ __device__ __forceinline__ uint2 raw_pair(const uint8_t* row, int nb, int b) {
     return {__ldcs(reinterpret_cast<const unsigned int*>(row + 16 * nb + 4 * b)), 0u};
   else if constexpr (F == kInt4B64)
     return {__ldcs(reinterpret_cast<const unsigned int*>(row + 16 * nb + 4 * (b / 2))), 0u};
-  else  // kKq4
+  else if constexpr (F == kQ8_0)
+    return {__ldcs(reinterpret_cast<const unsigned short*>(row + 32 * nb + 2 * b)), 0u};
+  else if constexpr (F == kInt8B0)  // one pair a row: the warp's lanes read one word, kept in L1
+    return {__ldg(reinterpret_cast<const unsigned int*>(row + 32 * nb)), 0u};
+  else if constexpr (F == kQ6K) {  // the super-block's d, and the block's two scales
+    const uint8_t* p = row + 24 * nb + 20 * (b / 8);
+    return {__ldcs(reinterpret_cast<const unsigned short*>(p)),
+            __ldcs(reinterpret_cast<const unsigned short*>(p + 2 + 2 * (b % 8)))};
+  } else  // kKq4
     return __ldcs(reinterpret_cast<const uint2*>(row + 16 * nb + 8 * b));
+}
+
+// acc + d dx sum + m s, every rounding explicit: a plain expression is contracted into fused multiply-adds
+// as the compiler sees fit in each kernel's shape, so a GLU job's sums could differ from the same rows'
+// products one by one in the last bit (tests/cuda/test_cuda_ops.cpp compares them).
+__device__ __forceinline__ float add_block(float acc, float d, float dx, int sum, float m, float s) {
+  return __fadd_rn(acc, __fmaf_rn(__fmul_rn(d, dx), float(sum), __fmul_rn(m, s)));
 }
 
 // R: rows of each matrix a warp takes at once (2; 1 for products too small to give every warp of the GPU a
@@ -299,7 +339,8 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
     matvec_stream_kernel(MatvecJob job, JobLayout lay, int groups, Q8 x) {
   constexpr bool kShared = R > 1;  // the activations copied into shared memory
   constexpr int kMats = Glu >= 0 ? 2 : 1;
-  constexpr int kN = R * kMats;                        // rows a warp reads at once
+  constexpr int kN = R * kMats;  // rows a warp reads at once
+  constexpr int kRound = kRoundOf<F>;
   extern __shared__ __align__(16) unsigned char xs[];  // the activations: q [n_in], then (d, s0 + s1) [nb]
   // The job's matrices, read from shared memory when a warp moves to another group rather than held in
   // registers for the whole kernel.
@@ -364,7 +405,14 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
           const uint8_t* row = (k < R ? p0 : p1) + (k % R) * lstep;
-          c[S][u][k].v[0] = __ldcs(reinterpret_cast<const uint4*>(row) + b);
+          const uint4* p = reinterpret_cast<const uint4*>(row + size_t(fmt_code_bytes(F)) * b);
+          c[S][u][k].v[0] = __ldcs(p);
+          if constexpr (F == kQ6K) {
+            const uint2 h = __ldcs(reinterpret_cast<const uint2*>(row + 16 * size_t(nb) + 8 * size_t(b)));
+            c[S][u][k].v[1] = make_uint4(h.x, h.y, 0u, 0u);
+          } else if constexpr (!fmt_nibbles(F)) {
+            c[S][u][k].v[1] = __ldcs(p + 1);
+          }
           if constexpr (F != kQ4K) raw[S][u][k] = raw_pair<F>(row, nb, b);
         }
       }
@@ -395,8 +443,11 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
 #pragma unroll
     for (int u = 0; u < kRound; ++u) {
       const int b = rd * 32 * kRound + lane + 32 * u;
-      float dk[kN], mk[kN];
-      if constexpr (F == kQ4K) {
+      float dk[kN], mk[kN];  // the rows' (d, m) pairs (Q6K forms its scales in the sum instead)
+      if constexpr (F == kQ6K) {
+        (void)dk;
+        (void)mk;
+      } else if constexpr (F == kQ4K) {
 #pragma unroll
         for (int k = 0; k < kN; ++k) q4k_pair(raw[S][u][k].x, dk[k], mk[k]);  // the whole warp
       }
@@ -414,9 +465,18 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
         }
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
-          const int sum16 = block_dot16<F>(c[S][u][k], xa, xb);
-          if constexpr (F != kQ4K) pair_of<F>(raw[S][u][k], dk[k], mk[k]);
-          acc[k] += dk[k] * dx16 * float(sum16) + mk[k] * s01;
+          if constexpr (F != kQ4K && F != kQ6K) pair_of<F>(raw[S][u][k], dk[k], mk[k]);
+          if constexpr (fmt_nibbles(F)) {
+            acc[k] = add_block(acc[k], dk[k], dx16, block_dot16<F>(c[S][u][k], xa, xb), mk[k], s01);
+          } else if constexpr (F == kQ6K) {  // 16 dx16: the activations' scale itself (also below)
+            const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(raw[S][u][k].x)));
+            acc[k] = add_block(acc[k], d, 16.0f * dx16, q6k_centered_dot(c[S][u][k], xa, xb, raw[S][u][k].y),
+                               0.0f, 0.0f);
+          } else {
+            int lo, hi;
+            block_dot<F>(c[S][u][k], xa, xb, lo, hi);
+            acc[k] = add_block(acc[k], dk[k], 16.0f * dx16, lo + hi, mk[k], s01);
+          }
         }
       }
     }
