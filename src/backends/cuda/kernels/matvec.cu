@@ -528,11 +528,72 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   }
 }
 
+// F16 rows streamed (the float path's F16 weights, whose n_in is a multiple of 8 and whose rows, buffer and
+// input are 16-byte aligned): as the streamed kernel above, a grid of one wave whose warps stay, warp w
+// taking rows w, w + warps, ... one at a time, round by round: 32 bytes of the row a lane a round (two runs
+// of 8 halves, runs lane and 32 + lane of the round's 64), the next round's loaded into a second register
+// buffer before this one is summed; the inputs read through L1 as float4s. The sums are those of the float
+// path in another order (a lane's runs, then the warp's lanes). matvec_f32_kernel, which loads four runs a
+// lane, waits and sums them, read F16 rows at 62-67% of the copy back to back on an H200 (docs/PERF.md
+// 2026-12-04 10:03).
+__global__ void __launch_bounds__(32 * kStreamWarps)
+    matvec_f16_stream_kernel(Matrix w, const float* x, float* y) {
+  griddep_launch_dependents();
+  const int lane = threadIdx.x & 31;
+  const int stride = int(gridDim.x) * kStreamWarps;
+  const int runs = w.n_in / 8, rounds = (runs + 63) / 64;
+  int r = int(blockIdx.x) * kStreamWarps + int(threadIdx.x >> 5), rd = 0;  // the row and round now
+  uint4 c[2][2];                                                           // [buffer][run of the round]
+  auto load = [&](auto slot, int rr, int rdd) {
+    constexpr int S = decltype(slot)::value;
+    const uint4* row = reinterpret_cast<const uint4*>(w.data + size_t(rr) * w.row_bytes);
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int k = 64 * rdd + 32 * u + lane;
+      if (k < runs) c[S][u] = __ldcs(row + k);
+    }
+  };
+  if (r >= w.n_out) return;                      // writes nothing, so it need not wait for the kernel before
+  load(std::integral_constant<int, 0>{}, r, 0);  // weights: written by no kernel, so loaded before the wait
+  griddep_wait();
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  float acc = 0.0f;
+  auto step = [&](auto slot) -> bool {
+    constexpr int S = decltype(slot)::value;
+    int nr = r, nrd = rd + 1;
+    if (nrd == rounds) nr = r + stride, nrd = 0;
+    if (nr < w.n_out) load(std::integral_constant<int, 1 - S>{}, nr, nrd);
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int k = 64 * rd + 32 * u + lane;
+      if (k < runs) {
+        const float4 a = __ldg(x4 + 2 * k), b = __ldg(x4 + 2 * k + 1);
+        const __half2* h = reinterpret_cast<const __half2*>(&c[S][u]);
+        const float2 w0 = __half22float2(h[0]), w1 = __half22float2(h[1]), w2 = __half22float2(h[2]),
+                     w3 = __half22float2(h[3]);
+        acc += w0.x * a.x + w0.y * a.y + w1.x * a.z + w1.y * a.w + w2.x * b.x + w2.y * b.y + w3.x * b.z +
+               w3.y * b.w;
+      }
+    }
+    if (rd == rounds - 1) {
+      acc = warp_sum(acc);
+      if (lane == 0) y[r] = acc;
+      acc = 0.0f;
+    }
+    r = nr;
+    rd = nrd;
+    return r < w.n_out;
+  };
+#pragma unroll 1
+  while (step(std::integral_constant<int, 0>{}) && step(std::integral_constant<int, 1>{})) {
+  }
+}
+
 // Blocks of the kernel the current GPU holds at once (its registers, and up to 48 KiB of activations: the
-// most a decode step's rows ask), found once per kernel and device (a process may drive GPUs of different
-// sizes; the attribute below is the device's too). The kernel's shared-memory limit is raised first: at the
-// default (48 KiB with its static arrays) the query answers 0.
-template <auto Kernel>
+// most a decode step's rows ask; kSharedAsked 0 for a kernel without them), found once per kernel and device
+// (a process may drive GPUs of different sizes; the attribute below is the device's too). The kernel's
+// shared-memory limit is raised first: at the default (48 KiB with its static arrays) the query answers 0.
+template <auto Kernel, int kSharedAsked = 48 * 1024>
 int resident_blocks() {
   constexpr int kDevices = 64;  // devices past this are asked every time
   static std::atomic<int> known[kDevices] = {};
@@ -541,10 +602,10 @@ int resident_blocks() {
   if (dev >= 0 && dev < kDevices) {
     if (const int n = known[dev].load(std::memory_order_relaxed); n > 0) return n;
   }
-  cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024);
+  if (kSharedAsked > 0) cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024);
   int sms = 0, per_sm = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, 32 * kStreamWarps, 48 * 1024);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, 32 * kStreamWarps, kSharedAsked);
   const int n = std::max(1, sms * per_sm);
   if (dev >= 0 && dev < kDevices) known[dev].store(n, std::memory_order_relaxed);
   return n;
@@ -584,6 +645,12 @@ void launch_stream(const MatvecJob& job, const Q8& x, size_t shared, cudaStream_
 
 void matvec_f32(const Matrix& w, const float* x, float* y, cudaStream_t s) {
   if (w.n_out <= 0) return;
+  const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  if (w.fmt == kF16 && w.n_in % 8 == 0 && w.row_bytes % 16 == 0 && aligned(w.data) && aligned(x)) {
+    constexpr auto kernel = matvec_f16_stream_kernel;
+    const int blocks = std::min(int(ceil_div(w.n_out, kStreamWarps)), resident_blocks<kernel, 0>());
+    return launch_pdl(kernel, blocks, 32 * kStreamWarps, 0, s, w, x, y);
+  }
   with_format(w.fmt, [&]<int F>() {
     launch_pdl(matvec_f32_kernel<F>, ceil_div(w.n_out, kWarps), 32 * kWarps, 0, s, w, x, y);
   });
