@@ -3,7 +3,8 @@
 // Float path (matvec_f32_kernel): a warp per row, each lane taking runs of 8 consecutive weights formed
 // exactly (common.cuh row_eight) times the float activations; the CPU's float path, summed in another order.
 // A lane loads four runs before using any, the first before waiting for the kernel before (as below). The
-// F16 and F32 weights of the quantized path take this one too.
+// F16 and F32 weights of the quantized path take this one too, except F16 rows of whole runs, which are
+// streamed (matvec_f16_stream_kernel, below the streamed path).
 //
 // Quantized path (matvec_q8_kernel; the formats with two (d, m) pairs a block: KQ8, Q6K): the activations as
 // int8 blocks of 32 (kernels.h Q8), a block of weights times a block of activations as integer dot products
