@@ -213,12 +213,14 @@ TEST_P(CudaOps, matvec_long_rows) {
 
 // Decode products with more rows than the GPU holds warps (20 001: pairs of rows a warp, the streamed
 // kernel's path for large matrices; the smaller products above take single rows), each format it reads:
-// the 4-bit ones, the byte ones (Q8_0, INT8B0) and Q6K.
+// the 4-bit ones, the byte ones (Q8_0, INT8B0) and Q6K; and F16 rows (their own streamed kernel, a row at a
+// time: each warp walks two or three rows).
 TEST_P(CudaOps, matvec_many_rows) {
   auto be = make();
   uint32_t seed = 250;
   std::vector<OwnedWeight> kept;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K}) {
+  for (GgmlType t :
+       {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::F16}) {
     const int64_t n_in = type_traits(t).block_size == 256 ? 256 : 96;
     kept.push_back(make_weight(t, n_in, 20001, seed++));
     be->upload_weight(kept.back().w);
