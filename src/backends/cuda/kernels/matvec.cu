@@ -455,28 +455,29 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
       if (b < nb) {
         const uint4* xq = reinterpret_cast<const uint4*>(xq8 + 32 * b);
         const uint4 xa = xq[0], xb = xq[1];
-        float dx16, s01;  // the block's scale / 16 (block_dot16), the sum of its values
+        float dx, s01;  // the block's scale, the sum of its values
         if constexpr (kShared) {
           const float2 ds = xds[b];
-          dx16 = ds.x * 0.0625f;
+          dx = ds.x;
           s01 = ds.y;
         } else {
-          dx16 = x.d[b] * 0.0625f;
+          dx = x.d[b];
           s01 = x.s[2 * b] + x.s[2 * b + 1];
         }
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
           if constexpr (F != kQ4K && F != kQ6K) pair_of<F>(raw[S][u][k], dk[k], mk[k]);
           if constexpr (fmt_nibbles(F)) {
-            acc[k] = add_block(acc[k], dk[k], dx16, block_dot16<F>(c[S][u][k], xa, xb), mk[k], s01);
-          } else if constexpr (F == kQ6K) {  // 16 dx16: the activations' scale itself (also below)
+            // block_dot16 sums 16 times the codes: the scale / 16 (exact while dx / 16 is a normal float)
+            acc[k] = add_block(acc[k], dk[k], dx * 0.0625f, block_dot16<F>(c[S][u][k], xa, xb), mk[k], s01);
+          } else if constexpr (F == kQ6K) {
             const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(raw[S][u][k].x)));
-            acc[k] = add_block(acc[k], d, 16.0f * dx16, q6k_centered_dot(c[S][u][k], xa, xb, raw[S][u][k].y),
-                               0.0f, 0.0f);
+            acc[k] =
+                add_block(acc[k], d, dx, q6k_centered_dot(c[S][u][k], xa, xb, raw[S][u][k].y), 0.0f, 0.0f);
           } else {
             int lo, hi;
             block_dot<F>(c[S][u][k], xa, xb, lo, hi);
-            acc[k] = add_block(acc[k], dk[k], 16.0f * dx16, lo + hi, mk[k], s01);
+            acc[k] = add_block(acc[k], dk[k], dx, lo + hi, mk[k], s01);
           }
         }
       }
