@@ -6,7 +6,7 @@
 // F16 and F32 weights of the quantized path take this one too, except F16 rows of whole runs, which are
 // streamed (matvec_f16_stream_kernel, below the streamed path).
 //
-// Quantized path (matvec_q8_kernel; the formats with two (d, m) pairs a block: KQ8, Q6K): the activations as
+// Quantized path (matvec_q8_kernel; KQ8, whose blocks have two (d, m) pairs): the activations as
 // int8 blocks of 32 (kernels.h Q8), a block of weights times a block of activations as integer dot products
 // (dp4a: four int8 products and their sum per instruction) and the block's sum scaled once: sum_j (d c_j + m)
 // (dx q_j) = d dx sum_j c_j q_j + m dx sum_j q_j, the last factor s from the quantization. Lane l of a warp
@@ -22,30 +22,30 @@
 // up) gives each warp the same rows of both and writes act(gate) * up.
 //
 // Streamed path (matvec_stream_kernel; the 4-bit formats Q4_0, Q4_1, INT4B64, KQ4, Q4_K and the byte
-// formats Q8_0, INT8B0): the register-round kernel above reads 4-bit rows at ~2.2-2.3 TB/s on an H200 (of
-// ~4.4 a plain read reaches): each warp loads its rows' one round, waits, sums and leaves, so the memory
-// idles between a block's end and the next one's loads, and at only 1 to 3 waves of blocks the whole grid
-// does so in step. Here a grid of one wave of blocks (as many as fit the GPU at once) keeps its warps: warp
-// w takes the groups of R rows w, w + warps, ... and walks them round by round (kRoundOf blocks of 32 a
-// lane a round: 32 code bytes), each round's codes and raw scale bytes loaded into one of two register
-// buffers before the other buffer is used — the scales converted only when used, so that nothing waits on the
-// loads just issued. Q4_K's 20-byte super-block headers are loaded one word a lane and handed out by shuffles
-// (q4k_pair), one load a round where block_pair makes three a block. R is 2 when the job has a pair of rows
-// for every warp slot of the GPU, else 1 (the activations then read through L1 rather than copied into shared
-// memory first). A round costs few instructions: the group's row pointers are found when the group changes,
-// not every round; the high nibbles are dotted in place, masked but not shifted (block_dot16: sixteen times
-// their sum, the 1/16 folded into the activations' scale); a block's activation scale and sum come as one
-// float2 from shared memory; the weights are streaming (evict-first) global loads. On an H100 that gave 7B
-// Q4_0 decode +1-2% (docs/PERF.md 2026-12-05 16:27-16:50): the warps wait mostly on their loads (ncu: long
-// scoreboard ~62% of the cycles between instructions). Deeper rings of rounds copied into shared memory
-// (cp.async, 3-6 stages a warp) lost 10-20% there. Measured on an H200, Llama-7B-shaped layers as a decode
-// step launches them (docs/PERF.md 2026-12-04 05:59-06:33): Q4_0 2.65 TB/s against 2.34, Q4_K 2.53
-// against 2.17; pairs against single rows: q/k/v 3.4 against 2.9 TB/s, the 4096-row o and down 2.1 and 2.5
-// against 2.3 and 2.9. The byte formats (8 bytes of codes per dp4a pair) reached 3.3 TB/s there in the
-// register-round kernel and stayed in it until measured here on an H100 (docs/PERF.md 2026-12-06 09:13): back
-// to back INT8B0 +6-17% (the 4096 x 11008 down product 67 -> 79% of the copy), Q8_0 -3 to +11%, 7B Q8_0
-// decode 313.8 -> 326.0 t/s. The register-round kernel keeps the two formats whose blocks have two (d, m)
-// pairs.
+// formats Q8_0, INT8B0, and Q6K): the register-round kernel above reads 4-bit rows at ~2.2-2.3 TB/s on an
+// H200 (of ~4.4 a plain read reaches): each warp loads its rows' one round, waits, sums and leaves, so the
+// memory idles between a block's end and the next one's loads, and at only 1 to 3 waves of blocks the whole
+// grid does so in step. Here a grid of one wave of blocks (as many as fit the GPU at once) keeps its warps:
+// warp w takes the groups of R rows w, w + warps, ... and walks them round by round (kRoundOf blocks of 32 a
+// lane a round: 32 code bytes, Q6K's 24), each round's codes and raw scale bytes loaded into one of two
+// register buffers before the other buffer is used — the scales converted only when used, so that nothing
+// waits on the loads just issued. Q4_K's 20-byte super-block headers are loaded one word a lane and handed
+// out by shuffles (q4k_pair), one load a round where block_pair makes three a block. R is 2 when the job has
+// a pair of rows for every warp slot of the GPU, else 1 (the activations then read through L1 rather than
+// copied into shared memory first). A round costs few instructions: the group's row pointers are found when
+// the group changes, not every round; the high nibbles are dotted in place, masked but not shifted
+// (block_dot16: sixteen times their sum, the 1/16 folded into the activations' scale); a block's activation
+// scale and sum come as one float2 from shared memory; the weights are streaming (evict-first) global loads.
+// On an H100 that gave 7B Q4_0 decode +1-2% (docs/PERF.md 2026-12-05 16:27-16:50): the warps wait mostly on
+// their loads (ncu: long scoreboard ~62% of the cycles between instructions). Deeper rings of rounds copied
+// into shared memory (cp.async, 3-6 stages a warp) lost 10-20% there. Measured on an H200, Llama-7B-shaped
+// layers as a decode step launches them (docs/PERF.md 2026-12-04 05:59-06:33): Q4_0 2.65 TB/s against 2.34,
+// Q4_K 2.53 against 2.17; pairs against single rows: q/k/v 3.4 against 2.9 TB/s, the 4096-row o and down 2.1
+// and 2.5 against 2.3 and 2.9. The byte formats (8 bytes of codes per dp4a pair) reached 3.3 TB/s there in
+// the register-round kernel and stayed in it until measured here on an H100 (docs/PERF.md 2026-12-06 09:13):
+// back to back INT8B0 +6-17% (the 4096 x 11008 down product 67 -> 79% of the copy), Q8_0 -3 to +11%, 7B Q8_0
+// decode 313.8 -> 326.0 t/s; Q6K there (its codes centred in integers, q6k_centered_dot) took the output
+// matrix from 59-60 to 65-68% (docs/PERF.md 09:22). The register-round kernel keeps KQ8.
 #include <algorithm>
 #include <atomic>
 
