@@ -534,10 +534,10 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
 // input are 16-byte aligned): as the streamed kernel above, a grid of one wave whose warps stay, warp w
 // taking rows w, w + warps, ... one at a time, round by round: 32 bytes of the row a lane a round (two runs
 // of 8 halves, runs lane and 32 + lane of the round's 64), the next round's loaded into a second register
-// buffer before this one is summed; the inputs read through L1 as float4s. The sums are those of the float
-// path in another order (a lane's runs, then the warp's lanes). matvec_f32_kernel, which loads four runs a
-// lane, waits and sums them, read F16 rows at 62-67% of the copy back to back on an H200 (docs/PERF.md
-// 2026-12-04 10:03).
+// buffer before this one is summed; the inputs read as float4s (plain loads, cached in L1). The sums are
+// those of the float path in another order (a lane's runs, then the warp's lanes). matvec_f32_kernel, which
+// loads four runs a lane, waits and sums them, read F16 rows at 62-67% of the copy back to back on an H200
+// (docs/PERF.md 2026-12-04 10:03).
 __global__ void __launch_bounds__(32 * kStreamWarps)
     matvec_f16_stream_kernel(Matrix w, const float* x, float* y) {
   griddep_launch_dependents();
@@ -569,7 +569,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps)
     for (int u = 0; u < 2; ++u) {
       const int k = 64 * rd + 32 * u + lane;
       if (k < runs) {
-        const float4 a = __ldg(x4 + 2 * k), b = __ldg(x4 + 2 * k + 1);
+        const float4 a = x4[2 * k], b = x4[2 * k + 1];  // plain loads: x is the kernel before's output
         const __half2* h = reinterpret_cast<const __half2*>(&c[S][u]);
         const float2 w0 = __half22float2(h[0]), w1 = __half22float2(h[1]), w2 = __half22float2(h[2]),
                      w3 = __half22float2(h[3]);
