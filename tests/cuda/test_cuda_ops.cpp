@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -82,6 +83,9 @@ class CudaOps : public ::testing::TestWithParam<ActivationMode> {
     }
     return std::make_unique<CudaBackend>(o);
   }
+
+  void check_converted(WeightsMode mode, int64_t n_in, int64_t n_out, std::initializer_list<int64_t> toks,
+                       uint32_t& seed);
 
   // y = W x: each output within the reordered-sum bound of the double reference on the inputs as the
   // backend rounds them (exact_rows: the weights' exact values, [n_out][n_in]). On the fp16 GEMM the
@@ -181,19 +185,25 @@ TEST_P(CudaOps, half_gemm_takes_activations_of_any_magnitude) {
   }
 }
 
+// A weight converted at upload (--weights mode) of n_out x n_in, multiplied by n_tok random tokens for each
+// n_tok of toks against its exact values.
+void CudaOps::check_converted(WeightsMode mode, int64_t n_in, int64_t n_out,
+                              std::initializer_list<int64_t> toks, uint32_t& seed) {
+  auto be = make(mode);
+  const ConvertedWeight cw(mode, n_in, n_out, seed++);
+  be->upload_weight(cw.w);
+  for (int64_t n_tok : toks) {
+    const std::vector<float> x = rand_floats(size_t(n_tok * cw.w.n_in), seed++);
+    std::vector<float> got(size_t(n_tok * cw.w.n_out), NAN);
+    be->matmul(cw.w, x.data(), n_tok, got.data());
+    expect_products(*be, cw.w, cw.exact, x, n_tok, got, weights_mode_name(mode));
+  }
+}
+
 TEST_P(CudaOps, converted_formats) {
   uint32_t seed = 100;
-  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0, WeightsMode::F16, WeightsMode::F32}) {
-    auto be = make(mode);
-    const ConvertedWeight cw(mode, 352, 133, seed++);  // 11 blocks: INT4B64 ends in half a group of 64
-    be->upload_weight(cw.w);
-    for (int64_t n_tok : {1, 5, 70}) {
-      const std::vector<float> x = rand_floats(size_t(n_tok * cw.w.n_in), seed++);
-      std::vector<float> got(size_t(n_tok * cw.w.n_out), NAN);
-      be->matmul(cw.w, x.data(), n_tok, got.data());
-      expect_products(*be, cw.w, cw.exact, x, n_tok, got, weights_mode_name(mode));
-    }
-  }
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0, WeightsMode::F16, WeightsMode::F32})
+    check_converted(mode, 352, 133, {1, 5, 70}, seed);  // 11 blocks: INT4B64 ends in half a group of 64
 }
 
 // A long row (11 008 inputs: 344 blocks, more than one unrolled step a lane) in decode and in a batch
@@ -226,15 +236,8 @@ TEST_P(CudaOps, matvec_many_rows) {
     be->upload_weight(kept.back().w);
     check_matmul(*be, kept.back().w, exact_rows(kept.back().w), 1, seed++);
   }
-  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0}) {
-    auto bm = make(mode);
-    const ConvertedWeight cw(mode, 96, 20001, seed++);
-    bm->upload_weight(cw.w);
-    const std::vector<float> x = rand_floats(size_t(cw.w.n_in), seed++);
-    std::vector<float> got(size_t(cw.w.n_out), NAN);
-    bm->matmul(cw.w, x.data(), 1, got.data());
-    expect_products(*bm, cw.w, cw.exact, x, 1, got, weights_mode_name(mode));
-  }
+  for (WeightsMode mode : {WeightsMode::Int4B64, WeightsMode::Int8B0})
+    check_converted(mode, 96, 20001, {1}, seed);
 }
 
 // q/k/v as one job (matmul_shared) and gate/up with their activation (matmul_glu), in decode (1 token) and
