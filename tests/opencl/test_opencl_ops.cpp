@@ -874,6 +874,23 @@ __kernel void matvec_q4_0(__global const uchar* w0, __global const uchar* w1, __
   }
 }
 
+TEST(OpenclIntGemm, off_unless_asked_for_and_bad_values_refused) {
+  // The integer prompt GEMM is asked for, never the default: its one GPU run faulted (opencl_backend.h).
+  EXPECT_FALSE(OpenclBackendOptions{}.int_gemm);
+  const BackendEntry& e = *find_backend("opencl");
+  for (const char* v : {"off", "on"}) EXPECT_NO_THROW(make_backend_options(e, {{"--cl-int-gemm", v}})) << v;
+  for (const char* bad : {"maybe", "1", "auto"}) {
+    std::string msg;
+    try {
+      make_backend_options(e, {{"--cl-int-gemm", bad}});
+    } catch (const Error& err) {
+      msg = err.what();
+    }
+    EXPECT_NE(msg.find(fmt::format("--cl-int-gemm: '{}' is not off or on", bad)), std::string::npos)
+        << bad << ": " << msg;
+  }
+}
+
 TEST_P(OpenclOps, row_matmul_kernels_match_cpu_at_every_tail) {
   // The kernels of a device that cannot hold the smallest GEMM tile.
   OpenclBackendOptions o = tails_options(GetParam());

@@ -1,7 +1,8 @@
 // The OpenCL backend's registry entry (backends/registry.h): MNN type 3, available when the OpenCL ICD loader
 // loads (loader.h) and lists a device; its own options --cl-cache (the program binary cache),
 // --cl-gemm-tile (the prompt GEMM's tile), --cl-gemm-split (split K of the prompt products),
-// --cl-matvec-unroll (the decode products' loads per round) and --cl-matvec-items (their work-group size);
+// --cl-matvec-unroll (the decode products' loads per round), --cl-matvec-items (their work-group size) and
+// --cl-int-gemm (the prompt products in integers);
 // the factory, the start-time measurement of `bench` and the memory probes of `gemv-bw`.
 
 #include "backends/opencl/bandwidth.h"
@@ -19,6 +20,7 @@ struct OpenclOptions final : BackendOptions {
   int gemm_split = OpenclBackendOptions{}.gemm_split;
   int matvec_unroll = OpenclBackendOptions{}.matvec_unroll;
   int matvec_items = OpenclBackendOptions{}.matvec_items;
+  bool int_gemm = OpenclBackendOptions{}.int_gemm;
   std::string gemm_tile;  // empty: auto
 };
 
@@ -60,6 +62,7 @@ OpenclBackendOptions backend_options(const BackendParams& p) {
     g.gemm_tile = o->gemm_tile;
     g.matvec_unroll = o->matvec_unroll;
     g.matvec_items = o->matvec_items;
+    g.int_gemm = o->int_gemm;
   }
   return g;
 }
@@ -152,6 +155,20 @@ BackendEntry opencl_entry() {
       "power of two from 16 to 256",
       NumberRange(16, 256).powers_of_two(),
       [](BackendOptions& o, int n) { static_cast<OpenclOptions&>(o).matvec_items = n; }));
+  OptionSpec int_gemm;
+  int_gemm.flag = "--cl-int-gemm";
+  int_gemm.help =
+      "the prompt products of the block formats in 8-bit integers with the device's dot product "
+      "(cl_khr_integer_dot_product, or NVIDIA's dp4a) under --activations q8: off (the float GEMM; on "
+      "NVIDIA's "
+      "OpenCL these kernels faulted, docs/OPENCL.md) or on";
+  int_gemm.default_value = "off";
+  int_gemm.choices = {"off", "on"};
+  int_gemm.set = [](BackendOptions& o, const std::string& v) {
+    if (v != "off" && v != "on") fail("--cl-int-gemm: '{}' is not off or on", v);
+    static_cast<OpenclOptions&>(o).int_gemm = v == "on";
+  };
+  e.options.push_back(std::move(int_gemm));
   e.make = make;
   e.measure_start = measure_start;
   e.make_probe = [](const BackendParams& p) { return opencl::make_memory_probe(p.device, p.device_profile); };
