@@ -29,11 +29,12 @@
 // warp w takes the groups of R rows w, w + warps, ... and walks them round by round (kRoundOf blocks of 32 a
 // lane a round: 32 code bytes, Q6K's 24), each round's codes and raw scale bytes loaded into one of two
 // register buffers before the other buffer is used — the scales converted only when used, so that nothing
-// waits on the loads just issued. Q4_K's 20-byte super-block headers are loaded one word a lane and handed
-// out by shuffles (q4k_pair), one load a round where block_pair makes three a block. R is 2 when the job has
-// a pair of rows for every warp slot of the GPU, else 1 (the activations then read through L1 rather than
-// copied into shared memory first). A round costs few instructions: the group's row pointers are found when
-// the group changes, not every round; the high nibbles are dotted in place, masked but not shifted
+// waits on the loads just issued; before the wait for the kernel before, the first round (single-row
+// products: the first two, both buffers). Q4_K's 20-byte super-block headers are loaded one word a lane and
+// handed out by shuffles (q4k_pair), one load a round where block_pair makes three a block. R is 2 when the
+// job has a pair of rows for every warp slot of the GPU, else 1 (the activations then read through L1 rather
+// than copied into shared memory first). A round costs few instructions: the group's row pointers are found
+// when the group changes, not every round; the high nibbles are dotted in place, masked but not shifted
 // (block_dot16: sixteen times their sum, the 1/16 folded into the activations' scale); a block's activation
 // scale and sum come as one float2 from shared memory; the weights are streaming (evict-first) global loads.
 // On an H100 that gave 7B Q4_0 decode +1-2% (docs/PERF.md 2026-12-05 16:27-16:50): the warps wait mostly on
@@ -420,8 +421,20 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
     }
   };
   // The first round's weights before waiting for the kernel that writes the activations (no kernel writes
-  // weights), so that their loads overlap that kernel's end.
-  if (g < groups) load(std::integral_constant<int, 0>{}, g, 0);
+  // weights), so that their loads overlap that kernel's end. Single-row products (R = 1: the 7B's o and
+  // down) load the round after it too, into the second buffer: their warps then hold all or a third of
+  // their 4-bit rows when the wait ends. Measured on an H100 (docs/PERF.md 2026-12-06 13:42–13:56): 7B Q4_0
+  // tg128 +0.9%, Q4_K +1.2%, TinyLlama Q4_0 +0.2%; two rounds for every product gave TinyLlama +2.4% but
+  // 7B Q4_K -1.6%.
+  bool loaded = false;  // the next round is in the other buffer already
+  if (g < groups) {
+    load(std::integral_constant<int, 0>{}, g, 0);
+    if constexpr (R == 1) {
+      const int ng = rounds > 1 ? g : g + stride, nr = rounds > 1 ? 1 : 0;
+      if (ng < groups) load(std::integral_constant<int, 1>{}, ng, nr);
+      loaded = true;
+    }
+  }
   griddep_wait();
   if constexpr (kShared) {
     copy_activations<true>(x, n_in, xs);
@@ -440,7 +453,8 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
     constexpr int S = decltype(slot)::value;
     int ng = g, nr = rd + 1;
     if (nr == rounds) ng = g + stride, nr = 0;
-    if (ng < groups) load(std::integral_constant<int, 1 - S>{}, ng, nr);
+    if (ng < groups && !loaded) load(std::integral_constant<int, 1 - S>{}, ng, nr);
+    loaded = false;
 #pragma unroll
     for (int u = 0; u < kRound; ++u) {
       const int b = rd * 32 * kRound + lane + 32 * u;
