@@ -91,6 +91,21 @@ OptionSpec number_option(std::string flag, std::string help, NumberRange range,
   return o;
 }
 
+OptionSpec switch_option(std::string flag, std::string help, std::string yes, std::string no,
+                         bool yes_default, std::function<void(BackendOptions&, bool)> store) {
+  OptionSpec o;
+  o.flag = std::move(flag);
+  o.help = std::move(help);
+  o.default_value = yes_default ? yes : no;
+  o.choices = yes_default ? std::vector<std::string>{yes, no} : std::vector<std::string>{no, yes};
+  o.set = [name = o.flag, words = o.choices, yes, store = std::move(store)](BackendOptions& opts,
+                                                                            const std::string& v) {
+    if (v != words[0] && v != words[1]) fail("{}: '{}' is not {} or {}", name, v, words[0], words[1]);
+    store(opts, v == yes);
+  };
+  return o;
+}
+
 StartTimes time_cold_and_warm_start(const ProgramCacheOptions& cache,
                                     const std::function<bool(const ProgramCacheOptions&)>& start) {
   using Mode = ProgramCacheOptions::Mode;

@@ -127,6 +127,11 @@ struct NumberRange {
 // and what the option takes ("--cl-gemm-split: '9' is not auto, off or a number from 1 to 8").
 OptionSpec number_option(std::string flag, std::string help, NumberRange range,
                          std::function<void(BackendOptions&, int)> store);
+// An option of two words, `yes` and `no` (the default as yes_default says): set() passes store() whether
+// it was `yes`; anything else is refused, naming the flag, the value and both words, the default first
+// ("--vk-coopmat: 'x' is not auto or off").
+OptionSpec switch_option(std::string flag, std::string help, std::string yes, std::string no,
+                         bool yes_default, std::function<void(BackendOptions&, bool)> store);
 
 // A backend's start-up in milliseconds: cold (from nothing: programs compiled, kernels self-checked) and
 // warm (from what the first start cached); negative: not measured.

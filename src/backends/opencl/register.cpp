@@ -155,20 +155,13 @@ BackendEntry opencl_entry() {
       "power of two from 16 to 256",
       NumberRange(16, 256).powers_of_two(),
       [](BackendOptions& o, int n) { static_cast<OpenclOptions&>(o).matvec_items = n; }));
-  OptionSpec int_gemm;
-  int_gemm.flag = "--cl-int-gemm";
-  int_gemm.help =
+  e.options.push_back(switch_option(
+      "--cl-int-gemm",
       "the prompt products of the block formats in 8-bit integers with the device's dot product "
       "(cl_khr_integer_dot_product, or NVIDIA's dp4a) under --activations q8: off (the float GEMM; on "
       "NVIDIA's "
-      "OpenCL these kernels faulted, docs/OPENCL.md) or on";
-  int_gemm.default_value = "off";
-  int_gemm.choices = {"off", "on"};
-  int_gemm.set = [](BackendOptions& o, const std::string& v) {
-    if (v != "off" && v != "on") fail("--cl-int-gemm: '{}' is not off or on", v);
-    static_cast<OpenclOptions&>(o).int_gemm = v == "on";
-  };
-  e.options.push_back(std::move(int_gemm));
+      "OpenCL these kernels faulted, docs/OPENCL.md) or on",
+      "on", "off", false, [](BackendOptions& o, bool on) { static_cast<OpenclOptions&>(o).int_gemm = on; }));
   e.make = make;
   e.measure_start = measure_start;
   e.make_probe = [](const BackendParams& p) { return opencl::make_memory_probe(p.device, p.device_profile); };

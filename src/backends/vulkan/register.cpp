@@ -109,29 +109,16 @@ BackendEntry vulkan_entry() {
   e.unavailable = unavailable;
   e.devices = devices;
   e.make_options = [] { return std::make_unique<VulkanOptions>(); };
-  OptionSpec sg;
-  sg.flag = "--vk-subgroups";
-  sg.help =
-      "reductions through subgroup operations where the device has them (auto), or shared memory only (off)";
-  sg.default_value = "auto";
-  sg.choices = {"auto", "off"};
-  sg.set = [](BackendOptions& o, const std::string& v) {
-    if (v != "auto" && v != "off") fail("--vk-subgroups: '{}' is not auto or off", v);
-    static_cast<VulkanOptions&>(o).subgroups = v == "auto";
-  };
-  e.options.push_back(std::move(sg));
-  OptionSpec cm;
-  cm.flag = "--vk-coopmat";
-  cm.help =
+  e.options.push_back(switch_option(
+      "--vk-subgroups",
+      "reductions through subgroup operations where the device has them (auto), or shared memory only (off)",
+      "auto", "off", true,
+      [](BackendOptions& o, bool on) { static_cast<VulkanOptions&>(o).subgroups = on; }));
+  e.options.push_back(switch_option(
+      "--vk-coopmat",
       "prompts on cooperative matrices (fp16 tensor-core products with fp32 sums) where the device lists "
-      "them (auto), or on the float tiles everywhere (off)";
-  cm.default_value = "auto";
-  cm.choices = {"auto", "off"};
-  cm.set = [](BackendOptions& o, const std::string& v) {
-    if (v != "auto" && v != "off") fail("--vk-coopmat: '{}' is not auto or off", v);
-    static_cast<VulkanOptions&>(o).coopmat = v == "auto";
-  };
-  e.options.push_back(std::move(cm));
+      "them (auto), or on the float tiles everywhere (off)",
+      "auto", "off", true, [](BackendOptions& o, bool on) { static_cast<VulkanOptions&>(o).coopmat = on; }));
   OptionSpec mv;
   mv.flag = "--vk-matvec";
   mv.help =
