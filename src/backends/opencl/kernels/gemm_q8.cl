@@ -224,11 +224,15 @@ void tl_q8_accumulate(__local const uint* st, float4 acc[TL_GEMM_TM][TL_GEMM_RM 
 
 // One kernel NAME over the format FMT: gemm.cl's groups, tiles, split K and tails, with the rounded input
 // xq ([n_tok][TL_Q8_ROW(nb)] words, quantize_q8) in place of x and one stage of TL_Q8_TILE_WORDS words of local
-// memory (tiles). n_in is a multiple of 32.
+// memory (tiles). n_in is a multiple of 32. The local argument is declared uint4 because tl_q8_accumulate
+// reads it as uint4 and float4: a local argument is aligned only as its pointee type, and NVIDIA's OpenCL
+// placed a `__local uint*` one off a 16-byte boundary, where every 16-byte load faulted (CL_OUT_OF_RESOURCES
+// at the next read; H100, 2026-12-06).
 #define TL_GEMM_Q8_KERNEL(NAME, FMT)                                                                          \
   __kernel __attribute__((reqd_work_group_size(TL_GEMM_WR, TL_GEMM_WT, 1))) void NAME(                       \
       __global const uchar* w, ulong row_bytes, int n_in, int n_out, int n_tok, __global const uint* xq,      \
-      __global float* y, __local uint* tiles, int split_blocks) {                                             \
+      __global float* y, __local uint4* tiles4, int split_blocks) {                                           \
+    __local uint* tiles = (__local uint*)tiles4;                                                               \
     const int lr = get_local_id(0), lt = get_local_id(1), lid = lt * TL_GEMM_WR + lr;                          \
     const int r0 = get_group_id(0) * TL_GEMM_TR, t0 = get_group_id(1) * TL_GEMM_TT;                            \
     const int z = get_group_id(2), nb = n_in / 32;                                                             \
