@@ -551,6 +551,10 @@ TEST_P(OpenclOps, integer_prompt_gemm_matches_rounded_reference_at_every_tail) {
       std::vector<std::unique_ptr<OwnedWeight>> natives;
       std::vector<std::unique_ptr<test::ConvertedWeight>> convs;
       OpenclBackend be(ok);
+      // The integer GEMM shares the float GEMM's tile. A device whose kernels leave a profile no room for
+      // one runs prompts on the row kernels, in floats (NVIDIA's OpenCL under powervr-rogue: its compiled
+      // kernels take local memory of their own beside the profile's 4 KiB).
+      if (!be.gemm_tiles().on()) GTEST_SKIP() << "no GEMM tile fits this device under " << GetParam();
       const int64_t tr = be.gemm_tiles().tr(), tt = be.gemm_tiles().tt();
       const int64_t bs = k.type == GgmlType::Q4_K ? 256 : 32;
       struct Case {
