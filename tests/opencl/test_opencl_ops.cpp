@@ -878,10 +878,23 @@ __kernel void matvec_q4_0(__global const uchar* w0, __global const uchar* w1, __
   }
 }
 
-TEST(OpenclIntGemm, off_unless_asked_for_and_bad_values_refused) {
-  // The integer prompt GEMM is asked for, never the default: its one GPU run faulted (opencl_backend.h).
-  EXPECT_FALSE(OpenclBackendOptions{}.int_gemm);
+TEST(OpenclIntGemm, on_by_default_off_reaches_the_backend_and_bad_values_refused) {
+  // The integer prompt GEMM is the default where the device has a dot product; --cl-int-gemm off reaches a
+  // backend made through the registry (its memory line says which prompt GEMM runs and why).
+  EXPECT_TRUE(OpenclBackendOptions{}.int_gemm);
   const BackendEntry& e = *find_backend("opencl");
+  if (!opencl::list_devices().empty()) {
+    BackendParams p;
+    p.self_check = false;
+    p.max_in_elems = p.max_out_elems = p.max_width = 4096;
+    for (const char* v : {"off", "on"}) {
+      const std::shared_ptr<BackendOptions> opts = make_backend_options(e, {{"--cl-int-gemm", v}});
+      p.options = opts.get();
+      const std::string line = e.make(p)->memory_summary();
+      EXPECT_EQ(line.find("float GEMM (--cl-int-gemm off)") != std::string::npos, v == std::string("off"))
+          << v << ": " << line;
+    }
+  }
   for (const char* v : {"off", "on"}) EXPECT_NO_THROW(make_backend_options(e, {{"--cl-int-gemm", v}})) << v;
   for (const char* bad : {"maybe", "1", "auto"}) {
     std::string msg;
@@ -890,7 +903,7 @@ TEST(OpenclIntGemm, off_unless_asked_for_and_bad_values_refused) {
     } catch (const Error& err) {
       msg = err.what();
     }
-    EXPECT_NE(msg.find(fmt::format("--cl-int-gemm: '{}' is not off or on", bad)), std::string::npos)
+    EXPECT_NE(msg.find(fmt::format("--cl-int-gemm: '{}' is not on or off", bad)), std::string::npos)
         << bad << ": " << msg;
   }
 }

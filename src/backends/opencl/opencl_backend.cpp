@@ -121,19 +121,16 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
       "embedding",   "rmsnorm",        "matmul_f32",    "matmul_f16", "matmul_q4_0", "matmul_q4_1",
       "matmul_q8_0", "matmul_int4b64", "matmul_int8b0", "matmul_kq8", "matmul_kq4",  "rope",
       "kv_store",    "attention",      "glu",           "add",        "gemm_split"};
-  // The integer prompt products (kernels/gemm_q8.cl) with the device's dot product where --cl-int-gemm on
-  // asks for them, or four integer multiply-adds where a test does: only under --activations q8 and with a
-  // GEMM tile.
+  // The integer prompt products (kernels/gemm_q8.cl) with the device's dot product unless --cl-int-gemm off,
+  // or four integer multiply-adds where a test asks: only under --activations q8 and with a GEMM tile.
   using IntDot = opencl::Capabilities::IntDot;
-  const bool int_dot = caps().int_dot != IntDot::None;
   if (o.tiled_matmul && o.activations == ActivationMode::Quantized && (o.int_gemm || o.q8_plain_dot))
     q8_dot_ = o.q8_plain_dot ? 0 : caps().int_dot == IntDot::Khr ? 1 : caps().int_dot == IntDot::Ptx ? 2 : -1;
   if (q8_dot_ >= 0) ops.push_back("matmul_q8");
   prompt_gemm_ = !o.tiled_matmul                              ? "the row kernels (a test's switch)"
                  : o.activations != ActivationMode::Quantized ? "float GEMM (--activations f32)"
-                 : q8_dot_ < 0 && int_dot && !o.int_gemm
-                     ? "float GEMM (the integer GEMM is off: --cl-int-gemm)"
-                 : q8_dot_ < 0  ? "float GEMM (no integer dot product)"
+                 : q8_dot_ < 0 && !o.int_gemm ? "float GEMM (--cl-int-gemm off)"
+                 : q8_dot_ < 0                ? "float GEMM (no integer dot product)"
                  : q8_dot_ == 0 ? "integer GEMM (plain integer products)"
                  : q8_dot_ == 1 ? "integer GEMM (cl_khr_integer_dot_product)"
                                 : "integer GEMM (PTX dp4a)";

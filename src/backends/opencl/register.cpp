@@ -158,10 +158,9 @@ BackendEntry opencl_entry() {
   e.options.push_back(switch_option(
       "--cl-int-gemm",
       "the prompt products of the block formats in 8-bit integers with the device's dot product "
-      "(cl_khr_integer_dot_product, or NVIDIA's dp4a) under --activations q8: off (the float GEMM; on "
-      "NVIDIA's "
-      "OpenCL these kernels faulted, docs/OPENCL.md) or on",
-      "on", "off", false, [](BackendOptions& o, bool on) { static_cast<OpenclOptions&>(o).int_gemm = on; }));
+      "(cl_khr_integer_dot_product, or NVIDIA's dp4a) under --activations q8: on (the default, where the "
+      "device has one) or off (the float GEMM)",
+      "on", "off", true, [](BackendOptions& o, bool on) { static_cast<OpenclOptions&>(o).int_gemm = on; }));
   e.make = make;
   e.measure_start = measure_start;
   e.make_probe = [](const BackendParams& p) { return opencl::make_memory_probe(p.device, p.device_profile); };
