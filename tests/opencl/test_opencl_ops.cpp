@@ -885,6 +885,7 @@ TEST(OpenclIntGemm, on_by_default_off_reaches_the_backend_and_bad_values_refused
   const BackendEntry& e = *find_backend("opencl");
   if (!opencl::list_devices().empty()) {
     BackendParams p;
+    p.device = test::opencl_test_device();
     p.self_check = false;
     p.max_in_elems = p.max_out_elems = p.max_width = 4096;
     for (const char* v : {"off", "on"}) {
