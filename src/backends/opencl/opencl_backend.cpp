@@ -129,11 +129,11 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   if (q8_dot_ >= 0) ops.push_back("matmul_q8");
   prompt_gemm_ = !o.tiled_matmul                              ? "the row kernels (a test's switch)"
                  : o.activations != ActivationMode::Quantized ? "float GEMM (--activations f32)"
-                 : q8_dot_ < 0 && !o.int_gemm ? "float GEMM (--cl-int-gemm off)"
-                 : q8_dot_ < 0                ? "float GEMM (no integer dot product)"
-                 : q8_dot_ == 0 ? "integer GEMM (plain integer products)"
-                 : q8_dot_ == 1 ? "integer GEMM (cl_khr_integer_dot_product)"
-                                : "integer GEMM (PTX dp4a)";
+                 : q8_dot_ < 0 && !o.int_gemm                 ? "float GEMM (--cl-int-gemm off)"
+                 : q8_dot_ < 0                                ? "float GEMM (no integer dot product)"
+                 : q8_dot_ == 0                               ? "integer GEMM (plain integer products)"
+                 : q8_dot_ == 1                               ? "integer GEMM (cl_khr_integer_dot_product)"
+                                                              : "integer GEMM (PTX dp4a)";
   std::string defines;
   std::unique_ptr<ProgramCache> cache;
   std::optional<CacheEntry> entry;
