@@ -197,6 +197,7 @@ __kernel void attention_merge(__global const float* chunks, int n_chunks, int he
 #define TL_ATTN_KC 32
 #define TL_ATTN_WG 128
 #define TL_ATTN_ACC (TL_ATTN_TQ * 128 / TL_ATTN_WG)
+#define TL_ATTN_SC (TL_ATTN_TQ * TL_ATTN_KC / TL_ATTN_WG)  // scores an item computes a chunk
 
 __kernel __attribute__((reqd_work_group_size(TL_ATTN_WG, 1, 1))) void attention_tiled(
     __global const float* q, __global const TL_KV_T* cache, ulong layer_off, int n_ctx, int kv_dim,
@@ -239,12 +240,18 @@ __kernel __attribute__((reqd_work_group_size(TL_ATTN_WG, 1, 1))) void attention_
       vstore4(vr, 0, lv + k * head_dim + d);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int e = lid; e < TL_ATTN_TQ * TL_ATTN_KC; e += TL_ATTN_WG) {
-      __local const float* qr = lq + (e / TL_ATTN_KC) * qs;
-      __local const float* kr = lk + (e % TL_ATTN_KC) * qs;
-      float sc = 0.0f;
-      for (int d = 0; d < head_dim; d += 4) sc += dot(vload4(0, qr + d), vload4(0, kr + d));
-      lp[e] = sc;
+    {
+      // Item lid scores key lid % KC against queries lid / KC + i WG / KC (WG is a multiple of KC): each
+      // float4 of its K row is read once for its TQ KC / WG queries.
+      __local const float* kr = lk + (lid % TL_ATTN_KC) * qs;
+      float sc[TL_ATTN_SC];
+      for (int i = 0; i < TL_ATTN_SC; ++i) sc[i] = 0.0f;
+      for (int d = 0; d < head_dim; d += 4) {
+        const float4 kv = vload4(0, kr + d);
+        for (int i = 0; i < TL_ATTN_SC; ++i)
+          sc[i] += dot(vload4(0, lq + (lid / TL_ATTN_KC + i * (TL_ATTN_WG / TL_ATTN_KC)) * qs + d), kv);
+      }
+      for (int i = 0; i < TL_ATTN_SC; ++i) lp[lid + i * TL_ATTN_WG] = sc[i];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid < TL_ATTN_TQ) {
@@ -267,13 +274,27 @@ __kernel __attribute__((reqd_work_group_size(TL_ATTN_WG, 1, 1))) void attention_
       lc[lid] = corr;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int a = 0; a < TL_ATTN_ACC; ++a) {
-      if (a < n_acc) {
-        const int e = a * TL_ATTN_WG + lid, qi = e / head_dim, d = e % head_dim;
-        __local const float* pr = lp + qi * TL_ATTN_KC;
-        float v = acc[a] * lc[qi];
-        for (int k = 0; k < TL_ATTN_KC; ++k) v += pr[k] * lv[k * head_dim + d];
-        acc[a] = v;
+    if (TL_ATTN_WG % head_dim == 0) {
+      // Every accumulator of the item is of dimension lid % head_dim (queries lid / head_dim + a WG /
+      // head_dim): each V element is read once for all of them. The same operations in the same order as
+      // below.
+      const int d = lid % head_dim, q0 = lid / head_dim, qstep = TL_ATTN_WG / head_dim;
+      for (int a = 0; a < TL_ATTN_ACC; ++a)
+        if (a < n_acc) acc[a] *= lc[q0 + a * qstep];
+      for (int k = 0; k < TL_ATTN_KC; ++k) {
+        const float vk = lv[k * head_dim + d];
+        for (int a = 0; a < TL_ATTN_ACC; ++a)
+          if (a < n_acc) acc[a] += lp[(q0 + a * qstep) * TL_ATTN_KC + k] * vk;
+      }
+    } else {
+      for (int a = 0; a < TL_ATTN_ACC; ++a) {
+        if (a < n_acc) {
+          const int e = a * TL_ATTN_WG + lid, qi = e / head_dim, d = e % head_dim;
+          __local const float* pr = lp + qi * TL_ATTN_KC;
+          float v = acc[a] * lc[qi];
+          for (int k = 0; k < TL_ATTN_KC; ++k) v += pr[k] * lv[k * head_dim + d];
+          acc[a] = v;
+        }
       }
     }
   }
