@@ -50,6 +50,7 @@ class OpenclConverted : public ::testing::TestWithParam<std::string> {
     o.max_width = 1024;
     o.weights = mode;
     o.self_check = false;  // these tests check the kernels themselves; a CPU fallback would hide a fault
+    o.int_gemm = false;    // the float GEMM: the integer one rounds x (its tests: test_opencl_ops.cpp)
     return std::make_unique<OpenclBackend>(o);
   }
 

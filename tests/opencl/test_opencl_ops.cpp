@@ -95,6 +95,7 @@ class OpenclOps : public ::testing::TestWithParam<std::string> {
     o.max_out_elems = 1 << 16;
     o.max_width = 1024;
     o.self_check = false;  // these tests check the kernels themselves; a CPU fallback would hide a fault
+    o.int_gemm = false;    // the float GEMM: the integer one (q8_plain_dot below) rounds x
     o.attention_chunk_blocks = attention_chunk_blocks;
     o.attention_pass_blocks = attention_pass_blocks;
     if (kv_dim > 0) {
@@ -116,6 +117,7 @@ class OpenclOps : public ::testing::TestWithParam<std::string> {
     o.max_in_elems = o.max_out_elems = 1 << 12;
     o.max_width = 256;
     o.self_check = false;
+    o.int_gemm = false;  // as make()
     return o;
   }
 
@@ -478,6 +480,7 @@ OpenclBackendOptions tails_options(const std::string& profile) {
   o.max_out_elems = 128 * 256;
   o.max_width = 1024;
   o.self_check = false;
+  o.int_gemm = false;  // the float GEMM's tails (the integer GEMM's: q8_plain_dot, below)
   o.one_token_matvec = false;
   return o;
 }

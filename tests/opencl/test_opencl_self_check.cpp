@@ -151,6 +151,9 @@ OpenclBackendOptions options_with(const char* name, const char* source) {
   o.max_width = 256;
   o.test_kernel_name = name;
   o.test_kernel_source = source;
+  // The float GEMM serves prompts, as on a device without a dot product (PoCL): tests of the integer GEMM
+  // turn it on with q8_plain_dot, on any device.
+  o.int_gemm = false;
   return o;
 }
 
@@ -222,11 +225,7 @@ TEST(OpenclSelfCheck, broken_tiled_attention_is_caught_and_prompts_take_the_per_
 TEST(OpenclSelfCheck, broken_q4_0_matmul_is_caught_and_other_types_stay_on_the_device) {
   if (!have_device()) GTEST_SKIP() << "no OpenCL device";
   ::testing::internal::CaptureStderr();
-  // The float GEMM is what takes the 2-token product below: on a device with an integer dot product the
-  // integer GEMM would take it (and round x to 8 bits), so it is off here.
-  OpenclBackendOptions o = options_with("matmul_q4_0", kBrokenMatmulQ4_0);
-  o.int_gemm = false;
-  OpenclBackend be(o);
+  OpenclBackend be(options_with("matmul_q4_0", kBrokenMatmulQ4_0));
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(be.cpu_fallbacks(), std::vector<std::string>{"matmul_q4_0"});
   EXPECT_NE(err.find("matmul_q4_0"), std::string::npos) << err;
