@@ -318,33 +318,44 @@ TEST_P(OpenclOps, decode_gate_up_and_glu_run_as_one_kernel) {
   // other K-quants; the kernel names show each weight took its format's path), with both activations: equal
   // bit for bit to the unfused device path (two matvecs, then the glu kernel), which sums the same units in
   // the same order; the matvecs and glu are held to the CPU by their own tests. 37 rows leave the last group
-  // half used.
+  // half used. Float products, and the integer ones of --activations q8 (matvec_glu_q8_<format> after the
+  // input's rounding, for the formats they read; plain integer multiply-adds on any device).
   const int64_t n_out = 37;
-  for (const BlockFormat& c : kBlockFormats) {
-    const std::string kernel = std::string("matvec_glu_") + c.fmt;
-    const int64_t n_in = type_traits(c.type).block_size == 256 ? 512 : 160;
-    const std::vector<float> x = rand_floats(size_t(n_in), 33);
-    OpenclBackendOptions o = small_options(4);
-    o.weights = c.mode;
-    o.profiling = true;
-    OpenclBackend be(o);
-    OwnedWeight& g = keep(make_weight(c.type, n_in, n_out, 31));
-    OwnedWeight& u = keep(make_weight(c.type, n_in, n_out, 32));
-    be.upload_weight(g.w);
-    be.upload_weight(u.w);
-    for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
-      std::vector<float> fused(static_cast<size_t>(n_out), -7.0f), want(static_cast<size_t>(n_out)),
-          up(static_cast<size_t>(n_out));
-      be.reset_kernel_times();
-      be.matmul_glu(g.w, u.w, x.data(), 1, act, fused.data(), up.data());
-      const std::vector<KernelTime> t = be.kernel_times();
-      ASSERT_EQ(t.size(), 1u) << kernel;
-      EXPECT_EQ(t[0].name, kernel);
-      EXPECT_EQ(t[0].calls, 1);
-      be.Backend::matmul_glu(g.w, u.w, x.data(), 1, act, want.data(), up.data());
-      EXPECT_EQ(fused, want) << kernel << (act == FfnAct::SiLU ? " silu" : " gelu");
+  for (const bool q8 : {false, true})
+    for (const BlockFormat& c : kBlockFormats) {
+      const int64_t n_in = type_traits(c.type).block_size == 256 ? 512 : 160;
+      const std::vector<float> x = rand_floats(size_t(n_in), 33);
+      OpenclBackendOptions o = small_options(4);
+      o.weights = c.mode;
+      o.profiling = true;
+      o.q8_plain_dot = q8;
+      o.activations = ActivationMode::Quantized;
+      OpenclBackend be(o);
+      // Kq8 (Q5_K, Q6_K) has no integer kernel; a profile without a GEMM tile builds none.
+      const bool int_kernel = q8 && be.gemm_tiles().on() && std::string_view(c.fmt) != "kq8";
+      const std::string kernel = std::string(int_kernel ? "matvec_glu_q8_" : "matvec_glu_") + c.fmt;
+      OwnedWeight& g = keep(make_weight(c.type, n_in, n_out, 31));
+      OwnedWeight& u = keep(make_weight(c.type, n_in, n_out, 32));
+      be.upload_weight(g.w);
+      be.upload_weight(u.w);
+      for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
+        std::vector<float> fused(static_cast<size_t>(n_out), -7.0f), want(static_cast<size_t>(n_out)),
+            up(static_cast<size_t>(n_out));
+        be.reset_kernel_times();
+        be.matmul_glu(g.w, u.w, x.data(), 1, act, fused.data(), up.data());
+        std::vector<KernelTime> t = be.kernel_times();
+        if (int_kernel) {  // the rounding first
+          ASSERT_EQ(t.size(), 2u) << kernel;
+          EXPECT_EQ(t[0].name, "quantize_q8");
+          t.erase(t.begin());
+        }
+        ASSERT_EQ(t.size(), 1u) << kernel;
+        EXPECT_EQ(t[0].name, kernel);
+        EXPECT_EQ(t[0].calls, 1);
+        be.Backend::matmul_glu(g.w, u.w, x.data(), 1, act, want.data(), up.data());
+        EXPECT_EQ(fused, want) << kernel << (act == FfnAct::SiLU ? " silu" : " gelu");
+      }
     }
-  }
 }
 
 TEST_P(OpenclOps, decode_matvec_and_glu_over_long_rows) {
@@ -530,7 +541,8 @@ TEST_P(OpenclOps, two_stage_tile_matches_cpu_at_every_tail) {
 // The integer prompt GEMM (kernels/gemm_q8.cl, --activations q8), built with four integer multiply-adds in
 // place of a dot product (q8_plain_dot: this device may have none), for every block format it reads (the
 // converted ones through backends converting to them): rows and tokens past every tile edge, one block and
-// 4096 inputs and one more block, split K forced to one block a slice and not split. Reference: the CPU's
+// 4096 inputs and one more block, split K forced to one block a slice and not split; one token takes the
+// integer decode product (matvec_q8_*) over the same rounding. Reference: the CPU's
 // float path on the exact weights and the input as the backend rounds it (rounded_matmul_input); the device
 // sums each block's products exactly in integers and rounds a few times a block, so each output is within 4
 // n_in u of sum |w x| (Vulkan's bound for the same products), m s's magnitude included for the 4-bit codes'
@@ -538,6 +550,7 @@ TEST_P(OpenclOps, two_stage_tile_matches_cpu_at_every_tail) {
 TEST_P(OpenclOps, integer_prompt_gemm_matches_rounded_reference_at_every_tail) {
   OpenclBackendOptions o = tails_options(GetParam());
   o.q8_plain_dot = true;
+  o.one_token_matvec = true;  // one token: the integer decode product
   o.activations = ActivationMode::Quantized;
   struct Kind {
     WeightsMode mode;
@@ -564,8 +577,9 @@ TEST_P(OpenclOps, integer_prompt_gemm_matches_rounded_reference_at_every_tail) {
         int64_t n_in, n_out;
         std::vector<int64_t> n_toks;
       };
-      const std::vector<Case> cases = {{bs, 2 * tr + 5, {2, 3, tt - 1, tt, tt + 3}},
-                                       {split_blocks ? 3 * bs : bs * (4096 / bs + 1), tr + 3, {5, tt + 1}}};
+      const std::vector<Case> cases = {
+          {bs, 2 * tr + 5, {1, 2, 3, tt - 1, tt, tt + 3}},
+          {split_blocks ? 3 * bs : bs * (4096 / bs + 1), tr + 3, {1, 5, tt + 1}}};
       for (const Case& c : cases) {
         const uint32_t seed = uint32_t(c.n_in * 7 + c.n_out + split_blocks);
         Weight w, we;
@@ -841,7 +855,7 @@ __kernel void matvec_q4_0(__global const uchar* w0, __global const uchar* w1, __
     __global float* y1, __global float* y2, __local float4* scratch, __global const float* x_scale,
     __global float* res, __global const float* res_g, __global float* res_part, __global int* res_count,
     float res_eps, __global const float* rope_cs, int head_dim, int n_half, TL_MVB_KV cache, ulong layer_off,
-    int n_ctx, __global const int* pos) {
+    int n_ctx, __global const int* pos, __global uint* yq, __global int* yq_xch, __global int* yq_count) {
   const int r = get_group_id(0) * TL_MVB_ROWS;
   if (get_local_id(0) == 0 && r < n0) y0[r] = (float)(100 * get_local_size(0) + TL_MV_UNROLL);
 }
@@ -881,35 +895,57 @@ __kernel void matvec_q4_0(__global const uchar* w0, __global const uchar* w1, __
   }
 }
 
+// The memory lines of backends made through the registry with `flag` off and on (empty where no device),
+// and `flag` refusing anything but on and off by name.
+std::pair<std::string, std::string> memory_lines_with(const char* flag) {
+  const BackendEntry& e = *find_backend("opencl");
+  for (const char* bad : {"maybe", "1", "auto"}) {
+    std::string msg;
+    try {
+      make_backend_options(e, {{flag, bad}});
+    } catch (const Error& err) {
+      msg = err.what();
+    }
+    EXPECT_NE(msg.find(fmt::format("{}: '{}' is not on or off", flag, bad)), std::string::npos)
+        << bad << ": " << msg;
+  }
+  if (opencl::list_devices().empty()) return {};
+  BackendParams p;
+  p.device = test::opencl_test_device();
+  p.self_check = false;
+  p.max_in_elems = p.max_out_elems = p.max_width = 4096;
+  std::string lines[2];
+  for (int on = 0; on < 2; ++on) {
+    const std::shared_ptr<BackendOptions> opts = make_backend_options(e, {{flag, on ? "on" : "off"}});
+    p.options = opts.get();
+    lines[on] = e.make(p)->memory_summary();
+  }
+  return {lines[0], lines[1]};
+}
+
+TEST(OpenclIntMatvec, on_by_default_off_reaches_the_backend_and_bad_values_refused) {
+  // Decode's integer products are the default where the integer GEMM runs; --cl-int-matvec off reaches a
+  // backend made through the registry, whose memory line says which decode products run (a device without a
+  // dot product, PoCL, runs float ones either way).
+  EXPECT_TRUE(OpenclBackendOptions{}.int_matvec);
+  const auto [off, on] = memory_lines_with("--cl-int-matvec");
+  if (off.empty()) return;
+  const bool integer_gemm = on.find("prompts: integer GEMM") != std::string::npos;
+  EXPECT_EQ(on.find("decode: integer products") != std::string::npos, integer_gemm) << on;
+  EXPECT_NE(
+      off.find(integer_gemm ? "decode: float products (--cl-int-matvec off)" : "decode: float products"),
+      std::string::npos)
+      << off;
+}
+
 TEST(OpenclIntGemm, on_by_default_off_reaches_the_backend_and_bad_values_refused) {
   // The integer prompt GEMM is the default where the device has a dot product; --cl-int-gemm off reaches a
   // backend made through the registry (its memory line says which prompt GEMM runs and why).
   EXPECT_TRUE(OpenclBackendOptions{}.int_gemm);
-  const BackendEntry& e = *find_backend("opencl");
-  if (!opencl::list_devices().empty()) {
-    BackendParams p;
-    p.device = test::opencl_test_device();
-    p.self_check = false;
-    p.max_in_elems = p.max_out_elems = p.max_width = 4096;
-    for (const char* v : {"off", "on"}) {
-      const std::shared_ptr<BackendOptions> opts = make_backend_options(e, {{"--cl-int-gemm", v}});
-      p.options = opts.get();
-      const std::string line = e.make(p)->memory_summary();
-      EXPECT_EQ(line.find("float GEMM (--cl-int-gemm off)") != std::string::npos, v == std::string("off"))
-          << v << ": " << line;
-    }
-  }
-  for (const char* v : {"off", "on"}) EXPECT_NO_THROW(make_backend_options(e, {{"--cl-int-gemm", v}})) << v;
-  for (const char* bad : {"maybe", "1", "auto"}) {
-    std::string msg;
-    try {
-      make_backend_options(e, {{"--cl-int-gemm", bad}});
-    } catch (const Error& err) {
-      msg = err.what();
-    }
-    EXPECT_NE(msg.find(fmt::format("--cl-int-gemm: '{}' is not on or off", bad)), std::string::npos)
-        << bad << ": " << msg;
-  }
+  const auto [off, on] = memory_lines_with("--cl-int-gemm");
+  if (off.empty()) return;
+  EXPECT_NE(off.find("float GEMM (--cl-int-gemm off)"), std::string::npos) << off;
+  EXPECT_EQ(on.find("float GEMM (--cl-int-gemm off)"), std::string::npos) << on;
 }
 
 TEST_P(OpenclOps, row_matmul_kernels_match_cpu_at_every_tail) {
@@ -1298,51 +1334,64 @@ TEST_P(OpenclOps, decode_qkv_products_turn_and_store_their_rows_in_one_launch) {
   // q/k/v launch, then rope_kv_store: the same sums, the same turn of each pair), in both cache types, for
   // a nibble, a byte and a K-quant format, with 12 of 16 dims turned (the rest copied), 4 query heads over 2
   // KV heads; also reading a norm left pending by the product before (the scale taken either way). Neox
-  // pairs do not lie in a group's rows: that mode keeps the two launches.
+  // pairs do not lie in a group's rows: that mode keeps the two launches. Float products, and the integer
+  // ones of --activations q8 (gemm_q8.cl's matvec_q8_*), which read the rounding of the norm that the
+  // residual product made in its own launch, both paths.
   const int64_t hd = 16, kv_dim = 2 * hd, nq = 4 * hd, n_in = 256, n = 256;
   const RopeTable table(kCtx, 12, 10000.0f, 1.0f);
   const int32_t pos[1] = {37};
-  for (GgmlType wt : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
-    OwnedWeight& wq = keep(make_weight(wt, n_in, nq, 71));
-    OwnedWeight& wk = keep(make_weight(wt, n_in, kv_dim, 72));
-    OwnedWeight& wv = keep(make_weight(wt, n_in, kv_dim, 73));
-    OwnedWeight& wo = keep(make_weight(wt, n_in, n, 74));
-    for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
-      for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
-        const RopeShape r = four_over_two(hd, 12, table, mode);
-        std::vector<float> x = rand_floats(size_t(n_in), 75), acc = rand_floats(size_t(n), 76),
-                           xn(static_cast<size_t>(n)), o_scratch(static_cast<size_t>(n)),
-                           q(static_cast<size_t>(nq)), k(static_cast<size_t>(kv_dim)),
-                           v(static_cast<size_t>(kv_dim)), q2(q.size()), k2(k.size()), v2(v.size());
-        const std::vector<float> g = rand_floats(size_t(n), 77);
-        OpenclBackend be(
-            fused_options(1, kv_dim, type, {&x, &acc, &xn, &o_scratch, &q, &k, &v, &q2, &k2, &v2}));
-        for (OwnedWeight* w : {&wq, &wk, &wv, &wo}) be.upload_weight(w->w);
-        be.host_wrote(x.data(), x.size() * 4);
-        be.host_wrote(acc.data(), acc.size() * 4);
-        // The norm the q/k/v products read, left pending by the product before them.
-        be.matmul_add_rmsnorm(wo.w, x.data(), 1, o_scratch.data(), acc.data(), g.data(), xn.data(), 1e-5f);
-        const Weight* ws[3] = {&wq.w, &wk.w, &wv.w};
-        KvCache kv(kLayers, kCtx, 2, hd, type);  // the geometry (the device holds the rows)
-        be.reset_kernel_times();
-        be.matmul_rope_kv_store(ws, xn.data(), 1, q.data(), k.data(), v.data(), kv, 0, pos, r);
-        const std::vector<KernelTime> t = be.kernel_times();
-        be.Backend::matmul_rope_kv_store(ws, xn.data(), 1, q2.data(), k2.data(), v2.data(), kv, 1, pos, r);
-        ASSERT_EQ(t.size(), mode == RopeMode::Norm ? 1u : 2u) << type_name(wt);
-        for (std::vector<float>* a : {&q, &k, &v, &q2, &k2, &v2}) be.to_host(a->data(), a->size() * 4);
-        EXPECT_EQ(q, q2) << type_name(wt) << " " << type_name(type);
-        EXPECT_EQ(k, k2) << type_name(wt) << " " << type_name(type);
-        EXPECT_EQ(v, v2) << type_name(wt) << " " << type_name(type);
-        KvCache back(kLayers, kCtx, 2, hd, type);
-        be.read_kv(back);
-        for (int kind = 0; kind < 2; ++kind) {
-          const size_t at = size_t(pos[0]) * back.row_bytes();
-          EXPECT_EQ(0, std::memcmp(back.plane(0, kind) + at, back.plane(1, kind) + at, back.row_bytes()))
-              << type_name(wt) << " " << type_name(type) << " kind " << kind;
+  for (const bool q8 : {false, true})
+    for (GgmlType wt : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+      OwnedWeight& wq = keep(make_weight(wt, n_in, nq, 71));
+      OwnedWeight& wk = keep(make_weight(wt, n_in, kv_dim, 72));
+      OwnedWeight& wv = keep(make_weight(wt, n_in, kv_dim, 73));
+      OwnedWeight& wo = keep(make_weight(wt, n_in, n, 74));
+      for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+        for (RopeMode mode : {RopeMode::Norm, RopeMode::Neox}) {
+          const RopeShape r = four_over_two(hd, 12, table, mode);
+          std::vector<float> x = rand_floats(size_t(n_in), 75), acc = rand_floats(size_t(n), 76),
+                             xn(static_cast<size_t>(n)), o_scratch(static_cast<size_t>(n)),
+                             q(static_cast<size_t>(nq)), k(static_cast<size_t>(kv_dim)),
+                             v(static_cast<size_t>(kv_dim)), q2(q.size()), k2(k.size()), v2(v.size());
+          const std::vector<float> g = rand_floats(size_t(n), 77);
+          OpenclBackendOptions o =
+              fused_options(1, kv_dim, type, {&x, &acc, &xn, &o_scratch, &q, &k, &v, &q2, &k2, &v2});
+          o.q8_plain_dot = q8;  // the integer decode products (plain integer multiply-adds), both paths
+          o.activations = ActivationMode::Quantized;
+          OpenclBackend be(o);
+          for (OwnedWeight* w : {&wq, &wk, &wv, &wo}) be.upload_weight(w->w);
+          be.host_wrote(x.data(), x.size() * 4);
+          be.host_wrote(acc.data(), acc.size() * 4);
+          // The norm the q/k/v products read, left pending by the product before them.
+          be.matmul_add_rmsnorm(wo.w, x.data(), 1, o_scratch.data(), acc.data(), g.data(), xn.data(), 1e-5f);
+          const Weight* ws[3] = {&wq.w, &wk.w, &wv.w};
+          KvCache kv(kLayers, kCtx, 2, hd, type);  // the geometry (the device holds the rows)
+          be.reset_kernel_times();
+          be.matmul_rope_kv_store(ws, xn.data(), 1, q.data(), k.data(), v.data(), kv, 0, pos, r);
+          const std::vector<KernelTime> t = be.kernel_times();
+          be.Backend::matmul_rope_kv_store(ws, xn.data(), 1, q2.data(), k2.data(), v2.data(), kv, 1, pos, r);
+          // The integer products (where the profile holds a GEMM tile: they are built with it) read xn as
+          // the residual product before them rounded it in its own launch: no rounding launch here.
+          const std::string fmt_name = wt == GgmlType::Q4_0 ? "q4_0" : wt == GgmlType::Q8_0 ? "q8_0" : "kq4";
+          const bool int_kernel = std::any_of(t.begin(), t.end(), [&](const KernelTime& e) {
+            return e.name == "matvec_q8_" + fmt_name;  // the float kernel is matvec_<format>
+          });
+          EXPECT_EQ(int_kernel, q8 && be.gemm_tiles().on()) << type_name(wt);
+          ASSERT_EQ(t.size(), mode == RopeMode::Norm ? 1u : 2u) << type_name(wt);
+          for (std::vector<float>* a : {&q, &k, &v, &q2, &k2, &v2}) be.to_host(a->data(), a->size() * 4);
+          EXPECT_EQ(q, q2) << type_name(wt) << " " << type_name(type);
+          EXPECT_EQ(k, k2) << type_name(wt) << " " << type_name(type);
+          EXPECT_EQ(v, v2) << type_name(wt) << " " << type_name(type);
+          KvCache back(kLayers, kCtx, 2, hd, type);
+          be.read_kv(back);
+          for (int kind = 0; kind < 2; ++kind) {
+            const size_t at = size_t(pos[0]) * back.row_bytes();
+            EXPECT_EQ(0, std::memcmp(back.plane(0, kind) + at, back.plane(1, kind) + at, back.row_bytes()))
+                << type_name(wt) << " " << type_name(type) << " kind " << kind;
+          }
         }
       }
     }
-  }
 }
 
 TEST_P(OpenclOps, kv_store_matches_cpu_bit_for_bit) {

@@ -273,6 +273,30 @@ TEST(OpenclSelfCheck, broken_integer_q4_0_gemm_is_caught_and_prompts_take_the_fl
   EXPECT_NE(xr, x);
 }
 
+// --cl-int-matvec off keeps decode's products float, yet the self-check still judges the integer decode
+// kernels on their own cases (its verdict is cached for every session of the same programs): none fails,
+// one-token products take the float kernel (input not rounded), and with the option on the integer one.
+TEST(OpenclSelfCheck, integer_decode_kernels_are_checked_whatever_int_matvec_says) {
+  if (!have_device()) GTEST_SKIP() << "no OpenCL device";
+  const int64_t n_in = 96, n_out = 7;
+  const BlockRows rows(GgmlType::Q4_0, n_in, n_out, 0.02f, 3);
+  const std::vector<float> x = random_floats(n_in, 4);
+  for (const bool on : {false, true}) {
+    ::testing::internal::CaptureStderr();
+    OpenclBackendOptions o = options_with("", "");
+    o.q8_plain_dot = true;  // the integer kernels on any device
+    o.int_matvec = on;
+    OpenclBackend be(o);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(be.cpu_fallbacks().empty()) << err;
+    EXPECT_EQ(err.find("failed its self-check"), std::string::npos) << err;
+    be.upload_weight(rows.w);
+    std::vector<float> xr(x.size());
+    be.rounded_matmul_input(rows.w, x.data(), 1, xr.data());
+    EXPECT_EQ(xr != x, on);
+  }
+}
+
 TEST(OpenclSelfCheck, broken_prompt_rounding_is_caught_and_every_prompt_takes_the_float_gemm) {
   if (!have_device()) GTEST_SKIP() << "no OpenCL device";
   ::testing::internal::CaptureStderr();

@@ -127,7 +127,7 @@ void OpenclBackend::matmul_rope_kv_store(const Weight* const* wqkv, const float*
   uint64_t off = 0;
   const opencl::Buffer& cache = kv_buffer(kv, layer, off);
   const RopeKv rope{&rows, int(r.head_dim), int(r.table->n_half), &cache, off, kv.n_ctx(), &pb};
-  enqueue_matvec_blocks(dws, ybs, 3, xb, pending ? &*pending : nullptr, nullptr, &rope);
+  enqueue_matvec_blocks(dws, ybs, 3, xb, pending ? &*pending : nullptr, nullptr, &rope, x);
   for (int j = 0; j < 3; ++j) dev_done(ys[j], dws[j]->n_out, *ybs[j]);
 }
 

@@ -206,24 +206,53 @@ bool OpenclBackend::uses_q8(const DeviceWeight& dw, int64_t n_tok) const {
          dw.n_in % 32 == 0;
 }
 
+bool OpenclBackend::uses_q8_matvec(const DeviceWeight& dw, bool glu) const {
+  const opencl::Kernel& k = (glu ? k_matvec_glu_q8_ : k_matvec_q8_)[int(dw.fmt)];
+  return q8_dot_ >= 0 && opts_.int_matvec && k.handle && !k.on_cpu && !k_quantize_q8_.on_cpu && !dw.img &&
+         dw.n_in % 32 == 0;
+}
+
 void OpenclBackend::rounded_matmul_input(const Weight& w, const float* x, int64_t n_tok, float* out) const {
-  if (uses_q8(find_weight(w, "rounded_matmul_input"), n_tok))
+  const DeviceWeight& dw = find_weight(w, "rounded_matmul_input");
+  if (n_tok == 1 && opts_.one_token_matvec ? uses_q8_matvec(dw, false) : uses_q8(dw, n_tok))
     return round_activations_q8(x, n_tok * w.n_in, out);
   Backend::rounded_matmul_input(w, x, n_tok, out);
 }
 
-void OpenclBackend::enqueue_quantize_q8(const opencl::Buffer& x, int64_t n_in, int64_t n_tok) {
-  if (n_tok * n_in > opts_.max_in_elems || n_tok > opts_.max_tokens)
+void OpenclBackend::enqueue_quantize_q8(const opencl::Buffer& x, int64_t n_in, int64_t n_tok, int slot) {
+  if (n_tok * n_in > opts_.max_in_elems || n_tok > opts_.max_tokens || (slot != 0 && n_tok != 1))
     fail("internal: a rounded input of {} tokens x {} past the backend's {} tokens and {} elements", n_tok,
          n_in, opts_.max_tokens, opts_.max_in_elems);
+  if (rounded_.slot == slot) rounded_ = {};
   const opencl::Kernel& k = k_quantize_q8_;
   const cl_int ni = cl_int(n_in), nt = cl_int(n_tok);
   opencl::set_arg(k, 0, x);
   opencl::set_arg(k, 1, ni);
   opencl::set_arg(k, 2, nt);
-  opencl::set_arg(k, 3, q8x_);
+  opencl::set_arg(k, 3, q8_slot(slot));
   const size_t global[2] = {size_t(n_in / 32), size_t(n_tok)};
   rt_.launch(k, 2, global, nullptr);
+}
+
+int OpenclBackend::rounded_slot(const void* x, int64_t n) const {
+  return x && rounded_.y == static_cast<const uint8_t*>(x) && rounded_.n == n ? rounded_.slot : -1;
+}
+
+void OpenclBackend::forget_rounding(const void* p, size_t bytes) {
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  if (rounded_.y && b < rounded_.y + size_t(rounded_.n) * sizeof(float) && rounded_.y < b + bytes)
+    rounded_ = {};
+}
+
+bool OpenclBackend::rounds_output(const float* y, int64_t n) {
+  return q8_dot_ >= 0 && opts_.int_matvec && round_in_producers_ && !k_quantize_q8_.on_cpu && n % 32 == 0 &&
+         n <= opts_.max_in_elems && is_mirror_start(y, n);
+}
+
+int OpenclBackend::enqueue_round_decode_input(const opencl::Buffer& x, int64_t n) {
+  const int slot = rounded_.slot == 0 ? 1 : 0;
+  enqueue_quantize_q8(x, n, 1, slot);
+  return slot;
 }
 
 void OpenclBackend::enqueue_matmul_q8(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& y) {
@@ -233,11 +262,12 @@ void OpenclBackend::enqueue_matmul_q8(const DeviceWeight& dw, int64_t n_tok, con
 }
 
 void OpenclBackend::enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y,
-                                   const PendingNorm* scale) {
+                                   const PendingNorm* scale, const float* x_host) {
   if (!dw.float_rows()) {
     const DeviceWeight* dws[1] = {&dw};
     const opencl::Buffer* ys[1] = {&y};
-    return enqueue_matvec_blocks(dws, ys, 1, x, scale);
+    enqueue_matvec_blocks(dws, ys, 1, x, scale, nullptr, nullptr, x_host);
+    return;
   }
   if (scale) fail("internal: a float-row matvec given a pending norm");
   constexpr int64_t kRows = 4;  // TL_MV_ROWS (common.cl)
@@ -284,15 +314,32 @@ void set_scale_arg(const opencl::Kernel& k, cl_uint i, const opencl::Buffer& par
 
 }  // namespace
 
-void OpenclBackend::enqueue_matvec_blocks(const DeviceWeight* const* dws, const opencl::Buffer* const* ys,
-                                          int n, const opencl::Buffer& x, const PendingNorm* scale,
-                                          const Residual* res, const RopeKv* rope) {
+void OpenclBackend::set_rounding_args(const opencl::Kernel& k, cl_uint i, int y_slot) const {
+  if (y_slot >= 0) {
+    opencl::set_arg(k, i, q8_slot(y_slot));
+    opencl::set_arg(k, i + 1, q8_xch_);
+    opencl::set_arg(k, i + 2, q8_count_);
+  } else {
+    for (cl_uint j = i; j < i + 3; ++j) opencl::set_null_arg(k, j);
+  }
+}
+
+int OpenclBackend::enqueue_matvec_blocks(const DeviceWeight* const* dws, const opencl::Buffer* const* ys,
+                                         int n, const opencl::Buffer& x, const PendingNorm* scale,
+                                         const Residual* res, const RopeKv* rope, const float* x_host,
+                                         bool round_out) {
   if (n < 1 || n > 3) fail("internal: one matvec launch takes 1 to 3 weights, not {}", n);
   if (res && n != 1) fail("internal: a residual product takes one weight, not {}", n);
   if (rope && (n != 3 || res)) fail("internal: RoPE in a matvec launch takes q, k, v alone");
   constexpr int64_t kRows = 4;  // TL_MVB_ROWS (quants.cl)
   const DeviceWeight& dw = *dws[0];
-  const opencl::Kernel& k = matvec_kernel(dw.fmt);
+  // The integer products take x rounded (into q8x_, before the launch); the pending norm's scale still
+  // multiplies their sums (the rounding is of x as it is, the scale a factor of every block's d).
+  const bool q8 = uses_q8_matvec(dw, false);
+  const opencl::Kernel& k = q8 ? k_matvec_q8_[int(dw.fmt)] : matvec_kernel(dw.fmt);
+  int x_slot = q8 ? rounded_slot(x_host, dw.n_in) : -1;
+  if (q8 && x_slot < 0) x_slot = enqueue_round_decode_input(x, dw.n_in);
+  const int y_slot = res && round_out ? (x_slot >= 0 ? 1 - x_slot : 0) : -1;
   const size_t wg = matvec_block_wg(k, dw.n_in);
   const cl_ulong row_bytes = dw.row_bytes;
   const cl_int n_in = cl_int(dw.n_in);
@@ -310,8 +357,8 @@ void OpenclBackend::enqueue_matvec_blocks(const DeviceWeight* const* dws, const 
   }
   opencl::set_arg(k, 3, row_bytes);
   opencl::set_arg(k, 4, n_in);
-  opencl::set_arg(k, 8, x);
-  opencl::set_local_arg(k, 12, wg * 4 * sizeof(float));
+  opencl::set_arg(k, 8, q8 ? q8_slot(x_slot) : x);
+  opencl::set_local_arg(k, 12, std::max<size_t>(wg, 8) * 4 * sizeof(float));
   if (scale && scale->n != dw.n_in)
     fail("internal: a norm of {} floats scales rows of {}", scale->n, dw.n_in);
   set_scale_arg(k, 13, norm_part_, scale != nullptr);
@@ -339,15 +386,21 @@ void OpenclBackend::enqueue_matvec_blocks(const DeviceWeight* const* dws, const 
   opencl::set_arg(k, 21, half);
   opencl::set_arg(k, 23, off);
   opencl::set_arg(k, 24, ctx);
+  set_rounding_args(k, 26, y_slot);
   const size_t global[1] = {groups * wg}, local[1] = {wg};
   rt_.launch(k, 1, global, local);
+  return y_slot;
 }
 
-void OpenclBackend::enqueue_matvec_glu(const DeviceWeight& g, const DeviceWeight& u, FfnAct act,
-                                       const opencl::Buffer& x, const opencl::Buffer& y,
-                                       const PendingNorm* scale) {
+int OpenclBackend::enqueue_matvec_glu(const DeviceWeight& g, const DeviceWeight& u, FfnAct act,
+                                      const opencl::Buffer& x, const opencl::Buffer& y,
+                                      const PendingNorm* scale, const float* x_host, bool round_out) {
   constexpr int64_t kRows = 2;  // rows of each matrix per group (TL_MATVEC_GLU_BLOCK32)
-  const opencl::Kernel& k = k_matvec_glu_[int(g.fmt)];
+  const bool q8 = uses_q8_matvec(g, true);
+  const opencl::Kernel& k = q8 ? k_matvec_glu_q8_[int(g.fmt)] : k_matvec_glu_[int(g.fmt)];
+  int x_slot = q8 ? rounded_slot(x_host, g.n_in) : -1;
+  if (q8 && x_slot < 0) x_slot = enqueue_round_decode_input(x, g.n_in);
+  const int y_slot = round_out ? (x_slot >= 0 ? 1 - x_slot : 0) : -1;
   const size_t wg = matvec_block_wg(k, g.n_in);
   const cl_ulong row_bytes = g.row_bytes;
   const cl_int n_in = cl_int(g.n_in), n_out = cl_int(g.n_out), gelu = act == FfnAct::SiLU ? 0 : 1;
@@ -356,14 +409,16 @@ void OpenclBackend::enqueue_matvec_glu(const DeviceWeight& g, const DeviceWeight
   opencl::set_arg(k, 2, row_bytes);
   opencl::set_arg(k, 3, n_in);
   opencl::set_arg(k, 4, n_out);
-  opencl::set_arg(k, 5, x);
+  opencl::set_arg(k, 5, q8 ? q8_slot(x_slot) : x);
   opencl::set_arg(k, 6, y);
   opencl::set_arg(k, 7, gelu);
-  opencl::set_local_arg(k, 8, wg * 4 * sizeof(float));
+  opencl::set_local_arg(k, 8, std::max<size_t>(wg, 8) * 4 * sizeof(float));
   if (scale && scale->n != g.n_in) fail("internal: a norm of {} floats scales rows of {}", scale->n, g.n_in);
   set_scale_arg(k, 9, norm_part_, scale != nullptr);
+  set_rounding_args(k, 10, y_slot);
   const size_t global[1] = {size_t((g.n_out + kRows - 1) / kRows) * wg}, local[1] = {wg};
   rt_.launch(k, 1, global, local);
+  return y_slot;
 }
 
 void OpenclBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const float* x, int64_t n_tok,
@@ -378,8 +433,10 @@ void OpenclBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const f
       const std::optional<PendingNorm> scale = scaled_input(ws, 2, x, g.n_in, n_tok);
       const opencl::Buffer& xb = dev_in(x, g.n_in, in_a_, "matmul", scale.has_value());
       const opencl::Buffer& yb = dev_out(out, g.n_out, out_, "matmul");
-      enqueue_matvec_glu(g, u, act, xb, yb, scale ? &*scale : nullptr);
+      const int slot =
+          enqueue_matvec_glu(g, u, act, xb, yb, scale ? &*scale : nullptr, x, rounds_output(out, g.n_out));
       dev_done(out, g.n_out, yb);
+      if (slot >= 0) rounded_ = {reinterpret_cast<const uint8_t*>(out), g.n_out, slot};
       return;
     }
   }
@@ -418,7 +475,7 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
         dws[j] = &find_weight(*ws[i + j], "matmul");
         ybs[j] = &dev_out(ys[i + j], dws[j]->n_out, out_, "matmul");
       }
-      enqueue_matvec_blocks(dws, ybs, run, *xb, scale);
+      enqueue_matvec_blocks(dws, ybs, run, *xb, scale, nullptr, nullptr, x);
       for (int j = 0; j < run; ++j) dev_done(ys[i + j], dws[j]->n_out, *ybs[j]);
       i += run - 1;
       continue;
@@ -440,7 +497,7 @@ void OpenclBackend::matmul_shared(const Weight* const* ws, float* const* ys, int
     if (!xb) xb = &dev_in(x, n_tok * n_in, in_a_, "matmul", scale != nullptr);
     const opencl::Buffer& yb = dev_out(ys[i], n_tok * dw.n_out, out_, "matmul");
     if (vec) {
-      img ? enqueue_matvec_image(dw, *xb, yb) : enqueue_matvec(dw, *xb, yb, scale);
+      img ? enqueue_matvec_image(dw, *xb, yb) : enqueue_matvec(dw, *xb, yb, scale, x);
     } else {
       if (img) {
         enqueue_matmul_image(dw, n_tok, *xb, yb);
@@ -500,10 +557,11 @@ void OpenclBackend::matmul_add_rmsnorm(const Weight& wo, const float* x, int64_t
       const DeviceWeight* dws[1] = {&dw};
       const opencl::Buffer* ybs[1] = {&yb};
       const Residual res{&ab, &gb, eps};
-      enqueue_matvec_blocks(dws, ybs, 1, xb, nullptr, &res);
+      const int slot = enqueue_matvec_blocks(dws, ybs, 1, xb, nullptr, &res, nullptr, x, rounds_output(y, n));
       dev_done(acc, n, ab);
       dev_done(y, n, yb);
       pending_ = {reinterpret_cast<const uint8_t*>(y), n};
+      if (slot >= 0) rounded_ = {reinterpret_cast<const uint8_t*>(y), n, slot};
       return;
     }
   }

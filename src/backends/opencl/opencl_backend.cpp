@@ -45,6 +45,25 @@ constexpr const char* kMatmulQ8Kernels[9] = {nullptr,
                                              "matmul_q8_int8b0",
                                              nullptr,
                                              "matmul_q8_kq4"};
+// Decode's integer products (the same formats).
+constexpr const char* kMatvecQ8Kernels[9] = {nullptr,
+                                             nullptr,
+                                             "matvec_q8_q4_0",
+                                             "matvec_q8_q4_1",
+                                             "matvec_q8_q8_0",
+                                             "matvec_q8_int4b64",
+                                             "matvec_q8_int8b0",
+                                             nullptr,
+                                             "matvec_q8_kq4"};
+constexpr const char* kMatvecGluQ8Kernels[9] = {nullptr,
+                                                nullptr,
+                                                "matvec_glu_q8_q4_0",
+                                                "matvec_glu_q8_q4_1",
+                                                "matvec_glu_q8_q8_0",
+                                                "matvec_glu_q8_int4b64",
+                                                "matvec_glu_q8_int8b0",
+                                                nullptr,
+                                                "matvec_glu_q8_kq4"};
 constexpr const char* kEmbedKernels[9] = {"embed_f32", "embed_f16", "embed_q4_0", "embed_q4_1", "embed_q8_0",
                                           nullptr,     nullptr,     "embed_kq8",  "embed_kq4"};
 
@@ -55,8 +74,8 @@ size_t floats(int64_t n) {
 // Bumped whenever something outside the program texts changes what a cached entry means: the self-check's
 // cases or tolerance (its verdict is cached), or how binaries are made or used.
 constexpr const char* kCacheKeyVersion =
-    "tilellm-opencl-programs 4";  // 2: fused, KQ8 and split-attention checks; 3: KQ4 and Q5_K checks;
-                                  // 4: split-K checks
+    "tilellm-opencl-programs 5";  // 2: fused, KQ8 and split-attention checks; 3: KQ4 and Q5_K checks;
+                                  // 4: split-K checks; 5: the integer decode products' checks
 
 // The program cache's key (program_cache.h): every input of the binaries and of the self-check's verdict, as
 // length-prefixed fields so that no two different inputs make the same text.
@@ -264,6 +283,8 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     k_quantize_q8_ = rt_.kernel(program_, "quantize_q8");
     for (int i = 0; i < kFormats; ++i) {
       if (kMatmulQ8Kernels[i]) k_matmul_q8_[i] = rt_.kernel(program_, kMatmulQ8Kernels[i]);
+      if (kMatvecQ8Kernels[i]) k_matvec_q8_[i] = rt_.kernel(program_, kMatvecQ8Kernels[i]);
+      if (kMatvecGluQ8Kernels[i]) k_matvec_glu_q8_[i] = rt_.kernel(program_, kMatvecGluQ8Kernels[i]);
     }
     // A compiler may allow these kernels fewer items than the float GEMM's tile (registers): then the
     // float GEMM serves the prompt.
@@ -301,8 +322,18 @@ OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
   vec_ = rt_.alloc(floats(opts_.max_width));
   // Any pass's rounded input (kernels/gemm_q8.cl): 10 words a block of 32, each token's row padded by up to
   // 3 words to a multiple of 4.
-  if (q8_dot_ >= 0)
+  if (q8_dot_ >= 0) {
     q8x_ = rt_.alloc(size_t(10 * (opts_.max_in_elems / 32) + 4 * opts_.max_tokens) * sizeof(uint32_t));
+    // Decode's second slot and the producers' exchange (kernels/gemm_q8.cl tl_q8_hand_in): every slot
+    // empty and every count 0, as each launch leaves them.
+    q8y_ = rt_.alloc(size_t(10 * (opts_.max_in_elems / 32) + 4) * sizeof(uint32_t));
+    const std::vector<int32_t> empty(size_t(opts_.max_in_elems), int32_t(0xfff0dead));  // TL_NORM_EMPTY
+    const std::vector<int32_t> zeros(size_t(opts_.max_in_elems / 32 + 1), 0);
+    q8_xch_ =
+        rt_.alloc(empty.size() * sizeof(int32_t), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, empty.data());
+    q8_count_ =
+        rt_.alloc(zeros.size() * sizeof(int32_t), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, zeros.data());
+  }
   // A split product's slices: the rule keeps slices x groups within the target, so target tiles of tr x tt
   // outputs hold any split it makes (gemm_split_for; it splits less where they would not fit).
   if (gemm_.on() && (opts_.gemm_split > 0 || opts_.gemm_split_blocks > 0)) {
@@ -548,6 +579,11 @@ std::vector<opencl::Kernel*> OpenclBackend::all_kernels() {
     if (k_matmul_q8_[i].handle) v.push_back(&k_matmul_q8_[i]);
   }
   if (k_quantize_q8_.handle) v.push_back(&k_quantize_q8_);
+  for (opencl::Kernel* ks : {k_matvec_q8_, k_matvec_glu_q8_}) {
+    for (int i = 0; i < kFormats; ++i) {
+      if (ks[i].handle) v.push_back(&ks[i]);
+    }
+  }
   for (int i = 0; i < kFormats; ++i) v.push_back(&k_matvec_[i]);
   for (int i = 0; i < kFormats; ++i) {
     if (k_matvec_glu_[i].handle) v.push_back(&k_matvec_glu_[i]);
@@ -578,8 +614,9 @@ OpenclBackend::DeviceMemory OpenclBackend::device_memory() const {
   for (const opencl::Buffer& b : kv_bufs_) m.kv += b.bytes;
   for (const opencl::Buffer& b : mirror_dev_) m.other += b.bytes;
   for (const auto& e : norms_) m.other += e.second.bytes;
-  for (const opencl::Buffer* b : {&in_a_, &in_b_, &attn_part_, &gemm_parts_, &out_, &vec_, &norm_part_,
-                                  &norm_count_, &ids_.dev, &pos_.dev, &rope_[0].dev, &rope_[1].dev, &q8x_})
+  for (const opencl::Buffer* b :
+       {&in_a_, &in_b_, &attn_part_, &gemm_parts_, &out_, &vec_, &norm_part_, &norm_count_, &ids_.dev,
+        &pos_.dev, &rope_[0].dev, &rope_[1].dev, &q8x_, &q8y_, &q8_xch_, &q8_count_})
     m.other += b->bytes;
   return m;
 }
@@ -587,10 +624,16 @@ OpenclBackend::DeviceMemory OpenclBackend::device_memory() const {
 std::string OpenclBackend::memory_summary() const {
   const DeviceMemory m = device_memory();
   constexpr double kMiB = 1024.0 * 1024.0;
+  // Decode's block-format products: integers where the prompt GEMM is (q8_dot_) and --cl-int-matvec is on.
+  const std::string decode = q8_dot_ < 0         ? "float products"
+                             : !opts_.int_matvec ? "float products (--cl-int-matvec off)"
+                             : round_in_producers_
+                                 ? "integer products"
+                                 : "integer products (each input rounded in a launch of its own)";
   return fmt::format(
       "OpenCL device memory: weights {:.1f} MiB, KV cache {:.1f} MiB, activations and scratch {:.1f} MiB; "
-      "prompts: {}",
-      double(m.weights) / kMiB, double(m.kv) / kMiB, double(m.other) / kMiB, prompt_gemm_);
+      "prompts: {}; decode: {}",
+      double(m.weights) / kMiB, double(m.kv) / kMiB, double(m.other) / kMiB, prompt_gemm_, decode);
 }
 
 std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
@@ -602,6 +645,8 @@ std::vector<std::string> OpenclBackend::cpu_fallbacks() const {
   for (const opencl::Kernel& k : k_matmul_) note(k);
   for (const opencl::Kernel& k : k_matmul_q8_) note(k);
   note(k_quantize_q8_);
+  for (const opencl::Kernel& k : k_matvec_q8_) note(k);
+  for (const opencl::Kernel& k : k_matvec_glu_q8_) note(k);
   for (const opencl::Kernel& k : k_matvec_) note(k);
   for (const opencl::Kernel& k : k_matvec_glu_) note(k);
   for (const opencl::Kernel* k :

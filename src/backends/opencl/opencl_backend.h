@@ -1,6 +1,8 @@
 // The OpenCL backend: every op of backends/backend.h on an OpenCL 1.2+ device, one host file and one kernel
 // file per op (embedding, rmsnorm, matmul, rope, kv_store, attention, glu, add), each the CPU backend's float
-// path computed on the device (exact dequantized weights, float32 arithmetic).
+// path computed on the device (exact dequantized weights, float32 arithmetic); under --activations q8 on a
+// device with an integer dot product, the block formats' products take their input rounded to int8 per 32
+// (kernels/gemm_q8.cl: the prompt GEMM and decode's matvecs).
 //
 // Memory (all allocated in the constructor and upload_*; nothing is allocated while ops run):
 //  - Weights: uploaded once into one device buffer each, keyed by the host Weight's data pointer. Q4_0, Q4_1,
@@ -52,6 +54,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -117,12 +120,15 @@ struct OpenclBackendOptions : DeviceOptions {
   // Prompt products under --activations q8 (ActivationMode::Quantized, the default) on a device with an
   // integer dot product (Capabilities::int_dot): the input rounded to int8 per block of 32 and the block
   // formats' products in integers (kernels/gemm_q8.cl); F32, or a device without one, keeps the float GEMM.
-  // Decode's products stay float either way. `int_gemm` false (--cl-int-gemm off) keeps the float GEMM
-  // (on an H100's NVIDIA OpenCL the integer one ran 7B prompts 2.1x as fast: docs/PERF.md 2026-12-06).
+  // `int_gemm` false (--cl-int-gemm off) keeps the float GEMM (on an H100's NVIDIA OpenCL the integer one
+  // ran 7B prompts 2.1x as fast: docs/PERF.md 2026-12-06), and decode's products float too. With it on,
+  // `int_matvec` (--cl-int-matvec) takes decode's products of those formats into integers as well
+  // (gemm_q8.cl's matvec_q8_*: the input rounded the same way, once per launch).
   // `q8_plain_dot` (tests) builds that GEMM with four integer multiply-adds in place of the dot product, on
   // any device, whatever int_gemm says.
   ActivationMode activations = ActivationMode::Quantized;
   bool int_gemm = true;
+  bool int_matvec = true;
   bool q8_plain_dot = false;
   // The GEMM tile (--cl-gemm-tile): empty, the largest that fits the device (gemm_tiles_for); else a
   // GemmTiles::name() of gemm_tile_choices(), refused with the device's limits where it does not fit.
@@ -407,20 +413,24 @@ class OpenclBackend final : public Backend {
   void enqueue_rms_scale(const opencl::Buffer& y, int64_t n);
   // Enqueues y = W x for one token with the matvec kernel (`scale`: x is a pending norm's output).
   void enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y,
-                      const PendingNorm* scale = nullptr);
+                      const PendingNorm* scale = nullptr, const float* x_host = nullptr);
   // One launch of a block format's matvec over 1 to 3 weights of that format and row size sharing x
   // (kernels/quants.cl), y[i] = W[i] x.
   // The local size of the block-format matvec and GLU kernels for rows of n_in weights.
   size_t matvec_block_wg(const opencl::Kernel& k, int64_t n_in) const;
   // `scale`: x is a pending norm's output; `res`: the product is added into a residual (one weight);
-  // `rope`: the weights are q, k, v, turned and written into the cache.
-  void enqueue_matvec_blocks(const DeviceWeight* const* dws, const opencl::Buffer* const* ys, int n,
-                             const opencl::Buffer& x, const PendingNorm* scale = nullptr,
-                             const Residual* res = nullptr, const RopeKv* rope = nullptr);
+  // `rope`: the weights are q, k, v, turned and written into the cache. The integer products (uses_q8_matvec)
+  // read x's rounding from the slot rounded_ names for `x_host`, else round x first. `round_out` (with res):
+  // the launch also rounds its output y into a slot (not the one it reads), returned (-1: none).
+  int enqueue_matvec_blocks(const DeviceWeight* const* dws, const opencl::Buffer* const* ys, int n,
+                            const opencl::Buffer& x, const PendingNorm* scale = nullptr,
+                            const Residual* res = nullptr, const RopeKv* rope = nullptr,
+                            const float* x_host = nullptr, bool round_out = false);
   // Decode's gate and up products and their GLU (TL_MATVEC_GLU_BLOCK32): y = act(g x) * (u x); g and u of
-  // one block format and shape.
-  void enqueue_matvec_glu(const DeviceWeight& g, const DeviceWeight& u, FfnAct act, const opencl::Buffer& x,
-                          const opencl::Buffer& y, const PendingNorm* scale = nullptr);
+  // one block format and shape. x_host, round_out and the result as enqueue_matvec_blocks's.
+  int enqueue_matvec_glu(const DeviceWeight& g, const DeviceWeight& u, FfnAct act, const opencl::Buffer& x,
+                         const opencl::Buffer& y, const PendingNorm* scale = nullptr,
+                         const float* x_host = nullptr, bool round_out = false);
   // How many of the n weights from ws go in one decode launch with ws[0] (1 when not decoding, or when the
   // next one differs in format or row size, sits in an image, or writes to staging).
   int matvec_run(const Weight* const* ws, float* const* ys, int n, int64_t n_tok);
@@ -501,11 +511,46 @@ class OpenclBackend final : public Backend {
   int q8_dot_ = -1;
   std::string prompt_gemm_;  // which prompt products run and why (memory_summary: `run`'s memory line)
   opencl::Kernel k_quantize_q8_, k_matmul_q8_[kFormats];
+  // Decode's integer products (the same formats; int_matvec): one to three matrices, and gate/up with the
+  // GLU, their arguments those of k_matvec_ and k_matvec_glu_ but for x, the rounded input.
+  opencl::Kernel k_matvec_q8_[kFormats], k_matvec_glu_q8_[kFormats];
   opencl::Buffer q8x_;
+  // Decode's rounded inputs in two slots, q8x_ (slot 0, the prompts' too) and q8y_ (slot 1, one token), so
+  // that a launch can read one while it writes the other: the residual products and the gate/up kernel
+  // round their output in their own launch (kernels/gemm_q8.cl tl_q8_hand_in; q8_xch_: [max_in_elems]
+  // exchange slots, TL_NORM_EMPTY between launches; q8_count_: [max_in_elems / 32] counts, 0 between
+  // launches). rounded_: which slot holds the rounding of which array (a mirror's start, n floats; a pending
+  // norm's output rounded before its scale), until that array is written or its norm settled
+  // (forget_rounding). round_in_producers_: false when the self-check found the producers' rounding wrong
+  // (then every integer product rounds its input in a launch of its own).
+  struct Rounded {
+    const uint8_t* y = nullptr;
+    int64_t n = 0;
+    int slot = -1;
+  };
+  Rounded rounded_;
+  opencl::Buffer q8y_, q8_xch_, q8_count_;
+  bool round_in_producers_ = true;
+  const opencl::Buffer& q8_slot(int s) const { return s == 0 ? q8x_ : q8y_; }
+  // The slot holding x's rounding (n floats), or -1.
+  int rounded_slot(const void* x, int64_t n) const;
+  void forget_rounding(const void* p, size_t bytes);
+  // Whether a decode producer of n floats into y (a mirror's start) rounds them for the products after it.
+  bool rounds_output(const float* y, int64_t n);
+  // The self-check of the producers' rounding (self_check.cpp); round_in_producers_ false if it fails.
+  void check_producer_rounding(std::mt19937& rng);
+  void warn_producer_rounding(bool cached) const;
+  // One token's x rounded into the slot rounded_ does not hold; returns that slot.
+  int enqueue_round_decode_input(const opencl::Buffer& x, int64_t n);
+  // A decode kernel's yq, yq_xch, yq_count arguments from index i: slot y_slot's buffer and the exchange, or
+  // nulls (y_slot -1: the output is not rounded).
+  void set_rounding_args(const opencl::Kernel& k, cl_uint i, int y_slot) const;
   // The integer GEMM for this weight and tokens (a prompt, a kernel that passed its self-check).
   bool uses_q8(const DeviceWeight& dw, int64_t n_tok) const;
-  // x (n_tok rows of n_in, on the device) rounded into q8x_.
-  void enqueue_quantize_q8(const opencl::Buffer& x, int64_t n_in, int64_t n_tok);
+  // The integer decode product for this weight (glu: the gate/up kernel), a kernel that passed its check.
+  bool uses_q8_matvec(const DeviceWeight& dw, bool glu) const;
+  // x (n_tok rows of n_in, on the device) rounded into slot `slot` (1: one token only).
+  void enqueue_quantize_q8(const opencl::Buffer& x, int64_t n_in, int64_t n_tok, int slot = 0);
   void enqueue_matmul_q8(const DeviceWeight& dw, int64_t n_tok, const opencl::Buffer& y);
   // A GEMM kernel (the float one of gemm.cl or an integer one of gemm_q8.cl; their arguments are the same but
   // for x's type) over dw and n_tok tokens of x into y, local_bytes of tiles; split K where gemm_split_for

@@ -2,7 +2,7 @@
 // loads (loader.h) and lists a device; its own options --cl-cache (the program binary cache),
 // --cl-gemm-tile (the prompt GEMM's tile), --cl-gemm-split (split K of the prompt products),
 // --cl-matvec-unroll (the decode products' loads per round), --cl-matvec-items (their work-group size) and
-// --cl-int-gemm (the prompt products in integers);
+// --cl-int-gemm (the prompt products in integers), --cl-int-matvec (decode's);
 // the factory, the start-time measurement of `bench` and the memory probes of `gemv-bw`.
 
 #include "backends/opencl/bandwidth.h"
@@ -21,6 +21,7 @@ struct OpenclOptions final : BackendOptions {
   int matvec_unroll = OpenclBackendOptions{}.matvec_unroll;
   int matvec_items = OpenclBackendOptions{}.matvec_items;
   bool int_gemm = OpenclBackendOptions{}.int_gemm;
+  bool int_matvec = OpenclBackendOptions{}.int_matvec;
   std::string gemm_tile;  // empty: auto
 };
 
@@ -63,12 +64,14 @@ OpenclBackendOptions backend_options(const BackendParams& p) {
     g.matvec_unroll = o->matvec_unroll;
     g.matvec_items = o->matvec_items;
     g.int_gemm = o->int_gemm;
+    g.int_matvec = o->int_matvec;
   }
   return g;
 }
 
-// The device computes the float path (exact weights, float32 activations), except the prompt products of the
-// block formats under --activations q8 on a device with an integer dot product (OpenclBackendOptions).
+// The device computes the float path (exact weights, float32 activations), except the block formats'
+// products (prompt and decode) under --activations q8 on a device with an integer dot product
+// (OpenclBackendOptions).
 std::unique_ptr<Backend> make(const BackendParams& p) {
   if (p.kv_memory == KvMemory::Image)
     fail(
@@ -161,6 +164,11 @@ BackendEntry opencl_entry() {
       "(cl_khr_integer_dot_product, or NVIDIA's dp4a) under --activations q8: on (the default, where the "
       "device has one) or off (the float GEMM)",
       "on", "off", true, [](BackendOptions& o, bool on) { static_cast<OpenclOptions&>(o).int_gemm = on; }));
+  e.options.push_back(switch_option(
+      "--cl-int-matvec",
+      "decode's products of those formats in integers too, over the input rounded to 8 bits per block of "
+      "32, where --cl-int-gemm is on: on (the default) or off (the float products)",
+      "on", "off", true, [](BackendOptions& o, bool on) { static_cast<OpenclOptions&>(o).int_matvec = on; }));
   e.make = make;
   e.measure_start = measure_start;
   e.make_probe = [](const BackendParams& p) { return opencl::make_memory_probe(p.device, p.device_profile); };

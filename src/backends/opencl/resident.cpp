@@ -55,6 +55,7 @@ void OpenclBackend::to_host(const void* p, size_t bytes) {
 }
 
 void OpenclBackend::host_wrote(void* p, size_t bytes) {
+  forget_rounding(p, bytes);
   const int i = find_mirror(p, bytes, "host_wrote");
   if (i < 0) return;
   to_host(p, bytes);
@@ -87,6 +88,7 @@ const opencl::Buffer& OpenclBackend::dev_out(float* p, int64_t n, const opencl::
                                              const char* op) {
   const size_t bytes = size_t(n) * sizeof(float);
   settle_norm(p, bytes, true);
+  forget_rounding(p, bytes);
   const int i = find_mirror(p, bytes, op);
   if (i >= 0) {
     // The host-newer bytes go up first, so that the device becomes the only newer side.

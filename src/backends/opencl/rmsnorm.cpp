@@ -80,6 +80,7 @@ void OpenclBackend::settle_norm(const void* p, size_t bytes, bool overwrite) {
   if (b + bytes <= pending_.y || b >= pending_.y + pb) return;  // another range
   const PendingNorm pn = pending_;
   pending_ = {};
+  forget_rounding(pn.y, size_t(pn.n) * sizeof(float));  // the rounding of its values before the scale
   if (overwrite && b <= pn.y && b + bytes >= pn.y + pb) return;  // all of it written anew: nothing to scale
   // y is the start of a mirrored array (matmul_add_rmsnorm), its device copy the newer one.
   enqueue_rms_scale(mirror_dev_[size_t(find_mirror(pn.y, pb, "rms_scale"))], pn.n);

@@ -27,16 +27,20 @@ namespace tilellm {
 namespace {
 
 constexpr double kTolerance = 1e-3;
+// The verdict entry of check_producer_rounding (the program cache keeps failed checks by name).
+constexpr const char* kProducerRounding = "q8_producer_rounding";
 
 }  // namespace
 
 void OpenclBackend::warn_cpu_fallback(const opencl::Kernel& k, double err, bool cached) const {
+  // A failed integer decode kernel hands its products to the float ones.
+  const bool q8_vec = k.name.rfind("matvec_q8_", 0) == 0 || k.name.rfind("matvec_glu_q8_", 0) == 0;
   // A failed matvec kernel hands decode to its type's matmul kernel (matmul.cpp), which has its own verdict.
   // A failed fused kernel hands its work to the separate kernels it stands for.
-  const bool matvec = k.name.rfind("matvec_", 0) == 0 && k.name.rfind("matvec_glu_", 0) != 0;
+  const bool matvec = !q8_vec && k.name.rfind("matvec_", 0) == 0 && k.name.rfind("matvec_glu_", 0) != 0;
   // rms_scale stands for the norm left to the products that read it (matmul.cpp): its failure keeps the
   // norms in kernels of their own.
-  const bool fused = k.name.rfind("matvec_glu_", 0) == 0 || k.name == "rope_kv_store" ||
+  const bool fused = (!q8_vec && k.name.rfind("matvec_glu_", 0) == 0) || k.name == "rope_kv_store" ||
                      k.name == "add_rmsnorm" || k.name == "rms_scale";
   // gemm_split_sum stands for split K (matmul.cpp): its failure leaves every product unsplit.
   const bool split = k.name == "gemm_split_sum";
@@ -47,26 +51,36 @@ void OpenclBackend::warn_cpu_fallback(const opencl::Kernel& k, double err, bool 
                "largest value; %s from now on\n",
                k.name.c_str(), caps().name.c_str(), caps().profile.c_str(),
                cached ? " (verdict from the program cache)" : "", err,
-               matvec  ? "one-token products use the matmul kernel"
-               : fused ? "the separate kernels it combines run instead"
-               : split ? "prompt products run unsplit"
-               : q8    ? "prompt products take the float GEMM"
-                       : "its op runs on the CPU");
+               q8_vec   ? "decode's products take the float kernels"
+               : matvec ? "one-token products use the matmul kernel"
+               : fused  ? "the separate kernels it combines run instead"
+               : split  ? "prompt products run unsplit"
+               : q8     ? "prompt products take the float GEMM"
+                        : "its op runs on the CPU");
 }
 
 bool OpenclBackend::apply_cached_verdict(const std::vector<CacheEntry::Failed>& failed) {
-  std::vector<opencl::Kernel*> marked;
+  std::vector<std::pair<opencl::Kernel*, double>> marked;
+  bool producers = true;
   for (const CacheEntry::Failed& f : failed) {
+    if (f.kernel == kProducerRounding) {  // not a kernel: check_producer_rounding's verdict
+      producers = false;
+      continue;
+    }
     opencl::Kernel* hit = nullptr;
     for (opencl::Kernel* k : all_kernels()) {
       if (k->name == f.kernel) hit = k;
     }
     if (!hit) return false;  // the key covers the sources, so only a damaged entry gets here
-    marked.push_back(hit);
+    marked.emplace_back(hit, f.error);
   }
-  for (size_t i = 0; i < failed.size(); ++i) {
-    marked[i]->on_cpu = true;
-    warn_cpu_fallback(*marked[i], failed[i].error, /*cached=*/true);
+  for (const auto& [k, err] : marked) {
+    k->on_cpu = true;
+    warn_cpu_fallback(*k, err, /*cached=*/true);
+  }
+  if (!producers) {
+    round_in_producers_ = false;
+    warn_producer_rounding(/*cached=*/true);
   }
   failed_ = failed;
   return true;
@@ -126,9 +140,19 @@ void OpenclBackend::run_self_check() {
 
   // The fused decode GLU of a block format: gate g (already on the device), a second random weight of its
   // shape and format as up; ref_g / ref_u are what the CPU computes with (the exact values of a conversion).
-  auto check_glu = [&](const Weight& g, const Weight& ref_g, WeightsMode mode, const float* x) {
-    opencl::Kernel& k = k_matvec_glu_[int(weights_.at(g.data).fmt)];
-    if (!k.handle) return;
+  // q8: the integer kernel (the float one passed), whose reference takes x rounded as the device rounds it.
+  auto check_glu = [&](const Weight& g, const Weight& ref_g, WeightsMode mode, const float* x,
+                       bool q8 = false) {
+    const int f = int(weights_.at(g.data).fmt);
+    opencl::Kernel& k = (q8 ? k_matvec_glu_q8_ : k_matvec_glu_)[f];
+    if (!k.handle || (q8 && k_matvec_glu_[f].on_cpu)) return;
+    std::vector<float> xr;
+    const float* x_ref = x;
+    if (q8) {
+      xr.resize(size_t(g.n_in));
+      round_activations_q8(x, g.n_in, xr.data());
+      x_ref = xr.data();
+    }
     std::vector<uint8_t> bytes;     // native: u's GGUF rows
     std::vector<float> src, exact;  // converted: u's float rows and their conversion's exact values
     Weight u = g, ref_u;
@@ -151,7 +175,7 @@ void OpenclBackend::run_self_check() {
     double err = 0.0;
     for (FfnAct act : {FfnAct::SiLU, FfnAct::GeluTanh}) {
       std::vector<float> ref(size_t(g.n_out)), got(ref.size()), up(ref.size());
-      cpu_->matmul_glu(ref_g, ref_u, x, 1, act, ref.data(), up.data());
+      cpu_->matmul_glu(ref_g, ref_u, x_ref, 1, act, ref.data(), up.data());
       matmul_glu(g, u, x, 1, act, got.data(), up.data());
       err = std::max(err, relative_error(ref, got));
     }
@@ -468,6 +492,14 @@ void OpenclBackend::run_self_check() {
   // rounding itself (quantize_q8) against the host's (q8_round.h), read back from the device.
   q8_dot_ = q8_dot;
   if (q8_dot_ < 0) return;
+  // The integer decode kernels are checked whatever --cl-int-matvec says (the verdict is cached for every
+  // session of these programs, some of which may turn them on); the option comes back when the check ends.
+  struct KeepIntMatvec {
+    OpenclBackendOptions& o;
+    const bool on = o.int_matvec;
+    ~KeepIntMatvec() { o.int_matvec = on; }
+  } keep_int_matvec{opts_};
+  opts_.int_matvec = true;
   for (const auto& [mode, t] : kBlockKinds) {
     // A failed rounding leaves every prompt on the float GEMM: the products after it would run there and
     // be judged against the rounded input.
@@ -497,9 +529,89 @@ void OpenclBackend::run_self_check() {
         dev[size_t(i)] = d * float(int8_t(uint8_t(row[e / 4] >> (8 * (e % 4)))));
       }
       verdict(k_quantize_q8_, relative_error(xr, dev));
+      // One token: decode's integer product and its gate/up kernel, on the first token's input (its
+      // rounding is the first row of xr).
+      opencl::Kernel& kv = k_matvec_q8_[int(weights_.at(r.w.data).fmt)];
+      if (kv.handle && !matvec_kernel(weights_.at(r.w.data).fmt).on_cpu && !k_quantize_q8_.on_cpu) {
+        ref.assign(size_t(n_out), 0.0f);
+        got.assign(ref.size(), 0.0f);
+        cpu_->matmul(r.ref, xr.data(), 1, ref.data());
+        matmul(r.w, x.data(), 1, got.data());
+        verdict(kv, relative_error(ref, got));
+        check_glu(r.w, r.ref, mode, x.data(), /*q8=*/true);
+      }
     }
     weights_.erase(r.w.data);
   }
+  check_producer_rounding(rng);
+}
+
+void OpenclBackend::check_producer_rounding(std::mt19937& rng) {
+  // Decode's producers rounding their own output (kernels/gemm_q8.cl tl_q8_hand_in): a Q4_0 residual
+  // product of 256 rows and the gate/up kernel of 64 rows over its output, each output's rounding read back
+  // from its slot against the host's rounding (q8_round.h) of the output read back. A wrong one leaves
+  // every integer product rounding its input in a launch of its own.
+  if (q8_dot_ < 0 || k_quantize_q8_.on_cpu) return;
+  const int64_t n = 256, ff = 64;
+  const DevFormat f = DevFormat::Q4_0;
+  if (matvec_kernel(f).on_cpu || k_matvec_q8_[int(f)].on_cpu || k_matvec_glu_q8_[int(f)].on_cpu ||
+      k_matvec_glu_[int(f)].on_cpu || k_rms_scale_.on_cpu)
+    return;
+  const std::vector<uint8_t> wp = random_rows(GgmlType::Q4_0, n, n, rng),
+                             wg = random_rows(GgmlType::Q4_0, n, ff, rng),
+                             wu = random_rows(GgmlType::Q4_0, n, ff, rng);
+  const DeviceWeight dp =
+      make_device_weight(check_weight(GgmlType::Q4_0, wp.data(), n, n), WeightsMode::Native, false);
+  const DeviceWeight dg =
+      make_device_weight(check_weight(GgmlType::Q4_0, wg.data(), n, ff), WeightsMode::Native, false);
+  const DeviceWeight du =
+      make_device_weight(check_weight(GgmlType::Q4_0, wu.data(), n, ff), WeightsMode::Native, false);
+  auto fbytes = [](int64_t k) { return size_t(k) * sizeof(float); };
+  const opencl::Buffer acc_b = rt_.alloc(fbytes(n)), g_b = rt_.alloc(fbytes(n)), z_b = rt_.alloc(fbytes(n)),
+                       glu_b = rt_.alloc(fbytes(ff));
+  const std::vector<float> x = random_floats(size_t(n), rng), g = random_floats(size_t(n), rng),
+                           acc = random_floats(size_t(n), rng);
+  rt_.write_now(in_a_, 0, x.data(), fbytes(n));
+  rt_.write_now(acc_b, 0, acc.data(), fbytes(n));
+  rt_.write_now(g_b, 0, g.data(), fbytes(n));
+  // The device's rounding in a slot, d q per element (gemm_q8.cl's rows), and the host's of `values`.
+  auto error_of = [&](int slot, const opencl::Buffer& out, int64_t m) {
+    if (slot < 0) return 1.0;  // not rounded at all
+    const size_t mm = static_cast<size_t>(m);
+    std::vector<float> values(mm), want(mm), have(mm);
+    rt_.read(out, 0, values.data(), fbytes(m));
+    const int64_t nb = m / 32;
+    std::vector<uint32_t> words(size_t(10 * nb));
+    rt_.read(q8_slot(slot), 0, words.data(), words.size() * sizeof(uint32_t));
+    for (int64_t i = 0; i < m; ++i) {
+      float d;
+      std::memcpy(&d, words.data() + 8 * nb + i / 32, sizeof d);
+      have[size_t(i)] = d * float(int8_t(uint8_t(words[size_t(i / 4)] >> (8 * (i % 4)))));
+    }
+    round_activations_q8(values.data(), m, want.data());
+    return relative_error(want, have);
+  };
+  const DeviceWeight* dws[1] = {&dp};
+  const opencl::Buffer* zs[1] = {&z_b};
+  const Residual res{&acc_b, &g_b, 1e-5f};
+  double err =
+      error_of(enqueue_matvec_blocks(dws, zs, 1, in_a_, nullptr, &res, nullptr, nullptr, true), z_b, n);
+  const PendingNorm pn{nullptr, n};
+  err = std::max(
+      err, error_of(enqueue_matvec_glu(dg, du, FfnAct::SiLU, z_b, glu_b, &pn, nullptr, true), glu_b, ff));
+  ++epoch_;
+  if (err <= kTolerance) return;
+  round_in_producers_ = false;
+  failed_.push_back({kProducerRounding, err});
+  warn_producer_rounding(/*cached=*/false);
+}
+
+void OpenclBackend::warn_producer_rounding(bool cached) const {
+  std::fprintf(
+      stderr,
+      "warning: the OpenCL decode products' rounding of their own output failed its self-check on %s "
+      "(profile %s)%s; integer products round their input in a launch of their own\n",
+      caps().name.c_str(), caps().profile.c_str(), cached ? " (verdict from the program cache)" : "");
 }
 
 }  // namespace tilellm

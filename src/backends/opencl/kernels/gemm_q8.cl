@@ -94,6 +94,61 @@ float tl_reciprocal(float x) {
 }
 #endif
 
+// Block b of a row of nb blocks of the rounded input (TL_Q8_ROW's layout) from its 32 values f.
+void tl_q8_round_block(const float* f, __global uint* row, int b, int nb) {
+  float amax = 0.0f;
+  for (int k = 0; k < 32; ++k) amax = fmax(amax, fabs(f[k]));
+  const float d = tl_div127(amax);
+  const float id = d != 0.0f ? tl_reciprocal(d) : 0.0f;
+  int sum = 0;
+  for (int k = 0; k < 8; ++k) {
+    const int4 c = convert_int4(round(vload4(k, f) * id));  // half away from zero, as C's roundf
+    sum += c.x + c.y + c.z + c.w;
+    row[8 * b + k] = as_uint(convert_char4(c));
+  }
+  ((__global float*)row)[8 * nb + b] = d;
+  ((__global float*)row)[9 * nb + b] = d * (float)sum;
+}
+
+// A producer's output rounded in its own launch (quants.cl's yq: the residual product and the gate/up
+// kernel, decode's one token): each group hands its `rows` values v of rows r0.. in (atomic exchanges into
+// xch[r], a slot that holds TL_NORM_EMPTY until its value arrives) and counts itself in count[block]; the
+// group that completes a block of 32 takes the block's values back out (leaving the slots empty, waiting on
+// one still empty: its writer has counted itself, so the value is on its way), rounds them as quantize_q8
+// does into yq's row, and sets the count back to 0 for the next launch. The exchange of the norm's partials
+// (quants.cl): nothing relies on the order of two atomics. n % 32 == 0 and rows divides 32. Every item calls
+// it; scratch is __local float[max(L, 32)].
+void tl_q8_hand_in(const float* v, int rows, int r0, int n, __global int* xch, __global int* count,
+                   __global uint* yq, __local float* scratch) {
+  const int lid = get_local_id(0), b = r0 / 32;
+  __local int* flag = (__local int*)scratch;
+  if (lid == 0) {
+    for (int k = 0; k < rows; ++k) {
+      const int bits = as_int(v[k]);
+      atomic_xchg(xch + r0 + k, bits == TL_NORM_EMPTY ? as_int(NAN) : bits);
+    }
+    flag[0] = atomic_inc(count + b) == 32 / rows - 1;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int last = flag[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (last) {
+    for (int i = lid; i < 32; i += get_local_size(0)) {
+      int bits = atomic_xchg(xch + 32 * b + i, TL_NORM_EMPTY);
+      while (bits == TL_NORM_EMPTY) bits = atomic_xchg(xch + 32 * b + i, TL_NORM_EMPTY);
+      scratch[i] = as_float(bits);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0) {
+      float f[32];
+      for (int k = 0; k < 32; ++k) f[k] = scratch[k];
+      tl_q8_round_block(f, yq, b, n / 32);
+      atomic_xchg(count + b, 0);  // for the next launch
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);  // before the caller reuses scratch
+}
+
 // The weight formats' codes and (d, m) as the dot products take them, from a block as read (quants.cl).
 // 4-bit codes: word i < 4 holds weights 4i .. 4i + 3 in its bytes' low nibbles, word i + 4 weights
 // 16 + 4i ... in their high nibbles (quants.cl's split rows).
@@ -270,5 +325,62 @@ void tl_q8_accumulate(__local const uint* st, float4 acc[TL_GEMM_TM][TL_GEMM_RM 
     }                                                                                                          \
     tl_gemm_store(y, n_out, n_tok, r0, t0, acc, lr, lt);                                                       \
   }
+
+
+// Decode's products in integers (one token; matmul_q8.cl's matvec_q8_* and matvec_glu_q8_*): the kernels of
+// quants.cl's TL_MATVEC_BLOCK32 and TL_MATVEC_GLU_BLOCK32 (groups of four rows, the norm, RoPE and KV
+// epilogues) over x rounded as above (xq: one row of TL_Q8_ROW(nb) words), each block dotted as the GEMM
+// dots it. The unit of work is a whole block: item i takes blocks i, i + L, ... (L the local size), each
+// with its 16 or 32 code bytes of every row in one or two 16-byte loads, x's 8 code words in two, and the
+// block's d and s; TL_MVQ_AHEAD blocks of each row are loaded before any is dotted, so that a row of 4096
+// inputs over 64 items is one trip to memory. Per row the sums are the float path's in another order: a
+// block's integer sum scaled once (dw dx sum c q + m s, the GEMM's formula), the blocks summed per item,
+// then over the group (tl_group_sum4).
+#define TL_MVQ_AHEAD 2
+float tl_mvq_block(uint4 xa, uint4 xb, float dx, float sx, int sgn, float2 dm, const uint c[8]) {
+  int s = 0;
+  if (sgn) {
+    s = tl_dot_ss(xa.x, c[0], s), s = tl_dot_ss(xa.y, c[1], s), s = tl_dot_ss(xa.z, c[2], s);
+    s = tl_dot_ss(xa.w, c[3], s), s = tl_dot_ss(xb.x, c[4], s), s = tl_dot_ss(xb.y, c[5], s);
+    s = tl_dot_ss(xb.z, c[6], s), s = tl_dot_ss(xb.w, c[7], s);
+  } else {
+    s = tl_dot_su(xa.x, c[0], s), s = tl_dot_su(xa.y, c[1], s), s = tl_dot_su(xa.z, c[2], s);
+    s = tl_dot_su(xa.w, c[3], s), s = tl_dot_su(xb.x, c[4], s), s = tl_dot_su(xb.y, c[5], s);
+    s = tl_dot_su(xb.z, c[6], s), s = tl_dot_su(xb.w, c[7], s);
+  }
+  return dm.x * (dx * (float)s) + dm.y * sx;
+}
+#define TL_MVQ_BLOCK(FMT, R, XA, XB, DX, SX, OUT) \
+  {                                                \
+    uint c_[8];                                    \
+    const float2 dm_ = tl_q8w_##FMT(&(R), c_);     \
+    OUT += tl_mvq_block(XA, XB, DX, SX, TL_Q8S_##FMT, dm_, c_); \
+  }
+#define TL_MVQ_UNITS(LO_, HI_, FMT, P0, P1, P2, P3)                                                                \
+  {                                                                                                      \
+    const int step = get_local_size(0);                                                                  \
+    __global const float* xds = (__global const float*)(x + 8 * nb); /* [nb] d, then [nb] s */           \
+    for (int b0 = get_local_id(0); b0 < nb; b0 += TL_MVQ_AHEAD * step) {                                  \
+      tl_raw32 ra[TL_MVQ_AHEAD], rb[TL_MVQ_AHEAD], rc[TL_MVQ_AHEAD], rd[TL_MVQ_AHEAD];                   \
+      uint4 xa[TL_MVQ_AHEAD], xb[TL_MVQ_AHEAD];                                                          \
+      float dx[TL_MVQ_AHEAD], sx[TL_MVQ_AHEAD];                                                          \
+      for (int i = 0; i < TL_MVQ_AHEAD; ++i) {                                                           \
+        const int b = min(b0 + i * step, nb - 1);                                                        \
+        tl_fetch_##FMT(P0, b, n_in, &ra[i]), tl_fetch_##FMT(P1, b, n_in, &rb[i]);                         \
+        tl_fetch_##FMT(P2, b, n_in, &rc[i]), tl_fetch_##FMT(P3, b, n_in, &rd[i]);                         \
+        xa[i] = ((__global const uint4*)x)[2 * b], xb[i] = ((__global const uint4*)x)[2 * b + 1];         \
+        dx[i] = xds[b], sx[i] = xds[nb + b];                                                             \
+      }                                                                                                  \
+      for (int i = 0; i < TL_MVQ_AHEAD; ++i) {                                                           \
+        if (b0 + i * step >= nb) break;                                                                  \
+        TL_MVQ_BLOCK(FMT, ra[i], xa[i], xb[i], dx[i], sx[i], acc.x)                                      \
+        TL_MVQ_BLOCK(FMT, rb[i], xa[i], xb[i], dx[i], sx[i], acc.y)                                      \
+        TL_MVQ_BLOCK(FMT, rc[i], xa[i], xb[i], dx[i], sx[i], acc.z)                                      \
+        TL_MVQ_BLOCK(FMT, rd[i], xa[i], xb[i], dx[i], sx[i], acc.w)                                      \
+      }                                                                                                  \
+    }                                                                                                    \
+  }
+#define TL_MATVEC_Q8(NAME, FMT) TL_MATVEC_KERNEL(NAME, uint, TL_MVQ_UNITS, 0, 0, FMT)
+#define TL_MATVEC_GLU_Q8(NAME, FMT) TL_MATVEC_GLU_KERNEL(NAME, uint, TL_MVQ_UNITS, 0, 0, FMT)
 
 #endif

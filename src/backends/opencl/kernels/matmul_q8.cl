@@ -9,24 +9,9 @@ __kernel void quantize_q8(__global const float* x, int n_in, int n_tok, __global
   const int b = get_global_id(0), t = get_global_id(1), nb = n_in / 32;
   if (b >= nb || t >= n_tok) return;
   __global const float* v = x + (ulong)t * n_in + 32 * b;
-  float4 f[8];
-  float amax = 0.0f;
-  for (int k = 0; k < 8; ++k) {
-    f[k] = vload4(k, v);
-    const float4 a = fabs(f[k]);
-    amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
-  }
-  const float d = tl_div127(amax);
-  const float id = d != 0.0f ? tl_reciprocal(d) : 0.0f;
-  __global uint* row = q + (ulong)t * TL_Q8_ROW(nb);
-  int sum = 0;
-  for (int k = 0; k < 8; ++k) {
-    const int4 c = convert_int4(round(f[k] * id));  // half away from zero, as C's roundf
-    sum += c.x + c.y + c.z + c.w;
-    row[8 * b + k] = as_uint(convert_char4(c));
-  }
-  ((__global float*)row)[8 * nb + b] = d;
-  ((__global float*)row)[9 * nb + b] = d * (float)sum;
+  float f[32];
+  for (int k = 0; k < 8; ++k) vstore4(vload4(k, v), k, f);
+  tl_q8_round_block(f, q + (ulong)t * TL_Q8_ROW(nb), b, nb);
 }
 
 TL_GEMM_Q8_KERNEL(matmul_q8_q4_0, q4_0)
@@ -35,5 +20,18 @@ TL_GEMM_Q8_KERNEL(matmul_q8_q8_0, q8_0)
 TL_GEMM_Q8_KERNEL(matmul_q8_int4b64, int4b64)
 TL_GEMM_Q8_KERNEL(matmul_q8_int8b0, int8b0)
 TL_GEMM_Q8_KERNEL(matmul_q8_kq4, kq4)
+
+TL_MATVEC_Q8(matvec_q8_q4_0, q4_0)
+TL_MATVEC_Q8(matvec_q8_q4_1, q4_1)
+TL_MATVEC_Q8(matvec_q8_q8_0, q8_0)
+TL_MATVEC_Q8(matvec_q8_int4b64, int4b64)
+TL_MATVEC_Q8(matvec_q8_int8b0, int8b0)
+TL_MATVEC_Q8(matvec_q8_kq4, kq4)
+TL_MATVEC_GLU_Q8(matvec_glu_q8_q4_0, q4_0)
+TL_MATVEC_GLU_Q8(matvec_glu_q8_q4_1, q4_1)
+TL_MATVEC_GLU_Q8(matvec_glu_q8_q8_0, q8_0)
+TL_MATVEC_GLU_Q8(matvec_glu_q8_int4b64, int4b64)
+TL_MATVEC_GLU_Q8(matvec_glu_q8_int8b0, int8b0)
+TL_MATVEC_GLU_Q8(matvec_glu_q8_kq4, kq4)
 
 #endif

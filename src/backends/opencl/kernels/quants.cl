@@ -354,12 +354,25 @@ void tl_decode_kq8(const tl_raw32* r, float* w) {
 // way). The buffer starts with every slot empty (the host fills it), and each launch leaves it so.
 #define TL_NORM_EMPTY ((int)0xfff0dead)
 //
+// yq (the integer decode products, gemm_q8.cl; 0: none): the residual product and the gate/up kernel also
+// round their output y for the integer products that read it next, each block of 32 rows by the group that
+// completes it (tl_q8_hand_in), so that those need no rounding launch of their own.
+#if TL_GEMM && TL_Q8_GEMM
+void tl_q8_hand_in(const float* v, int rows, int r0, int n, __global int* xch, __global int* count,
+                   __global uint* yq, __local float* scratch);
+#define TL_Q8_HAND_IN(V, ROWS, R0, N, XCH, COUNT, YQ, SCRATCH) \
+  if (YQ) tl_q8_hand_in(V, ROWS, R0, N, XCH, COUNT, YQ, SCRATCH)
+#else
+#define TL_Q8_HAND_IN(V, ROWS, R0, N, XCH, COUNT, YQ, SCRATCH)
+#endif
+//
 // The group's four row sums t (rows r0.. of n_out): to y, or (res) into the residual, y = res * res_g, the
-// sum of the rows' squares into slot 1 + g of res_part, and the scale by the last group. Every item calls
-// it; scratch is __local float[L].
+// sum of the rows' squares into slot 1 + g of res_part, and the scale by the last group; with yq, y's
+// rounding (above). Every item calls it; scratch is __local float[L].
 void tl_mvb_residual(float4 t, int r0, int n_out, __global float* y, __global float* res,
                      __global const float* res_g, __global float* res_part, __global int* res_count,
-                     float eps, __local float* scratch) {
+                     float eps, __local float* scratch, __global uint* yq, __global int* yq_xch,
+                     __global int* yq_count) {
   const int lid = get_local_id(0), g = get_group_id(0), groups = get_num_groups(0);
   const float v[4] = {t.x, t.y, t.z, t.w};
   if (!res) {
@@ -370,12 +383,14 @@ void tl_mvb_residual(float4 t, int r0, int n_out, __global float* y, __global fl
   }
   __local int* last = (__local int*)scratch;
   __global int* slots = (__global int*)(res_part + 1);
+  float yv[TL_MVB_ROWS] = {0.0f};
   if (lid == 0) {
     float sq = 0.0f;
     for (int k = 0; k < TL_MVB_ROWS && r0 + k < n_out; ++k) {
       const float h = res[r0 + k] + v[k];
       res[r0 + k] = h;
-      y[r0 + k] = h * res_g[r0 + k];
+      yv[k] = h * res_g[r0 + k];
+      y[r0 + k] = yv[k];
       sq += h * h;
     }
     atomic_xchg(slots + g, as_int(sq) == TL_NORM_EMPTY ? as_int(NAN) : as_int(sq));
@@ -384,6 +399,7 @@ void tl_mvb_residual(float4 t, int r0, int n_out, __global float* y, __global fl
   barrier(CLK_LOCAL_MEM_FENCE);
   const int is_last = last[0];
   barrier(CLK_LOCAL_MEM_FENCE);  // before tl_group_sum reuses scratch
+  TL_Q8_HAND_IN(yv, TL_MVB_ROWS, r0, n_out, yq_xch, yq_count, yq, scratch);
   if (!is_last) return;
   float s = 0.0f;
   for (int i = lid; i < groups; i += get_local_size(0)) {
@@ -432,14 +448,20 @@ void tl_mvb_rope_kv(float4 t, int r0, int n_out, int mi, __global float* y, __gl
 }
 #undef TL_MVB_KV_PUT
 
-#define TL_MATVEC_BLOCK32(NAME, LO, HI, FMT)                                                               \
+// TL_MATVEC_KERNEL(NAME, XT, UNITS, LO, HI, FMT): the kernel around a unit loop UNITS(LO, HI, FMT, P0, P1, P2, P3) that
+// accumulates the group's four rows into acc, x an array of XT: TL_MATVEC_BLOCK32 (float x, TL_MVB_UNITS) and
+// the integer decode of gemm_q8.cl (x rounded to int8, TL_MVQ_UNITS) share it.
+// (OpenCL C has no variadic macros: UNITS takes LO, HI and FMT, the integer loop ignoring LO and HI.)
+#define TL_MATVEC_BLOCK32(NAME, LO, HI, FMT) TL_MATVEC_KERNEL(NAME, float, TL_MVB_UNITS, LO, HI, FMT)
+#define TL_MATVEC_KERNEL(NAME, XT, UNITS, LO, HI, FMT)                                                     \
   __kernel void NAME(__global const uchar* w0, __global const uchar* w1, __global const uchar* w2,         \
-                     ulong row_bytes, int n_in, int n0, int n1, int n2, __global const float* x,          \
+                     ulong row_bytes, int n_in, int n0, int n1, int n2, __global const XT* x,             \
                      __global float* y0, __global float* y1, __global float* y2, __local float4* scratch, \
                      __global const float* x_scale, __global float* res, __global const float* res_g,     \
                      __global float* res_part, __global int* res_count, float res_eps,                    \
                      __global const float* rope_cs, int head_dim, int n_half, TL_MVB_KV cache,            \
-                     ulong layer_off, int n_ctx, __global const int* pos) {                               \
+                     ulong layer_off, int n_ctx, __global const int* pos, __global uint* yq,              \
+                     __global int* yq_xch, __global int* yq_count) {                                      \
     /* Up to three matrices of one format over the same x in one launch (decode's q, k, v or gate, up): */ \
     /* groups [0, g0) take (w0, y0), the next g1 (w1, y1), the rest (w2, y2); unused ones have n = 0. */  \
     /* The norm and RoPE arguments: above; res only with one matrix, rope_cs with q, k, v. */            \
@@ -460,13 +482,14 @@ void tl_mvb_rope_kv(float4 t, int r0, int n_out, int mi, __global float* y, __gl
     __global const uchar* row2 = w + (ulong)min(r0 + 2, n_out - 1) * row_bytes;                          \
     __global const uchar* row3 = w + (ulong)min(r0 + 3, n_out - 1) * row_bytes;                          \
     float4 acc = (float4)(0.0f);                                                                          \
-    TL_MVB_UNITS(LO, HI, FMT, row0, row1, row2, row3)                                                    \
+    UNITS(LO, HI, FMT, row0, row1, row2, row3)                                                           \
     const float4 t = tl_group_sum4(acc, scratch) * scale;                                                 \
     if (rope_cs) {                                                                                        \
       if (get_local_id(0) == 0)                                                                           \
         tl_mvb_rope_kv(t, r0, n_out, mi, y, rope_cs, head_dim, n_half, cache, layer_off, n_ctx, pos[0]);  \
     } else {                                                                                              \
-      tl_mvb_residual(t, r0, n_out, y, res, res_g, res_part, res_count, res_eps, (__local float*)scratch); \
+      tl_mvb_residual(t, r0, n_out, y, res, res_g, res_part, res_count, res_eps, (__local float*)scratch,  \
+                      yq, yq_xch, yq_count);                                                              \
     }                                                                                                     \
   }
 
@@ -474,22 +497,27 @@ void tl_mvb_rope_kv(float4 t, int r0, int n_out, int mi, __global float* y, __gl
 // formulas of glu.cl), Wg and Wu of one format and shape. A group takes rows r0, r0 + 1 of both matrices,
 // so each x load serves four rows; with the matvec's local size (the host uses one rule for both) the sums
 // are those of TL_MATVEC_BLOCK32 (same units, order and reduction), so y equals that kernel's two outputs
-// put through the glu kernel. The norm arguments as TL_MATVEC_BLOCK32's (a scaled x).
-#define TL_MATVEC_GLU_BLOCK32(NAME, LO, HI, FMT)                                                           \
+// put through the glu kernel. The norm arguments as TL_MATVEC_BLOCK32's (a scaled x), yq (y's rounding) as
+// tl_mvb_residual's.
+#define TL_MATVEC_GLU_BLOCK32(NAME, LO, HI, FMT) TL_MATVEC_GLU_KERNEL(NAME, float, TL_MVB_UNITS, LO, HI, FMT)
+#define TL_MATVEC_GLU_KERNEL(NAME, XT, UNITS, LO, HI, FMT)                                                 \
   __kernel void NAME(__global const uchar* wg, __global const uchar* wu, ulong row_bytes, int n_in,        \
-                     int n_out, __global const float* x, __global float* y, int act,                      \
-                     __local float4* scratch, __global const float* x_scale) {                            \
+                     int n_out, __global const XT* x, __global float* y, int act,                         \
+                     __local float4* scratch, __global const float* x_scale, __global uint* yq,           \
+                     __global int* yq_xch, __global int* yq_count) {                                      \
     const float scale = x_scale ? x_scale[0] : 1.0f;                                                      \
     const int r0 = get_group_id(0) * 2;                                                                   \
     const int nb = n_in / 32;                                                                             \
     const ulong o0 = (ulong)r0 * row_bytes, o1 = (ulong)min(r0 + 1, n_out - 1) * row_bytes;               \
     float4 acc = (float4)(0.0f);                                                                          \
-    TL_MVB_UNITS(LO, HI, FMT, wg + o0, wg + o1, wu + o0, wu + o1)                                        \
+    UNITS(LO, HI, FMT, wg + o0, wg + o1, wu + o0, wu + o1)                                               \
     const float4 t = tl_group_sum4(acc, scratch) * scale;                                                 \
+    const float yv[2] = {tl_glu(t.x, t.z, act), tl_glu(t.y, t.w, act)};                                   \
     if (get_local_id(0) == 0) {                                                                           \
-      y[r0] = tl_glu(t.x, t.z, act);                                                                      \
-      if (r0 + 1 < n_out) y[r0 + 1] = tl_glu(t.y, t.w, act);                                              \
+      y[r0] = yv[0];                                                                                      \
+      if (r0 + 1 < n_out) y[r0 + 1] = yv[1];                                                              \
     }                                                                                                     \
+    TL_Q8_HAND_IN(yv, 2, r0, n_out, yq_xch, yq_count, yq, (__local float*)scratch);                        \
   }
 
 // Half-block readers for TL_MATVEC_BLOCK32 (tl_raw_FMT, then tl_w16_FMT): unit u of a row of nb blocks as
