@@ -195,8 +195,10 @@ TEST(OpenclModel, host_kv_cache_has_storage_only_where_the_host_uses_it) {
 
 // The integer prompt GEMM in a whole forward pass (built with plain integer multiply-adds, as on a device
 // without a dot product): SmolLM2 over a prompt of 70 tokens (past the GEMM's 64-token tile, one download),
-// then 3 decode steps, against the CPU's float path. The prompt's products take int8-rounded inputs (each up
-// to max|x| / 254 of its block off), so the logits move by more than float rounding: as much as the CPU's own
+// then 3 decode steps (their products in integers too: matvec_q8_*, the norms' output rounded by the
+// products before them), against the CPU's float path. The prompt's products take int8-rounded inputs (each
+// up to max|x| / 254 of its block off), so the logits move by more than float rounding: as much as the CPU's
+// own
 // --activations q8 path moves them (Q8_0/Q8_1 rounding, a different but equally fine one; measured on PoCL:
 // 1.4e-2 against the CPU's 2.2e-2 after the prompt). Bound: twice the CPU q8 path's difference at each step,
 // and the same greedy token wherever the float path's top two logits are further apart than the difference.
