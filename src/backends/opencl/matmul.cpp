@@ -333,8 +333,9 @@ int OpenclBackend::enqueue_matvec_blocks(const DeviceWeight* const* dws, const o
   if (rope && (n != 3 || res)) fail("internal: RoPE in a matvec launch takes q, k, v alone");
   constexpr int64_t kRows = 4;  // TL_MVB_ROWS (quants.cl)
   const DeviceWeight& dw = *dws[0];
-  // The integer products take x rounded (into q8x_, before the launch); the pending norm's scale still
-  // multiplies their sums (the rounding is of x as it is, the scale a factor of every block's d).
+  // The integer products take x rounded: in the slot where the product before left it (rounded_), else
+  // rounded into the other slot before the launch. A pending norm's scale still multiplies their sums (the
+  // rounding is of x as it is, the scale a factor of every block's d).
   const bool q8 = uses_q8_matvec(dw, false);
   const opencl::Kernel& k = q8 ? k_matvec_q8_[int(dw.fmt)] : matvec_kernel(dw.fmt);
   int x_slot = q8 ? rounded_slot(x_host, dw.n_in) : -1;
