@@ -1506,6 +1506,60 @@ TEST_P(OpenclOps, attention_matches_cpu) {
   }
 }
 
+TEST_P(OpenclOps, decode_attention_rounds_its_output_for_the_integer_product_after_it) {
+  // Under the integer decode products (plain integer multiply-adds here), one token's attention whose keys
+  // fit one chunk rounds its output in its own launch (attention.cl yq) for the attention output product
+  // after it: that product then runs with no quantize_q8 launch, and equals bit for bit the same product
+  // over quantize_q8's rounding of the same output (the host rewrites the output, so the backend rounds it
+  // again in a launch of its own). Where the kernel cannot round (the keys split over 2 chunks, merged by
+  // attention_merge; a head size of 40, not whole blocks of 32) the product rounds its input first. Both
+  // cache types; heads of 40, 64 and 128; position 40 (2 key blocks).
+  const int32_t pos[1] = {40};
+  struct Case {
+    int64_t head_dim, chunk_blocks;
+    bool kernel_rounds;
+  };
+  for (const Case c : {Case{64, 4, true}, Case{128, 4, true}, Case{64, 1, false}, Case{40, 4, false}}) {
+    const int64_t n_head_kv = 2, n_head = 4, kv_dim = n_head_kv * c.head_dim, n = n_head * c.head_dim;
+    OwnedWeight& wo = keep(make_weight(GgmlType::Q4_0, n, 96, 81));
+    for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
+      const std::string what =
+          fmt::format("hd {} chunk blocks {} {}", c.head_dim, c.chunk_blocks, type_name(type));
+      std::vector<float> q = rand_floats(size_t(n), 82), out(static_cast<size_t>(n)), y(96), y2(96);
+      OpenclBackendOptions o = fused_options(1, kv_dim, type, {&q, &out, &y, &y2});
+      o.q8_plain_dot = true;
+      o.activations = ActivationMode::Quantized;
+      o.attention_chunk_blocks = c.chunk_blocks;
+      OpenclBackend be(o);
+      be.upload_weight(wo.w);
+      KvCache ck(kLayers, kCtx, n_head_kv, c.head_dim, type), gk(kLayers, kCtx, n_head_kv, c.head_dim, type);
+      fill_caches(cpu_, be, ck, gk, kv_dim, 400);
+      be.host_wrote(q.data(), q.size() * 4);
+      const AttnParams p = attn_params(n_head, n_head_kv, c.head_dim, 0);
+      auto rounding_launches = [&] {
+        const std::vector<KernelTime> t = be.kernel_times();
+        return std::count_if(t.begin(), t.end(), [](const KernelTime& e) { return e.name == "quantize_q8"; });
+      };
+      be.reset_kernel_times();
+      be.attention(q.data(), gk, 1, pos, 1, p, out.data());
+      be.matmul(wo.w, out.data(), 1, y.data());
+      const bool ints = be.gemm_tiles().on();  // the integer kernels are built with the GEMM tile
+      EXPECT_EQ(rounding_launches(), ints && !c.kernel_rounds ? 1 : 0) << what;
+      be.to_host(out.data(), out.size() * 4);
+      be.host_wrote(out.data(), out.size() * 4);  // the same values, their rounding forgotten
+      be.reset_kernel_times();
+      be.matmul(wo.w, out.data(), 1, y2.data());
+      EXPECT_EQ(rounding_launches(), ints ? 1 : 0) << what;
+      be.to_host(y.data(), y.size() * 4);
+      be.to_host(y2.data(), y2.size() * 4);
+      EXPECT_EQ(y, y2) << what;
+      std::vector<float> want(out.size());
+      cpu_.attention(q.data(), ck, 1, pos, 1, p, want.data());
+      expect_attention_near(want, out, c.head_dim, kCtx, what);
+    }
+  }
+}
+
 // Prompts on attention_tiled (16 tokens of a head a work-group, keys in chunks of 32): 8, 17 and 33
 // tokens (one part tile; a whole and a part one; two whole and one token) starting at positions 0, 5 and
 // 44, so that tiles start mid-chunk and the last keys end one short of the cache; windows of 0 and 20

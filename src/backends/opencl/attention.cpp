@@ -1,8 +1,8 @@
 // Causal attention over the device FB-KV cache (attention.cl): one work-group of 32 x split items per (token,
 // head) and chunk of its keys, up to 4 blocks of 32 keys a pass; long contexts split the keys over chunks
-// merged by attention_merge. Prompts
-// of kTiledTokens or more take attention_tiled where the head size and local memory allow it: 16 tokens of
-// a head a work-group, each K and V row read once for all of them.
+// merged by attention_merge; a one-chunk decode also rounds its output for the integer product after it (the
+// q8 slots, matmul.cpp). Prompts of kTiledTokens or more take attention_tiled where the head size and local
+// memory allow it: 16 tokens of a head a work-group, each K and V row read once for all of them.
 #include <algorithm>
 #include <array>
 
@@ -100,12 +100,14 @@ OpenclBackend::AttnLaunch OpenclBackend::attention_launch(int64_t head_dim, int6
   return {};
 }
 
-void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx,
+bool OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx,
                                       int64_t kv_dim, int64_t n_tok, const AttnParams& p,
                                       const opencl::Buffer& q, const int32_t* host_pos,
-                                      const opencl::Buffer& pos, const opencl::Buffer& out) {
-  if (attention_tiled(n_tok, p))
-    return enqueue_attention_tiled(cache, layer_off, n_ctx, kv_dim, n_tok, p, q, pos, out);
+                                      const opencl::Buffer& pos, const opencl::Buffer& out, int y_slot) {
+  if (attention_tiled(n_tok, p)) {
+    enqueue_attention_tiled(cache, layer_off, n_ctx, kv_dim, n_tok, p, q, pos, out);
+    return false;
+  }
   const opencl::Kernel& k = k_attention_;
   int64_t chunk_blocks = 0;
   const int64_t n_chunks = attention_chunks(n_tok, p, host_pos, chunk_blocks);
@@ -141,10 +143,16 @@ void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t laye
   opencl::set_local_arg(k, 17, size_t(a.pass_blocks) * kAttnBlock * f);
   opencl::set_local_arg(k, 18, size_t(a.pass_blocks) * wg * f);
   opencl::set_local_arg(k, 19, wg * f);
+  // The output's rounding (attention.cl yq): only a one-chunk launch writes the output itself.
+  const bool round = y_slot >= 0 && n_chunks == 1 && q8_dot_ >= 0 && p.head_dim % 32 == 0;
+  if (round)
+    opencl::set_arg(k, 20, q8_slot(y_slot));
+  else
+    opencl::set_null_arg(k, 20);
   const size_t rows = size_t(n_tok * p.n_head);
   const size_t global[2] = {rows * wg, size_t(n_chunks)}, local[2] = {wg, 1};
   rt_.launch(k, 2, global, local);
-  if (n_chunks == 1) return;
+  if (n_chunks == 1) return round;
   const opencl::Kernel& km = k_attention_merge_;
   const cl_int nc = cl_int(n_chunks), nr = cl_int(rows);
   opencl::set_arg(km, 0, attn_part_);
@@ -154,6 +162,7 @@ void OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t laye
   opencl::set_arg(km, 4, out);
   const size_t mglobal[2] = {size_t(p.head_dim), rows};
   rt_.launch(km, 2, mglobal, nullptr);
+  return false;
 }
 
 void OpenclBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,
@@ -175,8 +184,11 @@ void OpenclBackend::attention(const float* q, const KvCache& kv, int64_t layer, 
   const opencl::Buffer& ob = dev_out(out, elems, out_, "attention");
   uint64_t off = 0;
   const opencl::Buffer& buf = kv_buffer(kv, layer, off);
-  enqueue_attention(buf, off, kv.n_ctx(), kv.kv_dim(), n_tok, p, qb, pos, pb, ob);
+  // Decode's output rounded for the integer product after it (its slot the one rounded_ does not hold).
+  const int slot = n_tok == 1 && rounds_output(out, elems) ? (rounded_.slot == 0 ? 1 : 0) : -1;
+  const bool rounded = enqueue_attention(buf, off, kv.n_ctx(), kv.kv_dim(), n_tok, p, qb, pos, pb, ob, slot);
   dev_done(out, elems, ob);
+  if (rounded) rounded_ = {reinterpret_cast<const uint8_t*>(out), elems, slot};
 }
 
 }  // namespace tilellm

@@ -74,8 +74,9 @@ size_t floats(int64_t n) {
 // Bumped whenever something outside the program texts changes what a cached entry means: the self-check's
 // cases or tolerance (its verdict is cached), or how binaries are made or used.
 constexpr const char* kCacheKeyVersion =
-    "tilellm-opencl-programs 5";  // 2: fused, KQ8 and split-attention checks; 3: KQ4 and Q5_K checks;
-                                  // 4: split-K checks; 5: the integer decode products' checks
+    "tilellm-opencl-programs 6";  // 2: fused, KQ8 and split-attention checks; 3: KQ4 and Q5_K checks;
+                                  // 4: split-K checks; 5: the integer decode products' checks;
+                                  // 6: attention's output rounding in the producers' check
 
 // The program cache's key (program_cache.h): every input of the binaries and of the self-check's verdict, as
 // length-prefixed fields so that no two different inputs make the same text.

@@ -548,9 +548,9 @@ void OpenclBackend::run_self_check() {
 
 void OpenclBackend::check_producer_rounding(std::mt19937& rng) {
   // Decode's producers rounding their own output (kernels/gemm_q8.cl tl_q8_hand_in): a Q4_0 residual
-  // product of 256 rows and the gate/up kernel of 64 rows over its output, each output's rounding read back
-  // from its slot against the host's rounding (q8_round.h) of the output read back. A wrong one leaves
-  // every integer product rounding its input in a launch of its own.
+  // product of 256 rows, the gate/up kernel of 64 rows over its output and attention (below), each output's
+  // rounding read back from its slot against the host's rounding (q8_round.h) of the output read back. A
+  // wrong one leaves every integer product rounding its input in a launch of its own.
   if (q8_dot_ < 0 || k_quantize_q8_.on_cpu) return;
   const int64_t n = 256, ff = 64;
   const DevFormat f = DevFormat::Q4_0;
@@ -599,6 +599,30 @@ void OpenclBackend::check_producer_rounding(std::mt19937& rng) {
   const PendingNorm pn{nullptr, n};
   err = std::max(
       err, error_of(enqueue_matvec_glu(dg, du, FfnAct::SiLU, z_b, glu_b, &pn, nullptr, true), glu_b, ff));
+  // Decode's attention rounding its output (attention.cl yq): one token at position 38 of a cache of 40,
+  // 2 heads of 64 over 1 KV head, in the session's cache type, each key pass and the softmax as decode runs.
+  if (!k_attention_.on_cpu) {
+    const int64_t n_ctx = 40, hd = 64;
+    KvCache kv(1, n_ctx, 1, hd, opts_.kv_type);
+    for (int32_t p0 = 0; p0 < n_ctx; ++p0) {
+      const std::vector<float> k = random_floats(size_t(hd), rng), v = random_floats(size_t(hd), rng);
+      cpu_->kv_store(kv, 0, k.data(), v.data(), &p0, 1);
+    }
+    const size_t plane = size_t(kv.n_ctx() * kv.kv_dim()) * (opts_.kv_type == GgmlType::F16 ? 2 : 4);
+    const opencl::Buffer cache = rt_.alloc(2 * plane);
+    for (int kind = 0; kind < 2; ++kind) rt_.write_now(cache, size_t(kind) * plane, kv.plane(0, kind), plane);
+    AttnParams p;
+    p.n_head = 2;
+    p.n_head_kv = 1;
+    p.head_dim = hd;
+    p.scale = 0.125f;
+    const int32_t pos = 38;
+    const std::vector<float> q = random_floats(size_t(p.n_head * hd), rng);
+    rt_.write_now(in_a_, 0, q.data(), q.size() * sizeof(float));
+    const bool rounded =
+        enqueue_attention(cache, 0, n_ctx, hd, 1, p, in_a_, &pos, dev_positions(&pos, 1), out_, 1);
+    err = std::max(err, error_of(rounded ? 1 : -1, out_, p.n_head * hd));
+  }
   ++epoch_;
   if (err <= kTolerance) return;
   round_in_producers_ = false;

@@ -25,6 +25,10 @@
 // without the split a long context runs as a serial walk in a few work-groups.
 // Local memory (floats): lacc [head_dim]; lw [pass_blocks * 32]; scratch [pass_blocks * L]; vpart [L].
 // pass_blocks <= TL_ATTN_PASS (the host's choice, from the local memory).
+// yq: null, or (one chunk, head_dim % 32 == 0, integer products built) the output also rounded as
+// quantize_q8 rounds it, into yq's rows ([n_tok][TL_Q8_ROW(n_head * head_dim / 32)] words, gemm_q8.cl): a
+// head's output is whole blocks of 32, so its group rounds them from the values it writes and decode's
+// attention output product needs no rounding launch of its own.
 #define TL_ATTN_BLOCK 32
 #define TL_ATTN_PASS 4
 #if TL_KV_F16
@@ -41,7 +45,7 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
                         int kv_dim, __global const int* pos, int n_head, int group, int head_dim, float scale,
                         int window, int split, int chunk_blocks, int pass_blocks, __global float* out,
                         __global float* chunks, __local float* lacc, __local float* lw, __local float* scratch,
-                        __local float* vpart) {
+                        __local float* vpart, __global uint* yq) {
   const int r = get_group_id(0);  // t * n_head + h
   const int c = get_group_id(1), n_chunks = get_num_groups(1);
   const int t = r / n_head, h = r % n_head, kvh = h / group;
@@ -146,6 +150,16 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
     const float inv = 1.0f / l;
     __global float* o = out + (ulong)r * head_dim;
     for (int i = lid; i < head_dim; i += ls) o[i] = lacc[i] * inv;
+#if TL_GEMM && TL_Q8_GEMM
+    if (yq) {
+      const int hb = head_dim / 32, nb = n_head * hb;
+      for (int b = lid; b < hb; b += ls) {
+        float f[32];
+        for (int k = 0; k < 32; ++k) f[k] = lacc[32 * b + k] * inv;  // the values o holds
+        tl_q8_round_block(f, yq + (ulong)t * TL_Q8_ROW(nb), h * hb + b, nb);
+      }
+    }
+#endif
     return;
   }
   // Split keys: the chunk's unnormalized sums and its (m, l) for attention_merge.
