@@ -1507,19 +1507,20 @@ TEST_P(OpenclOps, attention_matches_cpu) {
 }
 
 TEST_P(OpenclOps, decode_attention_rounds_its_output_for_the_integer_product_after_it) {
-  // Under the integer decode products (plain integer multiply-adds here), one token's attention whose keys
-  // fit one chunk rounds its output in its own launch (attention.cl yq) for the attention output product
-  // after it: that product then runs with no quantize_q8 launch, and equals bit for bit the same product
-  // over quantize_q8's rounding of the same output (the host rewrites the output, so the backend rounds it
-  // again in a launch of its own). Where the kernel cannot round (the keys split over 2 chunks, merged by
-  // attention_merge; a head size of 40, not whole blocks of 32) the product rounds its input first. Both
-  // cache types; heads of 40, 64 and 128; position 40 (2 key blocks).
+  // Under the integer decode products (plain integer multiply-adds here), one token's attention rounds its
+  // output in the launch that writes it (attention.cl yq: attention itself when the keys fit one chunk,
+  // attention_merge when they are split over 2) for the attention output product after it: that product
+  // then runs with no quantize_q8 launch, and equals bit for bit the same product over quantize_q8's
+  // rounding of the same output (the host rewrites the output, so the backend rounds it again in a launch
+  // of its own). Where the kernels cannot round (a head size of 40, not whole blocks of 32) the product
+  // rounds its input first. Both cache types; heads of 40, 64 and 128; position 40 (2 key blocks).
   const int32_t pos[1] = {40};
   struct Case {
     int64_t head_dim, chunk_blocks;
     bool kernel_rounds;
   };
-  for (const Case c : {Case{64, 4, true}, Case{128, 4, true}, Case{64, 1, false}, Case{40, 4, false}}) {
+  for (const Case c :
+       {Case{64, 4, true}, Case{128, 4, true}, Case{64, 1, true}, Case{128, 1, true}, Case{40, 4, false}}) {
     const int64_t n_head_kv = 2, n_head = 4, kv_dim = n_head_kv * c.head_dim, n = n_head * c.head_dim;
     OwnedWeight& wo = keep(make_weight(GgmlType::Q4_0, n, 96, 81));
     for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {

@@ -1,8 +1,9 @@
 // Causal attention over the device FB-KV cache (attention.cl): one work-group of 32 x split items per (token,
 // head) and chunk of its keys, up to 4 blocks of 32 keys a pass; long contexts split the keys over chunks
-// merged by attention_merge; a one-chunk decode also rounds its output for the integer product after it (the
-// q8 slots, matmul.cpp). Prompts of kTiledTokens or more take attention_tiled where the head size and local
-// memory allow it: 16 tokens of a head a work-group, each K and V row read once for all of them.
+// merged by attention_merge; in decode whichever writes the output also rounds it for the integer product
+// after it (the q8 slots, matmul.cpp). Prompts of kTiledTokens or more take attention_tiled where the head
+// size and local memory allow it: 16 tokens of a head a work-group, each K and V row read once for all of
+// them.
 #include <algorithm>
 #include <array>
 
@@ -143,9 +144,12 @@ bool OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t laye
   opencl::set_local_arg(k, 17, size_t(a.pass_blocks) * kAttnBlock * f);
   opencl::set_local_arg(k, 18, size_t(a.pass_blocks) * wg * f);
   opencl::set_local_arg(k, 19, wg * f);
-  // The output's rounding (attention.cl yq): only a one-chunk launch writes the output itself.
-  const bool round = y_slot >= 0 && n_chunks == 1 && q8_dot_ >= 0 && p.head_dim % 32 == 0;
-  if (round)
+  // The output's rounding (attention.cl yq), by whichever kernel writes the output: attention with one
+  // chunk, else attention_merge in groups of one row.
+  const opencl::Kernel& km = k_attention_merge_;
+  const bool round = y_slot >= 0 && q8_dot_ >= 0 && p.head_dim % 32 == 0 &&
+                     (n_chunks == 1 || size_t(p.head_dim) <= km.max_wg);
+  if (round && n_chunks == 1)
     opencl::set_arg(k, 20, q8_slot(y_slot));
   else
     opencl::set_null_arg(k, 20);
@@ -153,16 +157,21 @@ bool OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t laye
   const size_t global[2] = {rows * wg, size_t(n_chunks)}, local[2] = {wg, 1};
   rt_.launch(k, 2, global, local);
   if (n_chunks == 1) return round;
-  const opencl::Kernel& km = k_attention_merge_;
   const cl_int nc = cl_int(n_chunks), nr = cl_int(rows);
   opencl::set_arg(km, 0, attn_part_);
   opencl::set_arg(km, 1, nc);
   opencl::set_arg(km, 2, hd);
   opencl::set_arg(km, 3, nr);
   opencl::set_arg(km, 4, out);
-  const size_t mglobal[2] = {size_t(p.head_dim), rows};
-  rt_.launch(km, 2, mglobal, nullptr);
-  return false;
+  opencl::set_arg(km, 5, n_head);
+  if (round)
+    opencl::set_arg(km, 6, q8_slot(y_slot));
+  else
+    opencl::set_null_arg(km, 6);
+  opencl::set_local_arg(km, 7, size_t(p.head_dim) * f);
+  const size_t mglobal[2] = {size_t(p.head_dim), rows}, mlocal[2] = {size_t(p.head_dim), 1};
+  rt_.launch(km, 2, mglobal, round ? mlocal : nullptr);
+  return round;
 }
 
 void OpenclBackend::attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos,

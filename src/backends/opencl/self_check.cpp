@@ -600,7 +600,8 @@ void OpenclBackend::check_producer_rounding(std::mt19937& rng) {
   err = std::max(
       err, error_of(enqueue_matvec_glu(dg, du, FfnAct::SiLU, z_b, glu_b, &pn, nullptr, true), glu_b, ff));
   // Decode's attention rounding its output (attention.cl yq): one token at position 38 of a cache of 40,
-  // 2 heads of 64 over 1 KV head, in the session's cache type, each key pass and the softmax as decode runs.
+  // 2 heads of 64 over 1 KV head, in the session's cache type, its keys in one chunk (attention rounds)
+  // and in two (attention_merge rounds).
   if (!k_attention_.on_cpu) {
     const int64_t n_ctx = 40, hd = 64;
     KvCache kv(1, n_ctx, 1, hd, opts_.kv_type);
@@ -619,9 +620,15 @@ void OpenclBackend::check_producer_rounding(std::mt19937& rng) {
     const int32_t pos = 38;
     const std::vector<float> q = random_floats(size_t(p.n_head * hd), rng);
     rt_.write_now(in_a_, 0, q.data(), q.size() * sizeof(float));
-    const bool rounded =
-        enqueue_attention(cache, 0, n_ctx, hd, 1, p, in_a_, &pos, dev_positions(&pos, 1), out_, 1);
-    err = std::max(err, error_of(rounded ? 1 : -1, out_, p.n_head * hd));
+    const int64_t kept = opts_.attention_chunk_blocks;
+    for (int64_t chunk_blocks : {int64_t(2), int64_t(1)}) {
+      opts_.attention_chunk_blocks = chunk_blocks;
+      const bool rounded =
+          enqueue_attention(cache, 0, n_ctx, hd, 1, p, in_a_, &pos, dev_positions(&pos, 1), out_, 1);
+      // (A merge whose groups cannot hold a row leaves the rounding to quantize_q8: nothing to check.)
+      if (rounded || chunk_blocks == 2) err = std::max(err, error_of(rounded ? 1 : -1, out_, p.n_head * hd));
+    }
+    opts_.attention_chunk_blocks = kept;
   }
   ++epoch_;
   if (err <= kTolerance) return;

@@ -25,8 +25,8 @@
 // without the split a long context runs as a serial walk in a few work-groups.
 // Local memory (floats): lacc [head_dim]; lw [pass_blocks * 32]; scratch [pass_blocks * L]; vpart [L].
 // pass_blocks <= TL_ATTN_PASS (the host's choice, from the local memory).
-// yq: null, or (one chunk, head_dim % 32 == 0, integer products built) the output also rounded as
-// quantize_q8 rounds it, into yq's rows ([n_tok][TL_Q8_ROW(n_head * head_dim / 32)] words, gemm_q8.cl): a
+// yq: null, or (head_dim % 32 == 0, integer products built) the output also rounded as quantize_q8 rounds
+// it (with one chunk here, else by attention_merge), into yq's rows ([n_tok][TL_Q8_ROW(n_head * head_dim / 32)] words, gemm_q8.cl): a
 // head's output is whole blocks of 32, so its group rounds them from the values it writes and decode's
 // attention output product needs no rounding launch of its own.
 #define TL_ATTN_BLOCK 32
@@ -175,9 +175,11 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
 // The chunks of a split attention into the output: with M the largest chunk maximum,
 // out = sum_c acc_c e^(m_c - M) / sum_c l_c e^(m_c - M) (an empty chunk has m = -inf, weight 0; chunk 0 is
 // never empty). chunks: [n_rows][n_chunks][head_dim + 2] (acc, then m, l); out: [n_rows][head_dim].
-// Global (head_dim rounded up, n_rows); tail items return.
+// Global (head_dim rounded up, n_rows); tail items return. yq: null, or (head_dim % 32 == 0, work-groups of
+// exactly (head_dim, 1) items, integer products built) the output also rounded as attention's own yq: each
+// group's row through lo [head_dim] floats.
 __kernel void attention_merge(__global const float* chunks, int n_chunks, int head_dim, int n_rows,
-                              __global float* out) {
+                              __global float* out, int n_head, __global uint* yq, __local float* lo) {
   const int i = get_global_id(0), r = get_global_id(1);
   if (i >= head_dim || r >= n_rows) return;
   __global const float* p = chunks + (ulong)r * n_chunks * (head_dim + 2);
@@ -190,7 +192,20 @@ __kernel void attention_merge(__global const float* chunks, int n_chunks, int he
     acc += pc[i] * w;
     l += pc[head_dim + 1] * w;
   }
-  out[(ulong)r * head_dim + i] = acc / l;
+  const float v = acc / l;
+  out[(ulong)r * head_dim + i] = v;
+#if TL_GEMM && TL_Q8_GEMM
+  if (yq) {
+    lo[i] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int hb = head_dim / 32, nb = n_head * hb;
+    if (i < hb) {
+      float f[32];
+      for (int k = 0; k < 32; ++k) f[k] = lo[32 * i + k];
+      tl_q8_round_block(f, yq + (ulong)(r / n_head) * TL_Q8_ROW(nb), (r % n_head) * hb + i, nb);
+    }
+  }
+#endif
 }
 
 // ---- prompts: attention_tiled, TL_ATTN_TQ consecutive tokens of one head a work-group of TL_ATTN_WG items,
