@@ -612,11 +612,7 @@ void OpenclBackend::check_producer_rounding(std::mt19937& rng) {
     const size_t plane = size_t(kv.n_ctx() * kv.kv_dim()) * (opts_.kv_type == GgmlType::F16 ? 2 : 4);
     const opencl::Buffer cache = rt_.alloc(2 * plane);
     for (int kind = 0; kind < 2; ++kind) rt_.write_now(cache, size_t(kind) * plane, kv.plane(0, kind), plane);
-    AttnParams p;
-    p.n_head = 2;
-    p.n_head_kv = 1;
-    p.head_dim = hd;
-    p.scale = 0.125f;
+    const AttnParams p{.n_head = 2, .n_head_kv = 1, .head_dim = hd, .scale = 0.125f};
     const int32_t pos = 38;
     const std::vector<float> q = random_floats(size_t(p.n_head * hd), rng);
     rt_.write_now(in_a_, 0, q.data(), q.size() * sizeof(float));
