@@ -341,8 +341,9 @@ class OpenclBackend final : public Backend {
                              const RopeShape& r, const opencl::Buffer& q, const opencl::Buffer& k,
                              const opencl::Buffer& v, const opencl::Buffer& rows, const opencl::Buffer& pos);
   // host_pos: pos's values on the host (the chunk grid of a split attention is sized from them).
-  // y_slot >= 0: the kernel also rounds out into that q8 slot where it can (one chunk, not tiled, whole
-  // blocks a head, integer products built); returns whether it did.
+  // y_slot >= 0: the kernel that writes out also rounds it into that q8 slot where it can (not tiled, whole
+  // blocks a head, integer products built; with split keys, a merge group that holds a head's row);
+  // returns whether it did.
   bool enqueue_attention(const opencl::Buffer& cache, uint64_t layer_off, int64_t n_ctx, int64_t kv_dim,
                          int64_t n_tok, const AttnParams& p, const opencl::Buffer& q, const int32_t* host_pos,
                          const opencl::Buffer& pos, const opencl::Buffer& out, int y_slot = -1);

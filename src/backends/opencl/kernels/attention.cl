@@ -26,9 +26,9 @@
 // Local memory (floats): lacc [head_dim]; lw [pass_blocks * 32]; scratch [pass_blocks * L]; vpart [L].
 // pass_blocks <= TL_ATTN_PASS (the host's choice, from the local memory).
 // yq: null, or (head_dim % 32 == 0, integer products built) the output also rounded as quantize_q8 rounds
-// it (with one chunk here, else by attention_merge), into yq's rows ([n_tok][TL_Q8_ROW(n_head * head_dim / 32)] words, gemm_q8.cl): a
-// head's output is whole blocks of 32, so its group rounds them from the values it writes and decode's
-// attention output product needs no rounding launch of its own.
+// it (with one chunk here, else by attention_merge) into yq's rows, [n_tok][TL_Q8_ROW(n_head * head_dim /
+// 32)] words (gemm_q8.cl): a head's output is whole blocks of 32, so its group rounds them from the values
+// it writes and decode's attention output product needs no rounding launch of its own.
 #define TL_ATTN_BLOCK 32
 #define TL_ATTN_PASS 4
 #if TL_KV_F16
