@@ -1547,6 +1547,10 @@ TEST_P(OpenclOps, decode_attention_rounds_its_output_for_the_integer_product_aft
       be.matmul(wo.w, out.data(), 1, y.data());
       const bool ints = be.gemm_tiles().on();  // the integer kernels are built with the GEMM tile
       EXPECT_EQ(rounding_launches(), ints && !c.kernel_rounds ? 1 : 0) << what;
+      const std::vector<KernelTime> t = be.kernel_times();
+      const bool merged =
+          std::any_of(t.begin(), t.end(), [](const KernelTime& e) { return e.name == "attention_merge"; });
+      EXPECT_EQ(merged, c.chunk_blocks == 1) << what;  // the case names which kernel wrote the output
       be.to_host(out.data(), out.size() * 4);
       be.host_wrote(out.data(), out.size() * 4);  // the same values, their rounding forgotten
       be.reset_kernel_times();

@@ -6,9 +6,9 @@
 // kMatmulTile tokens). Under --activations q8 on a device with an integer dot product, the block formats'
 // prompt products take the integer GEMM instead (kernels/gemm_q8.cl: uses_q8), over the input rounded to int8
 // once for all the weights that share it (quantize_q8), and decode's products the integer matvecs
-// (uses_q8_matvec), whose input the residual products and the gate/up kernel before them round in their own
-// launch (rounded_: two slots). matmul_shared places the shared input on the device
-// once for all its weights.
+// (uses_q8_matvec), whose input the kernel before them (a residual product, the gate/up kernel, attention)
+// rounds in its own launch (rounded_: two slots). matmul_shared places the shared input on the device once
+// for all its weights.
 //
 // The norm left to the readers (matmul_add_rmsnorm, decode): the output and down products end their block
 // with the residual add and the next block's RMSNorm. Here the product itself adds its rows into the

@@ -520,7 +520,8 @@ class OpenclBackend final : public Backend {
   opencl::Buffer q8x_;
   // Decode's rounded inputs in two slots, q8x_ (slot 0, the prompts' too) and q8y_ (slot 1, one token), so
   // that a launch can read one while it writes the other: the residual products and the gate/up kernel
-  // round their output in their own launch (kernels/gemm_q8.cl tl_q8_hand_in; q8_xch_: [max_in_elems]
+  // round their output in their own launch, as attention does (attention.cl yq; the products through
+  // kernels/gemm_q8.cl tl_q8_hand_in; q8_xch_: [max_in_elems]
   // exchange slots, TL_NORM_EMPTY between launches; q8_count_: [max_in_elems / 32] counts, 0 between
   // launches). rounded_: which slot holds the rounding of which array (a mirror's start, n floats; a pending
   // norm's output rounded before its scale), until that array is written or its norm settled
