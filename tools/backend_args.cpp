@@ -34,9 +34,10 @@ void add_backend_args(CLI::App* app, BackendArgs& a) {
                   "llama.cpp's -ngl: any N > 0 runs the whole model on the first available GPU backend "
                   "(this engine offloads every layer or none), 0 on the CPU; --backend overrides it")
       ->check(CLI::Range(0, 1 << 20));
-  app->add_option("--device", a.device, "device index of the backend (see `tilellm devices`)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  app->add_option("--device", a.device,
+                  "device index of the backend (see `tilellm devices`); default: its first device that is "
+                  "not emulated on the CPU, else 0")
+      ->check(CLI::NonNegativeNumber);
   // The profile names are checked by the backend that applies them, so a build without that backend still
   // parses the option and reports why it cannot use it.
   app->add_option("--device-profile", a.device_profile,
@@ -90,8 +91,19 @@ std::shared_ptr<BackendOptions> backend_options_from(const BackendEntry& chosen,
 
 namespace {
 
+// A device backend's devices as queried, or empty for the host backend, an unavailable one, or one whose
+// devices cannot be listed (the session that follows names the cause).
+std::vector<DeviceInfo> listed_devices(const BackendEntry& e) {
+  if (e.host || !e.devices || (e.unavailable && !e.unavailable().empty())) return {};
+  try {
+    return e.devices("none");
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 // -ngl N without --backend: the first available GPU backend (in the order cuda, vulkan, opencl, then any
-// other) whose device 0 is a GPU (not the API emulated on the CPU), or the CPU with a note saying why.
+// other) with a device that is a GPU (not the API emulated on the CPU), or the CPU with a note saying why.
 std::string backend_for_ngl(int n) {
   if (n == 0) return "cpu";
   std::vector<const BackendEntry*> gpus;
@@ -108,8 +120,9 @@ std::string backend_for_ngl(int n) {
       const std::vector<DeviceInfo> devs = e->devices("none");
       if (devs.empty())
         u = "no device";
-      else if (devs[0].emulated)
-        u = fmt::format("device 0 ({}) runs on the CPU", devs[0].name);
+      else if (devs[size_t(default_device(devs))].emulated)
+        u = devs.size() == 1 ? fmt::format("device 0 ({}) runs on the CPU", devs[0].name)
+                             : fmt::format("its {} devices run on the CPU", devs.size());
     }
     if (u.empty()) {
       std::fprintf(stderr,
@@ -135,7 +148,7 @@ const std::string& chosen_backend(const BackendArgs& a) {
 
 void apply_backend_args(const BackendArgs& a, SessionOptions& o) {
   o.backend = chosen_backend(a);
-  o.device = a.device;
+  o.device = chosen_device(a);
   o.device_profile = a.device_profile;
   o.prefill = a.prefill == "cpu"    ? PrefillMode::Cpu
               : a.prefill == "auto" ? PrefillMode::Auto
@@ -151,7 +164,7 @@ std::string backend_label(const BackendArgs& a) {
   const std::string& name = chosen_backend(a);
   const BackendEntry* e = find_backend(name);
   if (e && e->host) return name;
-  std::string s = name + ":" + std::to_string(a.device);
+  std::string s = name + ":" + std::to_string(chosen_device(a));
   if (a.device_profile != "none") s += ":" + a.device_profile;
   s += a.gpu_memory == "image" ? "+image" : "+buffer";  // the weights' memory mode
   if (a.kv_memory == "image") s += "+kv-image";
@@ -159,11 +172,27 @@ std::string backend_label(const BackendArgs& a) {
   return s;
 }
 
+int chosen_device(const BackendArgs& a) {
+  if (a.device >= 0) return a.device;
+  if (a.default_device < 0) {
+    const BackendEntry* e = find_backend(chosen_backend(a));
+    const std::vector<DeviceInfo> devs = e ? listed_devices(*e) : std::vector<DeviceInfo>();
+    a.default_device = default_device(devs);
+    if (a.default_device > 0)
+      std::fprintf(
+          stderr,
+          "%s device %d (%s): its first device that is not emulated on the CPU (--device N picks another)\n",
+          e->name.c_str(), a.default_device, devs[size_t(a.default_device)].name.c_str());
+  }
+  return a.default_device;
+}
+
 std::string device_name(const BackendArgs& a) {
   const BackendEntry* e = find_backend(chosen_backend(a));
   if (!e || e->host || !e->devices || (e->unavailable && !e->unavailable().empty())) return {};
   const std::vector<DeviceInfo> devs = e->devices(a.device_profile);
-  return a.device >= 0 && size_t(a.device) < devs.size() ? devs[size_t(a.device)].name : std::string();
+  const int d = chosen_device(a);
+  return size_t(d) < devs.size() ? devs[size_t(d)].name : std::string();
 }
 
 int64_t default_prompt_batch(const std::string& backend) {

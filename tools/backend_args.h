@@ -15,7 +15,7 @@ namespace tilellm::cli {
 
 struct BackendArgs {
   std::string backend = "cpu";
-  int device = 0;
+  int device = -1;  // --device; -1: not given (the backend's default_device, chosen_device below)
   std::string device_profile = "none";
   std::string prefill = "gpu";  // device backends: where prompt batches run (session.h, PrefillMode)
   std::string gpu_memory;       // GPU backends: buffer|image (backends/modes.h); empty: not given (buffer)
@@ -24,6 +24,7 @@ struct BackendArgs {
   bool backend_given = false;                // --backend was on the command line
   int n_gpu_layers = -1;                     // llama.cpp's -ngl; -1: not given
   mutable std::string ngl_backend;           // what -ngl chose (resolved, and said, once)
+  mutable int default_device = -1;           // the device taken without --device (resolved once)
 };
 
 void add_backend_args(CLI::App* app, BackendArgs& a);
@@ -40,6 +41,9 @@ void apply_backend_args(const BackendArgs& a, SessionOptions& o);
 // "cpu", or "<backend>:<device>" with ":<profile>" when one is set and "+<memory>" for a GPU backend: the
 // bench row's backend field.
 std::string backend_label(const BackendArgs& a);
+// The device the session runs on: --device, or when it is not given the chosen backend's first device that
+// is not emulated on the CPU (registry.h default_device; said on stderr when that is not device 0).
+int chosen_device(const BackendArgs& a);
 // The chosen device's name as `tilellm devices` lists it (under the profile), or "" for the host backend
 // or a device the backend does not list.
 std::string device_name(const BackendArgs& a);

@@ -48,7 +48,7 @@ struct GemmSpeedArgs {
   int third = -1;  // threads (CPU) or GPU-mode bitmask; -1: not given
   std::string backend, precision, gpu_memory, tuning, format = "text", plot, isa;
   int threads = -1;                     // --threads; -1: not given
-  int device = 0;                       // device index of the backend
+  int device = -1;                      // device index of the backend; -1: its default_device
   std::string device_profile = "none";  // GPU backends: device profile
   std::vector<std::string> shapes;
   std::vector<int> ms;
@@ -240,9 +240,10 @@ void gemm_speed(const GemmSpeedArgs& a) {
   std::fputs(test_banner(*modes).c_str(), prog);
   std::fputs(backend_config_lines(mnn, precision, third).c_str(), prog);
   const std::vector<DeviceInfo> devs = entry.devices(host ? std::string("none") : a.device_profile);
-  if (a.device < 0 || size_t(a.device) >= devs.size())
-    fail("{} device {} does not exist ({} found; see `tilellm devices`)", entry.name, a.device, devs.size());
-  const DeviceInfo& dev = devs[size_t(a.device)];
+  const int device = a.device >= 0 ? a.device : default_device(devs);
+  if (size_t(device) >= devs.size())
+    fail("{} device {} does not exist ({} found; see `tilellm devices`)", entry.name, device, devs.size());
+  const DeviceInfo& dev = devs[size_t(device)];
   int ncpu = 0;
   const std::string cpus = bench::cpu_set(&ncpu);
   std::string arith;
@@ -266,7 +267,7 @@ void gemm_speed(const GemmSpeedArgs& a) {
         prog,
         "# device %d: %s | backend: %s | %s | precision: %d (%s) | %s | memory: %s | tuning: %s (not used: "
         "work-group sizes come from the device's capabilities) | commit: %s | warmup %d, runs %d\n",
-        a.device, dev.name.c_str(), entry.name.c_str(), dev.summary.c_str(), precision,
+        device, dev.name.c_str(), entry.name.c_str(), dev.summary.c_str(), precision,
         precision_name(precision), arith.c_str(), image_asked ? "IMAGE" : "BUFFER", tuning_name(g.tuning),
         commit.c_str(), a.warmup, a.runs);
     // The backend's own flags given (a GEMM tile, a split), so that the lines say what ran.
@@ -310,7 +311,7 @@ void gemm_speed(const GemmSpeedArgs& a) {
       if (run_ms.empty()) continue;
       const int maxM = *std::max_element(run_ms.begin(), run_ms.end());
       BackendParams p = mode_params(mode, host, precision, a.activations == "q8");
-      p.device = a.device;
+      p.device = device;
       p.device_profile = host ? "none" : a.device_profile;
       p.pool = &pool;
       p.options = options.get();
@@ -374,7 +375,7 @@ void gemm_speed(const GemmSpeedArgs& a) {
       }
     }
   }
-  const std::string where = entry.name + ":" + std::to_string(a.device) + " " + dev.name;
+  const std::string where = entry.name + ":" + std::to_string(device) + " " + dev.name;
   print_tables(a, rows, entry.name, dev, precision, threads, cpus, commit);
   if (!a.plot.empty()) {
     write_gemm_plot(a.plot, rows,
@@ -407,7 +408,10 @@ void register_gemm_speed(CLI::App& app) {
   sub->add_option("--threads", a->threads, "CPU threads");
   sub->add_option("--gpu-memory", a->gpu_memory, "buffer|image (GPU backends)");
   sub->add_option("--tuning", a->tuning, "none|heavy|wide|normal|fast (GPU backends)");
-  sub->add_option("--device", a->device, "device index of the backend (see `tilellm devices`)");
+  sub->add_option("--device", a->device,
+                  "device index of the backend (see `tilellm devices`); default: its first device that is "
+                  "not emulated on the CPU, else 0")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option(
       "--device-profile", a->device_profile,
       "GPU backends: clamp the device to a GPU family's limits: none, powervr-rogue, mali-valhall, "

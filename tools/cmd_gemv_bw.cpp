@@ -122,14 +122,15 @@ void gemv_bw_main(const GemvArgs& a) {
   if (threads < 1 || threads > 4096) fail("thread count {} is out of range (1 .. 4096)", threads);
   ThreadPool pool(threads);
   BackendParams base;
-  base.device = a.device;
   base.device_profile = host ? "none" : a.device_profile;
   base.pool = &pool;
   const std::shared_ptr<BackendOptions> options = cli::backend_options_from(entry, a.given);
   base.options = options.get();
   const std::vector<DeviceInfo> devs = entry.devices(base.device_profile);
-  if (a.device < 0 || size_t(a.device) >= devs.size())
-    fail("{} device {} does not exist ({} found; see `tilellm devices`)", entry.name, a.device, devs.size());
+  base.device = a.device >= 0 ? a.device : default_device(devs);
+  if (size_t(base.device) >= devs.size())
+    fail("{} device {} does not exist ({} found; see `tilellm devices`)", entry.name, base.device,
+         devs.size());
   std::unique_ptr<MemoryProbe> probe = entry.make_probe(base);
 
   // Every row is made (through the backend's load path) and checked against the double reference first.
@@ -197,11 +198,11 @@ void gemv_bw_main(const GemvArgs& a) {
     }
   }
   const double copy_gbs = bench::stats_of(copy_r).median, read_gbs = bench::stats_of(read_r).median;
-  const DeviceInfo& dev = devs[size_t(a.device)];
+  const DeviceInfo& dev = devs[size_t(base.device)];
   const std::string where =
       host ? fmt::format("cpu: {} | {} | threads: {} | cpuset: {}", dev.name, dev.summary, threads,
                          bench::cpu_set())
-           : fmt::format("{} device {}: {} | {}", entry.name, a.device, dev.name, dev.summary);
+           : fmt::format("{} device {}: {} | {}", entry.name, base.device, dev.name, dev.summary);
   std::printf("# gemv-bw | backend: %s | %s | activations: %s | commit: %s\n", entry.name.c_str(),
               where.c_str(), a.activations.c_str(), build_commit());
   std::printf(
@@ -259,7 +260,10 @@ void register_gemv_bw(CLI::App& app) {
   sub->add_option("-t,--threads", a->threads, "CPU threads")->check(CLI::Range(1, 4096));
   sub->add_option("--shape", a->shapes, "K,N (repeatable; default 14336,4096)");
   sub->add_option("--backend", a->backend, "a backend by name or MNN number (cpu or 0, opencl or 3, ...)");
-  sub->add_option("--device", a->device, "device index of the backend (see `tilellm devices`)");
+  sub->add_option("--device", a->device,
+                  "device index of the backend (see `tilellm devices`); default: its first device that is "
+                  "not emulated on the CPU, else 0")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option(
       "--device-profile", a->device_profile,
       "GPU backends: clamp the device to a GPU family's limits: none, powervr-rogue, mali-valhall, "

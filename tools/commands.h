@@ -19,7 +19,7 @@ void register_gemv_bw(CLI::App& app);
 struct GemvArgs {
   std::string backend = "cpu";  // a name or an MNN number
   int threads = 1;              // host threads
-  int device = 0;
+  int device = -1;              // -1: the backend's default_device (registry.h)
   std::string device_profile = "none";
   std::vector<std::string> shapes;  // "K,N"; empty: 14336,4096
   std::string format = "text";

@@ -180,6 +180,12 @@ std::string mnn_backend_name(int mnn_type) {
   return fmt::format("type {}", mnn_type);
 }
 
+int default_device(const std::vector<DeviceInfo>& devs) {
+  for (size_t i = 0; i < devs.size(); ++i)
+    if (!devs[i].emulated) return int(i);
+  return 0;
+}
+
 const BackendEntry& require_backend(std::string_view name) {
   if (const BackendEntry* e = find_backend(name)) {
     const std::string why = e->unavailable ? e->unavailable() : std::string();

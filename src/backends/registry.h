@@ -212,6 +212,12 @@ std::string device_backend_names();
 // The name MNN gives a backend number ("cpu", "metal", "cuda", "opencl", "vulkan"), or "type N".
 std::string mnn_backend_name(int mnn_type);
 
+// The device a command takes when none is named (--device not given): the first of `devs` that is not a GPU
+// API emulated on the host CPU, else 0. A host with PoCL's CPU device or lavapipe beside a GPU lists the
+// emulated one first on some machines (an H100 host's OpenCL device 0 is a CPU driver); llama.cpp's GPU
+// backends skip those devices too.
+int default_device(const std::vector<DeviceInfo>& devs);
+
 // require_backend(name).make(p).
 std::unique_ptr<Backend> make_backend(std::string_view name, const BackendParams& p);
 

@@ -65,6 +65,22 @@ TEST(Registry, names_it_lacks_say_why_and_what_the_build_has) {
   EXPECT_NE(error_of([&] { register_backend(again); }).find("registered twice"), std::string::npos);
 }
 
+TEST(Registry, the_default_device_is_the_first_one_not_emulated_on_the_cpu) {
+  const auto dev = [](const char* name, bool emulated) {
+    DeviceInfo d;
+    d.name = name;
+    d.emulated = emulated;
+    return d;
+  };
+  EXPECT_EQ(default_device({}), 0);
+  EXPECT_EQ(default_device({dev("pthread CPU", true)}), 0);
+  EXPECT_EQ(default_device({dev("llvmpipe", true), dev("other CPU", true)}), 0);
+  EXPECT_EQ(default_device({dev("GPU a", false), dev("GPU b", false)}), 0);
+  EXPECT_EQ(default_device({dev("pthread CPU", true), dev("GPU", false)}), 1);
+  EXPECT_EQ(default_device({dev("CPU a", true), dev("CPU b", true), dev("GPU", false), dev("CPU c", true)}),
+            2);
+}
+
 TEST(Registry, a_backends_options_are_its_own_flags) {
   const BackendEntry& rec = *find_backend("recording");
   test::recording().clear();
