@@ -273,7 +273,8 @@ typedef enum tilellm_prefill {
 
 typedef struct tilellm_session_params {
   const char* backend;     /* a backend's name (tilellm_backend_get_info); NULL or "cpu": the CPU */
-  int32_t device;          /* index into that backend's devices */
+  int32_t device;          /* index into that backend's devices; -1 (the default): its first device that is
+                              not emulated on the CPU (tilellm_device_info.emulated), else 0 */
   int32_t n_threads;       /* CPU threads; 0: the CPUs the process may use */
   int64_t n_ctx;           /* tokens the KV cache holds; 0: the model's training context, at most 4096 */
   int64_t n_batch;         /* prompt tokens per forward pass; 0: the backend's own (64 on the CPU, 512 on GPUs) */

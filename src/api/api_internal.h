@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/registry.h"
 #include "base/error.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
@@ -93,5 +94,8 @@ tilellm_status guard(const char* fn, tilellm_status general, F&& body) noexcept 
 // Copies n bytes of text and a NUL into (buf, capacity), or says how much is needed (the header's output
 // buffer convention). n_out may not be null.
 void put_text(const std::string& text, char* buf, size_t capacity, size_t* n_out);
+
+// A backend's devices as queried once for the process (api_library.cpp; none when it cannot run here).
+const std::vector<DeviceInfo>& backend_devices(const BackendEntry& e);
 
 }  // namespace tilellm::api

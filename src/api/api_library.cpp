@@ -37,6 +37,11 @@ const BackendFacts& facts(const BackendEntry& e) {
 }
 
 }  // namespace
+
+const std::vector<DeviceInfo>& backend_devices(const BackendEntry& e) {
+  return facts(e).devices;
+}
+
 }  // namespace tilellm::api
 
 using namespace tilellm;

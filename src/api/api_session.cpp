@@ -25,7 +25,9 @@ SessionOptions session_options(const tilellm_session_params& p) {
     raise(bad, "n_threads must be 0 (the CPUs the process may use) or more, got {}", p.n_threads);
   if (p.n_ctx < 0) raise(bad, "n_ctx must be 0 (the model's) or more, got {}", p.n_ctx);
   if (p.n_batch < 0) raise(bad, "n_batch must be 0 (the backend's own) or more, got {}", p.n_batch);
-  if (p.device < 0) raise(bad, "device must be 0 or more, got {}", p.device);
+  if (p.device < -1)
+    raise(bad, "device must be -1 (the backend's first device not emulated on the CPU) or 0 or more, got {}",
+          p.device);
   if (p.kv_type != TILELLM_KV_F16 && p.kv_type != TILELLM_KV_F32)
     raise(bad, "kv_type {} is not a tilellm_kv_type (TILELLM_KV_F16, TILELLM_KV_F32)", int(p.kv_type));
   if (int(p.weights) < TILELLM_WEIGHTS_NATIVE || int(p.weights) > TILELLM_WEIGHTS_F32)
@@ -62,6 +64,8 @@ SessionOptions session_options(const tilellm_session_params& p) {
       throw ApiError(known ? TILELLM_ERR_BACKEND : bad, err.what());
     }
   }
+  // As the CLI without --device (an unavailable backend lists none: the session says why it cannot run).
+  if (o.device < 0) o.device = default_device(backend_devices(*e));
   // As the CLI without -b: a GPU backend's prompt GEMM fills the device only with many tokens a pass.
   if (o.n_batch == 0) o.n_batch = e->prompt_batch;
   std::map<std::string, std::string> given;
@@ -91,7 +95,7 @@ extern "C" {
 tilellm_session_params tilellm_session_default_params(void) {
   tilellm_session_params p;
   p.backend = nullptr;
-  p.device = 0;
+  p.device = -1;
   p.n_threads = 0;
   p.n_ctx = 0;
   p.n_batch = 0;

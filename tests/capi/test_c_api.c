@@ -274,6 +274,14 @@ static void test_session_options(const tilellm_model* m) {
   p = small_params(64);
   p.device = 1;
   expect_error(tilellm_session_create(m, &p, &s), TILELLM_ERR_BACKEND, "one device", "cpu device 1");
+  p.device = -2;
+  expect_error(tilellm_session_create(m, &p, &s), TILELLM_ERR_INVALID_ARGUMENT, "device must be -1",
+               "device -2");
+  /* -1 (the default): the backend's first device not emulated on the CPU; the CPU's is its device 0. */
+  p = small_params(64);
+  check(p.device == -1, "the default device is -1 (the backend's first one not emulated on the CPU)");
+  check(tilellm_session_create(m, &p, &s) == TILELLM_OK, "a session on the default device");
+  tilellm_session_free(s);
   const char* bad_isa[] = {"isa=frobnicate"};
   p = small_params(64);
   p.backend_options = bad_isa;
