@@ -91,12 +91,12 @@ std::shared_ptr<BackendOptions> backend_options_from(const BackendEntry& chosen,
 
 namespace {
 
-// A device backend's devices as queried, or empty for the host backend, an unavailable one, or one whose
-// devices cannot be listed (the session that follows names the cause).
-std::vector<DeviceInfo> listed_devices(const BackendEntry& e) {
+// A device backend's devices (their capabilities clamped by `profile`), or empty for the host backend, an
+// unavailable one, or one whose devices cannot be listed (the session that follows names the cause).
+std::vector<DeviceInfo> listed_devices(const BackendEntry& e, const std::string& profile = "none") {
   if (e.host || !e.devices || (e.unavailable && !e.unavailable().empty())) return {};
   try {
-    return e.devices("none");
+    return e.devices(profile);
   } catch (const Error&) {
     return {};
   }
@@ -189,8 +189,8 @@ int chosen_device(const BackendArgs& a) {
 
 std::string device_name(const BackendArgs& a) {
   const BackendEntry* e = find_backend(chosen_backend(a));
-  if (!e || e->host || !e->devices || (e->unavailable && !e->unavailable().empty())) return {};
-  const std::vector<DeviceInfo> devs = e->devices(a.device_profile);
+  if (!e) return {};
+  const std::vector<DeviceInfo> devs = listed_devices(*e, a.device_profile);
   const int d = chosen_device(a);
   return size_t(d) < devs.size() ? devs[size_t(d)].name : std::string();
 }
