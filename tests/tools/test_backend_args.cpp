@@ -60,6 +60,21 @@ TEST(BackendArgs, a_device_given_is_taken_as_given) {
   EXPECT_THROW(parsed("--backend two-devices --device -1"), CLI::ValidationError);
 }
 
+// -ngl without --backend takes the first GPU backend with a device that is not emulated (cuda, vulkan,
+// opencl, then the others: two-devices, where this machine's cuda, vulkan and opencl have no such device),
+// and then that device. Before, a backend whose device 0 was emulated was passed over.
+TEST(BackendArgs, ngl_takes_a_backend_whose_gpu_is_not_its_first_device) {
+  const BackendArgs a = parsed("--n-gpu-layers 99");
+  SessionOptions o;
+  apply_backend_args(a, o);
+  for (const char* earlier : {"cuda", "vulkan", "opencl"}) {
+    if (o.backend == earlier) GTEST_SKIP() << earlier << " has a GPU here and comes first";
+  }
+  EXPECT_EQ(o.backend, "two-devices");
+  EXPECT_EQ(o.device, 1);
+  EXPECT_EQ(backend_label(a), "two-devices:1+buffer");
+}
+
 TEST(BackendArgs, the_host_backend_takes_device_zero) {
   const BackendArgs a = parsed("");
   EXPECT_EQ(chosen_device(a), 0);
