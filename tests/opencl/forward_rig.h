@@ -26,9 +26,10 @@ struct OpenclForwardRig {
 
   // Test hook as in OpenclBackendOptions: `kernel` (if not empty) is replaced by `source`. q8_plain_dot: the
   // integer prompt GEMM on any device (OpenclBackendOptions::q8_plain_dot). profiling: kernel timestamps
-  // (be->kernel_times()).
+  // (be->kernel_times()). flush_every: OpenclBackendOptions::flush_every (-1: the device's rule).
   OpenclForwardRig(const Model& m, int64_t n_ctx, int64_t n_batch, GgmlType kv_type, const char* kernel = "",
-                   const char* source = "", bool q8_plain_dot = false, bool profiling = false)
+                   const char* source = "", bool q8_plain_dot = false, bool profiling = false,
+                   int flush_every = -1)
       : model(m),
         kv(m.config().n_layer, n_ctx, m.config().n_head_kv, m.config().head_dim, kv_type),
         rope(n_ctx, m.config().rope_dim, m.config().rope_base, m.config().rope_freq_scale),
@@ -53,6 +54,7 @@ struct OpenclForwardRig {
     o.test_kernel_source = source;
     o.q8_plain_dot = q8_plain_dot;
     o.profiling = profiling;
+    o.flush_every = flush_every;
     be = std::make_unique<OpenclBackend>(o);
     be->upload_model(m.weights().weight_set());
   }

@@ -150,6 +150,35 @@ TEST(OpenclModel, a_decode_step_runs_one_norm_kernel_and_no_add) {
   EXPECT_EQ(calls("rms_scale"), 0) << seen;
 }
 
+// --cl-flush submits the queue every N launches: the same kernels in the same order, so the same logits,
+// and one flush per N launches (none when off).
+TEST(OpenclModel, flushing_every_few_launches_keeps_the_logits) {
+  if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  const std::string path = test::model_path(test::kSmolLM2);
+  ASSERT_MODEL(path);
+  auto model = Model::load(path);
+  const int64_t V = model->config().n_vocab;
+  test::OpenclForwardRig off(*model, 32, 8, GgmlType::F16, "", "", false, false, 0);
+  test::OpenclForwardRig every3(*model, 32, 8, GgmlType::F16, "", "", false, false, 3);
+  const std::array<int32_t, 5> prompt = {504, 2365, 6354, 16438, 27003};
+  off.run(prompt.data(), int64_t(prompt.size()), 0);
+  every3.run(prompt.data(), int64_t(prompt.size()), 0);
+  EXPECT_EQ(off.logits, every3.logits);
+  int64_t n_past = int64_t(prompt.size());
+  for (int step = 0; step < 2; ++step) {
+    const int32_t t = argmax(off.logits.data(), V);
+    const uint64_t l0 = every3.be->runtime().launches(), f0 = every3.be->runtime().flushes();
+    off.run(&t, 1, n_past);
+    every3.run(&t, 1, n_past++);
+    EXPECT_EQ(off.logits, every3.logits) << "step " << step;
+    const uint64_t launches = every3.be->runtime().launches() - l0;
+    EXPECT_GT(launches, 30u);
+    EXPECT_NEAR(double(every3.be->runtime().flushes() - f0), double(launches) / 3.0, 1.0) << "step " << step;
+  }
+  EXPECT_GT(off.be->runtime().launches(), 60u);
+  EXPECT_EQ(off.be->runtime().flushes(), 0u);
+}
+
 TEST(OpenclModel, auto_prefill_measures_once_and_keeps_the_device_logits) {
   if (opencl::list_devices().empty()) GTEST_SKIP() << "no OpenCL device";
   test::expect_auto_prefill_measures_once("opencl", test::opencl_test_device(),

@@ -880,7 +880,8 @@ __kernel void matvec_q4_0(__global const uchar* w0, __global const uchar* w1, __
     std::vector<const char*> bad;
     const char* takes;
   } refusals[] = {{"--cl-matvec-unroll", {"0", "9", "two", ""}, "auto or a number from 1 to 8"},
-                  {"--cl-matvec-items", {"8", "48", "512", "many"}, "auto or a power of two from 16 to 256"}};
+                  {"--cl-matvec-items", {"8", "48", "512", "many"}, "auto or a power of two from 16 to 256"},
+                  {"--cl-flush", {"0", "65", "-1", "often"}, "auto, off or a number from 1 to 64"}};
   for (const auto& r : refusals) {
     for (const char* bad : r.bad) {
       std::string msg;

@@ -548,6 +548,13 @@ cl_int Runtime::enqueue(const Kernel& k, int dims, const size_t* global, const s
   const cl_int err = clEnqueueNDRangeKernel(queue_, k.get(), cl_uint(dims), nullptr, g, local, 0, nullptr,
                                             profiling_ ? &ev : nullptr);
   if (ev) pending_.push_back({ev, &k.name});
+  if (err != CL_SUCCESS) return err;
+  ++launches_;
+  if (flush_every_ > 0 && ++since_flush_ >= flush_every_) {
+    since_flush_ = 0;
+    ++flushes_;
+    check(clFlush(queue_), "clFlush");
+  }
   return err;
 }
 

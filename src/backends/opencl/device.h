@@ -189,6 +189,13 @@ class Runtime {
   // and each global size is rounded up to the kernel's preferred multiple (the kernel guards the tail).
   // With local sizes, each global size is rounded up to a multiple of its local size.
   void launch(const Kernel& k, int dims, const size_t* global, const size_t* local) const;
+  // Submits the queued commands every `launches` launches (clFlush); 0: only when a blocking call waits
+  // for them. A driver may hold queued kernels until then, so the host's enqueueing of a decode step does
+  // not overlap the device's work on it (--cl-flush).
+  void set_flush_every(int launches) { flush_every_ = launches; }
+  // Launches enqueued and flushes issued since the runtime was made.
+  uint64_t launches() const { return launches_; }
+  uint64_t flushes() const { return flushes_; }
   // As launch, but false where the driver refuses the launch for its resources (CL_OUT_OF_RESOURCES) although
   // every limit it reports allows it; any other failure throws.
   bool try_launch(const Kernel& k, int dims, const size_t* global, const size_t* local) const;
@@ -207,6 +214,9 @@ class Runtime {
   cl_context context_ = nullptr;
   cl_command_queue queue_ = nullptr;
   bool profiling_ = false;
+  int flush_every_ = 0;
+  mutable int since_flush_ = 0;  // launches since the last flush
+  mutable uint64_t launches_ = 0, flushes_ = 0;
   // Profiling: events of launches not yet read (read at blocking calls, when they have completed), and the
   // totals so far.
   struct PendingLaunch {

@@ -161,6 +161,7 @@ TL_CL_FN(clEnqueueFillBuffer,
          (command_queue, buffer, pattern, pattern_size, offset, size, num_events_in_wait_list,
           event_wait_list, event))
 TL_CL_FN(clFinish, (cl_command_queue command_queue), (command_queue))
+TL_CL_FN(clFlush, (cl_command_queue command_queue), (command_queue))
 TL_CL_FN(clWaitForEvents, (cl_uint num_events, const cl_event* event_list), (num_events, event_list))
 TL_CL_FN(clGetEventProfilingInfo,
          (cl_event event, cl_profiling_info param_name, size_t param_value_size, void* param_value,

@@ -1,7 +1,8 @@
 // The OpenCL backend's registry entry (backends/registry.h): MNN type 3, available when the OpenCL ICD loader
 // loads (loader.h) and lists a device; its own options --cl-cache (the program binary cache),
 // --cl-gemm-tile (the prompt GEMM's tile), --cl-gemm-split (split K of the prompt products),
-// --cl-matvec-unroll (the decode products' loads per round), --cl-matvec-items (their work-group size) and
+// --cl-matvec-unroll (the decode products' loads per round), --cl-matvec-items (their work-group size),
+// --cl-flush (launches between submissions of the queue) and
 // --cl-int-gemm (the prompt products in integers), --cl-int-matvec (decode's);
 // the factory, the start-time measurement of `bench` and the memory probes of `gemv-bw`.
 
@@ -20,6 +21,7 @@ struct OpenclOptions final : BackendOptions {
   int gemm_split = OpenclBackendOptions{}.gemm_split;
   int matvec_unroll = OpenclBackendOptions{}.matvec_unroll;
   int matvec_items = OpenclBackendOptions{}.matvec_items;
+  int flush_every = OpenclBackendOptions{}.flush_every;
   bool int_gemm = OpenclBackendOptions{}.int_gemm;
   bool int_matvec = OpenclBackendOptions{}.int_matvec;
   std::string gemm_tile;  // empty: auto
@@ -63,6 +65,7 @@ OpenclBackendOptions backend_options(const BackendParams& p) {
     g.gemm_tile = o->gemm_tile;
     g.matvec_unroll = o->matvec_unroll;
     g.matvec_items = o->matvec_items;
+    g.flush_every = o->flush_every;
     g.int_gemm = o->int_gemm;
     g.int_matvec = o->int_matvec;
   }
@@ -158,6 +161,12 @@ BackendEntry opencl_entry() {
       "power of two from 16 to 256",
       NumberRange(16, 256).powers_of_two(),
       [](BackendOptions& o, int n) { static_cast<OpenclOptions&>(o).matvec_items = n; }));
+  e.options.push_back(number_option(
+      "--cl-flush",
+      "submit the queued kernels to the device every N launches: auto, off (only when the host waits for "
+      "a result) or N from 1 to 64",
+      NumberRange(1, 64).auto_is(OpenclBackendOptions{}.flush_every).off_is(0),
+      [](BackendOptions& o, int n) { static_cast<OpenclOptions&>(o).flush_every = n; }));
   e.options.push_back(switch_option(
       "--cl-int-gemm",
       "the prompt products of the block formats in 8-bit integers with the device's dot product "
