@@ -1483,9 +1483,10 @@ TEST_P(OpenclOps, attention_matches_cpu) {
   const std::pair<int64_t, int64_t> kChunkPass[] = {{4, 4}, {4, 2}, {1, 1}};
   for (const auto& [chunk_blocks, pass_blocks] : kChunkPass) {
     for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
-      // Head sizes that give the kernel 1 to 8 items per key, and (64, 128: at least twice head_dim items)
-      // the values' keys split over item groups; positions give every block fill from 1 key to 32.
-      for (int64_t head_dim : {int64_t(40), int64_t(64), int64_t(128), int64_t(256)}) {
+      // Head sizes that give the kernel 1 to 8 items per key and the values' keys split over slices of
+      // items (columns of 4 elements; 42: columns of 1, more than the 32 items, each item walking columns);
+      // positions give every block fill from 1 key to 32.
+      for (int64_t head_dim : {int64_t(40), int64_t(42), int64_t(64), int64_t(128), int64_t(256)}) {
         const int64_t n_head_kv = 2, n_head = 6, kv_dim = n_head_kv * head_dim;
         auto be = make(kv_dim, type, chunk_blocks, pass_blocks);
         KvCache ck(kLayers, kCtx, n_head_kv, head_dim, type), gk(kLayers, kCtx, n_head_kv, head_dim, type);

@@ -81,9 +81,9 @@ void OpenclBackend::enqueue_attention_tiled(const opencl::Buffer& cache, uint64_
 }
 
 size_t OpenclBackend::attention_local(int64_t head_dim, int64_t split, int64_t pass_blocks) {
-  // attention.cl: lacc [head_dim], lw [pass_blocks * 32], scratch [pass_blocks * L], vpart [L] floats.
+  // attention.cl: lacc [head_dim], lw [pass_blocks * 32], scratch [pass_blocks * L], vpart [4 L] floats.
   const size_t wg = kAttnBlock * size_t(split), pb = size_t(pass_blocks);
-  return (size_t(head_dim) + pb * kAttnBlock + pb * wg + wg) * sizeof(float);
+  return (size_t(head_dim) + pb * kAttnBlock + pb * wg + 4 * wg) * sizeof(float);
 }
 
 OpenclBackend::AttnLaunch OpenclBackend::attention_launch(int64_t head_dim, int64_t chunk_blocks) const {
@@ -143,7 +143,7 @@ bool OpenclBackend::enqueue_attention(const opencl::Buffer& cache, uint64_t laye
   opencl::set_local_arg(k, 16, size_t(p.head_dim) * f);
   opencl::set_local_arg(k, 17, size_t(a.pass_blocks) * kAttnBlock * f);
   opencl::set_local_arg(k, 18, size_t(a.pass_blocks) * wg * f);
-  opencl::set_local_arg(k, 19, wg * f);
+  opencl::set_local_arg(k, 19, 4 * wg * f);
   // The output's rounding (attention.cl yq), by whichever kernel writes the output: attention with one
   // chunk, else attention_merge in groups of one row.
   const opencl::Kernel& km = k_attention_merge_;

@@ -13,9 +13,10 @@
 //    (float4 steps), q read from global memory beside the keys (no wait for a copy into local memory); the
 //    split partials meet in scratch, the pass's scores in lw.
 //  - Weights: every item reads the scores for the pass's maximum; the weights go to scratch.
-//  - Values: item i owns accumulator element i % head_dim over the keys k with k % ks == i / head_dim
-//    (ks = L / head_dim key slices, at least 1; items beyond ks * head_dim, or elements beyond L, loop), so a
-//    key's V row is read by adjacent items at adjacent addresses; the slices' sums meet in vpart.
+//  - Values: item i owns column i % cols of the accumulator (4 elements; 1 where head_dim % 4 != 0) over
+//    the keys k with k % ks == i / cols (ks = L / cols key slices, at least 1; items beyond ks * cols idle,
+//    columns beyond L loop), so a key's V row is read by adjacent items at adjacent addresses, 8 keys' loads
+//    in flight at a time; the slices' sums meet in vpart.
 // q: [n_tok][n_head][head_dim]; out: same; pos: [n_tok] (checked by the host).
 // cache: the buffer holding this layer, [layer][K|V][pos < n_ctx][n_head_kv][head_dim] in the cache type
 // (TL_KV_F16: half, else float); layer_off: element offset of this layer's K plane.
@@ -23,7 +24,7 @@
 // takes chunk_blocks blocks of the row's keys and writes its unnormalized sums and (m, l) to `chunks`, which
 // attention_merge combines; with one chunk the group writes `out` itself. Decode has one row per head, so
 // without the split a long context runs as a serial walk in a few work-groups.
-// Local memory (floats): lacc [head_dim]; lw [pass_blocks * 32]; scratch [pass_blocks * L]; vpart [L].
+// Local memory (floats): lacc [head_dim]; lw [pass_blocks * 32]; scratch [pass_blocks * L]; vpart [4 L].
 // pass_blocks <= TL_ATTN_PASS (the host's choice, from the local memory).
 // yq: null, or (head_dim % 32 == 0, integer products built) the output also rounded as quantize_q8 rounds
 // it (with one chunk here, else by attention_merge) into yq's rows, [n_tok][TL_Q8_ROW(n_head * head_dim /
@@ -41,6 +42,26 @@
 #define TL_KV_GET4(p, i) vload4(0, (p) + (i))
 #endif
 
+// Sum over keys k = s, s + ks, ... below nk of wt[k] times elements 0 .. vw - 1 of V row k at vp (rows
+// kv_dim apart; vw 4, or 1 with only .x used), 8 rows' loads issued before their products.
+float4 tl_attn_values(__global const TL_KV_T* vp, int vw, int kv_dim, int s, int ks, int nk,
+                      __local const float* wt) {
+  float4 a = (float4)(0.0f);
+  for (int k0 = s; k0 < nk; k0 += 8 * ks) {
+    float4 v[8];
+    for (int u = 0; u < 8; ++u) {
+      const int k = k0 + u * ks;
+      __global const TL_KV_T* p = vp + (ulong)k * kv_dim;
+      v[u] = k >= nk ? (float4)(0.0f) : vw == 4 ? TL_KV_GET4(p, 0) : (float4)(TL_KV_GET(p, 0), 0.0f, 0.0f, 0.0f);
+    }
+    for (int u = 0; u < 8; ++u) {
+      const int k = k0 + u * ks;
+      if (k < nk) a += wt[k] * v[u];
+    }
+  }
+  return a;
+}
+
 __kernel void attention(__global const float* q, __global const TL_KV_T* cache, ulong layer_off, int n_ctx,
                         int kv_dim, __global const int* pos, int n_head, int group, int head_dim, float scale,
                         int window, int split, int chunk_blocks, int pass_blocks, __global float* out,
@@ -51,7 +72,9 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
   const int t = r / n_head, h = r % n_head, kvh = h / group;
   const int lid = get_local_id(0), ls = get_local_size(0);
   const int key = lid / split, part = lid % split, chunk = head_dim / split;
-  const int ks = max(1, ls / head_dim), vi = lid % head_dim, vs = lid / head_dim;
+  // Values in columns of vw = 4 elements (1 where head_dim % 4 != 0): cols columns, ks key slices.
+  const int vw = head_dim % 4 == 0 ? 4 : 1, cols = head_dim / vw;
+  const int ks = max(1, ls / cols), vc = lid % cols, vs = lid / cols;
   __global const float* qp = q + (ulong)r * head_dim + part * chunk;
   for (int i = lid; i < head_dim; i += ls) lacc[i] = 0.0f;
   __global const TL_KV_T* kbase = cache + layer_off + (ulong)kvh * head_dim;
@@ -66,19 +89,28 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
   float m = -INFINITY, l = 0.0f;
   for (int j0 = j_begin; j0 <= last; j0 += pass_keys) {
     const int nk = min(pass_keys, last + 1 - j0);
-    // Scores: this item's keys key + 32 b, b < pass_blocks, their loads in flight together.
+    // Scores: this item's keys key + 32 b, b < pass_blocks, 16 elements of q and of each key at a time with
+    // every load issued before the first product (a loop with products between its loads waits on memory
+    // once a step).
     float d[TL_ATTN_PASS];
     for (int b = 0; b < TL_ATTN_PASS; ++b) d[b] = 0.0f;
     __global const TL_KV_T* krow = kbase + (ulong)(j0 + key) * kv_dim + part * chunk;
-    int i = 0;
-    for (; i + 4 <= chunk; i += 4) {
-      const float4 qv = vload4(0, qp + i);
-      for (int b = 0; b < TL_ATTN_PASS; ++b) {
-        if (b < pass_blocks && key + b * TL_ATTN_BLOCK < nk)
-          d[b] += dot(qv, TL_KV_GET4(krow + (ulong)b * TL_ATTN_BLOCK * kv_dim, i));
+    for (int i = 0; i + 4 <= chunk; i += 16) {
+      float4 qv[4], kv[TL_ATTN_PASS][4];
+      for (int u = 0; u < 4; ++u) {
+        const int e = i + 4 * u;
+        const bool in = e + 4 <= chunk;
+        qv[u] = in ? vload4(0, qp + e) : (float4)(0.0f);
+        for (int b = 0; b < TL_ATTN_PASS; ++b) {
+          const bool live = in && b < pass_blocks && key + b * TL_ATTN_BLOCK < nk;
+          kv[b][u] = live ? TL_KV_GET4(krow + (ulong)b * TL_ATTN_BLOCK * kv_dim, e) : (float4)(0.0f);
+        }
+      }
+      for (int u = 0; u < 4; ++u) {
+        for (int b = 0; b < TL_ATTN_PASS; ++b) d[b] += dot(qv[u], kv[b][u]);
       }
     }
-    for (; i < chunk; ++i) {
+    for (int i = chunk & ~3; i < chunk; ++i) {
       const float qi = qp[i];
       for (int b = 0; b < TL_ATTN_PASS; ++b) {
         if (b < pass_blocks && key + b * TL_ATTN_BLOCK < nk)
@@ -106,41 +138,33 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
     float wsum = 0.0f;
     for (int k = 0; k < nk; ++k) wsum += scratch[k];
     l = l * corr + wsum;
-    // Values: slice vs of the keys for element vi, four independent sums so that four V loads are in flight
-    // per item rather than one at a time.
-    if (ks > 1) {
+    // Values: with at least as many items as columns, item i sums column i % cols over the keys of slice
+    // i / cols (keys k = slice + ks j), the slices' sums meeting in vpart; else items walk the columns, each
+    // over every key. Adjacent items read adjacent columns of a key's V row.
+    __global const TL_KV_T* vrow = vbase + (ulong)j0 * kv_dim;
+    if (ls >= cols) {
       if (vs < ks) {
-        __global const TL_KV_T* vp = vbase + (ulong)j0 * kv_dim + vi;
-        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-        int k = vs;
-        for (; k + 3 * ks < nk; k += 4 * ks) {
-          a0 += scratch[k] * TL_KV_GET(vp + (ulong)k * kv_dim, 0);
-          a1 += scratch[k + ks] * TL_KV_GET(vp + (ulong)(k + ks) * kv_dim, 0);
-          a2 += scratch[k + 2 * ks] * TL_KV_GET(vp + (ulong)(k + 2 * ks) * kv_dim, 0);
-          a3 += scratch[k + 3 * ks] * TL_KV_GET(vp + (ulong)(k + 3 * ks) * kv_dim, 0);
-        }
-        for (; k < nk; k += ks) a0 += scratch[k] * TL_KV_GET(vp + (ulong)k * kv_dim, 0);
-        vpart[vs * head_dim + vi] = (a0 + a1) + (a2 + a3);
+        const float4 a = tl_attn_values(vrow + vw * vc, vw, kv_dim, vs, ks, nk, scratch);
+        __local float* vo = vpart + vs * head_dim + vw * vc;
+        if (vw == 4)
+          vstore4(a, 0, vo);
+        else
+          vo[0] = a.x;
       }
       barrier(CLK_LOCAL_MEM_FENCE);
-      if (lid < head_dim) {
-        float a = lacc[lid] * corr;
-        for (int s = 0; s < ks; ++s) a += vpart[s * head_dim + lid];
-        lacc[lid] = a;
+      for (int e = lid; e < head_dim; e += ls) {
+        float a = lacc[e] * corr;
+        for (int s = 0; s < ks; ++s) a += vpart[s * head_dim + e];
+        lacc[e] = a;
       }
     } else {
-      for (int e = lid; e < head_dim; e += ls) {
-        __global const TL_KV_T* vp = vbase + (ulong)j0 * kv_dim + e;
-        float a0 = lacc[e] * corr, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-        int k = 0;
-        for (; k + 4 <= nk; k += 4) {
-          a0 += scratch[k] * TL_KV_GET(vp + (ulong)k * kv_dim, 0);
-          a1 += scratch[k + 1] * TL_KV_GET(vp + (ulong)(k + 1) * kv_dim, 0);
-          a2 += scratch[k + 2] * TL_KV_GET(vp + (ulong)(k + 2) * kv_dim, 0);
-          a3 += scratch[k + 3] * TL_KV_GET(vp + (ulong)(k + 3) * kv_dim, 0);
-        }
-        for (; k < nk; ++k) a0 += scratch[k] * TL_KV_GET(vp + (ulong)k * kv_dim, 0);
-        lacc[e] = (a0 + a1) + (a2 + a3);
+      for (int c = lid; c < cols; c += ls) {
+        const float4 a = tl_attn_values(vrow + vw * c, vw, kv_dim, 0, 1, nk, scratch);
+        __local float* lo = lacc + vw * c;
+        if (vw == 4)
+          vstore4(vload4(0, lo) * corr + a, 0, lo);
+        else
+          lo[0] = lo[0] * corr + a.x;
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // scratch, lw and vpart are rewritten by the next pass; lacc read after
