@@ -1568,6 +1568,48 @@ TEST_P(OpenclOps, decode_attention_rounds_its_output_for_the_integer_product_aft
   }
 }
 
+TEST_P(OpenclOps, decode_rmsnorm_rounds_its_output_for_the_integer_product_after_it) {
+  // As attention above: one row's RMSNorm under the integer decode products rounds its output in its own
+  // launch, so the product after it runs with no quantize_q8 launch and equals bit for bit the product over
+  // quantize_q8's rounding of the same output, for rows of 224 and 256 values (7 and 8 blocks of 32). A norm
+  // in place leaves the rounding to the product.
+  struct Case {
+    int64_t n;
+    bool in_place, kernel_rounds;
+  };
+  for (const Case c : {Case{224, false, true}, Case{256, false, true}, Case{256, true, false}}) {
+    const std::string what = fmt::format("n {}{}", c.n, c.in_place ? " in place" : "");
+    std::vector<float> x = rand_floats(size_t(c.n), 83), g = rand_floats(size_t(c.n), 84),
+                       xn(static_cast<size_t>(c.n)), y(96), y2(96);
+    OwnedWeight& w = keep(make_weight(GgmlType::Q4_0, c.n, 96, 85));
+    OpenclBackendOptions o = fused_options(1, 64, GgmlType::F16, {&x, &xn, &y, &y2});
+    o.q8_plain_dot = true;
+    o.activations = ActivationMode::Quantized;
+    OpenclBackend be(o);
+    be.upload_weight(w.w);
+    be.host_wrote(x.data(), x.size() * 4);
+    auto rounding_launches = [&] {
+      int64_t calls = 0;
+      for (const KernelTime& e : be.kernel_times()) calls += e.name == "quantize_q8" ? e.calls : 0;
+      return calls;
+    };
+    float* out = c.in_place ? x.data() : xn.data();
+    be.reset_kernel_times();
+    be.rmsnorm(x.data(), g.data(), out, 1, c.n, 1e-5f);
+    be.matmul(w.w, out, 1, y.data());
+    const bool ints = be.gemm_tiles().on();  // the integer kernels are built with the GEMM tile
+    EXPECT_EQ(rounding_launches(), ints && !c.kernel_rounds ? 1 : 0) << what;
+    be.to_host(out, size_t(c.n) * 4);
+    be.host_wrote(out, size_t(c.n) * 4);  // the same values, their rounding forgotten
+    be.reset_kernel_times();
+    be.matmul(w.w, out, 1, y2.data());
+    EXPECT_EQ(rounding_launches(), ints ? 1 : 0) << what;
+    be.to_host(y.data(), y.size() * 4);
+    be.to_host(y2.data(), y2.size() * 4);
+    EXPECT_EQ(y, y2) << what;
+  }
+}
+
 // Prompts on attention_tiled (16 tokens of a head a work-group, keys in chunks of 32): 8, 17 and 33
 // tokens (one part tile; a whole and a part one; two whole and one token) starting at positions 0, 5 and
 // 44, so that tiles start mid-chunk and the last keys end one short of the cache; windows of 0 and 20

@@ -76,7 +76,7 @@ void write_file(const fs::path& p, const std::vector<uint8_t>& b) {
 // RMSNorm that forgets to normalize (as in test_opencl_self_check.cpp).
 constexpr const char* kBrokenRmsnorm = R"(
 __kernel void rmsnorm(__global const float* x, __global const float* w, __global float* y, int n, float eps,
-                      __local float* scratch) {
+                      __local float* scratch, __global uint* yq) {
   const int row = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
   for (int i = lid; i < n; i += ls) y[(ulong)row * n + i] = x[(ulong)row * n + i] * w[i];
 }

@@ -417,6 +417,10 @@ class OpenclBackend final : public Backend {
                                           int64_t n_tok);
   // y[0, n) *= the scale in norm_part_[0].
   void enqueue_rms_scale(const opencl::Buffer& y, int64_t n);
+  // Enqueues y = rmsnorm(x) * w for rows of n floats; y_slot >= 0 (one row, n % 32 == 0, y not x): y also
+  // rounded into that q8 slot (rmsnorm.cl yq).
+  void enqueue_rmsnorm(const opencl::Buffer& x, const opencl::Buffer& w, const opencl::Buffer& y,
+                       int64_t n_rows, int64_t n, float eps, int y_slot);
   // Enqueues y = W x for one token with the matvec kernel (`scale`: x is a pending norm's output).
   void enqueue_matvec(const DeviceWeight& dw, const opencl::Buffer& x, const opencl::Buffer& y,
                       const PendingNorm* scale = nullptr, const float* x_host = nullptr);

@@ -1,6 +1,7 @@
 // RMSNorm on the device, alone and fused with the residual add before it: one work-group per row, a group
-// reduction of the sum of squares (rmsnorm.cl). And the scale of a norm left to the products that read it
-// (matmul.cpp's matmul_add_rmsnorm), applied where anything else reads it.
+// reduction of the sum of squares (rmsnorm.cl); decode's norm also rounded for the integer product after it.
+// And the scale of a norm left to the products that read it (matmul.cpp's matmul_add_rmsnorm), applied where
+// anything else reads it.
 #include <algorithm>
 
 #include "backends/opencl/opencl_backend.h"
@@ -21,20 +22,34 @@ void OpenclBackend::rmsnorm(const float* x, const float* w, float* y, int64_t n_
   const opencl::Buffer& wb = norm_weight(w, n);
   // In place (y == x) the kernel writes the buffer it reads, which it allows (rmsnorm.cl).
   const opencl::Buffer& yb = y == x ? xb : dev_out(y, n_rows * n, out_, "rmsnorm");
+  // Decode's norm (one row, not in place) rounded for the integer product after it, as attention rounds
+  // its output (rmsnorm.cl yq): the slot the rounding held now does not.
+  const int slot =
+      n_rows == 1 && y != x && rounds_output(y, n) && gemm_.on() ? (rounded_.slot == 0 ? 1 : 0) : -1;
+  enqueue_rmsnorm(xb, wb, yb, n_rows, n, eps, slot);
+  dev_done(y, n_rows * n, yb);
+  if (slot >= 0) rounded_ = {reinterpret_cast<const uint8_t*>(y), n, slot};
+}
+
+void OpenclBackend::enqueue_rmsnorm(const opencl::Buffer& x, const opencl::Buffer& w, const opencl::Buffer& y,
+                                    int64_t n_rows, int64_t n, float eps, int y_slot) {
   const opencl::Kernel& k = k_rmsnorm_;
   // One work-group per row, up to one float4 per item (64 to 1024 items, as the kernel and local memory
   // allow): each item's loads then do not queue behind each other (rmsnorm.cl).
   const size_t wg = reduction_wg(k, std::clamp<size_t>(size_t(n + 3) / 4, 64, 1024), 1);
   const cl_int nn = cl_int(n);
-  opencl::set_arg(k, 0, xb);
-  opencl::set_arg(k, 1, wb);
-  opencl::set_arg(k, 2, yb);
+  opencl::set_arg(k, 0, x);
+  opencl::set_arg(k, 1, w);
+  opencl::set_arg(k, 2, y);
   opencl::set_arg(k, 3, nn);
   opencl::set_arg(k, 4, eps);
   opencl::set_local_arg(k, 5, wg * sizeof(float));
+  if (y_slot >= 0)
+    opencl::set_arg(k, 6, q8_slot(y_slot));
+  else
+    opencl::set_null_arg(k, 6);
   const size_t global[1] = {size_t(n_rows) * wg}, local[1] = {wg};
   rt_.launch(k, 1, global, local);
-  dev_done(y, n_rows * n, yb);
 }
 
 const opencl::Buffer& OpenclBackend::norm_weight(const float* w, int64_t n) {

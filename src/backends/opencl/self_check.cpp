@@ -548,9 +548,9 @@ void OpenclBackend::run_self_check() {
 
 void OpenclBackend::check_producer_rounding(std::mt19937& rng) {
   // Decode's producers rounding their own output (kernels/gemm_q8.cl tl_q8_hand_in): a Q4_0 residual
-  // product of 256 rows, the gate/up kernel of 64 rows over its output and attention (below), each output's
-  // rounding read back from its slot against the host's rounding (q8_round.h) of the output read back. A
-  // wrong one leaves every integer product rounding its input in a launch of its own.
+  // product of 256 rows, the gate/up kernel of 64 rows over its output, RMSNorm and attention (below), each
+  // output's rounding read back from its slot against the host's rounding (q8_round.h) of the output read
+  // back. A wrong one leaves every integer product rounding its input in a launch of its own.
   if (q8_dot_ < 0 || k_quantize_q8_.on_cpu) return;
   const int64_t n = 256, ff = 64;
   const DevFormat f = DevFormat::Q4_0;
@@ -599,6 +599,11 @@ void OpenclBackend::check_producer_rounding(std::mt19937& rng) {
   const PendingNorm pn{nullptr, n};
   err = std::max(
       err, error_of(enqueue_matvec_glu(dg, du, FfnAct::SiLU, z_b, glu_b, &pn, nullptr, true), glu_b, ff));
+  // Decode's first norm rounding its output (rmsnorm.cl yq).
+  if (!k_rmsnorm_.on_cpu) {
+    enqueue_rmsnorm(acc_b, g_b, z_b, 1, n, 1e-5f, 1);
+    err = std::max(err, error_of(1, z_b, n));
+  }
   // Decode's attention rounding its output (attention.cl yq): one token at position 38 of a cache of 40,
   // 2 heads of 64 over 1 KV head, in the session's cache type, its keys in one chunk (attention rounds)
   // and in two (attention_merge rounds).

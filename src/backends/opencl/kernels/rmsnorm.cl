@@ -5,8 +5,12 @@
 // one chunk per item: on an NVIDIA H200 a 4096-float row took 11 us with 256 items walking 16 elements each,
 // a chain of dependent loads. scratch: __local float[L].
 // y may be x's buffer: every item reads its elements before writing them, after the reduction's barriers.
+// yq: null, or (one row, n % 32 == 0, y not x's buffer, integer products built) y also rounded as
+// quantize_q8 rounds it into yq's row of TL_Q8_ROW(n / 32) words (gemm_q8.cl), so that decode's first
+// product needs no rounding launch of its own: item i rounds blocks i, i + L, ... from the values it
+// computes again as y's writers did.
 __kernel void rmsnorm(__global const float* x, __global const float* w, __global float* y, int n, float eps,
-                      __local float* scratch) {
+                      __local float* scratch, __global uint* yq) {
   const int row = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
   __global const float* xr = x + (ulong)row * n;
   __global float* yr = y + (ulong)row * n;
@@ -21,6 +25,16 @@ __kernel void rmsnorm(__global const float* x, __global const float* w, __global
   const float scale = 1.0f / sqrt(s / (float)n + eps);
   for (int c = lid; c < n4; c += ls) vstore4(vload4(c, xr) * scale * vload4(c, w), c, yr);
   if (4 * n4 + lid < n) yr[4 * n4 + lid] = xr[4 * n4 + lid] * scale * w[4 * n4 + lid];
+#if TL_GEMM && TL_Q8_GEMM
+  if (yq) {
+    const int nb = n / 32;
+    for (int b = lid; b < nb; b += ls) {
+      float f[32];
+      for (int k = 0; k < 32; ++k) f[k] = xr[32 * b + k] * scale * w[32 * b + k];  // the values y holds
+      tl_q8_round_block(f, yq + (ulong)row * TL_Q8_ROW(nb), b, nb);
+    }
+  }
+#endif
 }
 
 // The residual add and the next RMSNorm in one pass (Backend::add_rmsnorm): acc[r] += x[r], then
