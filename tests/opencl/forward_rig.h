@@ -26,10 +26,10 @@ struct OpenclForwardRig {
 
   // Test hook as in OpenclBackendOptions: `kernel` (if not empty) is replaced by `source`. q8_plain_dot: the
   // integer prompt GEMM on any device (OpenclBackendOptions::q8_plain_dot). profiling: kernel timestamps
-  // (be->kernel_times()). flush_every: OpenclBackendOptions::flush_every (-1: the device's rule).
+  // (be->kernel_times()). flush_every: OpenclBackendOptions::flush_every.
   OpenclForwardRig(const Model& m, int64_t n_ctx, int64_t n_batch, GgmlType kv_type, const char* kernel = "",
                    const char* source = "", bool q8_plain_dot = false, bool profiling = false,
-                   int flush_every = -1)
+                   int flush_every = 0)
       : model(m),
         kv(m.config().n_layer, n_ctx, m.config().n_head_kv, m.config().head_dim, kv_type),
         rope(n_ctx, m.config().rope_dim, m.config().rope_base, m.config().rope_freq_scale),

@@ -103,17 +103,11 @@ std::string program_cache_key(const opencl::Capabilities& c, const std::string& 
   return k;
 }
 
-// Launches between submissions of the queue (OpenclBackendOptions::flush_every): the asked number, else
-// none but the blocking reads.
-int flush_every_for(const opencl::Capabilities& /*caps*/, int asked) {
-  return asked >= 0 ? asked : 0;
-}
-
 }  // namespace
 
 OpenclBackend::OpenclBackend(const OpenclBackendOptions& o)
     : opts_(o), rt_(o.device, o.profile, o.profiling) {
-  rt_.set_flush_every(flush_every_for(caps(), o.flush_every));
+  rt_.set_flush_every(o.flush_every);
   if (o.max_tokens <= 0 || o.max_in_elems <= 0 || o.max_out_elems <= 0 || o.max_width <= 0) {
     fail("internal: OpenCL backend sized for {} tokens, {}/{} elements, width {}", o.max_tokens,
          o.max_in_elems, o.max_out_elems, o.max_width);

@@ -117,9 +117,11 @@ struct OpenclBackendOptions : DeviceOptions {
   // Work-items of a decode matvec's group (--cl-matvec-items; matmul.cpp matvec_block_wg): 0, the rule
   // there (64, or 128 for rows of 8192 inputs and more); else a power of two from 16 to 256.
   int matvec_items = 0;
-  // Launches between submissions of the queue to the device (--cl-flush; Runtime::set_flush_every): -1,
-  // the rule (flush_every_for); 0, none but the blocking reads; else 1 to 64.
-  int flush_every = -1;
+  // Launches between submissions of the queue to the device (--cl-flush; Runtime::set_flush_every): 0,
+  // none but the blocking reads; else 1 to 64. Off by default: on an H100's NVIDIA OpenCL a token's
+  // launches ran as fast with a flush after 2 launches, every 8 or none (docs/PERF.md 2026-12-07 07:45);
+  // the option is there for drivers that hold queued work until a flush.
+  int flush_every = 0;
   // Prompt products under --activations q8 (ActivationMode::Quantized, the default) on a device with an
   // integer dot product (Capabilities::int_dot): the input rounded to int8 per block of 32 and the block
   // formats' products in integers (kernels/gemm_q8.cl); F32, or a device without one, keeps the float GEMM.

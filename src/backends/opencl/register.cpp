@@ -163,8 +163,8 @@ BackendEntry opencl_entry() {
       [](BackendOptions& o, int n) { static_cast<OpenclOptions&>(o).matvec_items = n; }));
   e.options.push_back(number_option(
       "--cl-flush",
-      "submit the queued kernels to the device every N launches: auto, off (only when the host waits for "
-      "a result) or N from 1 to 64",
+      "submit the queued kernels to the device every N launches: auto (off), off (only when the host "
+      "waits for a result) or N from 1 to 64",
       NumberRange(1, 64).auto_is(OpenclBackendOptions{}.flush_every).off_is(0),
       [](BackendOptions& o, int n) { static_cast<OpenclOptions&>(o).flush_every = n; }));
   e.options.push_back(switch_option(

@@ -8,7 +8,7 @@
 // yq: null, or (one row, n % 32 == 0, y not x's buffer, integer products built) y also rounded as
 // quantize_q8 rounds it into yq's row of TL_Q8_ROW(n / 32) words (gemm_q8.cl), so that decode's first
 // product needs no rounding launch of its own: item i rounds blocks i, i + L, ... from the values it
-// computes again as y's writers did.
+// computes again as y's writers did (float4 steps: the same products, element by element).
 __kernel void rmsnorm(__global const float* x, __global const float* w, __global float* y, int n, float eps,
                       __local float* scratch, __global uint* yq) {
   const int row = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
@@ -29,8 +29,8 @@ __kernel void rmsnorm(__global const float* x, __global const float* w, __global
   if (yq) {
     const int nb = n / 32;
     for (int b = lid; b < nb; b += ls) {
-      float f[32];
-      for (int k = 0; k < 32; ++k) f[k] = xr[32 * b + k] * scale * w[32 * b + k];  // the values y holds
+      float f[32];  // the values y holds, 16 loads issued before the first product
+      for (int k = 0; k < 8; ++k) vstore4(vload4(k, xr + 32 * b) * scale * vload4(k, w + 32 * b), k, f);
       tl_q8_round_block(f, yq + (ulong)row * TL_Q8_ROW(nb), b, nb);
     }
   }
