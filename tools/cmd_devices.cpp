@@ -1,6 +1,7 @@
 // `tilellm devices`: every backend of this build (backends/registry.h) with its MNN number, whether it can
 // run here (and if not, why), and each of its devices with the capability struct its kernels are chosen
-// from (optionally clamped by a device profile), so a user can pick --backend and --device.
+// from (optionally clamped by a device profile), so a user can pick --backend and --device; where a backend
+// lists several, the one commands take without --device is marked.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -37,8 +38,12 @@ void register_devices(CLI::App& app) {
         std::printf("  (not listed: %s)\n", err.what());
         continue;
       }
-      for (size_t i = 0; i < devs.size(); ++i)
-        std::printf("  device %zu: %s\n%s", i, devs[i].name.c_str(), devs[i].details.c_str());
+      // Where there is a choice, the device commands take without --device (registry.h default_device).
+      const size_t def = devs.size() > 1 ? size_t(default_device(devs)) : devs.size();
+      for (size_t i = 0; i < devs.size(); ++i) {
+        std::printf("  device %zu: %s%s\n%s", i, devs[i].name.c_str(),
+                    i == def ? " (the default: taken without --device)" : "", devs[i].details.c_str());
+      }
     }
   });
 }

@@ -8,6 +8,7 @@
 #include "backend_args.h"
 #include "backends/registry.h"
 #include "base/error.h"
+#include "commands.h"
 
 namespace tilellm::cli {
 namespace {
@@ -37,6 +38,16 @@ BackendArgs parsed(const std::string& command_line) {
   add_backend_args(&app, a);
   app.parse(command_line, false);
   return a;
+}
+
+TEST(BackendArgs, devices_marks_the_device_taken_without_device) {
+  CLI::App app;
+  register_devices(app);
+  ::testing::internal::CaptureStdout();
+  app.parse("devices --backend two-devices", false);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("  device 0: a CPU driver\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  device 1: a GPU (the default: taken without --device)\n"), std::string::npos) << out;
 }
 
 TEST(BackendArgs, without_device_the_first_device_not_emulated_on_the_cpu_is_taken) {
