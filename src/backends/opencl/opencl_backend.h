@@ -119,7 +119,7 @@ struct OpenclBackendOptions : DeviceOptions {
   int matvec_items = 0;
   // Launches between submissions of the queue to the device (--cl-flush; Runtime::set_flush_every): 0,
   // none but the blocking reads; else 1 to 64. Off by default: on an H100's NVIDIA OpenCL a token's
-  // launches ran as fast with a flush after 2 launches, every 8 or none (docs/PERF.md 2026-12-07 07:45);
+  // launches ran as fast with a flush after 2 launches, every 8 or none (docs/PERF.md 2026-12-07 07:38);
   // the option is there for drivers that hold queued work until a flush.
   int flush_every = 0;
   // Prompt products under --activations q8 (ActivationMode::Quantized, the default) on a device with an

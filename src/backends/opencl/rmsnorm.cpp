@@ -24,8 +24,7 @@ void OpenclBackend::rmsnorm(const float* x, const float* w, float* y, int64_t n_
   const opencl::Buffer& yb = y == x ? xb : dev_out(y, n_rows * n, out_, "rmsnorm");
   // Decode's norm (one row, not in place) rounded for the integer product after it, as attention rounds
   // its output (rmsnorm.cl yq): the slot the rounding held now does not.
-  const int slot =
-      n_rows == 1 && y != x && rounds_output(y, n) && gemm_.on() ? (rounded_.slot == 0 ? 1 : 0) : -1;
+  const int slot = n_rows == 1 && y != x && rounds_output(y, n) ? (rounded_.slot == 0 ? 1 : 0) : -1;
   enqueue_rmsnorm(xb, wb, yb, n_rows, n, eps, slot);
   dev_done(y, n_rows * n, yb);
   if (slot >= 0) rounded_ = {reinterpret_cast<const uint8_t*>(y), n, slot};
