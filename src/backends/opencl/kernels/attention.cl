@@ -32,6 +32,10 @@
 // it writes and decode's attention output product needs no rounding launch of its own.
 #define TL_ATTN_BLOCK 32
 #define TL_ATTN_PASS 4
+// float4 steps of q and of each key an item loads before the scores' products: 2 (8 elements). 4 kept 147
+// registers an item on an H100's OpenCL, so that one group of 256 items filled an SM and a long context's
+// 256 groups ran in two waves (7B at depth 1024 -4.8%); with 2, 96 (docs/PERF.md 2026-12-07 10:52).
+#define TL_ATTN_HOIST 2
 #if TL_KV_F16
 #define TL_KV_T half
 #define TL_KV_GET(p, i) vload_half((i), (p))
@@ -89,15 +93,15 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
   float m = -INFINITY, l = 0.0f;
   for (int j0 = j_begin; j0 <= last; j0 += pass_keys) {
     const int nk = min(pass_keys, last + 1 - j0);
-    // Scores: this item's keys key + 32 b, b < pass_blocks, 16 elements of q and of each key at a time with
-    // every load issued before the first product (a loop with products between its loads waits on memory
-    // once a step).
+    // Scores: this item's keys key + 32 b, b < pass_blocks, 4 TL_ATTN_HOIST elements of q and of each key at
+    // a time with every load issued before the first product (a loop with products between its loads waits
+    // on memory once a step).
     float d[TL_ATTN_PASS];
     for (int b = 0; b < TL_ATTN_PASS; ++b) d[b] = 0.0f;
     __global const TL_KV_T* krow = kbase + (ulong)(j0 + key) * kv_dim + part * chunk;
-    for (int i = 0; i + 4 <= chunk; i += 16) {
-      float4 qv[4], kv[TL_ATTN_PASS][4];
-      for (int u = 0; u < 4; ++u) {
+    for (int i = 0; i + 4 <= chunk; i += 4 * TL_ATTN_HOIST) {
+      float4 qv[TL_ATTN_HOIST], kv[TL_ATTN_PASS][TL_ATTN_HOIST];
+      for (int u = 0; u < TL_ATTN_HOIST; ++u) {
         const int e = i + 4 * u;
         const bool in = e + 4 <= chunk;
         qv[u] = in ? vload4(0, qp + e) : (float4)(0.0f);
@@ -106,7 +110,7 @@ __kernel void attention(__global const float* q, __global const TL_KV_T* cache, 
           kv[b][u] = live ? TL_KV_GET4(krow + (ulong)b * TL_ATTN_BLOCK * kv_dim, e) : (float4)(0.0f);
         }
       }
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < TL_ATTN_HOIST; ++u) {
         for (int b = 0; b < TL_ATTN_PASS; ++b) d[b] += dot(qv[u], kv[b][u]);
       }
     }
