@@ -28,6 +28,7 @@
 #include "base/error.h"
 #include "base/fp16.h"
 #include "base/thread_pool.h"
+#include "broken_kernels.h"
 #include "format/quants.h"
 #include "runtime/bench.h"
 #include "test_device.h"
@@ -72,15 +73,6 @@ void write_file(const fs::path& p, const std::vector<uint8_t>& b) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
 }
-
-// RMSNorm that forgets to normalize (as in test_opencl_self_check.cpp).
-constexpr const char* kBrokenRmsnorm = R"(
-__kernel void rmsnorm(__global const float* x, __global const float* w, __global float* y, int n, float eps,
-                      __local float* scratch, __global uint* yq) {
-  const int row = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
-  for (int i = lid; i < n; i += ls) y[(ulong)row * n + i] = x[(ulong)row * n + i] * w[i];
-}
-)";
 
 OpenclBackendOptions cached(const fs::path& dir, Mode mode = Mode::On) {
   OpenclBackendOptions o;
@@ -366,7 +358,7 @@ TEST_F(OpenclProgramCache, self_check_can_be_forced_on_cached_programs) {
 TEST_F(OpenclProgramCache, cached_verdict_of_a_broken_kernel_applies_its_fallback_without_a_check) {
   OpenclBackendOptions o = cached(dir_.path);
   o.test_kernel_name = "rmsnorm";
-  o.test_kernel_source = kBrokenRmsnorm;
+  o.test_kernel_source = test::kBrokenRmsnorm;
   std::string err;
   auto cold = start(o, &err);
   EXPECT_TRUE(cold->self_check_ran());

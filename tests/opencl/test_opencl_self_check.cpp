@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "base/fp16.h"
 #include "base/thread_pool.h"
+#include "broken_kernels.h"
 #include "forward_rig.h"
 #include "model/model.h"
 #include "runtime/session.h"
@@ -24,15 +25,6 @@
 
 namespace tilellm {
 namespace {
-
-// RMSNorm that forgets to normalize: y = x * w.
-constexpr const char* kBrokenRmsnorm = R"(
-__kernel void rmsnorm(__global const float* x, __global const float* w, __global float* y, int n, float eps,
-                      __local float* scratch, __global uint* yq) {
-  const int row = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
-  for (int i = lid; i < n; i += ls) y[(ulong)row * n + i] = x[(ulong)row * n + i] * w[i];
-}
-)";
 
 // The fused residual add + RMSNorm that forgets to write the new residual back.
 constexpr const char* kBrokenAddRmsnorm = R"(
@@ -190,7 +182,7 @@ struct BlockRows {
 TEST(OpenclSelfCheck, broken_rmsnorm_is_caught_and_replaced_by_the_cpu) {
   if (!have_device()) GTEST_SKIP() << "no OpenCL device";
   ::testing::internal::CaptureStderr();
-  OpenclBackend be(options_with("rmsnorm", kBrokenRmsnorm));
+  OpenclBackend be(options_with("rmsnorm", test::kBrokenRmsnorm));
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(be.cpu_fallbacks(), std::vector<std::string>{"rmsnorm"});
   EXPECT_NE(err.find("warning: OpenCL kernel rmsnorm failed its self-check"), std::string::npos) << err;
@@ -396,7 +388,8 @@ void forward_with_fallback_matches_cpu(const char* kernel, const char* source, u
 }
 
 TEST(OpenclSelfCheck, forward_with_rmsnorm_on_the_cpu_matches_the_cpu_backend) {
-  forward_with_fallback_matches_cpu("rmsnorm", kBrokenRmsnorm, 2);  // layer 0's input, the output norm's
+  forward_with_fallback_matches_cpu("rmsnorm", test::kBrokenRmsnorm,
+                                    2);  // layer 0's input, the output norm's
 }
 
 TEST(OpenclSelfCheck, forward_with_glu_on_the_cpu_matches_the_cpu_backend) {
@@ -414,7 +407,7 @@ TEST(OpenclSelfCheck, forward_with_add_rmsnorm_failed_runs_add_and_rmsnorm_on_th
 
 TEST(OpenclSelfCheck, test_hook_rejects_an_unknown_kernel_name) {
   if (!have_device()) GTEST_SKIP() << "no OpenCL device";
-  EXPECT_THROW(OpenclBackend{options_with("no_such_kernel", kBrokenRmsnorm)}, Error);
+  EXPECT_THROW(OpenclBackend{options_with("no_such_kernel", test::kBrokenRmsnorm)}, Error);
 }
 
 }  // namespace
