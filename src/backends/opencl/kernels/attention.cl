@@ -34,7 +34,7 @@
 #define TL_ATTN_PASS 4
 // float4 steps of q and of each key an item loads before the scores' products: 2 (8 elements). 4 kept 147
 // registers an item on an H100's OpenCL, so that one group of 256 items filled an SM and a long context's
-// 256 groups ran in two waves (7B at depth 1024 -4.8%); with 2, 96 (docs/PERF.md 2026-12-07 10:52).
+// 256 groups ran in two waves (7B at depth 1024 -4.8%); with 2, 96 (docs/PERF.md 2026-12-07 10:31).
 #define TL_ATTN_HOIST 2
 #if TL_KV_F16
 #define TL_KV_T half
