@@ -332,6 +332,42 @@ __device__ __forceinline__ float add_block(float acc, float d, float dx, int sum
   return __fadd_rn(acc, __fmaf_rn(__fmul_rn(d, dx), float(sum), __fmul_rn(m, s)));
 }
 
+// A GLU job's rounding of its output (MatvecJob::out_q8), after the warp has written the rows of all its
+// groups (first, first + stride, ... below groups; R rows each, from its lane 0; R divides 32): its count
+// of each block of 32 rows it wrote into goes up (a lane a group), and the warp whose count completes a
+// block rounds it, reading the other warps' rows past L1 (made visible by their fences). Counted once at
+// the end of the walk, not after each group: a fence waits for every load of the warp in flight, which
+// mid-walk are the next rounds' weights (H200, docs/PERF.md 2026-12-07 13:31: decode +2.5-4%).
+template <int R>
+__device__ __forceinline__ void round_blocks_when_complete(const MatvecJob& job, const float* y, int n_out,
+                                                           int first, int stride, int groups) {
+  const int lane = threadIdx.x & 31;
+  __syncwarp();
+  __threadfence();  // lane 0's rows before any lane's count
+  for (int g0 = first; g0 < groups; g0 += 32 * stride) {
+    const int gg = g0 + lane * stride;
+    int last = 0, b32 = 0;
+    if (gg < groups) {
+      const int r0 = gg * R;
+      const int rows = min(R, n_out - r0);
+      b32 = r0 / 32;
+      last = atomicAdd(&job.counters[b32], rows) + rows == min(32, n_out - 32 * b32);
+      if (last) job.counters[b32] = 0;  // for the next launch
+    }
+    unsigned done = __ballot_sync(0xffffffffu, last);
+    if (done) {
+      __threadfence();  // the counts seen before the other warps' rows are read
+      __syncwarp();
+    }
+    while (done) {
+      const int b = __shfl_sync(0xffffffffu, b32, __ffs(done) - 1);
+      done &= done - 1;
+      const int r = 32 * b + lane;
+      quantize_block(__ldcg(y + r), r, b, job.out_q8);
+    }
+  }
+}
+
 // R: rows of each matrix a warp takes at once (2; 1 for products too small to give every warp of the GPU a
 // pair of rows, whose activations are then read through L1 instead of copied into shared memory first).
 template <int F, int Glu, int R>
@@ -365,7 +401,8 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   const int n_in = job.w[0].n_in, nb = n_in / 32;
   const int rounds = (nb + 32 * kRound - 1) / (32 * kRound);
   const int stride = int(gridDim.x) * kStreamWarps;
-  int g = int(blockIdx.x) * kStreamWarps + int(threadIdx.x >> 5), rd = 0;  // the group and round now
+  const int first = int(blockIdx.x) * kStreamWarps + int(threadIdx.x >> 5);  // the warp's first group
+  int g = first, rd = 0;                                                     // the group and round now
 
   auto group_at = [&](int gg, int& mi, int& r0) {
     mi = Glu < 0 ? int(gg >= s_first[1]) + int(gg >= s_first[2]) : 0;
@@ -513,25 +550,6 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
             y[r0 + k] = acc[k];
         }
       }
-      if constexpr (Glu >= 0) {
-        // The rounding of the output (MatvecJob::out_q8): the warp whose rows complete a block of 32 rows
-        // (R divides 32) rounds it, reading the other warps' rows past L1 (made visible by their fences).
-        if (job.out_q8.q) {
-          const int b32 = r0 / 32;
-          int last = 0;
-          if (lane == 0) {
-            __threadfence();
-            const int rows = min(R, n_out - r0);
-            last = atomicAdd(&job.counters[b32], rows) + rows == min(32, n_out - 32 * b32);
-            if (last) job.counters[b32] = 0;  // for the next launch
-          }
-          if (__shfl_sync(0xffffffffu, last, 0)) {
-            __threadfence();
-            const int r = 32 * b32 + lane;
-            quantize_block(__ldcg(y + r), r, b32, job.out_q8);
-          }
-        }
-      }
 #pragma unroll
       for (int k = 0; k < kN; ++k) acc[k] = 0.0f;
     }
@@ -541,6 +559,9 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   };
 #pragma unroll 1
   while (step(std::integral_constant<int, 0>{}) && step(std::integral_constant<int, 1>{})) {
+  }
+  if constexpr (Glu >= 0) {
+    if (job.out_q8.q) round_blocks_when_complete<R>(job, s_y[0], s_n_out[0], first, stride, groups);
   }
 }
 
