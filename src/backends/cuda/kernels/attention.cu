@@ -27,6 +27,8 @@
 //
 // With q8.q set, the output is also written rounded for the next product (kernels.h Q8): a warp's 32
 // consecutive output dims are one block (head sizes multiple of 32).
+#include <cuda/atomic>
+
 #include "common.cuh"
 
 namespace tilellm::cuda {
@@ -155,25 +157,23 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// n partials of one head (k < n: acc [hd] at p + k * stride, then its max and sum at p + k * stride + ms)
-// rescaled to their common max and summed, by a block's threads; an empty one (max -inf, sum 0) adds
-// nothing. With out: the head's output (and its Q8 rounding) written; else the merge left as a partial at
-// `to` (acc [hd], max, sum). `cg`: the partials were written by other blocks of this launch (read past L1).
+// n partials of one head in shared memory (k < n: acc [hd] at p + k * stride, then its max and sum at
+// p + k * stride + ms) rescaled to their common max and summed, by a block's threads; an empty one (max -inf,
+// sum 0) adds nothing. With out: the head's output (and its Q8 rounding) written; else the merge left as a
+// partial at `to` (acc [hd], max, sum).
 __device__ __forceinline__ void merge_partials(const float* p, int64_t stride, int ms, int n, int h,
-                                               const AttnArgs& a, bool cg, float* out, const Q8& q8,
-                                               float* to) {
+                                               const AttnArgs& a, float* out, const Q8& q8, float* to) {
   const int hd = a.head_dim;
-  auto at = [&](int64_t i) { return cg ? __ldcg(p + i) : p[i]; };
   float m = -INFINITY;
-  for (int k = 0; k < n; ++k) m = fmaxf(m, at(k * stride + ms));
+  for (int k = 0; k < n; ++k) m = fmaxf(m, p[k * stride + ms]);
   for (int d0 = 0; d0 < hd + 1; d0 += blockDim.x) {  // uniform: the quantization's shuffles need whole warps
     const int d = d0 + int(threadIdx.x);
     float num = 0.0f, den = 0.0f;
     if (d <= hd) {
       for (int k = 0; k < n; ++k) {
-        const float lk = at(k * stride + ms + 1);
-        const float f = lk > 0.0f ? expf(at(k * stride + ms) - m) : 0.0f;
-        if (d < hd) num += f * at(k * stride + d);
+        const float lk = p[k * stride + ms + 1];
+        const float f = lk > 0.0f ? expf(p[k * stride + ms] - m) : 0.0f;
+        if (d < hd) num += f * p[k * stride + d];
         den += f * lk;
       }
     }
@@ -181,6 +181,46 @@ __device__ __forceinline__ void merge_partials(const float* p, int64_t stride, i
       if (d < hd) to[d] = num;
       if (d == hd) to[hd] = m, to[hd + 1] = den;
       continue;
+    }
+    const float v = d < hd ? num / den : 0.0f;
+    if (d < hd) out[int64_t(h) * hd + d] = v;
+    if (q8.q && d0 + int(threadIdx.x & ~31) < hd)
+      quantize_block(v, int64_t(h) * hd + d, (int64_t(h) * hd + d) / 32, q8);
+  }
+}
+
+// The busy splits' partials of head h (n <= 64: --cuda-attn-splits' limit), written by other blocks of this
+// launch and read past L1: partial k's acc [hd] at p + k * stride, its max and sum after them, combined into
+// the head's output (and its Q8 rounding) by the block's threads. The (max, sum) pairs are read all at once
+// into ms, then every thread's accumulator loads of 8 partials are issued together (clamped indices, no
+// branch between them): a few trips to L2 whatever n is, where a loop with a load behind each branch took
+// two or three a partial (H200, docs/PERF.md 2026-12-07 13:31: decode +4-5%, at depth 1024 +5%).
+__device__ __forceinline__ void merge_splits(const float* p, int64_t stride, int n, int h, const AttnArgs& a,
+                                             float* out, const Q8& q8, float2* ms) {
+  const int hd = a.head_dim;
+  for (int k = int(threadIdx.x); k < n; k += blockDim.x)
+    ms[k] = make_float2(__ldcg(p + k * stride + hd), __ldcg(p + k * stride + hd + 1));
+  __syncthreads();
+  float m = -INFINITY;
+  for (int k = 0; k < n; ++k) m = fmaxf(m, ms[k].x);
+  float den = 0.0f;
+  for (int k = 0; k < n; ++k) {
+    const float f = ms[k].y > 0.0f ? expf(ms[k].x - m) : 0.0f;
+    den += f * ms[k].y;
+  }
+  for (int d0 = 0; d0 < hd; d0 += blockDim.x) {  // uniform: the quantization's shuffles need whole warps
+    const int d = d0 + int(threadIdx.x), dc = min(d, hd - 1);
+    float num = 0.0f;
+    for (int k0 = 0; k0 < n; k0 += 8) {
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = __ldcg(p + min(k0 + u, n - 1) * stride + dc);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const float2 mk = ms[min(k0 + u, n - 1)];
+        const float f = mk.y > 0.0f ? expf(mk.x - m) : 0.0f;
+        if (k0 + u < n) num += f * v[u];
+      }
     }
     const float v = d < hd ? num / den : 0.0f;
     if (d < hd) out[int64_t(h) * hd + d] = v;
@@ -205,7 +245,7 @@ __global__ void __launch_bounds__(128)
                             const __grid_constant__ SeqPlanes sp) {
   constexpr int KW = ND <= 2 ? 8 : ND <= 4 ? 4 : 2;  // keys a warp reads at once
   constexpr int kStride = 32 * ND + 2;               // a warp's (acc, max, sum) in shared memory
-  __shared__ float wsh[4 * kStride];
+  __shared__ __align__(8) float wsh[4 * kStride];    // then the splits' (max, sum) in merge_splits
   __shared__ int last;
   griddep_wait();
   griddep_launch_dependents();
@@ -288,24 +328,24 @@ __global__ void __launch_bounds__(128)
   }
   __syncthreads();
   if (splits == 1) {
-    merge_partials(wsh, kStride, 32 * ND, 4, h, a, false, out, q8, nullptr);
+    merge_partials(wsh, kStride, 32 * ND, 4, h, a, out, q8, nullptr);
     return;
   }
   // This split's merge into work [split][n_head][hd + 2]; the last busy split of the head to finish merges
   // them all.
   const int64_t wstride = int64_t(a.n_head) * (hd + 2);
-  merge_partials(wsh, kStride, 32 * ND, 4, h, a, false, nullptr, q8,
-                 work + split * wstride + int64_t(h) * (hd + 2));
-  __threadfence();  // this split's partial before its count
-  __syncthreads();
+  merge_partials(wsh, kStride, 32 * ND, 4, h, a, nullptr, q8, work + split * wstride + int64_t(h) * (hd + 2));
+  __syncthreads();  // the block's partial written before thread 0 counts it
   if (threadIdx.x == 0) {
-    last = atomicAdd(&counters[h], 1) == busy - 1;
-    if (last) counters[h] = 0;  // for the next launch
+    // Release: the partial (ordered before by the barrier) is visible to the block that sees this count;
+    // acquire: the last block sees every other split's partial (and shares that by the barrier below).
+    ::cuda::atomic_ref<int, ::cuda::thread_scope_device> count(counters[h]);
+    last = count.fetch_add(1, ::cuda::memory_order_acq_rel) == busy - 1;
+    if (last) count.store(0, ::cuda::memory_order_relaxed);  // for the next launch
   }
   __syncthreads();
   if (!last) return;
-  __threadfence();
-  merge_partials(work + int64_t(h) * (hd + 2), wstride, hd, busy, h, a, true, out, q8, nullptr);
+  merge_splits(work + int64_t(h) * (hd + 2), wstride, busy, h, a, out, q8, reinterpret_cast<float2*>(wsh));
 }
 
 // ---- prompts: 16 queries a block
