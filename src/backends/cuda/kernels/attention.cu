@@ -194,7 +194,7 @@ __device__ __forceinline__ void merge_partials(const float* p, int64_t stride, i
 // the head's output (and its Q8 rounding) by the block's threads. The (max, sum) pairs are read all at once
 // into ms, then every thread's accumulator loads of 8 partials are issued together (clamped indices, no
 // branch between them): a few trips to L2 whatever n is, where a loop with a load behind each branch took
-// two or three a partial (H200, docs/PERF.md 2026-12-07 13:31: decode +4-5%, at depth 1024 +5%).
+// two or three a partial (H200, docs/PERF.md 2026-12-07 13:26: decode +4-5%, at depth 1024 +5%).
 __device__ __forceinline__ void merge_splits(const float* p, int64_t stride, int n, int h, const AttnArgs& a,
                                              float* out, const Q8& q8, float2* ms) {
   const int hd = a.head_dim;

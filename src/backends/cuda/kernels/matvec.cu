@@ -337,7 +337,7 @@ __device__ __forceinline__ float add_block(float acc, float d, float dx, int sum
 // of each block of 32 rows it wrote into goes up (a lane a group), and the warp whose count completes a
 // block rounds it, reading the other warps' rows past L1 (made visible by their fences). Counted once at
 // the end of the walk, not after each group: a fence waits for every load of the warp in flight, which
-// mid-walk are the next rounds' weights (H200, docs/PERF.md 2026-12-07 13:31: decode +2.5-4%).
+// mid-walk are the next rounds' weights (H200, docs/PERF.md 2026-12-07 13:26: decode +1.7-3.8%).
 template <int R>
 __device__ __forceinline__ void round_blocks_when_complete(const MatvecJob& job, const float* y, int n_out,
                                                            int first, int stride, int groups) {
