@@ -22,6 +22,8 @@ void CudaBackend::record_attention(const void* k_plane, const void* v_plane, int
   a.window = int(p.window);
   a.f16 = opts_.kv_type == GgmlType::F16;
   const int64_t decode_tokens = seqs ? n_tok : n_tok == 1 ? 1 : 0;  // queries using the splits' partials
+  if (splits > cuda::kMaxAttnSplits)
+    fail("internal: CUDA attention in {} splits, above its {}", splits, cuda::kMaxAttnSplits);
   if (splits > 1 && (decode_tokens * splits * p.n_head * (p.head_dim + 2) > attn_work_floats_ ||
                      decode_tokens * p.n_head > attn_counters_n_))
     fail("internal: CUDA attention of {} heads in {} splits exceeds its work buffer", p.n_head, splits);

@@ -96,7 +96,7 @@ BackendEntry cuda_entry() {
       "--cuda-attn-splits",
       "blocks each head's keys are split over in decode attention, each taking at least 16 keys: auto (16) "
       "or a number 1-64",
-      NumberRange(1, 64),
+      NumberRange(1, cuda::kMaxAttnSplits),
       [](BackendOptions& o, int n) { static_cast<CudaOptions&>(o).attention_splits = n; }));
   OptionSpec hg;
   hg.flag = "--cuda-fp16-gemm";

@@ -189,7 +189,7 @@ __device__ __forceinline__ void merge_partials(const float* p, int64_t stride, i
   }
 }
 
-// The busy splits' partials of head h (n <= 64: --cuda-attn-splits' limit), written by other blocks of this
+// The busy splits' partials of head h (n <= kMaxAttnSplits), written by other blocks of this
 // launch and read past L1: partial k's acc [hd] at p + k * stride, its max and sum after them, combined into
 // the head's output (and its Q8 rounding) by the block's threads. The (max, sum) pairs are read all at once
 // into ms, then every thread's accumulator loads of 8 partials are issued together (clamped indices, no
@@ -246,6 +246,7 @@ __global__ void __launch_bounds__(128)
   constexpr int KW = ND <= 2 ? 8 : ND <= 4 ? 4 : 2;  // keys a warp reads at once
   constexpr int kStride = 32 * ND + 2;               // a warp's (acc, max, sum) in shared memory
   __shared__ __align__(8) float wsh[4 * kStride];    // then the splits' (max, sum) in merge_splits
+  static_assert(4 * kStride >= 2 * kMaxAttnSplits, "merge_splits keeps every split's (max, sum) in wsh");
   __shared__ int last;
   griddep_wait();
   griddep_launch_dependents();

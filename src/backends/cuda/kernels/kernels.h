@@ -132,6 +132,9 @@ struct AttnArgs {
   int window = 0;
   bool f16 = true;
 };
+// The most splits a head's keys take (--cuda-attn-splits): the merging block holds every split's (max, sum)
+// in its shared memory.
+constexpr int kMaxAttnSplits = 64;
 // With seqs (a batch decode step): each of the n_tok tokens is one sequence's decode token, its keys in
 // the planes seqs places it in; splits apply, work and counters then holding n_tok times the room above.
 void attention(const float* q, const void* k_plane, const void* v_plane, const int32_t* pos, int n_tok,
