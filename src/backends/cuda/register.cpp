@@ -94,8 +94,9 @@ BackendEntry cuda_entry() {
   e.make_options = [] { return std::make_unique<CudaOptions>(); };
   e.options.push_back(number_option(
       "--cuda-attn-splits",
-      "blocks each head's keys are split over in decode attention, each taking at least 16 keys: auto (16) "
-      "or a number 1-64",
+      fmt::format("blocks each head's keys are split over in decode attention, each taking at least 16 keys: "
+                  "auto (16) or a number 1-{}",
+                  cuda::kMaxAttnSplits),
       NumberRange(1, cuda::kMaxAttnSplits),
       [](BackendOptions& o, int n) { static_cast<CudaOptions&>(o).attention_splits = n; }));
   OptionSpec hg;
