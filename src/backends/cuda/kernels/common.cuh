@@ -275,6 +275,25 @@ __device__ __forceinline__ float glu_act(float x, int act) {
   return x / (1.0f + expf(-2.0f * z));
 }
 
+// Asynchronous copies from global into shared memory (compute capability 8.0+): 16 bytes through L2 only,
+// or 8 through L1; a group of them committed, then waited for until at most N younger groups are in
+// flight.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
+  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // Programmatic dependent launch (Hopper): every kernel is launched so that it may start while the kernel
 // before it on the stream is still running (launch_pdl), and waits for that kernel's results with
 // griddep_wait() before it reads anything a kernel wrote or writes anything at all; before the wait it may

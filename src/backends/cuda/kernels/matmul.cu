@@ -96,18 +96,6 @@ struct Stage {
   float xs[kToksQ][2 * kStageBlocks];  // per half-block
 };
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 // C (16 x 8, int32) = A (16 x 32) B (32 x 8); A's codes unsigned (u8) or signed (s8), B's signed.
 template <bool UnsignedA>
 __device__ __forceinline__ void mma_k32(const uint32_t a[4], const uint32_t b[2], int c[4]) {
