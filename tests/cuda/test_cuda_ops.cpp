@@ -5,7 +5,8 @@
 // matvec kernels, alone and as q/k/v and gate/up jobs; 2-8 tokens: the few-token kernels) and prompt sizes
 // that leave partial tiles of rows (131 rows: 128 + 3) and of tokens (3, 21, 70 = 64 + 6); norms (alone, with
 // the residual add, with the Q8 output), RoPE and the fused RoPE + KV write (bit-equal to the CPU's: the
-// cache rows compared byte for byte), GLU, adds, the KV cache ops and attention (one and several splits of
+// cache rows compared byte for byte), the q/k/v products with RoPE + KV write in their launch (bit-equal to
+// the products and the fused op), GLU, adds, the KV cache ops and attention (one and several splits of
 // the keys, windows, grouped heads, both cache types; decode over every head-size bucket and short contexts).
 //
 // Tolerances. Products: each output may differ from the double reference on the same inputs by the
@@ -290,6 +291,78 @@ TEST_P(CudaOps, shared_input_jobs_equal_the_products_one_by_one) {
         const std::vector<float> gin(gate.begin(), gate.begin() + nt * n_down);
         const std::vector<float> dgot(down.begin(), down.begin() + nt * nq);
         expect_products(be, wd.w, exact_rows(wd.w), gin, nt, dgot, "the product after the GLU");
+      }
+    }
+  }
+}
+
+// Decode's q/k/v products with their RoPE and KV write in one launch (matmul_rope_kv_store, quantized mode,
+// norm pairs, rows streamed two at a time: as many heads as this GPU needs for that) equal, bit for bit, the
+// products followed by rope_kv_store (q and k turned in place, v, the cache rows); a partial rotation (24 of
+// 32 dims), grouped KV heads, both cache types, three streamed formats, positions 0, 17 and the cache's
+// last. In the float mode the op takes the unfused path: the same comparison holds.
+TEST_P(CudaOps, qkv_products_with_rope_and_kv_write_equal_the_unfused_ops) {
+  const int64_t hd = 32, rd = 24;
+  const bool fused = GetParam() == ActivationMode::Quantized;
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    const int f = t == GgmlType::Q4_0 ? cuda::kQ4_0 : t == GgmlType::Q8_0 ? cuda::kQ8_0 : cuda::kQ4K;
+    const int min_rows = cuda::matvec_rope_min_rows(f);
+    ASSERT_GT(min_rows, 0) << type_name(t);
+    // q rows n_head * hd, k and v half that each: at least min_rows in all.
+    const int64_t n_head = 2 * ((min_rows + 4 * hd - 1) / (4 * hd)) + 2, n_head_kv = n_head / 2;
+    const int64_t kv_dim = n_head_kv * hd, n_in = t == GgmlType::Q4_K ? 256 : 96;
+    for (GgmlType kv_type : {GgmlType::F16, GgmlType::F32}) {
+      std::vector<float> x(static_cast<size_t>(n_in)), q(static_cast<size_t>(n_head * hd)),
+          k(static_cast<size_t>(kv_dim)), v(static_cast<size_t>(kv_dim));
+      CudaBackendOptions o = options();
+      o.kv_layers = kLayers, o.kv_ctx = kCtx, o.kv_dim = kv_dim, o.kv_type = kv_type;
+      o.profiling = true;  // the kernels' names show which path ran
+      o.fuse_qkv_rope = true;
+      for (std::vector<float>* a : {&x, &q, &k, &v}) o.resident.push_back({a->data(), a->size() * 4});
+      CudaBackend be(o);
+      KvCache dev(kLayers, kCtx, n_head_kv, hd, kv_type, false);
+      OwnedWeight wq = make_weight(t, n_in, n_head * hd, 21), wk = make_weight(t, n_in, kv_dim, 22),
+                  wv = make_weight(t, n_in, kv_dim, 23);
+      for (const OwnedWeight* w : {&wq, &wk, &wv}) be.upload_weight(w->w);
+      const Weight* ws[3] = {&wq.w, &wk.w, &wv.w};
+      float* ys[3] = {q.data(), k.data(), v.data()};
+      const RopeTable table(kCtx, rd / 2, 10000.0f, 1.0f);
+      RopeShape rs;
+      rs.n_head = n_head, rs.n_head_kv = n_head_kv, rs.head_dim = hd, rs.rope_dim = rd, rs.table = &table;
+      rs.mode = RopeMode::Norm;
+      uint32_t seed = 70;
+      for (int32_t p : {0, 17, int32_t(kCtx - 1)}) {
+        const std::vector<float> xs = rand_floats(size_t(n_in), seed++);
+        std::vector<float> outs[2][3];
+        // Pass 0: layer 1 through the fused op; pass 1: layer 0 through the products, then rope_kv_store.
+        for (int pass = 0; pass < 2; ++pass) {
+          be.host_wrote(x.data(), x.size() * 4);
+          std::copy(xs.begin(), xs.end(), x.begin());
+          be.reset_kernel_times();
+          if (pass == 0) {
+            be.matmul_rope_kv_store(ws, x.data(), 1, q.data(), k.data(), v.data(), dev, 1, &p, rs);
+          } else {
+            be.matmul_shared(ws, ys, 3, x.data(), 1);
+            be.rope_kv_store(q.data(), k.data(), v.data(), dev, 0, &p, 1, rs);
+          }
+          int64_t fused_calls = 0;
+          for (const KernelTime& kt : be.kernel_times())
+            if (kt.name == "matvec_rope_kv_store") fused_calls += kt.calls;
+          ASSERT_EQ(fused_calls, pass == 0 && fused ? 1 : 0) << type_name(t) << " pass " << pass;
+          for (int i = 0; i < 3; ++i) {
+            be.to_host(ys[i], ws[i]->n_out * 4);
+            outs[pass][i].assign(ys[i], ys[i] + ws[i]->n_out);
+          }
+        }
+        for (int i = 0; i < 3; ++i)
+          ASSERT_TRUE(std::equal(outs[1][i].begin(), outs[1][i].end(), outs[0][i].begin()))
+              << type_name(t) << " output " << i << " at position " << p;
+        KvCache back(kLayers, kCtx, n_head_kv, hd, kv_type);
+        be.kv_to_host(back, 0, kCtx);
+        for (int kind = 0; kind < 2; ++kind)
+          ASSERT_EQ(0, std::memcmp(back.plane(0, kind) + size_t(p) * back.row_bytes(),
+                                   back.plane(1, kind) + size_t(p) * back.row_bytes(), back.row_bytes()))
+              << type_name(t) << " cache kind " << kind << " at position " << p;
       }
     }
   }

@@ -69,6 +69,9 @@ struct CudaBackendOptions : DeviceOptions {
   // Blocks a head's keys are split over in decode attention (--cuda-attn-splits); 0: auto (16,
   // cuda_backend.cpp).
   int attention_splits = 0;
+  // Decode's RoPE + KV write in the q/k/v product's launch where it fits (matmul_rope_kv_store;
+  // --cuda-fuse-rope). Off by default until it is timed against the separate launch on a GPU.
+  bool fuse_qkv_rope = false;
   // Which prompt products take cuBLAS's fp16 GEMM where the library is present (matmul.cpp;
   // --cuda-fp16-gemm): every format but F32 (the default: on the H200 1.4-1.7x llama.cpp CUDA's pp512 where
   // the int8 kernel gives 0.7-0.9x, and closer to the float path on the real models; docs/CUDA.md), F16
@@ -127,6 +130,12 @@ class CudaBackend final : public Backend {
             const RopeTable& table, RopeMode mode) override;
   void rope_kv_store(float* q, float* k, const float* v, KvCache& kv, int64_t layer, const int32_t* pos,
                      int64_t n_tok, const RopeShape& r) override;
+  // Decode's q/k/v products with their RoPE (norm pairs) and KV write in the products' launch, where the
+  // rows stream two at a time (cuda::matvec_rope_fits) and fuse_qkv_rope is set; otherwise the products,
+  // then rope_kv_store.
+  void matmul_rope_kv_store(const Weight* const* wqkv, const float* x, int64_t n_tok, float* q, float* k,
+                            float* v, KvCache& kv, int64_t layer, const int32_t* pos,
+                            const RopeShape& r) override;
   void kv_store(KvCache& kv, int64_t layer, const float* k, const float* v, const int32_t* pos,
                 int64_t n_tok) override;
   void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* pos, int64_t n_tok,
@@ -173,8 +182,9 @@ class CudaBackend final : public Backend {
   // k_matvec_few_: the quantized products of 2 .. cuda::kMatvecTokens tokens (a batch decode step).
   Kernel k_embed_[cuda::kFormats], k_matvec_[cuda::kFormats], k_matvec_few_[cuda::kFormats],
       k_matmul_[cuda::kFormats], k_matmul16_[cuda::kFormats];
-  Kernel k_rmsnorm_, k_add_rmsnorm_, k_rope_, k_kv_store_, k_rope_kv_store_, k_attention_, k_glu_[2], k_add_,
-      k_add_rows_;
+  // k_qkv_rope_: the q/k/v products' RoPE and KV write in their launch (matmul_rope_kv_store).
+  Kernel k_rmsnorm_, k_add_rmsnorm_, k_rope_, k_kv_store_, k_rope_kv_store_, k_qkv_rope_, k_attention_,
+      k_glu_[2], k_add_, k_add_rows_;
   std::vector<Kernel*> all_kernels();
   bool kv_on_cpu() const { return k_kv_store_.on_cpu || k_attention_.on_cpu; }
   void run_self_check();
@@ -206,6 +216,10 @@ class CudaBackend final : public Backend {
   // The fused RoPE + KV write's conditions (shapes, mirrored operands, verdicts), and its launch into the
   // planes of sequence `seq` (each token placed from there by sp).
   bool rope_kv_fused(const float* q, const float* k, const float* v, int64_t n_tok, const RopeShape& r) const;
+  // The q/k/v job of matmul_rope_kv_store in its products' launch, or false where that cannot take it
+  // (then nothing was recorded).
+  bool record_qkv_rope(const Weight* const* wqkv, const float* x, float* const* ys, KvCache& kv,
+                       int64_t layer, const int32_t* pos, const RopeShape& r);
   void record_rope_kv_store(float* q, float* k, const float* v, int64_t layer, const int32_t* pos,
                             int64_t n_tok, const RopeShape& r, int64_t seq, const cuda::SeqPlanes& sp);
   // Attention's shape checks, and its device path from the planes of sequence `seq` (seqs: a batch decode

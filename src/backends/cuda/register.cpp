@@ -1,7 +1,7 @@
 // The CUDA backend's registry entry (backends/registry.h): MNN type 2, available when the NVIDIA driver and
 // a GPU of compute capability 8.0 or later are there (device.h says how each absence is reported); its own
-// option --cuda-attn-splits; the factory, the start-time measurement of `bench` and the memory probes of
-// `gemv-bw`.
+// options --cuda-attn-splits, --cuda-fp16-gemm and --cuda-fuse-rope; the factory, the start-time measurement
+// of `bench` and the memory probes of `gemv-bw`.
 #include <chrono>
 
 #include "backends/cuda/bandwidth.h"
@@ -15,6 +15,7 @@ namespace {
 
 struct CudaOptions final : BackendOptions {
   int attention_splits = 0;  // 0: auto (32)
+  bool fuse_qkv_rope = false;
   CudaBackendOptions::HalfGemm half_gemm = CudaBackendOptions::HalfGemm::All;
 };
 
@@ -50,6 +51,7 @@ CudaBackendOptions backend_options(const BackendParams& p) {
   if (const auto* o = dynamic_cast<const CudaOptions*>(p.options)) {
     g.attention_splits = o->attention_splits;
     g.half_gemm = o->half_gemm;
+    g.fuse_qkv_rope = o->fuse_qkv_rope;
   }
   return g;
 }
@@ -119,6 +121,12 @@ BackendEntry cuda_entry() {
       fail("--cuda-fp16-gemm: '{}' is not f16, all or off", v);
   };
   e.options.push_back(std::move(hg));
+  e.options.push_back(switch_option(
+      "--cuda-fuse-rope",
+      "decode's RoPE and KV write in the q/k/v product's launch where its rows stream in pairs (norm RoPE, "
+      "7B-sized layers): on, or off (a launch of their own)",
+      "on", "off", false,
+      [](BackendOptions& o, bool on) { static_cast<CudaOptions&>(o).fuse_qkv_rope = on; }));
   e.make = make;
   e.measure_start = measure_start;
   e.make_probe = [](const BackendParams& p) {

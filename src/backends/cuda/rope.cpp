@@ -1,7 +1,10 @@
 // CUDA RoPE (kernels/rope.cu): alone, and the layer's RoPE of q and k fused with the KV write (one launch;
-// the op the layer loop calls; a batch decode step's sequences in one launch too). The table is the whole one
-// on the device, looked up by each token's position there, so a replayed decode step needs nothing from the
-// host.
+// the op the layer loop calls; a batch decode step's sequences in one launch too). With --cuda-fuse-rope on,
+// in decode, where the q/k/v products stream their rows two at a time (norm pairs: a pair's two rows in one
+// lane), the RoPE and the KV write happen in the products' own launch instead (matmul_rope_kv_store;
+// kernels/matvec.cu): one kernel fewer in each layer's chain of dependent launches. The table is the whole
+// one on the device, looked up by each token's position there, so a replayed decode step needs nothing from
+// the host.
 #include "backends/cuda/cuda_backend.h"
 #include "base/error.h"
 
@@ -81,6 +84,54 @@ void CudaBackend::rope_kv_store_seqs(float* q, float* k, const float* v, KvCache
   for (int64_t i = 0; i < n; ++i) check_kv(*kvs[i], layer, pos + i, 1, "rope_kv_store");
   // The planes of sequence 0, each token's sequence placing it from there.
   record_rope_kv_store(q, k, v, layer, pos, n, r, 0, seq_planes(kvs, n));
+}
+
+bool CudaBackend::record_qkv_rope(const Weight* const* wqkv, const float* x, float* const* ys, KvCache& kv,
+                                  int64_t layer, const int32_t* pos, const RopeShape& r) {
+  if (!opts_.fuse_qkv_rope || k_qkv_rope_.on_cpu || r.mode != RopeMode::Norm ||
+      !rope_kv_fused(ys[0], ys[1], ys[2], 1, r))
+    return false;
+  cuda::MatvecJob job;
+  job.n = 3;
+  const DeviceWeight* dws[3] = {};
+  const int64_t n_out[3] = {r.n_head * r.head_dim, opts_.kv_dim, opts_.kv_dim};
+  for (int i = 0; i < 3; ++i) {
+    dws[i] = &find_weight(*wqkv[i], "matmul");
+    if (!quantized(dws[i]->fmt) || dws[i]->fmt != dws[0]->fmt || dws[i]->n_in != dws[0]->n_in ||
+        dws[i]->n_out != n_out[i] || !on_matvec(*dws[i], 1) || ys[i] == x)
+      return false;
+    job.w[i] = dws[i]->matrix();
+  }
+  if (!cuda::matvec_rope_fits(job)) return false;
+  check_kv(kv, layer, pos, 1, "rope_kv_store");
+  if (pos[0] >= r.table->n_pos) fail("position {} is outside the RoPE table of {}", pos[0], r.table->n_pos);
+  const float* dx = dev_in(x, dws[0]->n_in, in_a_, "matmul");
+  for (int i = 0; i < 3; ++i) job.y[i] = dev_out(ys[i], n_out[i], out_, "matmul");
+  const cuda::RopeArgs ra = rope_args(*r.table, r.head_dim, r.rope_dim, r.mode);
+  job.rope.table = ra.table;
+  job.rope.pos = dev_positions(pos, 1);
+  job.rope.k_plane = kv_plane_of(kv.seq(), layer, 0);
+  job.rope.v_plane = kv_plane_of(kv.seq(), layer, 1);
+  job.rope.n_half = ra.n_half;
+  job.rope.head_dim = ra.head_dim;
+  job.rope.rope_dim = ra.rope_dim;
+  job.rope.kv_dim = int(opts_.kv_dim);
+  job.rope.f16 = opts_.kv_type == GgmlType::F16;
+  const cuda::Q8 q8 = q8_view(q8_of(dx, 1, dws[0]->n_in));
+  launch(k_qkv_rope_.name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
+  for (int i = 0; i < 3; ++i) dev_done(ys[i], n_out[i], job.y[i]);
+  return true;
+}
+
+void CudaBackend::matmul_rope_kv_store(const Weight* const* wqkv, const float* x, int64_t n_tok, float* q,
+                                       float* k, float* v, KvCache& kv, int64_t layer, const int32_t* pos,
+                                       const RopeShape& r) {
+  float* ys[3] = {q, k, v};
+  if (n_tok == 1 && mode_ != StepMode::Replaying && record_qkv_rope(wqkv, x, ys, kv, layer, pos, r)) {
+    step_ops_ += 6;  // the reference's three products and rope_kv_store's three ops, as a replay counts them
+    return;
+  }
+  Backend::matmul_rope_kv_store(wqkv, x, n_tok, q, k, v, kv, layer, pos, r);
 }
 
 }  // namespace tilellm

@@ -26,13 +26,15 @@ constexpr double kTolerance = 1e-3;
 void CudaBackend::verdict(Kernel& k, double err) {
   if (err <= kTolerance) return;
   k.on_cpu = true;
-  const bool matvec = k.name.rfind("matvec_", 0) == 0;
+  const bool fused_rope = &k == &k_qkv_rope_;
+  const bool matvec = !fused_rope && k.name.rfind("matvec_", 0) == 0;
   std::fprintf(
       stderr,
       "warning: CUDA kernel %s failed its self-check on %s: error %.3g of the largest value; %s from now "
       "on\n",
       k.name.c_str(), caps().name.c_str(), err,
-      matvec                              ? "its products use the prompt kernel"
+      fused_rope ? "the q/k/v products and rope_kv_store run as launches of their own"
+      : matvec   ? "its products use the prompt kernel"
       : k.name.rfind("gemm_f16_", 0) == 0 ? "prompts of its format use the int8 or float kernel"
       : k.name == "add_rmsnorm"           ? "the separate add and rmsnorm run instead"
                                           : "its op runs on the CPU");
@@ -168,6 +170,67 @@ void CudaBackend::run_self_check() {
             {e, relative_error(q_ref, q_got), relative_error(k_ref, k_got), relative_error(want, have)});
       }
       verdict(k_rope_kv_store_, e);
+    }
+
+    // The q/k/v products with their RoPE and KV write in one launch (matmul_rope_kv_store, when asked), Q4_0
+    // rows of 64 inputs: heads of 32 turning 24 dims (the unturned tail too), as many as the GPU needs for
+    // the products' pairs of rows, half as many KV heads, into the cache at position 77.
+    if (const int min_rows = cuda::matvec_rope_min_rows(cuda::kQ4_0); opts_.fuse_qkv_rope && min_rows > 0) {
+      const int64_t n_in = 64, rd = 24, heads = 2 * ((min_rows + 4 * hd - 1) / (4 * hd));
+      const int64_t n_out[3] = {heads * hd, heads / 2 * hd, heads / 2 * hd}, kvd = n_out[1];
+      const RopeTable table(n_ctx, rd / 2, 10000.0f, 1.0f);
+      const int32_t pos[1] = {77};
+      std::vector<std::vector<uint8_t>> bytes;
+      std::vector<Weight> ws;
+      for (int i = 0; i < 3; ++i) {
+        bytes.push_back(random_rows(GgmlType::Q4_0, n_in, n_out[i], rng));
+        ws.push_back(check_weight(GgmlType::Q4_0, bytes.back().data(), n_in, n_out[i]));
+      }
+      const std::vector<float> x = random_floats(size_t(n_in), rng);
+      std::vector<float> xr(x.size());
+      std::vector<std::vector<float>> want(3), have(3);
+      cuda::MatvecJob job;
+      job.n = 3;
+      cuda::Buffer ys = rt_.alloc(size_t(n_out[0] + 2 * kvd) * sizeof(float));
+      cuda::Buffer planes = rt_.alloc(size_t(2 * n_ctx * kvd) * elem);
+      for (int i = 0; i < 3; ++i) {
+        weights_.emplace(ws[size_t(i)].data, make_device_weight(ws[size_t(i)], WeightsMode::Native));
+        job.w[i] = weights_.at(ws[size_t(i)].data).matrix();
+        job.y[i] = ys.as<float>() + (i == 0 ? 0 : n_out[0] + (i - 1) * kvd);
+        rounded_matmul_input(ws[size_t(i)], x.data(), 1, xr.data());
+        want[size_t(i)].resize(size_t(n_out[i]));
+        have[size_t(i)].resize(size_t(n_out[i]));
+        cpu_->matmul(ws[size_t(i)], xr.data(), 1, want[size_t(i)].data());
+      }
+      cpu_->rope(want[0].data(), 1, heads, hd, rd, pos, table, RopeMode::Norm);
+      cpu_->rope(want[1].data(), 1, heads / 2, hd, rd, pos, table, RopeMode::Norm);
+      KvCache kv_ref(1, n_ctx, heads / 2, hd, type);
+      cpu_->kv_store(kv_ref, 0, want[1].data(), want[2].data(), pos, 1);
+      if (cuda::matvec_rope_fits(job)) {
+        rt_.upload(in_a_, 0, x.data(), x.size() * sizeof(float));
+        const cuda::Q8 q8 = q8_view(q8_of(in_a_.as<float>(), 1, n_in));
+        const cuda::RopeArgs ra = rope_args(table, hd, rd, RopeMode::Norm);
+        job.rope = {
+            ra.table,  dev_positions(pos, 1), planes.get(), planes.as<uint8_t>() + size_t(n_ctx * kvd) * elem,
+            ra.n_half, ra.head_dim,           ra.rope_dim,  int(kvd),
+            f16};
+        launch(k_qkv_rope_.name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
+        double e = 0.0;
+        for (int i = 0; i < 3; ++i) {
+          rt_.download(ys, size_t(job.y[i] - ys.as<float>()) * sizeof(float), have[size_t(i)].data(),
+                       have[size_t(i)].size() * sizeof(float));
+          e = std::max(e, relative_error(want[size_t(i)], have[size_t(i)]));
+        }
+        std::vector<uint8_t> dev_kv(2 * size_t(n_ctx * kvd) * elem);
+        rt_.download(planes, 0, dev_kv.data(), dev_kv.size());
+        std::vector<float> want_kv, have_kv;
+        cache_rows(kv_ref, dev_kv.data(), pos, want_kv, have_kv);
+        verdict(k_qkv_rope_, std::max(e, relative_error(want_kv, have_kv)));
+      } else {
+        k_qkv_rope_.on_cpu = true;  // cannot happen: the rows were sized for it; never fused then
+      }
+      for (const Weight& w : ws) weights_.erase(w.data);
+      for (Q8Set& set : q8_) set.src = nullptr;
     }
 
     // Attention reads the reference cache's exact contents, so a kv_store fault does not show up here; one

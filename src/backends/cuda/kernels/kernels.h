@@ -57,6 +57,19 @@ void quantize_q8(const float* x, int n_tok, int n, const Q8& q8, cudaStream_t s)
 // Quantized path: up to 3 matrices of one block format sharing the input (q/k/v), y_i = W_i x with x as
 // Q8; with glu (2 matrices: gate and up) y_0 = act(W_0 x) * (W_1 x), act 0 SiLU, 1 GELU (tanh).
 void matvec_f32(const Matrix& w, const float* x, float* y, cudaStream_t s);
+// A q/k/v job's RoPE and KV write, done where its rows are written (one token; matvec_rope_fits): rows 2i
+// and 2i + 1 of q (w[0]) and k (w[1]) with 2i % head_dim < rope_dim turned by pair i % n_half of the
+// table row at *pos (norm pairs), exactly as rope_kv_store turns them, and k's and v's rows also written
+// into cache row *pos of the K and V planes ([pos][kv_dim], f16 or f32) — what rope_kv_store leaves, in
+// the product's launch. Off while table is null.
+struct QkvRope {
+  const float* table = nullptr;  // [n_pos][n_half][cos, sin]
+  const int32_t* pos = nullptr;  // the token's position, on the device
+  void* k_plane = nullptr;
+  void* v_plane = nullptr;
+  int n_half = 0, head_dim = 0, rope_dim = 0, kv_dim = 0;
+  bool f16 = true;
+};
 struct MatvecJob {
   Matrix w[3];
   float* y[3] = {nullptr, nullptr, nullptr};
@@ -68,8 +81,15 @@ struct MatvecJob {
   Q8 out_q8;
   int* counters = nullptr;
   int n_tok = 1;  // matvec_tokens_q8: x holds n_tok token rows, y_i [n_tok][w_i.n_out]
+  QkvRope rope;   // matvec_q8 only, where matvec_rope_fits
 };
 void matvec_q8(const MatvecJob& job, const Q8& x, cudaStream_t s);
+// Whether matvec_q8 takes the job's RoPE and KV write (job.rope) in the product's launch: q, k and v (n 3,
+// no glu) in a format whose rows are streamed two at a time on this GPU (enough rows for it).
+bool matvec_rope_fits(const MatvecJob& job);
+// The fewest rows (q, k and v together) a job of format fmt needs for that on this GPU; 0 where the format
+// never takes it.
+int matvec_rope_min_rows(int fmt);
 
 // --- matvec_tokens.cu: the quantized path's products of 2 .. kMatvecTokens tokens, each weight read once
 // for all of them: y_i [job.n_tok][w_i.n_out] = x [n_tok][n_in] times W_i^T for the job's up to 3

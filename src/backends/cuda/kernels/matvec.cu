@@ -388,6 +388,14 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   __shared__ int s_n_out[3], s_first[3];
   const int lane = threadIdx.x & 31;
   griddep_launch_dependents();
+  // A q/k/v job's RoPE and KV write (QkvRope): the token's position in shared memory (only host copies
+  // write positions: read before the wait), and lane 0 copying the table pair of each group it loads into
+  // its warp's two slots (the group being summed and the next, by the parity of their place in the walk)
+  // asynchronously, so that neither holds registers through the walk nor makes the turn wait.
+  constexpr bool kRope = Glu < 0 && R == 2;
+  __shared__ int s_pos;
+  __shared__ float2 s_cs[kRope ? kStreamWarps : 1][2];
+  if (kRope && job.rope.table && threadIdx.x == 3) s_pos = *job.rope.pos;
   if (threadIdx.x < 3) {
     const int i = int(threadIdx.x);
     const Matrix& w = i == 0 ? job.w[0] : i == 1 ? job.w[1] : job.w[2];
@@ -424,6 +432,17 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
       if constexpr (Glu >= 0) p1 = s_data[1] + size_t(r0) * rb;
       lstep = R > 1 && r0 + 1 < s_n_out[mi] ? int(rb) : 0;
       lg = gg;
+      if constexpr (kRope) {
+        if (job.rope.table && lane == 0) {
+          const int d = r0 % job.rope.head_dim;
+          // Rows past the rotated dims (and v's) copy any pair: their turn is skipped.
+          const int i = mi < 2 && d < job.rope.rope_dim ? d / 2 : 0;
+          const float2* cs =
+              reinterpret_cast<const float2*>(job.rope.table) + size_t(s_pos) * job.rope.n_half;
+          cp_async8(&s_cs[threadIdx.x >> 5][((gg - first) / stride) & 1], cs + i);
+          cp_async_commit();
+        }
+      }
     }
 #pragma unroll
     for (int u = 0; u < kRound; ++u) {
@@ -540,7 +559,37 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
       group_at(g, mi, r0);
       const int n_out = s_n_out[mi];
       float* const y = s_y[mi];
-      if (lane == 0) {
+      bool written = false;
+      if constexpr (kRope) {
+        if (job.rope.table && lane == 0) {
+          // rope_kv_store's turn of the pair (rope.cu: each product rounded), then the cache row. The next
+          // group's pair (copied when its first round was loaded, in this step) may stay in flight.
+          if (g + stride < groups)
+            cp_async_wait<1>();
+          else
+            cp_async_wait<0>();
+          const float2 cs = s_cs[threadIdx.x >> 5][((g - first) / stride) & 1];
+          const int rpos = s_pos;
+          float a = acc[0], b = acc[1];
+          if (mi < 2 && r0 % job.rope.head_dim < job.rope.rope_dim) {
+            const float ta = __fsub_rn(__fmul_rn(a, cs.x), __fmul_rn(b, cs.y));
+            b = __fadd_rn(__fmul_rn(a, cs.y), __fmul_rn(b, cs.x));
+            a = ta;
+          }
+          y[r0] = a;
+          y[r0 + 1] = b;
+          if (mi > 0) {
+            const size_t at = size_t(rpos) * job.rope.kv_dim + r0;  // r0 even: 4- and 8-byte aligned
+            void* plane = mi == 1 ? job.rope.k_plane : job.rope.v_plane;
+            if (job.rope.f16)
+              *reinterpret_cast<__half2*>(static_cast<__half*>(plane) + at) = __floats2half2_rn(a, b);
+            else
+              *reinterpret_cast<float2*>(static_cast<float*>(plane) + at) = make_float2(a, b);
+          }
+          written = true;
+        }
+      }
+      if (lane == 0 && !written) {
 #pragma unroll
         for (int k = 0; k < R; ++k) {
           if (r0 + k >= n_out) break;
@@ -663,6 +712,12 @@ void launch_stream_rows(const MatvecJob& job, const Q8& x, size_t shared, cudaSt
   launch_pdl(kernel, blocks, 32 * kStreamWarps, shared, s, job, lay, groups, x);
 }
 
+// Whether a non-GLU job of `rows` rows in all takes its rows two at a time (launch_stream).
+template <int F>
+bool stream_pairs(int rows) {
+  return (rows + 1) / 2 >= resident_blocks<matvec_stream_kernel<F, -1, 2>>() * kStreamWarps;
+}
+
 template <int F, int Glu>
 void launch_stream(const MatvecJob& job, const Q8& x, size_t shared, cudaStream_t s) {
   int rows = 0;
@@ -670,11 +725,10 @@ void launch_stream(const MatvecJob& job, const Q8& x, size_t shared, cudaStream_
   if (rows == 0) return;
   // Pairs of rows when there are enough to give every warp slot of the GPU one (measured on the H200:
   // Llama-7B-shaped Q4_0 q/k/v 3.4 TB/s with pairs, 2.9 with single rows); else single rows (its o and
-  // down products, 4096 rows: 2.1 -> 2.3 and 2.5 -> 2.9 TB/s).
+  // down products, 4096 rows: 2.1 -> 2.3 and 2.5 -> 2.9 TB/s). A job with its RoPE always takes pairs (the
+  // backend asks matvec_rope_fits first): a pair's turn needs both rows in one lane.
   if constexpr (Glu < 0) {
-    const int pairs = (rows + 1) / 2;
-    if (pairs < resident_blocks<matvec_stream_kernel<F, Glu, 2>>() * kStreamWarps)
-      return launch_stream_rows<F, Glu, 1>(job, x, shared, s);
+    if (!job.rope.table && !stream_pairs<F>(rows)) return launch_stream_rows<F, Glu, 1>(job, x, shared, s);
   }
   launch_stream_rows<F, Glu, 2>(job, x, shared, s);
 }
@@ -691,6 +745,28 @@ void matvec_f32(const Matrix& w, const float* x, float* y, cudaStream_t s) {
   with_format(w.fmt, [&]<int F>() {
     launch_pdl(matvec_f32_kernel<F>, ceil_div(w.n_out, kWarps), 32 * kWarps, 0, s, w, x, y);
   });
+}
+
+bool matvec_rope_fits(const MatvecJob& job) {
+  if (job.n != 3 || job.glu >= 0 || job.n_tok != 1) return false;
+  int rows = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (job.w[i].fmt != job.w[0].fmt || job.w[i].n_out % 2 != 0) return false;
+    rows += job.w[i].n_out;
+  }
+  bool fits = false;
+  with_format(job.w[0].fmt, [&]<int F>() {
+    if constexpr (streamed(F)) fits = stream_pairs<F>(rows);
+  });
+  return fits;
+}
+
+int matvec_rope_min_rows(int fmt) {
+  int rows = 0;
+  with_format(fmt, [&]<int F>() {
+    if constexpr (streamed(F)) rows = 2 * resident_blocks<matvec_stream_kernel<F, -1, 2>>() * kStreamWarps;
+  });
+  return rows;
 }
 
 void matvec_q8(const MatvecJob& job, const Q8& x, cudaStream_t s) {
