@@ -175,7 +175,8 @@ void CudaBackend::run_self_check() {
     // The q/k/v products with their RoPE and KV write in one launch (matmul_rope_kv_store, when asked), Q4_0
     // rows of 64 inputs: heads of 32 turning 24 dims (the unturned tail too), as many as the GPU needs for
     // the products' pairs of rows, half as many KV heads, into the cache at position 77.
-    if (const int min_rows = cuda::matvec_rope_min_rows(cuda::kQ4_0); opts_.fuse_qkv_rope && min_rows > 0) {
+    const bool fuse_rope = opts_.fuse_qkv_rope && quantized_;  // the fused launch is the quantized path's
+    if (const int min_rows = cuda::matvec_rope_min_rows(cuda::kQ4_0); fuse_rope && min_rows > 0) {
       const int64_t n_in = 64, rd = 24, heads = 2 * ((min_rows + 4 * hd - 1) / (4 * hd));
       const int64_t n_out[3] = {heads * hd, heads / 2 * hd, heads / 2 * hd}, kvd = n_out[1];
       const RopeTable table(n_ctx, rd / 2, 10000.0f, 1.0f);
