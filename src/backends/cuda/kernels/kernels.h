@@ -58,8 +58,8 @@ void quantize_q8(const float* x, int n_tok, int n, const Q8& q8, cudaStream_t s)
 // Q8; with glu (2 matrices: gate and up) y_0 = act(W_0 x) * (W_1 x), act 0 SiLU, 1 GELU (tanh).
 void matvec_f32(const Matrix& w, const float* x, float* y, cudaStream_t s);
 // A q/k/v job's RoPE and KV write, done where its rows are written (one token; matvec_rope_fits): rows 2i
-// and 2i + 1 of q (w[0]) and k (w[1]) with 2i % head_dim < rope_dim turned by pair i % n_half of the
-// table row at *pos (norm pairs), exactly as rope_kv_store turns them, and k's and v's rows also written
+// and 2i + 1 of q (w[0]) and k (w[1]) with d = 2i % head_dim < rope_dim turned by pair d / 2 of the table
+// row at *pos (norm pairs), exactly as rope_kv_store turns them, and k's and v's rows also written
 // into cache row *pos of the K and V planes ([pos][kv_dim], f16 or f32) — what rope_kv_store leaves, in
 // the product's launch. Off while table is null.
 struct QkvRope {
