@@ -275,6 +275,15 @@ __device__ __forceinline__ float glu_act(float x, int act) {
   return x / (1.0f + expf(-2.0f * z));
 }
 
+// RoPE's turn of the pair (a, b) by the table's (c, s): a c - b s, a s + b c, each product and sum rounded,
+// never fused into an fma — the CPU backend's arithmetic bit for bit (cpu/rope.cpp). rope.cu and the q/k/v
+// product's RoPE (matvec.cu) both turn pairs with it, so the two paths stay equal.
+__device__ __forceinline__ void rope_turn(float& a, float& b, float c, float s) {
+  const float ta = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+  b = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+  a = ta;
+}
+
 // Asynchronous copies from global into shared memory (compute capability 8.0+): 16 bytes through L2 only,
 // or 8 through L1; a group of them committed, then waited for until at most N younger groups are in
 // flight.

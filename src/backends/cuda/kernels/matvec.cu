@@ -562,7 +562,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
       bool written = false;
       if constexpr (kRope) {
         if (job.rope.table && lane == 0) {
-          // rope_kv_store's turn of the pair (rope.cu: each product rounded), then the cache row. The next
+          // rope_kv_store's turn of the pair (common.cuh: rope_turn), then the cache row. The next
           // group's pair (copied when its first round was loaded, in this step) may stay in flight.
           if (g + stride < groups)
             cp_async_wait<1>();
@@ -571,11 +571,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
           const float2 cs = s_cs[threadIdx.x >> 5][((g - first) / stride) & 1];
           const int rpos = s_pos;
           float a = acc[0], b = acc[1];
-          if (mi < 2 && r0 % job.rope.head_dim < job.rope.rope_dim) {
-            const float ta = __fsub_rn(__fmul_rn(a, cs.x), __fmul_rn(b, cs.y));
-            b = __fadd_rn(__fmul_rn(a, cs.y), __fmul_rn(b, cs.x));
-            a = ta;
-          }
+          if (mi < 2 && r0 % job.rope.head_dim < job.rope.rope_dim) rope_turn(a, b, cs.x, cs.y);
           y[r0] = a;
           y[r0 + 1] = b;
           if (mi > 0) {

@@ -20,12 +20,12 @@ __device__ __forceinline__ void pair_dims(const RopeArgs& r, int i, int& i0, int
   }
 }
 
-// Rounded products and sums, never fused into an fma: the CPU's arithmetic bit for bit.
+// Pair i of a head at h turned by the table row cs (common.cuh: rope_turn).
 __device__ __forceinline__ void turn(float* h, int i, int i0, int i1, const float* cs) {
-  const float c = cs[2 * i], s = cs[2 * i + 1];
-  const float a = h[i0], b = h[i1];
-  h[i0] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-  h[i1] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+  float a = h[i0], b = h[i1];
+  rope_turn(a, b, cs[2 * i], cs[2 * i + 1]);
+  h[i0] = a;
+  h[i1] = b;
 }
 
 __device__ __forceinline__ void put(void* plane, bool f16, int64_t at, float v) {
