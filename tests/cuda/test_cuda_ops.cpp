@@ -326,7 +326,7 @@ TEST_P(CudaOps, qkv_products_with_rope_and_kv_write_equal_the_unfused_ops) {
       for (const OwnedWeight* w : {&wq, &wk, &wv}) be.upload_weight(w->w);
       const Weight* ws[3] = {&wq.w, &wk.w, &wv.w};
       float* ys[3] = {q.data(), k.data(), v.data()};
-      const RopeTable table(kCtx, rd / 2, 10000.0f, 1.0f);
+      const RopeTable table(kCtx, rd, 10000.0f, 1.0f);
       RopeShape rs;
       rs.n_head = n_head, rs.n_head_kv = n_head_kv, rs.head_dim = hd, rs.rope_dim = rd, rs.table = &table;
       rs.mode = RopeMode::Norm;

@@ -179,7 +179,7 @@ void CudaBackend::run_self_check() {
     if (const int min_rows = cuda::matvec_rope_min_rows(cuda::kQ4_0); fuse_rope && min_rows > 0) {
       const int64_t n_in = 64, rd = 24, heads = 2 * ((min_rows + 4 * hd - 1) / (4 * hd));
       const int64_t n_out[3] = {heads * hd, heads / 2 * hd, heads / 2 * hd}, kvd = n_out[1];
-      const RopeTable table(n_ctx, rd / 2, 10000.0f, 1.0f);
+      const RopeTable table(n_ctx, rd, 10000.0f, 1.0f);
       const int32_t pos[1] = {77};
       std::vector<std::vector<uint8_t>> bytes;
       std::vector<Weight> ws;
