@@ -70,7 +70,8 @@ struct CudaBackendOptions : DeviceOptions {
   // cuda_backend.cpp).
   int attention_splits = 0;
   // Decode's RoPE + KV write in the q/k/v product's launch where it fits (matmul_rope_kv_store;
-  // --cuda-fuse-rope). Off by default until it is timed against the separate launch on a GPU.
+  // --cuda-fuse-rope). Off by default: no faster than the separate launch on an H100 (docs/PERF.md
+  // 2026-12-07 23:42).
   bool fuse_qkv_rope = false;
   // Which prompt products take cuBLAS's fp16 GEMM where the library is present (matmul.cpp;
   // --cuda-fp16-gemm): every format but F32 (the default: on the H200 1.4-1.7x llama.cpp CUDA's pp512 where
