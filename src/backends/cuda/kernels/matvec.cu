@@ -370,7 +370,9 @@ __device__ __forceinline__ void round_blocks_when_complete(const MatvecJob& job,
 
 // R: rows of each matrix a warp takes at once (2; 1 for products too small to give every warp of the GPU a
 // pair of rows, whose activations are then read through L1 instead of copied into shared memory first).
-template <int F, int Glu, int R>
+// Rope: a q/k/v job with its RoPE and KV write (job.rope set; R 2, no GLU). An instantiation of its own, so
+// that the products without it keep their registers (80 for Q4_0 with it, 76 without: ptxas -v).
+template <int F, int Glu, int R, bool Rope = false>
 __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
                                                      : R == 1 ? 4
                                                               : 3)
@@ -392,10 +394,10 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   // write positions: read before the wait), and lane 0 copying the table pair of each group it loads into
   // its warp's two slots (the group being summed and the next, by the parity of their place in the walk)
   // asynchronously, so that neither holds registers through the walk nor makes the turn wait.
-  constexpr bool kRope = Glu < 0 && R == 2;
+  static_assert(!Rope || (Glu < 0 && R == 2), "RoPE takes a pair of q or k rows in one lane");
   __shared__ int s_pos;
-  __shared__ float2 s_cs[kRope ? kStreamWarps : 1][2];
-  if (kRope && job.rope.table && threadIdx.x == 3) s_pos = *job.rope.pos;
+  __shared__ float2 s_cs[Rope ? kStreamWarps : 1][2];
+  if (Rope && threadIdx.x == 3) s_pos = *job.rope.pos;
   if (threadIdx.x < 3) {
     const int i = int(threadIdx.x);
     const Matrix& w = i == 0 ? job.w[0] : i == 1 ? job.w[1] : job.w[2];
@@ -432,8 +434,8 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
       if constexpr (Glu >= 0) p1 = s_data[1] + size_t(r0) * rb;
       lstep = R > 1 && r0 + 1 < s_n_out[mi] ? int(rb) : 0;
       lg = gg;
-      if constexpr (kRope) {
-        if (job.rope.table && lane == 0) {
+      if constexpr (Rope) {
+        if (lane == 0) {
           const int d = r0 % job.rope.head_dim;
           // Rows past the rotated dims (and v's) copy any pair: their turn is skipped.
           const int i = mi < 2 && d < job.rope.rope_dim ? d / 2 : 0;
@@ -557,11 +559,9 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
       for (int k = 0; k < kN; ++k) acc[k] = warp_sum(acc[k]);
       int mi, r0;
       group_at(g, mi, r0);
-      const int n_out = s_n_out[mi];
       float* const y = s_y[mi];
-      bool written = false;
-      if constexpr (kRope) {
-        if (job.rope.table && lane == 0) {
+      if constexpr (Rope) {
+        if (lane == 0) {
           // rope_kv_store's turn of the pair (common.cuh: rope_turn), then the cache row. The next
           // group's pair (copied when its first round was loaded, in this step) may stay in flight.
           if (g + stride < groups)
@@ -582,10 +582,9 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
             else
               *reinterpret_cast<float2*>(static_cast<float*>(plane) + at) = make_float2(a, b);
           }
-          written = true;
         }
-      }
-      if (lane == 0 && !written) {
+      } else if (lane == 0) {
+        const int n_out = s_n_out[mi];
 #pragma unroll
         for (int k = 0; k < R; ++k) {
           if (r0 + k >= n_out) break;
@@ -694,13 +693,13 @@ int resident_blocks() {
 }
 
 // One wave: as many blocks as the GPU holds at once (fewer when the job has fewer groups).
-template <int F, int Glu, int R>
+template <int F, int Glu, int R, bool Rope = false>
 void launch_stream_rows(const MatvecJob& job, const Q8& x, size_t shared, cudaStream_t s) {
   JobLayout lay{};
   const int mats = job.glu >= 0 ? 1 : job.n;
   for (int i = 0; i < mats; ++i) lay.first[i + 1] = lay.first[i] + int(ceil_div(job.w[i].n_out, R));
   const int groups = lay.first[mats];
-  constexpr auto kernel = matvec_stream_kernel<F, Glu, R>;
+  constexpr auto kernel = matvec_stream_kernel<F, Glu, R, Rope>;
   if (R == 1) shared = 0;
   if (shared > 96 * 1024)
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
@@ -724,7 +723,8 @@ void launch_stream(const MatvecJob& job, const Q8& x, size_t shared, cudaStream_
   // down products, 4096 rows: 2.1 -> 2.3 and 2.5 -> 2.9 TB/s). A job with its RoPE always takes pairs (the
   // backend asks matvec_rope_fits first): a pair's turn needs both rows in one lane.
   if constexpr (Glu < 0) {
-    if (!job.rope.table && !stream_pairs<F>(rows)) return launch_stream_rows<F, Glu, 1>(job, x, shared, s);
+    if (job.rope.table) return launch_stream_rows<F, Glu, 2, true>(job, x, shared, s);
+    if (!stream_pairs<F>(rows)) return launch_stream_rows<F, Glu, 1>(job, x, shared, s);
   }
   launch_stream_rows<F, Glu, 2>(job, x, shared, s);
 }
