@@ -337,12 +337,15 @@ void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t shared, 
   cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
-// quantize_block for values held four to a thread: eight consecutive lanes (lane % 8 == 0 first) hold one
-// block of 32 as float4s, v the lane's four (elements e .. e + 3 of q8.q, e a multiple of 4). Every lane of
-// the warp must call it (the shuffles); `valid` false lanes (past the data) pass zeros and write nothing,
-// and their 8-lane group must be wholly valid or wholly not.
-__device__ __forceinline__ void quantize_four(float4 v, int64_t e, bool valid, const Q8& q8) {
-  const int lane = threadIdx.x & 31;
+// The Q8 rounding of one block of 32 held four to a lane by eight consecutive lanes (lane % 8 == 0 first):
+// the lane's four codes packed into a word, the block's scale d, and the code sum of the lane's half of 16
+// (lanes 0-3 of the eight: the first half). Every lane of the warp must call it (the shuffles).
+struct RoundedFour {
+  uint32_t q;
+  float d;
+  int qs;
+};
+__device__ __forceinline__ RoundedFour round_four(float4 v) {
   float m = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
   for (int o = 1; o < 8; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -353,11 +356,32 @@ __device__ __forceinline__ void quantize_four(float4 v, int64_t e, bool valid, c
   int qs = q0 + q1 + q2 + q3;
 #pragma unroll
   for (int o = 1; o < 4; o <<= 1) qs += __shfl_xor_sync(0xffffffffu, qs, o);  // over each 16 elements
+  return {uint32_t(q0 & 255) | uint32_t(q1 & 255) << 8 | uint32_t(q2 & 255) << 16 | uint32_t(q3 & 255) << 24,
+          d, qs};
+}
+
+// quantize_block for values held four to a thread (round_four's lanes), v the lane's four (elements e ..
+// e + 3 of q8.q, e a multiple of 4). Every lane of the warp must call it; `valid` false lanes (past the
+// data) pass zeros and write nothing, and their 8-lane group must be wholly valid or wholly not.
+__device__ __forceinline__ void quantize_four(float4 v, int64_t e, bool valid, const Q8& q8) {
+  const int lane = threadIdx.x & 31;
+  const RoundedFour r = round_four(v);
   if (!valid) return;
-  *reinterpret_cast<uint32_t*>(q8.q + e) =
-      uint32_t(q0 & 255) | uint32_t(q1 & 255) << 8 | uint32_t(q2 & 255) << 16 | uint32_t(q3 & 255) << 24;
-  if ((lane & 7) == 0) q8.d[e / 32] = d;
-  if ((lane & 3) == 0) q8.s[e / 16] = d * float(qs);
+  *reinterpret_cast<uint32_t*>(q8.q + e) = r.q;
+  if ((lane & 7) == 0) q8.d[e / 32] = r.d;
+  if ((lane & 3) == 0) q8.s[e / 16] = r.d * float(r.qs);
+}
+
+__device__ __forceinline__ float sq4(float4 a) {
+  return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+}
+
+// Threads of rmsnorm.cu's row kernel for rows of n floats (n % 4 == 0): a float4 each, a whole number of
+// warps, at most 1024 (longer rows: thread t sums float4s t, t + 1024, ... in turn). The norm a product
+// takes in its own launch (matvec.cu, MatvecJob::norm) sums in the same order, so both give the same bits.
+__host__ __device__ constexpr int rmsnorm4_threads(int n) {
+  const int w = (n / 4 + 31) / 32 * 32;
+  return w < 32 ? 32 : w > 1024 ? 1024 : w;
 }
 
 inline unsigned ceil_div(int64_t a, int64_t b) {

@@ -46,9 +46,6 @@ constexpr int kHeld = 4;  // float4s a thread keeps in registers
 __device__ __forceinline__ float4 add4(float4 a, float4 b) {
   return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
-__device__ __forceinline__ float sq4(float4 a) {
-  return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
-}
 
 template <bool Add, bool Quantize>
 __global__ void __launch_bounds__(1024)
@@ -128,7 +125,7 @@ void rmsnorm(const float* x, const float* w, float* y, int rows, int n, float ep
   const bool aligned = ((uintptr_t(x) | uintptr_t(w) | uintptr_t(y) | uintptr_t(acc)) & 15) == 0;
   if (n % 4 == 0 && aligned) {
     // Threads: a float4 each, a whole number of warps, at most 1024 (longer rows hold 4 float4s a thread).
-    const int threads = int(std::min<int64_t>(1024, std::max<int64_t>(32, (n / 4 + 31) / 32 * 32)));
+    const int threads = rmsnorm4_threads(n);
     if (add && quantize)
       launch_pdl(rmsnorm4_kernel<true, true>, rows, threads, 0, s, x, w, y, n, eps, acc, q8);
     else if (add)
