@@ -6,7 +6,8 @@
 // that leave partial tiles of rows (131 rows: 128 + 3) and of tokens (3, 21, 70 = 64 + 6); norms (alone, with
 // the residual add, with the Q8 output), RoPE and the fused RoPE + KV write (bit-equal to the CPU's: the
 // cache rows compared byte for byte), the q/k/v products with RoPE + KV write in their launch (bit-equal to
-// the products and the fused op), GLU, adds, the KV cache ops and attention (one and several splits of
+// the products and the fused op), the residual add and norm carried by the products around them (bit-equal
+// to add_rmsnorm's launch between them), GLU, adds, the KV cache ops and attention (one and several splits of
 // the keys, windows, grouped heads, both cache types; decode over every head-size bucket and short contexts).
 //
 // Tolerances. Products: each output may differ from the double reference on the same inputs by the
@@ -364,6 +365,83 @@ TEST_P(CudaOps, qkv_products_with_rope_and_kv_write_equal_the_unfused_ops) {
                                    back.plane(1, kind) + size_t(p) * back.row_bytes(), back.row_bytes()))
               << type_name(t) << " cache kind " << kind << " at position " << p;
       }
+    }
+  }
+}
+
+// Decode's residual add and RMSNorm carried by the products around them (--cuda-fuse-norm): the product
+// before adds into the residual as it writes its rows, the product after forms the norm in its own launch.
+// Against a backend that launches add_rmsnorm between them: the residual, the norm and the consumer's output
+// bit-equal, for a GLU job, a q/k/v job and a single product (the output) whose rows stream in pairs, and a
+// q/k/v job too small for pairs (the norm then launched alone before it); widths 512 and 4352 (past the
+// 1024 float4s that the row kernel's threads hold one each); three streamed formats. In the float mode
+// nothing is carried and the same holds.
+TEST_P(CudaOps, products_carrying_the_residual_add_and_norm_equal_the_launches_apart) {
+  const bool quantized = GetParam() == ActivationMode::Quantized;
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    const int f = t == GgmlType::Q4_0 ? cuda::kQ4_0 : t == GgmlType::Q8_0 ? cuda::kQ8_0 : cuda::kQ4K;
+    const int64_t pairs = cuda::matvec_rope_min_rows(f);  // rows a job needs to stream them in pairs
+    ASSERT_GT(pairs, 0) << type_name(t);
+    for (int64_t n : {int64_t(512), int64_t(4352)}) {
+      const int64_t n_x = t == GgmlType::Q4_K ? 256 : 96, m = 64, kv = 32;
+      OwnedWeight wo = make_weight(t, n_x, n, 31), wg = make_weight(t, n, m, 32),
+                  wu = make_weight(t, n, m, 33), wq = make_weight(t, n, pairs, 34),
+                  wk = make_weight(t, n, kv, 35), wv = make_weight(t, n, kv, 36),
+                  wout = make_weight(t, n, pairs, 37);
+      const std::vector<float> g = rand_floats(size_t(n), 38), x0 = rand_floats(size_t(n_x), 39),
+                               acc0 = rand_floats(size_t(n), 40);
+      std::vector<float> results[2][4];
+      for (int fuse = 0; fuse < 2; ++fuse) {
+        const size_t nx = static_cast<size_t>(n_x), nn = static_cast<size_t>(n), nm = static_cast<size_t>(m),
+                     np = static_cast<size_t>(pairs), nkv = static_cast<size_t>(kv);
+        std::vector<float> x(nx), o(nn), acc(nn), xn(nn), gate(nm), up(nm), q(np), k(nkv), v(nkv), k2(nkv),
+            out(np);
+        CudaBackendOptions opt = options();
+        opt.max_width = 4352;
+        opt.profiling = true;  // the kernels' names show which path ran
+        opt.fuse_norm = fuse == 1;
+        for (std::vector<float>* a : {&x, &o, &acc, &xn, &gate, &up, &q, &k, &v, &k2, &out})
+          opt.resident.push_back({a->data(), a->size() * 4});
+        CudaBackend be(opt);
+        for (const OwnedWeight* w : {&wo, &wg, &wu, &wq, &wk, &wv, &wout}) be.upload_weight(w->w);
+        for (int c = 0; c < 4; ++c) {
+          be.host_wrote(x.data(), x.size() * 4);
+          std::copy(x0.begin(), x0.end(), x.begin());
+          be.host_wrote(acc.data(), acc.size() * 4);
+          std::copy(acc0.begin(), acc0.end(), acc.begin());
+          be.reset_kernel_times();
+          be.matmul_add_rmsnorm(wo.w, x.data(), 1, o.data(), acc.data(), g.data(), xn.data(), 1e-5f);
+          std::vector<std::vector<float>*> outs;
+          if (c == 0) {
+            be.matmul_glu(wg.w, wu.w, xn.data(), 1, FfnAct::SiLU, gate.data(), up.data());
+            outs = {&gate};
+          } else if (c == 1 || c == 3) {
+            const Weight* ws[3] = {c == 1 ? &wq.w : &wk.w, &wv.w, &wk.w};
+            float* ys[3] = {c == 1 ? q.data() : k.data(), v.data(), k2.data()};
+            be.matmul_shared(ws, ys, 3, xn.data(), 1);
+            outs = {c == 1 ? &q : &k, &v, &k2};
+          } else {
+            be.matmul(wout.w, xn.data(), 1, out.data());
+            outs = {&out};
+          }
+          int64_t carried = 0;
+          for (const KernelTime& kt : be.kernel_times())
+            if (kt.name == "matvec_norm") carried += kt.calls;
+          cuda::MatvecJob before;  // the product before: carried where it takes its rows one at a time
+          before.w[0].fmt = f;
+          before.w[0].n_out = int(n);
+          const bool carries = fuse == 1 && quantized && c != 3 && cuda::matvec_residual_fits(before);
+          ASSERT_EQ(carried, carries ? 1 : 0) << type_name(t) << " width " << n << " consumer " << c;
+          std::vector<float>& r = results[fuse][c];
+          for (std::vector<float>* a : {&acc, &xn}) outs.insert(outs.begin(), a);
+          for (std::vector<float>* a : outs) {
+            be.to_host(a->data(), a->size() * 4);
+            r.insert(r.end(), a->begin(), a->end());
+          }
+        }
+      }
+      for (int c = 0; c < 4; ++c)
+        ASSERT_TRUE(results[0][c] == results[1][c]) << type_name(t) << " width " << n << " consumer " << c;
     }
   }
 }

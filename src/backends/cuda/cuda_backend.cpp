@@ -60,6 +60,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& o)
   k_kv_store_.name = "kv_store";
   k_rope_kv_store_.name = "rope_kv_store";
   k_qkv_rope_.name = "matvec_rope_kv_store";
+  k_matvec_norm_.name = "matvec_norm";
   k_attention_.name = "attention";
   k_glu_[0].name = "glu_silu";
   k_glu_[1].name = "glu_gelu";
@@ -154,7 +155,7 @@ std::vector<CudaBackend::Kernel*> CudaBackend::all_kernels() {
   for (int f = 0; f < cuda::kFormats; ++f)
     v.insert(v.end(), {&k_embed_[f], &k_matvec_[f], &k_matvec_few_[f], &k_matmul_[f], &k_matmul16_[f]});
   for (Kernel* k : {&k_rmsnorm_, &k_add_rmsnorm_, &k_rope_, &k_kv_store_, &k_rope_kv_store_, &k_qkv_rope_,
-                    &k_attention_, &k_glu_[0], &k_glu_[1], &k_add_, &k_add_rows_})
+                    &k_attention_, &k_glu_[0], &k_glu_[1], &k_add_, &k_add_rows_, &k_matvec_norm_})
     v.push_back(k);
   return v;
 }

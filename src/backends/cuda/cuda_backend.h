@@ -73,6 +73,11 @@ struct CudaBackendOptions : DeviceOptions {
   // --cuda-fuse-rope). Off by default: no faster than the separate launch on an H100 (docs/PERF.md
   // 2026-12-07 23:42).
   bool fuse_qkv_rope = false;
+  // Decode's residual add and the next RMSNorm carried by the products around them (matmul_add_rmsnorm,
+  // --cuda-fuse-norm): the product before adds its rows into the residual as it writes them, and the
+  // product after (q/k/v, gate/up, the output) forms the norm of the residual in its own launch, so the
+  // add_rmsnorm launch between them goes. The same bits as the launches apart (rmsnorm.cpp).
+  bool fuse_norm = false;
   // Which prompt products take cuBLAS's fp16 GEMM where the library is present (matmul.cpp;
   // --cuda-fp16-gemm): every format but F32 (the default: on the H200 1.4-1.7x llama.cpp CUDA's pp512 where
   // the int8 kernel gives 0.7-0.9x, and closer to the float path on the real models; docs/CUDA.md), F16
@@ -151,6 +156,11 @@ class CudaBackend final : public Backend {
   void add_rows(float* x, const float* v, int64_t n_rows, int64_t n) override;
   void add_rmsnorm(float* acc, const float* x, const float* w, float* y, int64_t n_rows, int64_t n,
                    float eps) override;
+  // In decode with fuse_norm where the product streams: the product adds into acc itself and the norm
+  // is left to the product that reads y next (take_norm), or launched alone before anything else touches
+  // the device arrays (flush_norm).
+  void matmul_add_rmsnorm(const Weight& wo, const float* x, int64_t n_tok, float* o, float* acc,
+                          const float* g, float* y, float eps) override;
 
   uint64_t replayed_steps() const { return replayed_; }
   uint64_t captured_steps() const { return captured_; }
@@ -184,8 +194,9 @@ class CudaBackend final : public Backend {
   Kernel k_embed_[cuda::kFormats], k_matvec_[cuda::kFormats], k_matvec_few_[cuda::kFormats],
       k_matmul_[cuda::kFormats], k_matmul16_[cuda::kFormats];
   // k_qkv_rope_: the q/k/v products' RoPE and KV write in their launch (matmul_rope_kv_store).
+  // k_matvec_norm_: a product forming its input norm in its launch (matmul_add_rmsnorm's fused path).
   Kernel k_rmsnorm_, k_add_rmsnorm_, k_rope_, k_kv_store_, k_rope_kv_store_, k_qkv_rope_, k_attention_,
-      k_glu_[2], k_add_, k_add_rows_;
+      k_glu_[2], k_add_, k_add_rows_, k_matvec_norm_;
   std::vector<Kernel*> all_kernels();
   bool kv_on_cpu() const { return k_kv_store_.on_cpu || k_attention_.on_cpu; }
   void run_self_check();
@@ -233,6 +244,26 @@ class CudaBackend final : public Backend {
   void record_attention(const void* k_plane, const void* v_plane, int64_t kv_dim, int64_t n_tok,
                         const AttnParams& p, const float* dq, const int32_t* dpos, float* dout, int splits,
                         const cuda::SeqPlanes* seqs = nullptr);
+
+  // matmul_add_rmsnorm's norm not launched yet (acc null: none): the residual acc [n] (its add done), the
+  // norm's weights and eps, its output y [n]; acc and y mirrored arrays.
+  struct PendingNorm {
+    const float* acc = nullptr;
+    const float* w = nullptr;
+    float* y = nullptr;
+    int64_t n = 0;
+    float eps = 0.0f;
+  };
+  PendingNorm pending_norm_;
+  bool record_matvec_add(const Weight& wo, const float* x, float* o, float* acc, const float* g, float* y,
+                         float eps);
+  // The pending norm launched on its own (rmsnorm.cu; Q8 set 0 then holds its rounding). Called by every
+  // entry to the device arrays (dev_in, dev_out, to_host, host_wrote) and at the end of a pass.
+  void flush_norm();
+  // A decode product about to read x: when x is the pending norm's output and the job can form it
+  // (cuda::matvec_norm_fits, aligned operands), job.norm is set, the pending norm is taken and y and Q8 set
+  // 0 are marked as the launch will leave them; false otherwise (the norm stays pending).
+  bool take_norm(const float* x, cuda::MatvecJob& job);
 
   // Mirrored host arrays (host_mirrors.h) and the operands' device places.
   float* dev_in(const float* p, int64_t n, const cuda::Buffer& staging, const char* op);

@@ -133,6 +133,17 @@ void CudaBackend::matmul(const Weight& w, const float* x, int64_t n_tok, float* 
     host_out(y, n_tok * w.n_out);
     return cpu_->matmul(w, x, n_tok, y);
   }
+  if (n_tok == 1 && quantized(dw.fmt) && on_matvec(dw, 1)) {
+    cuda::MatvecJob job;
+    job.w[0] = dw.matrix();
+    if (take_norm(x, job)) {  // the output product after the last layer's norm
+      const cuda::Q8 q8 = q8_view(q8_of(dev_in(x, w.n_in, in_a_, "matmul"), 1, w.n_in));
+      job.y[0] = dev_out(y, w.n_out, out_, "matmul");
+      launch(k_matvec_norm_.name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
+      dev_done(y, w.n_out, job.y[0]);
+      return;
+    }
+  }
   const float* dx = dev_in(x, n_tok * w.n_in, in_a_, "matmul");
   float* dy = dev_out(y, n_tok * w.n_out, out_, "matmul");
   record_matmul(dw, dx, n_tok, dy);
@@ -153,15 +164,18 @@ void CudaBackend::matmul_shared(const Weight* const* ws, float* const* ys, int n
   }
   if (!together) return Backend::matmul_shared(ws, ys, n, x, n_tok);
   step_ops_ += uint64_t(n);  // as n matmuls count in a replay
-  const float* dx = dev_in(x, n_tok * ws[0]->n_in, in_a_, "matmul");
   cuda::MatvecJob job;
   job.n = n;
   job.n_tok = int(n_tok);
-  for (int i = 0; i < n; ++i) {
-    job.w[i] = dws[i]->matrix();
-    job.y[i] = dev_out(ys[i], n_tok * ws[i]->n_out, out_, "matmul");
-  }
-  launch_matvec(job, q8_view(q8_of(dx, n_tok, ws[0]->n_in)));
+  for (int i = 0; i < n; ++i) job.w[i] = dws[i]->matrix();
+  const bool norm = take_norm(x, job);
+  const float* dx = dev_in(x, n_tok * ws[0]->n_in, in_a_, "matmul");
+  for (int i = 0; i < n; ++i) job.y[i] = dev_out(ys[i], n_tok * ws[i]->n_out, out_, "matmul");
+  const cuda::Q8 q8 = q8_view(q8_of(dx, n_tok, ws[0]->n_in));
+  if (norm)
+    launch(k_matvec_norm_.name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
+  else
+    launch_matvec(job, q8);
   for (int i = 0; i < n; ++i) dev_done(ys[i], n_tok * ws[i]->n_out, job.y[i]);
 }
 
@@ -174,12 +188,13 @@ void CudaBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const flo
     if (quantized(g.fmt) && g.fmt == u.fmt && g.n_in == u.n_in && g.n_out == u.n_out &&
         !k_matvec_[int(g.fmt)].on_cpu && !k_glu_[ai].on_cpu && out != x && is_mirror_start(out, g.n_out)) {
       step_ops_ += 3;  // the reference's two products and glu, as a replay counts them
-      const float* dx = dev_in(x, g.n_in, in_a_, "matmul");
       cuda::MatvecJob job;
       job.n = 2;
       job.glu = ai;
       job.w[0] = g.matrix();
       job.w[1] = u.matrix();
+      const bool norm = take_norm(x, job);
+      const float* dx = dev_in(x, g.n_in, in_a_, "matmul");
       job.y[0] = dev_out(out, g.n_out, out_, "matmul_glu");
       const int in_set = q8_of(dx, 1, g.n_in);
       // The output rounded too (for the down product), into the other set: this launch reads in_set.
@@ -188,7 +203,11 @@ void CudaBackend::matmul_glu(const Weight& w_gate, const Weight& w_up, const flo
         job.out_q8 = q8_view(1 - in_set);
         job.counters = glu_counters_.as<int>();
       }
-      launch_matvec(job, q8_view(in_set));
+      if (norm)
+        launch(k_matvec_norm_.name.c_str(),
+               [&](cudaStream_t s) { cuda::matvec_q8(job, q8_view(in_set), s); });
+      else
+        launch_matvec(job, q8_view(in_set));
       dev_done(out, g.n_out, job.y[0]);
       if (round_out) q8_hold(1 - in_set, job.y[0], 1, g.n_out);
       return;

@@ -1,7 +1,7 @@
 // The CUDA backend's registry entry (backends/registry.h): MNN type 2, available when the NVIDIA driver and
 // a GPU of compute capability 8.0 or later are there (device.h says how each absence is reported); its own
-// options --cuda-attn-splits, --cuda-fp16-gemm and --cuda-fuse-rope; the factory, the start-time measurement
-// of `bench` and the memory probes of `gemv-bw`.
+// options --cuda-attn-splits, --cuda-fp16-gemm, --cuda-fuse-rope and --cuda-fuse-norm; the factory, the
+// start-time measurement of `bench` and the memory probes of `gemv-bw`.
 #include <chrono>
 
 #include "backends/cuda/bandwidth.h"
@@ -16,6 +16,7 @@ namespace {
 struct CudaOptions final : BackendOptions {
   int attention_splits = 0;  // 0: auto (32)
   bool fuse_qkv_rope = false;
+  bool fuse_norm = false;
   CudaBackendOptions::HalfGemm half_gemm = CudaBackendOptions::HalfGemm::All;
 };
 
@@ -52,6 +53,7 @@ CudaBackendOptions backend_options(const BackendParams& p) {
     g.attention_splits = o->attention_splits;
     g.half_gemm = o->half_gemm;
     g.fuse_qkv_rope = o->fuse_qkv_rope;
+    g.fuse_norm = o->fuse_norm;
   }
   return g;
 }
@@ -127,6 +129,11 @@ BackendEntry cuda_entry() {
       "7B-sized layers): on, or off (a launch of their own)",
       "on", "off", false,
       [](BackendOptions& o, bool on) { static_cast<CudaOptions&>(o).fuse_qkv_rope = on; }));
+  e.options.push_back(switch_option(
+      "--cuda-fuse-norm",
+      "decode's residual add and RMSNorm carried by the products around them (the product before adds, "
+      "the one after forms the norm in its launch): on, or off (a launch of their own)",
+      "on", "off", false, [](BackendOptions& o, bool on) { static_cast<CudaOptions&>(o).fuse_norm = on; }));
   e.make = make;
   e.measure_start = measure_start;
   e.make_probe = [](const BackendParams& p) {

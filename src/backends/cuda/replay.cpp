@@ -17,6 +17,7 @@ void CudaBackend::begin_forward(const ForwardStep& step) {
     mode_ = StepMode::Normal;
     pos_n_ = -1;  // what its capture meant to place in pos_dev_ is not there
   }
+  pending_norm_ = {};  // a pass that ended in an error may have left one
   step_pos_ = step.pos;
   step_pos_n_ = step.n_tok;
   step_ops_ = 0;
@@ -55,6 +56,7 @@ void CudaBackend::begin_forward(const ForwardStep& step) {
 }
 
 void CudaBackend::end_forward() {
+  flush_norm();  // the pass's last norm, where no product read it
   const StepMode m = mode_;
   mode_ = StepMode::Normal;
   step_pos_ = nullptr;

@@ -27,6 +27,7 @@ void CudaBackend::upload_dirty(size_t i) {
 }
 
 void CudaBackend::to_host(const void* p, size_t bytes) {
+  flush_norm();
   const int i = mirrors_.find(p, bytes, "to_host");
   if (i < 0) return;
   HostMirrors::Array& m = mirrors_[size_t(i)];
@@ -40,6 +41,7 @@ void CudaBackend::to_host(const void* p, size_t bytes) {
 }
 
 void CudaBackend::host_wrote(void* p, size_t bytes) {
+  flush_norm();
   const int i = mirrors_.find(p, bytes, "host_wrote");
   if (i < 0) return;
   to_host(p, bytes);
@@ -53,6 +55,7 @@ bool CudaBackend::is_mirror_start(const float* p, int64_t n) const {
 }
 
 float* CudaBackend::dev_in(const float* p, int64_t n, const cuda::Buffer& staging, const char* op) {
+  flush_norm();  // a norm left pending is formed before anything else reads the device arrays
   const size_t bytes = size_t(n) * sizeof(float);
   const int i = mirrors_.find(p, bytes, op);
   if (i >= 0) {
@@ -67,6 +70,7 @@ float* CudaBackend::dev_in(const float* p, int64_t n, const cuda::Buffer& stagin
 }
 
 float* CudaBackend::dev_out(float* p, int64_t n, const cuda::Buffer& staging, const char* op) {
+  flush_norm();
   const size_t bytes = size_t(n) * sizeof(float);
   const int i = mirrors_.find(p, bytes, op);
   if (i >= 0) {

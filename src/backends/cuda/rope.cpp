@@ -105,10 +105,11 @@ bool CudaBackend::record_qkv_rope(const Weight* const* wqkv, const float* x, flo
   if (!cuda::matvec_rope_fits(job)) return false;
   check_kv(kv, layer, pos, 1, "rope_kv_store");
   if (pos[0] >= r.table->n_pos) fail("position {} is outside the RoPE table of {}", pos[0], r.table->n_pos);
+  const cuda::RopeArgs ra = rope_args(*r.table, r.head_dim, r.rope_dim, r.mode);
+  job.rope.table = ra.table;  // before take_norm: a job with its RoPE takes its rows in pairs
+  const bool norm = take_norm(x, job);
   const float* dx = dev_in(x, dws[0]->n_in, in_a_, "matmul");
   for (int i = 0; i < 3; ++i) job.y[i] = dev_out(ys[i], n_out[i], out_, "matmul");
-  const cuda::RopeArgs ra = rope_args(*r.table, r.head_dim, r.rope_dim, r.mode);
-  job.rope.table = ra.table;
   job.rope.pos = dev_positions(pos, 1);
   job.rope.k_plane = kv_plane_of(kv.seq(), layer, 0);
   job.rope.v_plane = kv_plane_of(kv.seq(), layer, 1);
@@ -118,7 +119,8 @@ bool CudaBackend::record_qkv_rope(const Weight* const* wqkv, const float* x, flo
   job.rope.kv_dim = int(opts_.kv_dim);
   job.rope.f16 = opts_.kv_type == GgmlType::F16;
   const cuda::Q8 q8 = q8_view(q8_of(dx, 1, dws[0]->n_in));
-  launch(k_qkv_rope_.name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
+  launch(norm ? k_matvec_norm_.name.c_str() : k_qkv_rope_.name.c_str(),
+         [&](cudaStream_t s) { cuda::matvec_q8(job, q8, s); });
   for (int i = 0; i < 3; ++i) dev_done(ys[i], n_out[i], job.y[i]);
   return true;
 }

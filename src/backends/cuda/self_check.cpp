@@ -26,15 +26,16 @@ constexpr double kTolerance = 1e-3;
 void CudaBackend::verdict(Kernel& k, double err) {
   if (err <= kTolerance) return;
   k.on_cpu = true;
-  const bool fused_rope = &k == &k_qkv_rope_;
-  const bool matvec = !fused_rope && k.name.rfind("matvec_", 0) == 0;
+  const bool fused_rope = &k == &k_qkv_rope_, fused_norm = &k == &k_matvec_norm_;
+  const bool matvec = !fused_rope && !fused_norm && k.name.rfind("matvec_", 0) == 0;
   std::fprintf(
       stderr,
       "warning: CUDA kernel %s failed its self-check on %s: error %.3g of the largest value; %s from now "
       "on\n",
       k.name.c_str(), caps().name.c_str(), err,
-      fused_rope ? "the q/k/v products and rope_kv_store run as launches of their own"
-      : matvec   ? "its products use the prompt kernel"
+      fused_rope   ? "the q/k/v products and rope_kv_store run as launches of their own"
+      : fused_norm ? "the residual add and RMSNorm run as a launch of their own"
+      : matvec     ? "its products use the prompt kernel"
       : k.name.rfind("gemm_f16_", 0) == 0 ? "prompts of its format use the int8 or float kernel"
       : k.name == "add_rmsnorm"           ? "the separate add and rmsnorm run instead"
                                           : "its op runs on the CPU");
@@ -109,6 +110,66 @@ void CudaBackend::run_self_check() {
         return verdict(k_add_rows_, err);
     }
   });
+  // The residual add and RMSNorm carried by the products around them (--cuda-fuse-norm): a Q4_0 product of
+  // 480 rows adding into a residual, then a GLU job of 64 rows forming the norm of that residual in its
+  // launch, against the same two products with add_rmsnorm's launch between them: the same bits expected.
+  if (opts_.fuse_norm && quantized_) {
+    const int64_t n = 480, n_x = 64, m = 64;
+    const float eps = 1e-5f;
+    std::vector<std::vector<uint8_t>> bytes = {random_rows(GgmlType::Q4_0, n_x, n, rng),
+                                               random_rows(GgmlType::Q4_0, n, m, rng),
+                                               random_rows(GgmlType::Q4_0, n, m, rng)};
+    const Weight ws[3] = {check_weight(GgmlType::Q4_0, bytes[0].data(), n_x, n),
+                          check_weight(GgmlType::Q4_0, bytes[1].data(), n, m),
+                          check_weight(GgmlType::Q4_0, bytes[2].data(), n, m)};
+    for (const Weight& w : ws) weights_.emplace(w.data, make_device_weight(w, WeightsMode::Native));
+    const std::vector<float> x = random_floats(size_t(n_x), rng), acc = random_floats(size_t(n), rng),
+                             g = random_floats(size_t(n), rng);
+    // [2][acc, y] of n floats, the norm's weights [n], the product's output [n], [2][GLU out] of m.
+    cuda::Buffer buf = rt_.alloc(size_t(6 * n + 2 * m) * sizeof(float));
+    float* f = buf.as<float>();
+    float *o = f + 5 * n, *gw = f + 4 * n;
+    for (int i = 0; i < 2; ++i) rt_.upload(buf, size_t(2 * i * n) * sizeof(float), acc.data(), size_t(n) * 4);
+    rt_.upload(buf, size_t(4 * n) * sizeof(float), g.data(), size_t(n) * sizeof(float));
+    rt_.upload(in_a_, 0, x.data(), x.size() * sizeof(float));
+    const cuda::Q8 qx = q8_view(1), qn = q8_view(0);
+    launch("quantize_q8", [&](cudaStream_t s) { cuda::quantize_q8(in_a_.as<float>(), 1, int(n_x), qx, s); });
+    cuda::MatvecJob prod, glu;
+    prod.w[0] = weights_.at(ws[0].data).matrix();
+    prod.y[0] = o;
+    glu.n = 2;
+    glu.glu = 0;
+    glu.w[0] = weights_.at(ws[1].data).matrix();
+    glu.w[1] = weights_.at(ws[2].data).matrix();
+    const char* pname = k_matvec_[cuda::kQ4_0].name.c_str();
+    // Apart: the product, add_rmsnorm, the GLU product.
+    launch(pname, [&](cudaStream_t s) { cuda::matvec_q8(prod, qx, s); });
+    launch(k_add_rmsnorm_.name.c_str(),
+           [&](cudaStream_t s) { cuda::rmsnorm(o, gw, f + n, 1, int(n), eps, f, qn, s); });
+    glu.y[0] = f + 6 * n;
+    launch(pname, [&](cudaStream_t s) { cuda::matvec_q8(glu, qn, s); });
+    // Carried: the product adding into the second residual, the GLU product forming its norm.
+    prod.residual = f + 2 * n;
+    glu.y[0] = f + 6 * n + m;
+    glu.norm = {f + 2 * n, gw, f + 3 * n, qn, eps};
+    if (cuda::matvec_residual_fits(prod) && cuda::matvec_norm_fits(glu)) {
+      launch(pname, [&](cudaStream_t s) { cuda::matvec_q8(prod, qx, s); });
+      launch(k_matvec_norm_.name.c_str(), [&](cudaStream_t s) { cuda::matvec_q8(glu, qn, s); });
+      std::vector<float> all(size_t(6 * n + 2 * m));
+      rt_.download(buf, 0, all.data(), all.size() * sizeof(float));
+      auto part = [&](int64_t at, int64_t len) {
+        return std::vector<float>(all.begin() + at, all.begin() + at + len);
+      };
+      verdict(k_matvec_norm_, std::max({relative_error(part(0, n), part(2 * n, n)),
+                                        relative_error(part(n, n), part(3 * n, n)),
+                                        relative_error(part(6 * n, m), part(6 * n + m, m))}));
+    } else {
+      k_matvec_norm_.on_cpu = true;  // a Q4_0 GLU job always streams its pairs: not expected; never fused
+    }
+    for (const Weight& w : ws) weights_.erase(w.data);
+    for (Q8Set& set : q8_) set.src = nullptr;
+  }
+
   // The KV ops on a cache of their own: 1 layer, 150 positions (over two chunks of keys), 2 KV heads of 32.
   {
     const int64_t n_ctx = 150, hd = 32, kv_dim = 2 * hd;

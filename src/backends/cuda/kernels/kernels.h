@@ -70,6 +70,13 @@ struct QkvRope {
   int n_half = 0, head_dim = 0, rope_dim = 0, kv_dim = 0;
   bool f16 = true;
 };
+struct MatvecNorm {  // MatvecJob::norm; acc null: none
+  const float* acc = nullptr;
+  const float* w = nullptr;
+  float* y = nullptr;
+  Q8 q8;
+  float eps = 0.0f;
+};
 struct MatvecJob {
   Matrix w[3];
   float* y[3] = {nullptr, nullptr, nullptr};
@@ -82,6 +89,15 @@ struct MatvecJob {
   int* counters = nullptr;
   int n_tok = 1;  // matvec_tokens_q8: x holds n_tok token rows, y_i [n_tok][w_i.n_out]
   QkvRope rope;   // matvec_q8 only, where matvec_rope_fits
+  // Decode's residual add and the RMSNorm after it carried by the products around them (matvec_q8 only;
+  // the backend's matmul_add_rmsnorm). residual [w[0].n_out]: each row's sum is also added into it
+  // (acc += W x; a plain one-matrix job, matvec_residual_fits). norm: the job's input is not x but the
+  // RMSNorm of norm.acc [n_in] (the residual, its add done) times norm.w [n_in], rounded to Q8 — formed by
+  // every block in its shared memory with rmsnorm()'s arithmetic in rmsnorm()'s order, so the same bits
+  // (where matvec_norm_fits); block 0 also writes the norm as floats into norm.y and rounded into norm.q8
+  // for any later reader. acc, w and y 16-byte aligned.
+  float* residual = nullptr;
+  MatvecNorm norm;
 };
 void matvec_q8(const MatvecJob& job, const Q8& x, cudaStream_t s);
 // Whether matvec_q8 takes the job's RoPE and KV write (job.rope) in the product's launch: q, k and v (n 3,
@@ -90,6 +106,14 @@ bool matvec_rope_fits(const MatvecJob& job);
 // The fewest rows (q, k and v together) a job of format fmt needs for that on this GPU; 0 where the format
 // never takes it.
 int matvec_rope_min_rows(int fmt);
+// Whether matvec_q8 takes the job's input norm (job.norm) in its launch: one token, a format streamed with
+// its activations in shared memory (rows two at a time: a GLU job, a job with its RoPE, or enough rows), an
+// input of whole blocks of 32 that fits the shared memory beside its norm weights.
+bool matvec_norm_fits(const MatvecJob& job);
+// Whether matvec_q8 adds the job's rows into job.residual: one token, one matrix of a streamed format whose
+// rows it takes one at a time (too few for pairs: a 7B's output and down products on an H100 or H200), no
+// GLU or RoPE.
+bool matvec_residual_fits(const MatvecJob& job);
 
 // --- matvec_tokens.cu: the quantized path's products of 2 .. kMatvecTokens tokens, each weight read once
 // for all of them: y_i [job.n_tok][w_i.n_out] = x [n_tok][n_in] times W_i^T for the job's up to 3

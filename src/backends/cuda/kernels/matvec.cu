@@ -372,7 +372,77 @@ __device__ __forceinline__ void round_blocks_when_complete(const MatvecJob& job,
 // pair of rows, whose activations are then read through L1 instead of copied into shared memory first).
 // Rope: a q/k/v job with its RoPE and KV write (job.rope set; R 2, no GLU). An instantiation of its own, so
 // that the products without it keep their registers (80 for Q4_0 with it, 76 without: ptxas -v).
-template <int F, int Glu, int R, bool Rope = false>
+// A job's input norm (MatvecJob::norm) in its own launch. Its weights follow the activations in shared
+// memory, at norm_weights_at(n_in) bytes, copied there before the wait (no kernel writes them).
+__host__ __device__ constexpr int norm_weights_at(int n_in) {
+  return (n_in + 12 * (n_in / 32) + 15) / 16 * 16;
+}
+__device__ __forceinline__ void stage_norm_weights(const MatvecNorm& nm, int n_in, unsigned char* xs) {
+  float* wsh = reinterpret_cast<float*>(xs + norm_weights_at(n_in));
+  for (int i = threadIdx.x; i < n_in / 4; i += blockDim.x) cp_async16(wsh + 4 * i, nm.w + 4 * i);
+  cp_async_commit();
+}
+
+// The norm of nm.acc as copy_activations<true> would find it in x after rmsnorm.cu's kernel had rounded it:
+// codes and (d, s0 + s1) pairs into xs, the same bits. rmsnorm4_kernel runs T = rmsnorm4_threads(n)
+// threads, thread vt summing the squares of float4s vt, vt + T, ... in turn, each warp's sums reduced by
+// warp_sum and the warps' in lane order; this block of 256 plays its threads four at a time (thread t as
+// vt = t, t + 256, ...: the same warps), then forms and rounds the output as that kernel does, eight
+// consecutive lanes a block of 32. Block 0 also writes the norm (nm.y) and its rounding (nm.q8).
+__device__ void norm_activations(const MatvecNorm& nm, int n, unsigned char* xs) {
+  constexpr int kPlay = 4;  // threads of the row kernel each thread plays
+  static_assert(32 * kStreamWarps * kPlay >= 1024, "the block plays every thread of the row kernel");
+  __shared__ float red[32];
+  const int n4 = n / 4, T = rmsnorm4_threads(n), lane = threadIdx.x & 31, B = blockDim.x;
+  const float4* a4 = reinterpret_cast<const float4*>(nm.acc);
+  float4 f[kPlay];
+#pragma unroll
+  for (int k = 0; k < kPlay; ++k) {  // every first float4 at once: one trip to memory
+    const int vt = threadIdx.x + k * B;
+    f[k] = vt < T && vt < n4 ? a4[vt] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+#pragma unroll
+  for (int k = 0; k < kPlay; ++k) {
+    const int vt = threadIdx.x + k * B;
+    float ss = 0.0f;
+    if (vt < T && vt < n4) {
+      ss += sq4(f[k]);
+      for (int i = vt + T; i < n4; i += T) ss += sq4(a4[i]);
+    }
+    ss = warp_sum(ss);  // uniform: B and T are whole warps
+    if (lane == 0 && vt < T) red[vt >> 5] = ss;
+  }
+  cp_async_wait<0>();  // the norm weights (stage_norm_weights)
+  __syncthreads();
+  const float ss = warp_sum(lane < T / 32 ? red[lane] : 0.0f);
+  const float inv = 1.0f / sqrtf(ss / float(n) + nm.eps);
+  const float4* w4 = reinterpret_cast<const float4*>(xs + norm_weights_at(n));
+  float2* xds = reinterpret_cast<float2*>(xs + n);
+  const bool writer = blockIdx.x == 0;
+  for (int i0 = 0; i0 < n4; i0 += B) {  // uniform over the block: round_four's shuffles
+    const int i = i0 + int(threadIdx.x);
+    const bool in = i < n4;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (in) {
+      const float4 a = a4[i], g = w4[i];
+      v = make_float4(a.x * inv * g.x, a.y * inv * g.y, a.z * inv * g.z, a.w * inv * g.w);
+    }
+    const RoundedFour r = round_four(v);
+    const float half = r.d * float(r.qs);                         // this lane's half of 16, as q8.s holds it
+    const float second = __shfl_down_sync(0xffffffffu, half, 4);  // lane + 4: the block's second half
+    if (!in) continue;
+    *reinterpret_cast<uint32_t*>(xs + 4 * i) = r.q;
+    if ((lane & 7) == 0) xds[i / 8] = make_float2(r.d, half + second);
+    if (writer) {
+      reinterpret_cast<float4*>(nm.y)[i] = v;
+      *reinterpret_cast<uint32_t*>(nm.q8.q + 4 * i) = r.q;
+      if ((lane & 7) == 0) nm.q8.d[i / 8] = r.d;
+      if ((lane & 3) == 0) nm.q8.s[i / 4] = half;
+    }
+  }
+}
+
+template <int F, int Glu, int R, bool Rope = false, bool Norm = false>
 __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
                                                      : R == 1 ? 4
                                                               : 3)
@@ -485,6 +555,8 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   // tg128 +0.9%, Q4_K +1.2%, TinyLlama Q4_0 +0.2%; two rounds for every product gave TinyLlama +2.4% but
   // 7B Q4_K -1.6%.
   bool loaded = false;  // the next round is in the other buffer already
+  static_assert(!Norm || kShared, "a job's input norm is formed in shared memory");
+  if constexpr (Norm) stage_norm_weights(job.norm, n_in, xs);
   if (g < groups) {
     load(std::integral_constant<int, 0>{}, g, 0);
     if constexpr (R == 1) {
@@ -495,7 +567,10 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
   }
   griddep_wait();
   if constexpr (kShared) {
-    copy_activations<true>(x, n_in, xs);
+    if constexpr (Norm)
+      norm_activations(job.norm, n_in, xs);
+    else
+      copy_activations<true>(x, n_in, xs);
     __syncthreads();
   }
   if (g >= groups) return;
@@ -588,10 +663,15 @@ __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
 #pragma unroll
         for (int k = 0; k < R; ++k) {
           if (r0 + k >= n_out) break;
-          if constexpr (Glu >= 0)
+          if constexpr (Glu >= 0) {
             y[r0 + k] = glu_act(acc[k], Glu) * acc[R + k];
-          else
+          } else {
             y[r0 + k] = acc[k];
+            // add_rmsnorm's acc + x, the same sum (single-row products only: matvec_residual_fits)
+            if constexpr (R == 1) {
+              if (job.residual) job.residual[r0 + k] += acc[k];
+            }
+          }
         }
       }
 #pragma unroll
@@ -693,13 +773,13 @@ int resident_blocks() {
 }
 
 // One wave: as many blocks as the GPU holds at once (fewer when the job has fewer groups).
-template <int F, int Glu, int R, bool Rope = false>
+template <int F, int Glu, int R, bool Rope = false, bool Norm = false>
 void launch_stream_rows(const MatvecJob& job, const Q8& x, size_t shared, cudaStream_t s) {
   JobLayout lay{};
   const int mats = job.glu >= 0 ? 1 : job.n;
   for (int i = 0; i < mats; ++i) lay.first[i + 1] = lay.first[i] + int(ceil_div(job.w[i].n_out, R));
   const int groups = lay.first[mats];
-  constexpr auto kernel = matvec_stream_kernel<F, Glu, R, Rope>;
+  constexpr auto kernel = matvec_stream_kernel<F, Glu, R, Rope, Norm>;
   if (R == 1) shared = 0;
   if (shared > 96 * 1024)
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
@@ -722,10 +802,17 @@ void launch_stream(const MatvecJob& job, const Q8& x, size_t shared, cudaStream_
   // Llama-7B-shaped Q4_0 q/k/v 3.4 TB/s with pairs, 2.9 with single rows); else single rows (its o and
   // down products, 4096 rows: 2.1 -> 2.3 and 2.5 -> 2.9 TB/s). A job with its RoPE always takes pairs (the
   // backend asks matvec_rope_fits first): a pair's turn needs both rows in one lane.
+  // A job forming its input norm (matvec_norm_fits: it takes pairs) runs a kernel instantiation of its own,
+  // so the others keep their registers.
+  const bool norm = job.norm.acc != nullptr;
   if constexpr (Glu < 0) {
-    if (job.rope.table) return launch_stream_rows<F, Glu, 2, true>(job, x, shared, s);
+    if (job.rope.table) {
+      if (norm) return launch_stream_rows<F, Glu, 2, true, true>(job, x, shared, s);
+      return launch_stream_rows<F, Glu, 2, true>(job, x, shared, s);
+    }
     if (!stream_pairs<F>(rows)) return launch_stream_rows<F, Glu, 1>(job, x, shared, s);
   }
+  if (norm) return launch_stream_rows<F, Glu, 2, false, true>(job, x, shared, s);
   launch_stream_rows<F, Glu, 2>(job, x, shared, s);
 }
 }  // namespace
@@ -765,6 +852,28 @@ int matvec_rope_min_rows(int fmt) {
   return rows;
 }
 
+bool matvec_norm_fits(const MatvecJob& job) {
+  const int n_in = job.w[0].n_in;
+  // The activations and the norm's weights inside the 48 KiB resident_blocks sized the grid for.
+  if (job.n_tok != 1 || n_in % 32 != 0 || norm_weights_at(n_in) + 4 * n_in > 48 * 1024) return false;
+  int rows = 0;
+  for (int i = 0; i < (job.glu >= 0 ? 1 : job.n); ++i) rows += job.w[i].n_out;
+  bool fits = false;
+  with_format(job.w[0].fmt, [&]<int F>() {
+    if constexpr (streamed(F)) fits = job.glu >= 0 || job.rope.table || stream_pairs<F>(rows);
+  });
+  return fits;
+}
+
+bool matvec_residual_fits(const MatvecJob& job) {
+  if (job.n_tok != 1 || job.n != 1 || job.glu >= 0 || job.rope.table) return false;
+  bool fits = false;
+  with_format(job.w[0].fmt, [&]<int F>() {
+    if constexpr (streamed(F)) fits = !stream_pairs<F>(job.w[0].n_out);
+  });
+  return fits;
+}
+
 void matvec_q8(const MatvecJob& job, const Q8& x, cudaStream_t s) {
   JobLayout lay{};
   const int rows_per_block = kWarps * kRows;
@@ -773,8 +882,10 @@ void matvec_q8(const MatvecJob& job, const Q8& x, cudaStream_t s) {
     lay.first[i + 1] = lay.first[i] + int(ceil_div(job.w[i].n_out, rows_per_block));
   const unsigned blocks = unsigned(lay.first[mats]);
   if (blocks == 0) return;
-  // The activations in shared memory: n codes, n / 32 scales, n / 16 sums.
-  const size_t shared = size_t(job.w[0].n_in) + size_t(job.w[0].n_in / 32) * 3 * sizeof(float);
+  // The activations in shared memory: n codes, n / 32 scales, n / 16 sums (and an input norm's weights
+  // after them).
+  size_t shared = size_t(job.w[0].n_in) + size_t(job.w[0].n_in / 32) * 3 * sizeof(float);
+  if (job.norm.acc) shared = size_t(norm_weights_at(job.w[0].n_in)) + 4 * size_t(job.w[0].n_in);
   with_format(job.w[0].fmt, [&]<int F>() {
     if constexpr (streamed(F)) {
       if (job.glu == 0)
