@@ -164,7 +164,7 @@ void CudaBackend::run_self_check() {
                                         relative_error(part(n, n), part(3 * n, n)),
                                         relative_error(part(6 * n, m), part(6 * n + m, m))}));
     } else {
-      k_matvec_norm_.on_cpu = true;  // a Q4_0 GLU job always streams its pairs: not expected; never fused
+      k_matvec_norm_.on_cpu = true;  // a GPU so small that 480 rows stream in pairs: never carried there
     }
     for (const Weight& w : ws) weights_.erase(w.data);
     for (Q8Set& set : q8_) set.src = nullptr;

@@ -47,6 +47,11 @@
 // back to back INT8B0 +6-17% (the 4096 x 11008 down product 67 -> 79% of the copy), Q8_0 -3 to +11%, 7B Q8_0
 // decode 313.8 -> 326.0 t/s; Q6K there (its codes centred in integers, q6k_centered_dot) took the output
 // matrix from 59-60 to 65-68% (docs/PERF.md 09:22). The register-round kernel keeps KQ8.
+//
+// The residual add and RMSNorm between products (MatvecJob::residual and ::norm, --cuda-fuse-norm): a
+// single-row product adds each row into the residual as it writes it, and a pair product forms the norm of
+// that residual itself, every block into its shared memory in the row kernel's order (norm_activations),
+// instead of copying activations that an add_rmsnorm launch rounded.
 #include <algorithm>
 #include <atomic>
 
@@ -368,10 +373,6 @@ __device__ __forceinline__ void round_blocks_when_complete(const MatvecJob& job,
   }
 }
 
-// R: rows of each matrix a warp takes at once (2; 1 for products too small to give every warp of the GPU a
-// pair of rows, whose activations are then read through L1 instead of copied into shared memory first).
-// Rope: a q/k/v job with its RoPE and KV write (job.rope set; R 2, no GLU). An instantiation of its own, so
-// that the products without it keep their registers (80 for Q4_0 with it, 76 without: ptxas -v).
 // A job's input norm (MatvecJob::norm) in its own launch. Its weights follow the activations in shared
 // memory, at norm_weights_at(n_in) bytes, copied there before the wait (no kernel writes them).
 __host__ __device__ constexpr int norm_weights_at(int n_in) {
@@ -442,6 +443,12 @@ __device__ void norm_activations(const MatvecNorm& nm, int n, unsigned char* xs)
   }
 }
 
+// R: rows of each matrix a warp takes at once (2; 1 for products too small to give every warp of the GPU a
+// pair of rows, whose activations are then read through L1 instead of copied into shared memory first).
+// Rope: a q/k/v job with its RoPE and KV write (job.rope set; R 2, no GLU). An instantiation of its own, so
+// that the products without it keep their registers (80 for Q4_0 with it, 76 without: ptxas -v).
+// Norm: a job forming its input norm (job.norm set; R 2), likewise an instantiation of its own (76 for the
+// Q4_0 q/k/v job with it, as without).
 template <int F, int Glu, int R, bool Rope = false, bool Norm = false>
 __global__ void __launch_bounds__(32 * kStreamWarps, Glu >= 0 ? 2
                                                      : R == 1 ? 4
@@ -802,15 +809,16 @@ void launch_stream(const MatvecJob& job, const Q8& x, size_t shared, cudaStream_
   // Llama-7B-shaped Q4_0 q/k/v 3.4 TB/s with pairs, 2.9 with single rows); else single rows (its o and
   // down products, 4096 rows: 2.1 -> 2.3 and 2.5 -> 2.9 TB/s). A job with its RoPE always takes pairs (the
   // backend asks matvec_rope_fits first): a pair's turn needs both rows in one lane.
-  // A job forming its input norm (matvec_norm_fits: it takes pairs) runs a kernel instantiation of its own,
-  // so the others keep their registers.
+  // A job forming its input norm takes pairs too (it needs the activations in shared memory; the backend
+  // asks matvec_norm_fits, so only jobs that would take them anyway), in a kernel instantiation of its
+  // own, so that the others keep their registers.
   const bool norm = job.norm.acc != nullptr;
   if constexpr (Glu < 0) {
     if (job.rope.table) {
       if (norm) return launch_stream_rows<F, Glu, 2, true, true>(job, x, shared, s);
       return launch_stream_rows<F, Glu, 2, true>(job, x, shared, s);
     }
-    if (!stream_pairs<F>(rows)) return launch_stream_rows<F, Glu, 1>(job, x, shared, s);
+    if (!norm && !stream_pairs<F>(rows)) return launch_stream_rows<F, Glu, 1>(job, x, shared, s);
   }
   if (norm) return launch_stream_rows<F, Glu, 2, false, true>(job, x, shared, s);
   launch_stream_rows<F, Glu, 2>(job, x, shared, s);
