@@ -54,6 +54,20 @@ TILELLM_AVX512_HOT void prefetch_ahead(const uint8_t* codes, int bits) {
   }
 }
 
+// A tile's scales and offsets sit after its codes, which decode asks for 2 KiB ahead: those prefetches reach
+// them only near the tile's end, while its first group's are read at its start. On a 2-core AMD EPYC (Zen 5)
+// perf put a third of the decode kernel's samples on those loads (docs/PERF.md 2026-12-08 02:16): a tile's
+// first 4 lines of each (8 groups) are asked for a batch of tiles ahead (prefetch_params), the later ones 8
+// groups ahead (token_tiles), as the AVX2 kernels do (tiled_matmul_x86.inc).
+template <bool kFloatOffset>
+TILELLM_AVX512_HOT void prefetch_params(const TiledWeight& w, const uint8_t* tile) {
+  for (int l = 0; l < 4; ++l) {
+    _mm_prefetch(reinterpret_cast<const char*>(tile + w.scale_off + 64 * l), _MM_HINT_T0);
+    if constexpr (kFloatOffset)
+      _mm_prefetch(reinterpret_cast<const char*>(tile + w.offset_off + 64 * l), _MM_HINT_T0);
+  }
+}
+
 // Tiles a decode step (one token) reads at once (token_tiles). 2, 4 and 8 were measured on a 2-core Intel
 // Xeon VM (AVX-512 VNNI), 2 threads, TinyLlama-shape decode (tg64): Q8_0 25.9 / 26.9 / 26.5 t/s, Q4_0 41.7
 // / 43.3 / 39.2, against 24.1 and 40.5 one tile at a time (docs/PERF.md, the entry of 2026-12-01 22:56); 8
@@ -162,11 +176,14 @@ TILELLM_AVX512_HOT void token_tiles(const TiledWeight& w, int64_t ti, const Tile
     if (left_in_group == 0) {  // next scale group: 16 fp16 scales (and offsets) per tile
       ++group;
       for (int j = 0; j < kTiles; ++j) {
-        ws[j] =
-            halves_to_floats(reinterpret_cast<const uint16_t*>(tile[j] + w.scale_off) + group * kTileRows);
-        if constexpr (kFloatOffset)
-          wo[j] =
-              halves_to_floats(reinterpret_cast<const uint16_t*>(tile[j] + w.offset_off) + group * kTileRows);
+        const auto* sc = reinterpret_cast<const uint16_t*>(tile[j] + w.scale_off) + group * kTileRows;
+        _mm_prefetch(reinterpret_cast<const char*>(sc + 8 * kTileRows), _MM_HINT_T0);  // 8 groups ahead
+        ws[j] = halves_to_floats(sc);
+        if constexpr (kFloatOffset) {
+          const auto* of = reinterpret_cast<const uint16_t*>(tile[j] + w.offset_off) + group * kTileRows;
+          _mm_prefetch(reinterpret_cast<const char*>(of + 8 * kTileRows), _MM_HINT_T0);
+          wo[j] = halves_to_floats(of);
+        }
       }
       left_in_group = w.sub_per_group;
     }
@@ -342,10 +359,16 @@ TILELLM_AVX512_HOT void run_tile(const TiledWeight& w, const TiledActs& a, int64
 template <int kBits, bool kFloatOffset>
 TILELLM_AVX512 void run(const TiledWeight& w, const TiledActs& a, int64_t tile0, int64_t tile1, int64_t t0,
                         int64_t t1, float* y, int64_t y_stride) {
-  if (t1 - t0 == 1) {  // decode: the tiles kDecodeTiles at a time
+  if (t1 - t0 ==
+      1) {  // decode: the tiles kDecodeTiles at a time, the next batch's first parameters asked for
     float* yt = y + t0 * y_stride;
-    for (; tile0 + kDecodeTiles <= tile1; tile0 += kDecodeTiles)
+    for (int64_t ti = tile0; ti < std::min(tile0 + kDecodeTiles, tile1); ++ti)
+      prefetch_params<kFloatOffset>(w, w.tile(ti));
+    for (; tile0 + kDecodeTiles <= tile1; tile0 += kDecodeTiles) {
+      for (int64_t ti = tile0 + kDecodeTiles; ti < std::min(tile0 + 2 * kDecodeTiles, tile1); ++ti)
+        prefetch_params<kFloatOffset>(w, w.tile(ti));
       token_tiles<kBits, kFloatOffset, kDecodeTiles>(w, tile0, a, t0, yt);
+    }
   } else if (t1 - t0 >= kPrefillTokens) {
     // prefill: blocks of kPrefillTiles x kPrefillTokens; the tokens past the last whole block, then the tiles
     // past the last whole block, per tile
