@@ -373,8 +373,9 @@ TEST_P(CudaOps, qkv_products_with_rope_and_kv_write_equal_the_unfused_ops) {
 // before adds into the residual as it writes its rows, the product after forms the norm in its own launch.
 // Against a backend that launches add_rmsnorm between them: the residual, the norm and the consumer's output
 // bit-equal, for a GLU job, a q/k/v job and a single product (the output) whose rows stream in pairs, and a
-// q/k/v job too small for pairs (the norm then launched alone before it); widths 512 and 4352 (past the
-// 1024 float4s that the row kernel's threads hold one each); three streamed formats. In the float mode
+// q/k/v job too small for pairs (the norm then launched alone before it); odd row counts (a pair's second
+// row past the end); widths 480 (fewer float4s than the row kernel's whole warps of threads; Q4_K: 768) and
+// 4352 (past the 1024 float4s its threads hold one each); three streamed formats. In the float mode
 // nothing is carried and the same holds.
 TEST_P(CudaOps, products_carrying_the_residual_add_and_norm_equal_the_launches_apart) {
   const bool quantized = GetParam() == ActivationMode::Quantized;
@@ -382,20 +383,20 @@ TEST_P(CudaOps, products_carrying_the_residual_add_and_norm_equal_the_launches_a
     const int f = t == GgmlType::Q4_0 ? cuda::kQ4_0 : t == GgmlType::Q8_0 ? cuda::kQ8_0 : cuda::kQ4K;
     const int64_t pairs = cuda::matvec_rope_min_rows(f);  // rows a job needs to stream them in pairs
     ASSERT_GT(pairs, 0) << type_name(t);
-    for (int64_t n : {int64_t(512), int64_t(4352)}) {
-      const int64_t n_x = t == GgmlType::Q4_K ? 256 : 96, m = 64, kv = 32;
+    for (int64_t n : {int64_t(t == GgmlType::Q4_K ? 768 : 480), int64_t(4352)}) {
+      const int64_t n_x = t == GgmlType::Q4_K ? 256 : 96, m = 71, kv = 37;
       OwnedWeight wo = make_weight(t, n_x, n, 31), wg = make_weight(t, n, m, 32),
-                  wu = make_weight(t, n, m, 33), wq = make_weight(t, n, pairs, 34),
+                  wu = make_weight(t, n, m, 33), wq = make_weight(t, n, pairs + 1, 34),
                   wk = make_weight(t, n, kv, 35), wv = make_weight(t, n, kv, 36),
-                  wout = make_weight(t, n, pairs, 37);
+                  wout = make_weight(t, n, pairs + 3, 37);
       const std::vector<float> g = rand_floats(size_t(n), 38), x0 = rand_floats(size_t(n_x), 39),
                                acc0 = rand_floats(size_t(n), 40);
       std::vector<float> results[2][4];
       for (int fuse = 0; fuse < 2; ++fuse) {
         const size_t nx = static_cast<size_t>(n_x), nn = static_cast<size_t>(n), nm = static_cast<size_t>(m),
                      np = static_cast<size_t>(pairs), nkv = static_cast<size_t>(kv);
-        std::vector<float> x(nx), o(nn), acc(nn), xn(nn), gate(nm), up(nm), q(np), k(nkv), v(nkv), k2(nkv),
-            out(np);
+        std::vector<float> x(nx), o(nn), acc(nn), xn(nn), gate(nm), up(nm), q(np + 1), k(nkv), v(nkv),
+            k2(nkv), out(np + 3);
         CudaBackendOptions opt = options();
         opt.max_width = 4352;
         opt.profiling = true;  // the kernels' names show which path ran
